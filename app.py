@@ -1,0 +1,23 @@
+"""kvviz entry point: navigation and model status, nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+import ui
+from kvviz.text import common as T
+
+ROOT = Path(__file__).resolve().parent
+
+st.set_page_config(page_title=T.APP_TITLE, page_icon=":material/memory:", layout="wide")
+
+pages = [
+    st.Page(str(ROOT / path), title=title, icon=icon, default=(i == 0))
+    for i, (path, title, icon) in enumerate(T.PAGES)
+    if (ROOT / path).exists()
+]
+navigation = st.navigation(pages)
+ui.render_model_sidebar()
+navigation.run()

@@ -1,0 +1,1 @@
+"""Plotly figure builders: plain data in, ``go.Figure`` out. No streamlit here."""
