@@ -154,7 +154,7 @@ def reservation_tokens(req: Request, cfg: PagingConfig) -> int:
 
 
 @dataclass
-class _Seq:
+class Seq:
     """A request while it is served: ``length`` tokens are in the KV memory."""
 
     req: Request
@@ -166,14 +166,14 @@ class _Seq:
 # ---------------------------------------------------------------- contiguous allocator
 
 
-class _Contiguous:
+class ContiguousAllocator:
     """First-fit slabs in one linear address space [0, memory_tokens)."""
 
     def __init__(self, cfg: PagingConfig) -> None:
         self.cfg = cfg
         self.slabs: dict[int, tuple[int, int]] = {}  # rid -> (start, size)
 
-    def need(self, seq: _Seq) -> int:
+    def need(self, seq: Seq) -> int:
         return reservation_tokens(seq.req, self.cfg)
 
     def _holes(self) -> list[tuple[int, int]]:
@@ -189,7 +189,7 @@ class _Contiguous:
     def free_slots(self) -> int:
         return self.cfg.memory_tokens - sum(size for _, size in self.slabs.values())
 
-    def try_admit(self, seq: _Seq) -> bool:
+    def try_admit(self, seq: Seq) -> bool:
         need = self.need(seq)
         for start, size in self._holes():
             if size >= need:
@@ -197,17 +197,17 @@ class _Contiguous:
                 return True
         return False
 
-    def grow(self, seq: _Seq) -> bool:
+    def grow(self, seq: Seq) -> bool:
         return True  # the slab was sized for the final length (or the maximum) up front
 
-    def release(self, seq: _Seq) -> None:
+    def release(self, seq: Seq) -> None:
         del self.slabs[seq.req.rid]
 
 
 # ---------------------------------------------------------------- paged allocator
 
 
-class _Paged:
+class PagedAllocator:
     """A pool of blocks; a free queue (allocate from the head, freed blocks to the tail)."""
 
     def __init__(self, cfg: PagingConfig) -> None:
@@ -223,18 +223,18 @@ class _Paged:
     def _own_blocks(self, length: int) -> int:
         return -(-(length - self.shared_tokens) // self.cfg.block_size)
 
-    def _need_blocks(self, seq: _Seq) -> int:
+    def _need_blocks(self, seq: Seq) -> int:
         length = max(seq.length, seq.req.prompt_len)
         extra = self.shared_tokens // self.cfg.block_size if self.shared_ref == 0 else 0
         return self._own_blocks(length) + extra
 
-    def need(self, seq: _Seq) -> int:
+    def need(self, seq: Seq) -> int:
         return self._need_blocks(seq) * self.cfg.block_size
 
     def free_slots(self) -> int:
         return len(self.free_queue) * self.cfg.block_size
 
-    def try_admit(self, seq: _Seq) -> bool:
+    def try_admit(self, seq: Seq) -> bool:
         if self._need_blocks(seq) > len(self.free_queue):
             return False
         if self.shared_tokens:
@@ -246,7 +246,7 @@ class _Paged:
         self.tables[seq.req.rid] = [self.free_queue.popleft() for _ in range(self._own_blocks(length))]
         return True
 
-    def grow(self, seq: _Seq) -> bool:
+    def grow(self, seq: Seq) -> bool:
         """Make room for token ``seq.length + 1``: a new block when the last one is full."""
         table = self.tables[seq.req.rid]
         if len(table) * self.cfg.block_size > seq.length - self.shared_tokens:
@@ -256,7 +256,7 @@ class _Paged:
         table.append(self.free_queue.popleft())
         return True
 
-    def release(self, seq: _Seq) -> None:
+    def release(self, seq: Seq) -> None:
         # Tail blocks first, like vLLM, so a request's head blocks stay longest in the queue.
         for block in reversed(self.tables.pop(seq.req.rid)):
             self.free_queue.append(block)
@@ -271,7 +271,7 @@ class _Paged:
 
 
 def _account(
-    layout: str, alloc: Any, cfg: PagingConfig, running: list[_Seq], waiting: deque[_Seq]
+    layout: str, alloc: Any, cfg: PagingConfig, running: list[Seq], waiting: deque[Seq]
 ) -> dict[str, int]:
     """Split the memory into WASTE_KINDS at this instant (the values sum to memory_tokens)."""
     slots = dict.fromkeys(WASTE_KINDS, 0)
@@ -358,7 +358,7 @@ class LayoutResult:
     """One allocator's run over the whole request stream."""
 
     layout: str
-    steps: int
+    steps: int  # the step at which the last request finished (makespan)
     records: list[StepRecord]
     utilisation: float
     waste_share: dict[str, float]
@@ -389,7 +389,7 @@ class LayoutResult:
         }
 
 
-def _snapshot_contiguous(alloc: _Contiguous, cfg: PagingConfig, step: int, running: list[_Seq],
+def _snapshot_contiguous(alloc: ContiguousAllocator, cfg: PagingConfig, step: int, running: list[Seq],
                          external: bool) -> Snapshot:
     spans: list[Span] = []
     order = {seq.req.rid: i for i, seq in enumerate(running)}
@@ -418,7 +418,7 @@ def _snapshot_contiguous(alloc: _Contiguous, cfg: PagingConfig, step: int, runni
     return Snapshot(step=step, spans=spans, lengths={s.req.rid: s.length for s in running})
 
 
-def _snapshot_paged(alloc: _Paged, cfg: PagingConfig, step: int, running: list[_Seq]) -> Snapshot:
+def _snapshot_paged(alloc: PagedAllocator, cfg: PagingConfig, step: int, running: list[Seq]) -> Snapshot:
     bs = cfg.block_size
     cells: dict[int, BlockCell] = {}
     for b in alloc.shared_blocks:
@@ -442,9 +442,9 @@ def simulate_layout(cfg: PagingConfig, layout: str, snapshot_step: int | None = 
     cfg.validate()
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}")
-    alloc: _Contiguous | _Paged = _Contiguous(cfg) if layout == "contiguous" else _Paged(cfg)
-    waiting: deque[_Seq] = deque(_Seq(r) for r in make_requests(cfg))
-    running: list[_Seq] = []
+    alloc: ContiguousAllocator | PagedAllocator = ContiguousAllocator(cfg) if layout == "contiguous" else PagedAllocator(cfg)
+    waiting: deque[Seq] = deque(Seq(r) for r in make_requests(cfg))
+    running: list[Seq] = []
     records: list[StepRecord] = []
     snapshot: Snapshot | None = None
     finished = preemptions = 0
@@ -483,7 +483,7 @@ def simulate_layout(cfg: PagingConfig, layout: str, snapshot_step: int | None = 
         records.append(StepRecord(step, len(running), len(waiting), finished, slots,
                                   utilisation_of(slots, len(waiting))))
         if snapshot_step is not None and step == snapshot_step:
-            if isinstance(alloc, _Contiguous):
+            if isinstance(alloc, ContiguousAllocator):
                 snapshot = _snapshot_contiguous(alloc, cfg, step, running, slots["external"] > 0)
             else:
                 snapshot = _snapshot_paged(alloc, cfg, step, running)
@@ -492,7 +492,7 @@ def simulate_layout(cfg: PagingConfig, layout: str, snapshot_step: int | None = 
         snapshot = Snapshot(step=snapshot_step, spans=[Span(0, cfg.memory_tokens, "free", None)]
                             if layout == "contiguous" else [],
                             blocks=[BlockCell(b, "free", 0, 0, None) for b in range(alloc.num_blocks)]
-                            if isinstance(alloc, _Paged) else [])
+                            if isinstance(alloc, PagedAllocator) else [])
     return _summarise(layout, cfg, records, preemptions, snapshot)
 
 
@@ -503,7 +503,7 @@ def _summarise(layout: str, cfg: PagingConfig, records: list[StepRecord], preemp
     share = {k: sum(r.slots[k] for r in loaded) / (len(loaded) * cfg.memory_tokens) for k in WASTE_KINDS}
     return LayoutResult(
         layout=layout,
-        steps=len(records),
+        steps=records[-1].step if records else 0,
         records=records,
         utilisation=sum(r.utilisation for r in busy) / len(busy) if busy else 0.0,
         waste_share=share,
