@@ -1,0 +1,127 @@
+"""Provider cache policies as data: checkpoints, minimum length, lifetimes, usage fields.
+
+These are **policy, not mechanics**: product decisions of each provider, stated in their
+documentation and summarised by the seed article ("Prompt caching: what is actually documented") and
+BRIEF section 5. They change over time, so every value carries its source and the date it was
+checked. The mechanics (only an identical prefix can be reused) are the same everywhere and live in
+the block manager; vLLM itself has no time-to-live at all, only LRU eviction under memory pressure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+AS_OF = "2026-11"
+SOURCE_SEED = "seed article 003 'Prompt caching: what is actually documented'"
+SOURCE_BRIEF = "BRIEF section 5 (digest of the seed articles)"
+SOURCE_ENGINE = "seed article 000 and BRIEF section 4 (vLLM v1 block pool)"
+SOURCE_BOTH = f"{SOURCE_SEED}; {SOURCE_BRIEF}"
+
+# Anthropic's per-response usage fields, in the order a turn's prompt is laid out.
+USAGE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_tokens", "input_tokens")
+USAGE_LABELS = {
+    "cache_read_input_tokens": "read from cache",
+    "cache_creation_input_tokens": "written to cache",
+    "input_tokens": "uncached input",
+}
+
+# The documented range of the minimum cacheable prompt ("from about 500 to a few thousand tokens").
+MIN_CACHEABLE_RANGE = (500, 4096)
+MIN_CACHEABLE_DEFAULT = 1024  # an example inside the documented range; the real value depends on the model
+
+
+@dataclass(frozen=True)
+class PolicyValue:
+    """One documented value: what it is, the value, where it comes from and when it was checked."""
+
+    name: str
+    value: str
+    source: str
+    as_of: str = AS_OF
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    """How one serving stack decides where cache entries exist and how long they live.
+
+    ``checkpoints`` is "explicit" (entries only where the client marks them), "automatic" (the server
+    picks the points; kvviz places them at block boundaries, an assumption) or "blocks" (the engine
+    caches every full block). ``ttl_s`` None means no time limit (LRU eviction under pressure only).
+    """
+
+    key: str
+    provider: str
+    label: str
+    checkpoints: str
+    ttl_s: float | None
+    refresh_on_hit: bool
+    min_cacheable_tokens: int
+    ttl_counted_from: str
+    values: tuple[PolicyValue, ...]
+    is_policy: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["values"] = [asdict(v) for v in self.values]
+        return out
+
+
+_ANTHROPIC_VALUES = (
+    PolicyValue("caching", "off by default; on where a cache_control mark is placed", SOURCE_BOTH),
+    PolicyValue("checkpoints", "entries only at cache_control marks; mark the last block that stays the same",
+                SOURCE_BOTH),
+    PolicyValue("reuse", "up to the nearest checkpoint before the first difference", SOURCE_BOTH),
+    PolicyValue("lifetime", "5 min by default, refreshed free on each hit; 1 h for a fee", SOURCE_BOTH),
+    PolicyValue("lifetime counted from", "the start of the request, not the end of the answer", SOURCE_SEED),
+    PolicyValue("minimum cacheable prompt", "about 500 to a few thousand tokens, depending on the model",
+                SOURCE_BOTH),
+    PolicyValue("usage fields", "cache_creation_input_tokens, cache_read_input_tokens, input_tokens",
+                SOURCE_BOTH),
+    PolicyValue("JSON key order", "tool arguments serialised with unstable key order (Swift, Go) make a new "
+                "prefix each time", SOURCE_BOTH),
+)
+
+_OPENAI_VALUES = (
+    PolicyValue("caching", "automatic, no marks needed (manual marks only on recent models)", SOURCE_BOTH),
+    PolicyValue("checkpoints", "chosen by the server; kvviz assumes block boundaries", SOURCE_SEED),
+    PolicyValue("lifetime (older models)", "about 5-10 min idle, up to an hour", SOURCE_BOTH),
+    PolicyValue("lifetime (newer models)", "30 min", SOURCE_BOTH),
+    PolicyValue("extended retention", "optional 24 h", SOURCE_BOTH),
+    PolicyValue("minimum cacheable prompt", "about 500 to a few thousand tokens, depending on the model",
+                SOURCE_BOTH),
+)
+
+_VLLM_VALUES = (
+    PolicyValue("caching", "automatic prefix caching of every full block (16 tokens by default)", SOURCE_ENGINE),
+    PolicyValue("lifetime", "no time limit; cached blocks are evicted LRU when the pool needs a free block",
+                SOURCE_ENGINE),
+    PolicyValue("minimum", "one full block", SOURCE_ENGINE),
+)
+
+POLICIES: dict[str, CachePolicy] = {
+    p.key: p
+    for p in (
+        CachePolicy("vllm", "vLLM", "vLLM engine: every full block, no TTL (mechanics)", "blocks", None, False,
+                    0, "-", _VLLM_VALUES, is_policy=False),
+        CachePolicy("anthropic-5m", "Anthropic", "Anthropic cache_control, 5 min TTL", "explicit", 300.0, True,
+                    MIN_CACHEABLE_DEFAULT, "request start", _ANTHROPIC_VALUES),
+        CachePolicy("anthropic-1h", "Anthropic", "Anthropic cache_control, 1 h TTL (paid)", "explicit", 3600.0,
+                    True, MIN_CACHEABLE_DEFAULT, "request start", _ANTHROPIC_VALUES),
+        CachePolicy("openai-older", "OpenAI", "OpenAI automatic, older models (~5 min idle)", "automatic", 300.0,
+                    True, MIN_CACHEABLE_DEFAULT, "last use", _OPENAI_VALUES),
+        CachePolicy("openai-newer", "OpenAI", "OpenAI automatic, newer models (30 min)", "automatic", 1800.0,
+                    True, MIN_CACHEABLE_DEFAULT, "last use", _OPENAI_VALUES),
+        CachePolicy("openai-24h", "OpenAI", "OpenAI automatic, 24 h retention", "automatic", 86400.0, True,
+                    MIN_CACHEABLE_DEFAULT, "last use", _OPENAI_VALUES),
+    )
+}
+DEFAULT_POLICY = "anthropic-5m"
+
+
+def get_policy(key: str) -> CachePolicy:
+    """The policy named ``key``; ValueError with the valid names otherwise."""
+    try:
+        return POLICIES[key]
+    except KeyError:
+        raise ValueError(f"unknown policy {key!r}; choose one of {', '.join(POLICIES)}") from None
