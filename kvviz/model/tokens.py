@@ -1,0 +1,165 @@
+"""Tokenizing user text into ids and human-readable pieces, with input limits.
+
+A piece is the text a token completes: byte-level tokens are mapped back to bytes and decoded
+incrementally as UTF-8, so Cyrillic, CJK and emoji display as characters. A token that only starts a
+multi-byte character shows its bytes as ``<0xF0>``-style escapes; the token completing it shows the
+character.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kvviz.model.loader import load_tokenizer
+from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
+from kvviz.text import common as T
+
+_SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """Token ids of a text (after truncation to the limit) and the readable text of each token."""
+
+    ids: list[int]
+    pieces: list[str]
+    truncated: bool
+    num_tokens_before_truncation: int
+    notice: str | None
+    max_tokens: int = 0
+    model_name: str | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.ids)
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of the GPT-2 byte-level alphabet: printable stand-in character -> byte value."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+def _tokenizer_style(tokenizer: Any) -> str:
+    """'bytelevel' (GPT-2 style), 'sentencepiece' (▁ and <0xNN>), or 'other'."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    decoder = repr(getattr(backend, "decoder", "")) if backend is not None else ""
+    if "ByteLevel" in decoder:
+        return "bytelevel"
+    if "Metaspace" in decoder or "ByteFallback" in decoder or "▁" in decoder:
+        return "sentencepiece"
+    return "other"
+
+
+def token_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
+    """Readable text of each token id (see the module docstring for split characters)."""
+    style = _tokenizer_style(tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(list(ids))
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    byte_map = _byte_decoder()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pieces: list[str] = []
+    for token_id, token in zip(ids, tokens, strict=True):
+        if token is None:
+            pieces.append(tokenizer.decode([token_id]))
+            continue
+        if token_id in special or token_id in added:
+            tail = decoder.decode(b"", final=True)
+            decoder.reset()
+            if tail and pieces:
+                pieces[-1] += tail
+            pieces.append(str(token))
+            continue
+        if style == "bytelevel" and all(ch in byte_map for ch in token):
+            raw = bytes(byte_map[ch] for ch in token)
+        elif style == "sentencepiece":
+            match = _SP_BYTE.match(token)
+            raw = bytes([int(match.group(1), 16)]) if match else token.replace("▁", " ").encode("utf-8")
+        else:
+            raw = tokenizer.decode([token_id]).encode("utf-8")
+        text = decoder.decode(raw)
+        if not text and raw:
+            text = "".join(f"<0x{b:02X}>" for b in raw)
+        pieces.append(text)
+    tail = decoder.decode(b"", final=True)
+    if tail and pieces:
+        pieces[-1] += tail
+    return pieces
+
+
+def clean_text(text: object) -> str:
+    """Validate user text: a non-blank str; lone surrogates become U+FFFD so any str tokenizes."""
+    if isinstance(text, bytes):
+        raise InputError("text must be a string, not bytes (decode it first)")
+    if not isinstance(text, str):
+        raise InputError(f"text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise InputError(T.ERROR_EMPTY_TEXT)
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def tokenize(text: str, model_name: str | None = None, max_tokens: int | None = None) -> Tokenized:
+    """Tokenize ``text`` with the model's tokenizer, keeping at most ``max_tokens`` (default 2,048).
+
+    Raises InputError for empty or whitespace-only text and for bad limits. Longer texts keep their
+    first ``max_tokens`` tokens (the prefix is what a cache reuses) and carry a notice saying so.
+    """
+    limit = max_tokens_default() if max_tokens is None else check_max_tokens(max_tokens)
+    text = clean_text(text)
+    chars_cut = len(text) > MAX_INPUT_CHARS
+    if chars_cut:
+        text = text[:MAX_INPUT_CHARS]
+    tokenizer = load_tokenizer(model_name)
+    ids = list(tokenizer(text, add_special_tokens=True, return_attention_mask=False)["input_ids"])
+    if not ids:
+        raise InputError(T.ERROR_NO_TOKENS)
+    return _limit(tokenizer, ids, limit, chars_cut, model_name)
+
+
+def tokenize_ids(token_ids: object, model_name: str | None = None, max_tokens: int | None = None) -> Tokenized:
+    """Validate given token ids against the tokenizer's vocabulary and apply the same limit."""
+    limit = max_tokens_default() if max_tokens is None else check_max_tokens(max_tokens)
+    if isinstance(token_ids, (str, bytes)) or not hasattr(token_ids, "__iter__"):
+        raise InputError("token_ids must be a list of integers")
+    ids = list(token_ids)  # type: ignore[call-overload]
+    if not ids:
+        raise InputError(T.ERROR_NO_TOKENS)
+    tokenizer = load_tokenizer(model_name)
+    vocab = len(tokenizer)
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab:
+            raise InputError(f"token id {i!r} is not in the vocabulary (0..{vocab - 1})")
+    return _limit(tokenizer, ids, limit, False, model_name)
+
+
+def _limit(tokenizer: Any, ids: list[int], limit: int, chars_cut: bool, model_name: str | None) -> Tokenized:
+    total = len(ids)
+    truncated = chars_cut or total > limit
+    kept = ids[:limit]
+    notice = None
+    if truncated:
+        notice = T.TRUNCATION_NOTICE.format(
+            total=("more than " if chars_cut else "") + f"{total:,}", kept=len(kept), limit=limit
+        )
+    return Tokenized(
+        ids=kept,
+        pieces=token_pieces(tokenizer, kept),
+        truncated=truncated,
+        num_tokens_before_truncation=total,
+        notice=notice,
+        max_tokens=limit,
+        model_name=model_name,
+    )
