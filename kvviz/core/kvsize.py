@@ -1,0 +1,756 @@
+"""Per-token KV-cache size: the formula, per-layer kinds, dtypes, MLA, sliding windows, capacity, paging.
+
+``bytes_per_token = 2 (K and V) x n_kv_layers x n_kv_heads x head_dim x bytes_per_value``; an MLA
+layer keeps one latent of ``kv_lora_rank + qk_rope_head_dim`` values instead (no factor 2).
+
+Invariant: every quantity here is exact (``int`` or ``Fraction``). Rounding happens only when a
+number is formatted for people (``format_bytes``), and totals of whole allocations round *up* to a
+whole byte (``total_bytes``), because memory is allocated in bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from typing import Any
+
+
+class KVSizeError(ValueError):
+    """A user-facing error about a model description or a size request; its message is one line."""
+
+
+# ---------------------------------------------------------------------------------------------
+# dtypes
+# ---------------------------------------------------------------------------------------------
+
+DTYPE_BYTES: dict[str, Fraction] = {
+    "fp32": Fraction(4),
+    "fp16": Fraction(2),
+    "bf16": Fraction(2),
+    "fp8": Fraction(1),
+    "int8": Fraction(1),
+    "int4": Fraction(1, 2),
+}
+"""Bytes per stored value for each KV-cache dtype kvviz knows (int4 packs two values per byte)."""
+
+DTYPES: tuple[str, ...] = tuple(DTYPE_BYTES)
+
+_DTYPE_ALIASES: dict[str, str] = {
+    "float32": "fp32", "float": "fp32", "f32": "fp32", "torch.float32": "fp32",
+    "float16": "fp16", "half": "fp16", "f16": "fp16", "torch.float16": "fp16",
+    "bfloat16": "bf16", "torch.bfloat16": "bf16",
+    "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8", "torch.float8_e4m3fn": "fp8", "torch.float8_e5m2": "fp8", "e4m3": "fp8",
+    "uint8": "int8", "q8": "int8", "q8_0": "int8",
+    "uint4": "int4", "q4": "int4", "q4_0": "int4", "nf4": "int4", "fp4": "int4",
+}
+
+
+def normalize_dtype(name: str) -> str:
+    """The canonical dtype name (``fp16``...) for ``name`` or an alias (``bfloat16``, ``torch.float32``)."""
+    key = str(name).strip().lower()
+    key = _DTYPE_ALIASES.get(key, key)
+    if key not in DTYPE_BYTES:
+        raise KVSizeError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
+    return key
+
+
+def dtype_bytes(name: str) -> Fraction:
+    """Bytes per value for a dtype name or alias: fp32 4, fp16/bf16 2, fp8/int8 1, int4 1/2."""
+    return DTYPE_BYTES[normalize_dtype(name)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Model shape
+# ---------------------------------------------------------------------------------------------
+
+
+class LayerKind(StrEnum):
+    """What one decoder layer keeps per token."""
+
+    FULL = "full_attention"
+    """Full attention: K and V of every token."""
+    SLIDING = "sliding_attention"
+    """Sliding-window attention: K and V of at most the last ``window`` tokens."""
+    STATE = "linear_attention"
+    """No per-token KV (linear attention, Mamba, Gated DeltaNet): a fixed-size state instead."""
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): one compressed latent per layer per token."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+
+    @property
+    def latent_dim(self) -> int:
+        """Values cached per layer per token: the compressed KV plus the shared RoPE key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+# Upper bounds that separate real models from typos; far above any published model.
+MAX_LAYERS = 10_000
+MAX_HEADS = 65_536
+MAX_HEAD_DIM = 65_536
+MAX_D_MODEL = 10_000_000
+MAX_WINDOW = 1 << 40
+MAX_TOKENS = 10**12
+MAX_BATCH = 10**9
+MAX_BLOCK_SIZE = 1 << 20
+
+
+def check_count(name: str, value: Any, *, low: int = 1, high: int) -> int:
+    """``value`` as an int in ``[low, high]``, or a one-line KVSizeError naming ``name``."""
+    if isinstance(value, bool) or value is None:
+        raise KVSizeError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise KVSizeError(f"{name} must be a whole number, got {value!r}")
+        value = int(value)
+    if not isinstance(value, int):
+        raise KVSizeError(f"{name} must be a whole number, got {value!r}")
+    if value < low:
+        word = "positive" if low == 1 else f"at least {low}"
+        raise KVSizeError(f"{name} must be {word}, got {value:,}")
+    if value > high:
+        raise KVSizeError(f"{name} = {value:,} is absurd (the limit is {high:,})")
+    return value
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The attention geometry of one model, as the KV cache sees it.
+
+    Invariants (checked on construction): every count is a positive int; ``num_kv_heads <= num_heads``
+    unless the model is MLA; ``layer_kinds`` has one entry per layer; sliding layers need a window.
+    ``d_model`` defaults to ``num_heads x head_dim``; ``layer_kinds`` defaults to all full attention.
+    """
+
+    name: str
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    d_model: int | None = None
+    layer_kinds: tuple[LayerKind, ...] | None = None
+    sliding_window: int | None = None
+    mla: MLA | None = None
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "num_layers", check_count("layers", self.num_layers, high=MAX_LAYERS))
+        set_(self, "num_heads", check_count("heads", self.num_heads, high=MAX_HEADS))
+        set_(self, "num_kv_heads", check_count("kv_heads", self.num_kv_heads, high=MAX_HEADS))
+        set_(self, "head_dim", check_count("head_dim", self.head_dim, high=MAX_HEAD_DIM))
+        if self.d_model is None:
+            set_(self, "d_model", self.num_heads * self.head_dim)
+        set_(self, "d_model", check_count("d_model", self.d_model, high=MAX_D_MODEL))
+        if self.mla is None and self.num_kv_heads > self.num_heads:
+            raise KVSizeError(
+                f"kv_heads ({self.num_kv_heads}) cannot exceed heads ({self.num_heads}): "
+                "each KV head serves at least one query head"
+            )
+        if self.mla is not None:
+            check_count("kv_lora_rank", self.mla.kv_lora_rank, high=MAX_HEAD_DIM)
+            check_count("qk_rope_head_dim", self.mla.qk_rope_head_dim, low=0, high=MAX_HEAD_DIM)
+        kinds = self.layer_kinds
+        if kinds is None:
+            kinds = (LayerKind.FULL,) * self.num_layers
+        try:
+            kinds = tuple(LayerKind(k) for k in kinds)
+        except ValueError as exc:
+            raise KVSizeError(f"unknown layer kind: {exc}") from None
+        if len(kinds) != self.num_layers:
+            raise KVSizeError(f"layer kinds list has {len(kinds)} entries for {self.num_layers} layers")
+        set_(self, "layer_kinds", kinds)
+        if LayerKind.SLIDING in kinds:
+            if self.sliding_window is None:
+                raise KVSizeError("sliding-window layers need a window size (sliding_window)")
+            set_(self, "sliding_window", check_count("sliding_window", self.sliding_window, high=MAX_WINDOW))
+        elif self.sliding_window is not None:
+            set_(self, "sliding_window", check_count("sliding_window", self.sliding_window, high=MAX_WINDOW))
+
+    # -- what kind of attention ----------------------------------------------------------------
+
+    @property
+    def attention(self) -> str:
+        """``MLA`` (latent cache), ``MHA`` (kv = heads), ``MQA`` (one KV head) or ``GQA`` (between)."""
+        if self.mla is not None:
+            return "MLA"
+        if self.num_kv_heads == self.num_heads:
+            return "MHA"
+        if self.num_kv_heads == 1:
+            return "MQA"
+        return "GQA"
+
+    @property
+    def group_size(self) -> Fraction:
+        """Query heads served by one KV head (all of them for MLA's single latent)."""
+        if self.mla is not None:
+            return Fraction(self.num_heads)
+        return Fraction(self.num_heads, self.num_kv_heads)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Suspicious but legal shapes; reported beside the result, never fatal."""
+        out = []
+        if self.mla is None and self.num_heads % self.num_kv_heads:
+            out.append(
+                f"heads ({self.num_heads}) is not a multiple of kv_heads ({self.num_kv_heads}): "
+                "query groups are uneven, which real GQA models avoid; the byte count does not depend on it"
+            )
+        return tuple(out)
+
+    # -- layer counts --------------------------------------------------------------------------
+
+    def count(self, kind: LayerKind) -> int:
+        """How many layers are of ``kind``."""
+        assert self.layer_kinds is not None
+        return sum(1 for k in self.layer_kinds if k == kind)
+
+    @property
+    def num_full_layers(self) -> int:
+        return self.count(LayerKind.FULL)
+
+    @property
+    def num_sliding_layers(self) -> int:
+        return self.count(LayerKind.SLIDING)
+
+    @property
+    def num_state_layers(self) -> int:
+        return self.count(LayerKind.STATE)
+
+    @property
+    def num_kv_layers(self) -> int:
+        """Layers that keep per-token K/V (full and sliding attention)."""
+        return self.num_full_layers + self.num_sliding_layers
+
+    @property
+    def is_hybrid(self) -> bool:
+        """True when some layers keep no per-token KV or keep only a window."""
+        return self.num_full_layers != self.num_layers
+
+    @property
+    def values_per_layer(self) -> int:
+        """Values one KV layer stores per token: ``2 x kv_heads x head_dim``, or MLA's latent."""
+        if self.mla is not None:
+            return self.mla.latent_dim
+        return 2 * self.num_kv_heads * self.head_dim
+
+    @property
+    def mha_equivalent_d_model(self) -> bool:
+        """True when ``d_model == heads x head_dim``: only then is the short formula right for MHA."""
+        return self.d_model == self.num_heads * self.head_dim
+
+
+# ---------------------------------------------------------------------------------------------
+# The formula
+# ---------------------------------------------------------------------------------------------
+
+
+def bytes_per_layer_per_token(shape: ModelShape, dtype: str) -> Fraction:
+    """Bytes one KV layer adds per token."""
+    return shape.values_per_layer * dtype_bytes(dtype)
+
+
+def bytes_per_token(shape: ModelShape, dtype: str) -> Fraction:
+    """Bytes of KV cache one more token costs, counting every layer that keeps per-token KV."""
+    return shape.num_kv_layers * bytes_per_layer_per_token(shape, dtype)
+
+
+def all_layers_bytes_per_token(shape: ModelShape, dtype: str) -> Fraction:
+    """The formula as the articles apply it: every layer counted as if it cached K/V."""
+    return shape.num_layers * bytes_per_layer_per_token(shape, dtype)
+
+
+def naive_bytes_per_token(shape: ModelShape, dtype: str) -> Fraction:
+    """The short form ``2 x n_layers x d_model x bytes``: right only for MHA with d_model = heads x head_dim."""
+    return 2 * shape.num_layers * shape.d_model * dtype_bytes(dtype)
+
+
+def _cached_tokens(kind: LayerKind, tokens: int, window: int | None) -> int:
+    if kind == LayerKind.FULL:
+        return tokens
+    if kind == LayerKind.SLIDING:
+        assert window is not None
+        return min(tokens, window)
+    return 0
+
+
+def exact_request_bytes(shape: ModelShape, dtype: str, tokens: int) -> Fraction:
+    """Exact KV bytes of one sequence of ``tokens``: sliding layers keep at most their window."""
+    per_layer = bytes_per_layer_per_token(shape, dtype)
+    full = shape.num_full_layers * tokens
+    sliding = shape.num_sliding_layers * (min(tokens, shape.sliding_window) if shape.num_sliding_layers else 0)
+    return per_layer * (full + sliding)
+
+
+def total_bytes(shape: ModelShape, dtype: str, tokens: int, batch: int = 1) -> int:
+    """KV bytes of ``batch`` sequences of ``tokens`` each, rounded up to a whole byte."""
+    tokens = check_count("tokens", tokens, low=0, high=MAX_TOKENS)
+    batch = check_count("batch", batch, high=MAX_BATCH)
+    return math.ceil(exact_request_bytes(shape, dtype, tokens) * batch)
+
+
+@dataclass(frozen=True)
+class LayerGroup:
+    """One kind of layer in a model: how many, and what each costs per token."""
+
+    kind: LayerKind
+    count: int
+    bytes_per_token: Fraction
+    """Per-token bytes of all layers of this kind (0 for state layers)."""
+
+
+def layer_groups(shape: ModelShape, dtype: str) -> list[LayerGroup]:
+    """The model's layers grouped by kind, in the order full, sliding, state; empty groups left out."""
+    per_layer = bytes_per_layer_per_token(shape, dtype)
+    groups = []
+    for kind in LayerKind:
+        n = shape.count(kind)
+        if n:
+            groups.append(LayerGroup(kind, n, per_layer * n if kind != LayerKind.STATE else Fraction(0)))
+    return groups
+
+
+@dataclass(frozen=True)
+class KVReport:
+    """Everything the calculator says about one model at one dtype, length and concurrency."""
+
+    shape: ModelShape
+    dtype: str
+    bytes_per_value: Fraction
+    bytes_per_token: Fraction
+    all_layers_bytes_per_token: Fraction
+    naive_bytes_per_token: Fraction
+    tokens: int
+    batch: int
+    request_bytes: int
+    total_bytes: int
+
+    @property
+    def naive_factor(self) -> Fraction | None:
+        """How many times the short form overstates the config-exact figure (None if that is 0)."""
+        if self.bytes_per_token == 0:
+            return None
+        return self.naive_bytes_per_token / self.bytes_per_token
+
+    @property
+    def all_layers_factor(self) -> Fraction | None:
+        """How many times the all-layers figure exceeds the config-exact one (1 for plain models)."""
+        if self.bytes_per_token == 0:
+            return None
+        return self.all_layers_bytes_per_token / self.bytes_per_token
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready numbers (ints stay ints; fractional bytes become floats)."""
+        s = self.shape
+        return {
+            "model": s.name,
+            "attention": s.attention,
+            "dtype": self.dtype,
+            "bytes_per_value": as_number(self.bytes_per_value),
+            "bytes_per_token": as_number(self.bytes_per_token),
+            "bytes_per_token_human": format_bytes(self.bytes_per_token),
+            "naive_bytes_per_token": as_number(self.naive_bytes_per_token),
+            "naive_factor": _ratio(self.naive_factor),
+            "all_layers_bytes_per_token": as_number(self.all_layers_bytes_per_token),
+            "num_layers": s.num_layers,
+            "num_kv_layers": s.num_kv_layers,
+            "num_full_layers": s.num_full_layers,
+            "num_sliding_layers": s.num_sliding_layers,
+            "num_state_layers": s.num_state_layers,
+            "sliding_window": s.sliding_window if s.num_sliding_layers else None,
+            "num_heads": s.num_heads,
+            "num_kv_heads": s.num_kv_heads if s.mla is None else None,
+            "head_dim": s.head_dim if s.mla is None else None,
+            "d_model": s.d_model,
+            "kv_lora_rank": s.mla.kv_lora_rank if s.mla else None,
+            "qk_rope_head_dim": s.mla.qk_rope_head_dim if s.mla else None,
+            "values_per_layer_per_token": s.values_per_layer,
+            "formula": formula_text(s, self.dtype),
+            "tokens": self.tokens,
+            "batch": self.batch,
+            "request_bytes": self.request_bytes,
+            "total_bytes": self.total_bytes,
+            "total_human": format_bytes(self.total_bytes),
+            "warnings": list(s.warnings),
+        }
+
+
+def report(shape: ModelShape, dtype: str, tokens: int = 1, batch: int = 1) -> KVReport:
+    """Compute the full calculator result for ``batch`` requests of ``tokens`` each."""
+    dtype = normalize_dtype(dtype)
+    tokens = check_count("tokens", tokens, low=0, high=MAX_TOKENS)
+    batch = check_count("batch", batch, high=MAX_BATCH)
+    return KVReport(
+        shape=shape,
+        dtype=dtype,
+        bytes_per_value=dtype_bytes(dtype),
+        bytes_per_token=bytes_per_token(shape, dtype),
+        all_layers_bytes_per_token=all_layers_bytes_per_token(shape, dtype),
+        naive_bytes_per_token=naive_bytes_per_token(shape, dtype),
+        tokens=tokens,
+        batch=batch,
+        request_bytes=total_bytes(shape, dtype, tokens, 1),
+        total_bytes=total_bytes(shape, dtype, tokens, batch),
+    )
+
+
+def formula_text(shape: ModelShape, dtype: str) -> str:
+    """The formula with this model's numbers, e.g. ``2 x 32 x 32 x 128 x 2 B = 524,288 B``."""
+    b = dtype_bytes(dtype)
+    total = bytes_per_token(shape, dtype)
+    layers = shape.num_kv_layers
+    if shape.mla is not None:
+        body = f"{layers} x ({shape.mla.kv_lora_rank} + {shape.mla.qk_rope_head_dim}) x {_num(b)} B"
+    else:
+        body = f"2 x {layers} x {shape.num_kv_heads} x {shape.head_dim} x {_num(b)} B"
+    return f"{body} = {format_exact(total)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Capacity and paging
+# ---------------------------------------------------------------------------------------------
+
+PAGED_ATTENTION_UTILISATION: tuple[float, float] = (0.204, 0.382)
+"""Share of KV memory holding real tokens in pre-PagedAttention systems (the vLLM paper)."""
+
+DEFAULT_BLOCK_SIZE = 16
+"""vLLM's default tokens per KV block."""
+
+GPU_BUDGETS_GIB: tuple[int, ...] = (24, 80, 141)
+"""Reference memory budgets: a 24 GiB card, an 80 GiB A100/H100, a 141 GiB H200."""
+
+GIB = 1 << 30
+
+
+def _blocks(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
+
+def paged_request_bytes(shape: ModelShape, dtype: str, tokens: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
+    """Bytes one request of ``tokens`` occupies when KV is allocated in whole blocks.
+
+    Full layers hold ``ceil(tokens / block_size)`` blocks; sliding layers hold the window's tokens
+    rounded up to whole blocks (an engine may briefly hold one more while the window straddles a
+    block boundary). Rounded up to a whole byte.
+    """
+    block_size = check_count("block_size", block_size, high=MAX_BLOCK_SIZE)
+    per_layer = bytes_per_layer_per_token(shape, dtype)
+    slots = shape.num_full_layers * _blocks(tokens, block_size) * block_size
+    if shape.num_sliding_layers:
+        kept = min(tokens, shape.sliding_window or 0)
+        slots += shape.num_sliding_layers * _blocks(kept, block_size) * block_size
+    return math.ceil(per_layer * slots)
+
+
+def max_context(shape: ModelShape, dtype: str, budget_bytes: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int | None:
+    """Longest single request whose paged KV fits in ``budget_bytes``; None when KV stops growing
+    (no full-attention layers) and its cap fits."""
+    if bytes_per_token(shape, dtype) == 0:
+        return None
+    if shape.num_full_layers == 0:
+        cap = paged_request_bytes(shape, dtype, shape.sliding_window or 0, block_size)
+        if cap <= budget_bytes:
+            return None
+        hi = shape.sliding_window or 0
+    else:
+        per_full = bytes_per_layer_per_token(shape, dtype) * shape.num_full_layers
+        hi = int(budget_bytes / per_full) + block_size
+    lo = 0
+    while lo < hi:  # largest t with paged bytes <= budget; paged bytes never decrease with t
+        mid = (lo + hi + 1) // 2
+        if paged_request_bytes(shape, dtype, mid, block_size) <= budget_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """How a memory budget holds this model's KV cache."""
+
+    budget_bytes: int
+    context_tokens: int
+    block_size: int
+    bytes_per_block: Fraction
+    """``block_size x bytes_per_token``: one block across every KV layer."""
+    blocks_per_request: int
+    """``ceil(context / block_size)`` blocks per full-attention layer."""
+    request_bytes: int
+    """Exact KV of one request at ``context_tokens``."""
+    request_bytes_paged: int
+    """The same request allocated in whole blocks."""
+    max_tokens: int | None
+    """Token slots in the budget if every KV layer holds every token (None when bytes/token is 0)."""
+    max_requests: int | None
+    """Requests of ``context_tokens`` that fit, paged (None when a request costs nothing)."""
+    max_context: int | None
+    """Longest single request that fits (None: KV stops growing and fits)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "budget_bytes": self.budget_bytes,
+            "budget_gib": as_number(Fraction(self.budget_bytes, GIB)),
+            "context_tokens": self.context_tokens,
+            "block_size": self.block_size,
+            "bytes_per_block": as_number(self.bytes_per_block),
+            "blocks_per_request": self.blocks_per_request,
+            "request_bytes": self.request_bytes,
+            "request_bytes_paged": self.request_bytes_paged,
+            "max_tokens": self.max_tokens,
+            "max_requests": self.max_requests,
+            "max_context": self.max_context,
+        }
+
+
+def capacity(
+    shape: ModelShape,
+    dtype: str,
+    budget_bytes: int,
+    context_tokens: int,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> Capacity:
+    """Maximum tokens, maximum requests of ``context_tokens`` and block arithmetic for a budget."""
+    budget_bytes = check_count("budget bytes", budget_bytes, high=1 << 60)
+    context_tokens = check_count("context tokens", context_tokens, high=MAX_TOKENS)
+    block_size = check_count("block_size", block_size, high=MAX_BLOCK_SIZE)
+    bpt = bytes_per_token(shape, dtype)
+    paged = paged_request_bytes(shape, dtype, context_tokens, block_size)
+    return Capacity(
+        budget_bytes=budget_bytes,
+        context_tokens=context_tokens,
+        block_size=block_size,
+        bytes_per_block=bpt * block_size,
+        blocks_per_request=_blocks(context_tokens, block_size),
+        request_bytes=math.ceil(exact_request_bytes(shape, dtype, context_tokens)),
+        request_bytes_paged=paged,
+        max_tokens=int(budget_bytes // bpt) if bpt else None,
+        max_requests=budget_bytes // paged if paged else None,
+        max_context=max_context(shape, dtype, budget_bytes, block_size),
+    )
+
+
+@dataclass(frozen=True)
+class PagingComparison:
+    """Contiguous max-length reservation versus paged blocks for ``batch`` requests of ``tokens``."""
+
+    tokens: int
+    max_len: int
+    batch: int
+    block_size: int
+    used_bytes: int
+    """KV the tokens really need."""
+    contiguous_bytes: int
+    """Reserved when every request gets a contiguous slab for ``max_len`` tokens up front."""
+    paged_bytes: int
+    """Allocated in whole blocks: waste is at most one partly filled block per request and layer."""
+
+    @property
+    def contiguous_waste(self) -> int:
+        return self.contiguous_bytes - self.used_bytes
+
+    @property
+    def paged_waste(self) -> int:
+        return self.paged_bytes - self.used_bytes
+
+    @property
+    def contiguous_utilisation(self) -> float:
+        return self.used_bytes / self.contiguous_bytes if self.contiguous_bytes else 1.0
+
+    @property
+    def paged_utilisation(self) -> float:
+        return self.used_bytes / self.paged_bytes if self.paged_bytes else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "max_len": self.max_len,
+            "batch": self.batch,
+            "block_size": self.block_size,
+            "used_bytes": self.used_bytes,
+            "contiguous_bytes": self.contiguous_bytes,
+            "paged_bytes": self.paged_bytes,
+            "contiguous_waste_bytes": self.contiguous_waste,
+            "paged_waste_bytes": self.paged_waste,
+            "contiguous_utilisation": round(self.contiguous_utilisation, 4),
+            "paged_utilisation": round(self.paged_utilisation, 4),
+            "paper_utilisation_range": list(PAGED_ATTENTION_UTILISATION),
+        }
+
+
+def paging_comparison(
+    shape: ModelShape,
+    dtype: str,
+    tokens: int,
+    max_len: int,
+    batch: int = 1,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> PagingComparison:
+    """Compare reserving ``max_len`` contiguously per request with paging ``tokens`` into blocks."""
+    tokens = check_count("tokens", tokens, high=MAX_TOKENS)
+    max_len = check_count("max_len", max_len, high=MAX_TOKENS)
+    if max_len < tokens:
+        raise KVSizeError(f"max_len ({max_len:,}) must be at least the tokens used ({tokens:,})")
+    batch = check_count("batch", batch, high=MAX_BATCH)
+    return PagingComparison(
+        tokens=tokens,
+        max_len=max_len,
+        batch=batch,
+        block_size=block_size,
+        used_bytes=total_bytes(shape, dtype, tokens, batch),
+        contiguous_bytes=total_bytes(shape, dtype, max_len, batch),
+        paged_bytes=paged_request_bytes(shape, dtype, tokens, block_size) * batch,
+    )
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """One GPU budget against the memory a workload needs."""
+
+    budget_gib: float
+    budget_bytes: int
+    needed_bytes: int
+    fits: bool
+    share: float
+    """needed / budget (above 1 means it does not fit)."""
+    max_requests: int | None
+    """Requests of this length that fit the budget, paged."""
+
+
+def budget_rows(
+    shape: ModelShape,
+    dtype: str,
+    tokens: int,
+    batch: int,
+    budgets_gib: Iterable[float] = GPU_BUDGETS_GIB,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> list[BudgetRow]:
+    """KV memory for ``batch`` x ``tokens`` against each budget (KV only: weights need their share too)."""
+    needed = total_bytes(shape, dtype, tokens, batch)
+    per_request = paged_request_bytes(shape, dtype, tokens, block_size)
+    rows = []
+    for gib in budgets_gib:
+        budget = int(Fraction(gib) * GIB)
+        rows.append(
+            BudgetRow(
+                budget_gib=gib,
+                budget_bytes=budget,
+                needed_bytes=needed,
+                fits=needed <= budget,
+                share=needed / budget if budget else math.inf,
+                max_requests=budget // per_request if per_request else None,
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting (binary units, exact bytes)
+# ---------------------------------------------------------------------------------------------
+
+_UNITS: tuple[tuple[str, int], ...] = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def as_number(value: Fraction | int) -> int | float:
+    """An int when the value is whole, else a float (for JSON)."""
+    value = Fraction(value)
+    return value.numerator if value.denominator == 1 else float(value)
+
+
+def _ratio(value: Fraction | None) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+def _num(value: Fraction | int) -> str:
+    value = Fraction(value)
+    if value.denominator == 1:
+        return f"{value.numerator:,}"
+    return f"{float(value):g}"
+
+
+def format_value(value: Fraction | int | float) -> str:
+    """A number with thousands separators: exact up to 3 decimals, else ``≈`` and 2 decimals."""
+    v = Fraction(value)
+    if v.denominator == 1:
+        return f"{v.numerator:,}"
+    if (v * 1000).denominator == 1:
+        return f"{float(v):,.3f}".rstrip("0").rstrip(".")
+    return "≈" + f"{float(v):,.2f}".rstrip("0").rstrip(".")
+
+
+def format_bytes(value: Fraction | int | float) -> str:
+    """Binary units: ``512 KiB``, ``500 MiB``, ``≈48.83 GiB``, ``900 B``. ``≈`` marks a rounded value."""
+    v = Fraction(value)
+    for unit, size in _UNITS:
+        if abs(v) >= size:
+            return f"{format_value(v / size)} {unit}"
+    return f"{format_value(v)} B"
+
+
+def format_exact(value: Fraction | int | float) -> str:
+    """Exact bytes with separators: ``524,288 B`` (fractions of a byte shown as decimals)."""
+    v = Fraction(value)
+    if v.denominator == 1:
+        return f"{v.numerator:,} B"
+    return f"{float(v):,} B"
+
+
+def format_tokens(n: int) -> str:
+    return f"{n:,} token" + ("" if n == 1 else "s")
+
+
+def shape_from_counts(
+    name: str,
+    layers: int,
+    kv_heads: int,
+    head_dim: int,
+    heads: int | None = None,
+    d_model: int | None = None,
+    window: int | None = None,
+    kv_lora_rank: int | None = None,
+    qk_rope_head_dim: int | None = None,
+) -> ModelShape:
+    """A shape from typed numbers: heads default to kv_heads (MHA); ``window`` makes every layer sliding;
+    ``kv_lora_rank`` (with ``qk_rope_head_dim``) makes it MLA."""
+    layers = check_count("layers", layers, high=MAX_LAYERS)
+    mla = None
+    if kv_lora_rank is not None:
+        mla = MLA(
+            check_count("kv_lora_rank", kv_lora_rank, high=MAX_HEAD_DIM),
+            check_count("qk_rope_head_dim", qk_rope_head_dim or 0, low=0, high=MAX_HEAD_DIM),
+        )
+    kinds: Sequence[LayerKind] | None = None
+    if window is not None:
+        kinds = (LayerKind.SLIDING,) * layers
+    return ModelShape(
+        name=name,
+        num_layers=layers,
+        num_heads=heads if heads is not None else kv_heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        d_model=d_model,
+        layer_kinds=tuple(kinds) if kinds else None,
+        sliding_window=window,
+        mla=mla,
+    )
+
+
+def shape_from_model_info(info: Any, name: str = "embedded model") -> ModelShape:
+    """A shape from a loaded model's info (``num_layers``, ``num_heads``, ``num_kv_heads``,
+    ``head_dim``, ``d_model``), for comparing the formula with measured tensors."""
+    return ModelShape(
+        name=name,
+        num_layers=int(info.num_layers),
+        num_heads=int(info.num_heads),
+        num_kv_heads=int(info.num_kv_heads),
+        head_dim=int(info.head_dim),
+        d_model=int(info.d_model),
+    )
