@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,14 +225,44 @@ def _build_tokenizer_unit(gguf: Path) -> Callable[[Path], dict]:
     return build
 
 
-def _build_model_unit(gguf: Path) -> Callable[[Path], dict]:
+@contextlib.contextmanager
+def _gguf_progress(report: Progress, start: float, end: float) -> Iterator[None]:
+    """Report transformers' per-tensor GGUF de-quantisation loop as progress (silently, no tqdm bar)."""
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # pragma: no cover - layout changed: no fine-grained progress
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:  # pragma: no cover
+        yield
+        return
+
+    def tracked(iterable: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        total = len(iterable) if hasattr(iterable, "__len__") else 0
+        step = max(1, total // 25)
+        for i, item in enumerate(iterable):
+            if total and i % step == 0:
+                report(f"De-quantising GGUF tensors: {i}/{total}", start + (end - start) * i / total)
+            yield item
+
+    gguf_utils.tqdm = tracked
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def _build_model_unit(gguf: Path, report: Progress) -> Callable[[Path], dict]:
     def build(tmp: Path) -> dict:
         from safetensors.torch import save_file
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(
-            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False
-        )
+        with _gguf_progress(report, 0.15, 0.7):
+            model = AutoModelForCausalLM.from_pretrained(
+                str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False
+            )
+        report("Writing the de-quantised copy to the cache", 0.72)
         state = model.state_dict()
         if getattr(model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
@@ -259,10 +289,10 @@ def ensure_embedded_cache(progress: Progress | None = None) -> tuple[Path, Path,
         on_rebuild=lambda why: report(f"Reading the tokenizer from the GGUF file ({why})", 0.05),
     )
     built_model = unit_cache.ensure_unit(
-        model_dir, _build_model_unit(gguf), _MODEL_FILES_REQUIRED,
+        model_dir, _build_model_unit(gguf, report), _MODEL_FILES_REQUIRED,
         on_rebuild=lambda why: report(
-            f"First run: de-quantising the GGUF weights and caching them ({why}); "
-            "this takes 15-40 s on a CPU", 0.15),
+            f"First run: de-quantising the GGUF weights once and caching them ({why}); "
+            "this takes 15-40 s on a CPU", 0.12),
     )
     return tok_dir, model_dir, built_tok or built_model
 
@@ -448,8 +478,20 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, report: Progres
         raise ModelLoadError(f"could not move model {source.display_name!r} to {device}: {exc}") from exc
     model.eval()
     model.requires_grad_(False)
+    report("Warming up (one tiny forward pass)", 0.96)
+    _warm_up(model, device)
     info = _model_info(model, source, description, device, dtype, time.perf_counter() - start, not built)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info, source=source)
+
+
+def _warm_up(model: Any, device: str) -> None:
+    """One 2-token forward so lazy kernel set-up and weight page-in are part of loading, not of the
+    first measured prefill."""
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.zeros((1, 2), dtype=torch.long, device=device), use_cache=False, logits_to_keep=1)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"model {type(model).__name__} failed a test forward pass on {device}: {exc}") from exc
 
 
 def _model_info(model: Any, source: ModelSource, description: str, device: str, dtype: str,
