@@ -358,7 +358,7 @@ class KVReport:
             "bytes_per_token": as_number(self.bytes_per_token),
             "bytes_per_token_human": format_bytes(self.bytes_per_token),
             "naive_bytes_per_token": as_number(self.naive_bytes_per_token),
-            "naive_factor": _ratio(self.naive_factor),
+            "naive_factor": ratio(self.naive_factor),
             "all_layers_bytes_per_token": as_number(self.all_layers_bytes_per_token),
             "num_layers": s.num_layers,
             "num_kv_layers": s.num_kv_layers,
@@ -665,7 +665,8 @@ def as_number(value: Fraction | int) -> int | float:
     return value.numerator if value.denominator == 1 else float(value)
 
 
-def _ratio(value: Fraction | None) -> float | None:
+def ratio(value: Fraction | None) -> float | None:
+    """A ratio rounded to 4 decimals for JSON (None stays None)."""
     return None if value is None else round(float(value), 4)
 
 
