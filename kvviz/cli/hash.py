@@ -1,0 +1,133 @@
+"""``python -m kvviz hash``: the chained block hashes of a prompt, exactly as vLLM computes them."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from kvviz.cli import CliError, add_json_flag
+from kvviz.core.hashing import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_HASH,
+    DEFAULT_SEED,
+    HASH_FUNCTIONS,
+    MAX_TOKEN_ID,
+    UNSAFE_HASHES,
+    get_hash_fn,
+    hash_request_blocks,
+    init_none_hash,
+    validate_block_size,
+)
+
+MAX_CLI_TOKENS = 1_000_000
+UNSAFE_WARNING = (
+    "python_hash is Python's built-in hash: salted per process and only 64 bits, so it is neither "
+    "reproducible nor collision-safe; engines use sha256_cbor or xxhash_cbor."
+)
+
+
+def parse_token_list(value: str, flag: str = "--tokens") -> list[int]:
+    """Token ids from '1,2,3', '1 2 3' or '[1, 2, 3]'; CliError naming the first bad entry."""
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    parts = [p for p in re.split(r"[,\s]+", text) if p]
+    if not parts:
+        raise CliError(f"{flag}: no token ids given (expected e.g. 1,2,3)")
+    if len(parts) > MAX_CLI_TOKENS:
+        raise CliError(f"{flag}: {len(parts):,} tokens is too many (at most {MAX_CLI_TOKENS:,})")
+    tokens: list[int] = []
+    for i, part in enumerate(parts):
+        if not re.fullmatch(r"\d+", part):
+            raise CliError(f"{flag}: entry {i} is not a non-negative integer: {part[:20]!r}")
+        token = int(part)
+        if token > MAX_TOKEN_ID:
+            raise CliError(f"{flag}: entry {i} is out of range 0..{MAX_TOKEN_ID}: {part[:20]}")
+        tokens.append(token)
+    return tokens
+
+
+def tokens_from_text(text: str, flag: str = "--text") -> tuple[list[int], str | None]:
+    """Token ids of ``text`` from the embedded model's tokenizer, and a truncation notice if any."""
+    if not text.strip():
+        raise CliError(f"{flag}: the text is empty")
+    try:
+        from kvviz.model import InputError, ModelLoadError, tokenize  # imports torch: only when needed
+    except ImportError as exc:
+        raise CliError(f"{flag} needs the embedded model's tokenizer, which is unavailable ({exc}); "
+                       "pass token ids with --tokens instead") from exc
+    try:
+        tokenized = tokenize(text)
+    except (InputError, ModelLoadError) as exc:
+        raise CliError(f"{flag}: {exc}") from exc
+    return list(tokenized.ids), getattr(tokenized, "notice", None)
+
+
+def add_hash_options(p: argparse.ArgumentParser) -> None:
+    """--block-size, --hash, --seed and --no-seed, shared by ``hash`` and ``diff``."""
+    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE,
+                   help=f"tokens per block, 1..256 (default {DEFAULT_BLOCK_SIZE})")
+    p.add_argument("--hash", default=DEFAULT_HASH,
+                   help=f"hash function: {', '.join(HASH_FUNCTIONS)} (default {DEFAULT_HASH})")
+    p.add_argument("--seed", default=DEFAULT_SEED,
+                   help=f"NONE_HASH = hash(seed), as vLLM does with PYTHONHASHSEED (default {DEFAULT_SEED!r})")
+    p.add_argument("--no-seed", action="store_true",
+                   help="random NONE_HASH (32 random bytes): hashes change on every run")
+
+
+def check_hash_options(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """Validate the shared options; return (hash function, seed or None)."""
+    try:
+        validate_block_size(args.block_size)
+        hash_fn = get_hash_fn(args.hash)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    return hash_fn, None if args.no_seed else args.seed
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "hash",
+        help="chained block hashes of a prompt (vLLM-identical)",
+        description="Split a prompt into blocks and hash every full block with its parent's hash, "
+        "byte-identical to vLLM v1. A trailing partial block is listed with hash null.",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--tokens", help="token ids, e.g. 1,2,3 (no model needed)")
+    src.add_argument("--text", help="text, tokenized with the embedded model's tokenizer")
+    add_hash_options(p)
+    p.add_argument("--salt", default=None, help="cache salt, mixed into the first block's hash")
+    add_json_flag(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    hash_fn, seed = check_hash_options(args)
+    notice = None
+    if args.tokens is not None:
+        tokens = parse_token_list(args.tokens)
+    else:
+        tokens, notice = tokens_from_text(args.text)
+    none_hash = init_none_hash(hash_fn, seed)
+    records = hash_request_blocks(tokens, args.block_size, hash_fn, none_hash, cache_salt=args.salt)
+    out: dict[str, Any] = {
+        "none_hash": none_hash.hex(),
+        "blocks": [
+            {
+                "index": r.index,
+                "start": r.start,
+                "end": r.end,
+                "tokens": list(r.tokens),
+                "parent": r.parent.hex(),
+                "hash": r.hash.hex() if r.hash is not None else None,
+                "full": r.full,
+            }
+            for r in records
+        ],
+    }
+    if args.hash in UNSAFE_HASHES:
+        out["warning"] = UNSAFE_WARNING
+    if notice:
+        out["notice"] = notice
+    return out

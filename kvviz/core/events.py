@@ -1,0 +1,280 @@
+"""Typed block-pool events, the pool state they build, and a pure ``replay`` of them.
+
+Every state change of the block pool and manager appends one ``Event``. Replaying the first ``k``
+events from an empty pool gives exactly the state after those steps, so animations replay events and
+never re-derive state. Meaning of each kind (positions are logical block indices in the request's
+block table; ``num_tokens`` is 0 unless said otherwise):
+
+- ``hit``: lookup found ``block_ids`` reusable; ``num_tokens`` = prompt tokens reused. No pool change.
+- ``miss``: ``block_hashes`` = full-block hashes not reused; ``num_tokens`` = prompt tokens to compute.
+- ``touch``: each block's ref_cnt + 1; one that had ref_cnt 0 leaves the free queue.
+- ``evict``: cached free blocks lose their hash (and leave the hash map) as they are popped for reuse.
+- ``allocate``: ``block_ids`` popped from the free queue with ref_cnt 1; ``num_tokens`` = the
+  request's token count after this step (allocate with no block ids = the last block had room).
+- ``cache``: full blocks get ``block_hashes`` and enter the hash -> block map.
+- ``free``: each block's ref_cnt - 1; those at 0 go to the free-queue tail in event order.
+- ``refuse``: not enough free blocks; nothing changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class EventKind(StrEnum):
+    """What happened to the pool (see the module docstring for each kind's effect)."""
+
+    ALLOCATE = "allocate"
+    HIT = "hit"
+    MISS = "miss"
+    CACHE = "cache"
+    TOUCH = "touch"
+    FREE = "free"
+    EVICT = "evict"
+    REFUSE = "refuse"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One recorded state change. ``seq`` is its index in the event log."""
+
+    seq: int
+    kind: EventKind
+    request_id: str
+    block_ids: tuple[int, ...]
+    block_hashes: tuple[bytes | None, ...]
+    reason: str
+    num_tokens: int = 0
+    positions: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (hashes as hex)."""
+        return {
+            "seq": self.seq,
+            "kind": self.kind.value,
+            "request_id": self.request_id,
+            "block_ids": list(self.block_ids),
+            "block_hashes": [h.hex() if h is not None else None for h in self.block_hashes],
+            "reason": self.reason,
+            "num_tokens": self.num_tokens,
+            "positions": list(self.positions),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCounters:
+    """Running totals. ``computed_tokens`` counts prefill tokens not served by the cache plus decoded
+    tokens; ``evictions`` counts cached blocks that lost their hash."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    hit_tokens: int = 0
+    computed_tokens: int = 0
+    evictions: int = 0
+    refused: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of prompt tokens served from the cache (0 when no prompt was admitted)."""
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTableEntry:
+    """Logical block ``index`` of a request: physical ``block_id`` (None = null block outside the
+    sliding window) holding tokens ``[start, end)``."""
+
+    index: int
+    block_id: int | None
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestBlocks:
+    """A running request's block table (logical -> physical id) and its token count."""
+
+    block_ids: tuple[int | None, ...]
+    num_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class BlockView:
+    """One physical block as drawn: ``state`` is ``used`` (ref_cnt > 0), ``cached`` (free but still
+    holding a hash, so it can be hit until evicted) or ``free``."""
+
+    block_id: int
+    ref_cnt: int
+    hash: bytes | None
+    state: str
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """Complete state of a block pool and its requests at one point in the event log."""
+
+    num_blocks: int
+    block_size: int
+    ref_cnt: tuple[int, ...]
+    block_hash: tuple[bytes | None, ...]
+    free_queue: tuple[int, ...]
+    hash_to_blocks: dict[bytes, tuple[int, ...]] = field(default_factory=dict)
+    requests: dict[str, RequestBlocks] = field(default_factory=dict)
+    counters: PoolCounters = field(default_factory=PoolCounters)
+    num_events: int = 0
+
+    def state_of(self, block_id: int) -> str:
+        if self.ref_cnt[block_id] > 0:
+            return "used"
+        return "cached" if self.block_hash[block_id] is not None else "free"
+
+    @property
+    def blocks(self) -> list[BlockView]:
+        return [
+            BlockView(i, self.ref_cnt[i], self.block_hash[i], self.state_of(i)) for i in range(self.num_blocks)
+        ]
+
+    @property
+    def cached_block_ids(self) -> list[int]:
+        """Blocks that hold a hash (in use or free), ascending."""
+        return [i for i, h in enumerate(self.block_hash) if h is not None]
+
+    @property
+    def shared_blocks(self) -> int:
+        """Blocks referenced by more than one request (ref_cnt > 1)."""
+        return sum(1 for r in self.ref_cnt if r > 1)
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free_queue)
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - len(self.free_queue)
+
+    def block_table(self, request_id: str) -> list[BlockTableEntry]:
+        """The request's logical blocks with their physical ids and token spans."""
+        req = self.requests[request_id]
+        bs = self.block_size
+        return [
+            BlockTableEntry(i, bid, i * bs, min((i + 1) * bs, req.num_tokens))
+            for i, bid in enumerate(req.block_ids)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (hashes as hex)."""
+        c = self.counters
+        return {
+            "num_blocks": self.num_blocks,
+            "block_size": self.block_size,
+            "free_queue": list(self.free_queue),
+            "blocks": [
+                {"block_id": b.block_id, "ref_cnt": b.ref_cnt, "hash": b.hash.hex() if b.hash else None,
+                 "state": b.state}
+                for b in self.blocks
+            ],
+            "requests": {
+                rid: {"block_ids": list(r.block_ids), "num_tokens": r.num_tokens}
+                for rid, r in self.requests.items()
+            },
+            "counters": {
+                "requests": c.requests, "prompt_tokens": c.prompt_tokens, "hit_tokens": c.hit_tokens,
+                "computed_tokens": c.computed_tokens, "evictions": c.evictions, "refused": c.refused,
+                "shared_blocks": self.shared_blocks, "hit_rate": c.hit_rate,
+            },
+            "num_events": self.num_events,
+        }
+
+
+class ReplayError(ValueError):
+    """The event log is inconsistent with the state it is applied to."""
+
+
+def _set_positions(table: list[int | None], positions: Sequence[int], ids: Sequence[int | None]) -> None:
+    for pos, bid in zip(positions, ids, strict=True):
+        while len(table) <= pos:
+            table.append(None)
+        table[pos] = bid
+
+
+def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16) -> PoolState:
+    """The pool state after applying ``events`` in order to a fresh pool of ``num_blocks`` blocks
+    (free queue 0..n-1, no hashes, no requests). Pure: reads the events only."""
+    ref = [0] * num_blocks
+    hashes: list[bytes | None] = [None] * num_blocks
+    queue = list(range(num_blocks))
+    hmap: dict[bytes, list[int]] = {}
+    tables: dict[str, list[int | None]] = {}
+    tokens: dict[str, int] = {}
+    counts = {"requests": 0, "prompt_tokens": 0, "hit_tokens": 0, "computed_tokens": 0,
+              "evictions": 0, "refused": 0}
+    n = 0
+    for ev in events:
+        n += 1
+        rid = ev.request_id
+        if ev.kind is EventKind.HIT:
+            counts["hit_tokens"] += ev.num_tokens
+            counts["prompt_tokens"] += ev.num_tokens
+            tokens.setdefault(rid, ev.num_tokens)
+        elif ev.kind is EventKind.MISS:
+            counts["requests"] += 1
+            counts["prompt_tokens"] += ev.num_tokens
+        elif ev.kind is EventKind.TOUCH:
+            for bid in ev.block_ids:
+                if ref[bid] == 0:
+                    queue.remove(bid)
+                ref[bid] += 1
+            _set_positions(tables.setdefault(rid, []), ev.positions, ev.block_ids)
+        elif ev.kind is EventKind.EVICT:
+            for bid in ev.block_ids:
+                h = hashes[bid]
+                if h is None or ref[bid] != 0:
+                    raise ReplayError(f"event {ev.seq}: block {bid} is not a cached free block")
+                hmap[h].remove(bid)
+                if not hmap[h]:
+                    del hmap[h]
+                hashes[bid] = None
+                counts["evictions"] += 1
+        elif ev.kind is EventKind.ALLOCATE:
+            for bid in ev.block_ids:
+                if ref[bid] != 0 or hashes[bid] is not None:
+                    raise ReplayError(f"event {ev.seq}: block {bid} is not free")
+                queue.remove(bid)
+                ref[bid] = 1
+            _set_positions(tables.setdefault(rid, []), ev.positions, ev.block_ids)
+            counts["computed_tokens"] += ev.num_tokens - tokens.get(rid, 0)
+            tokens[rid] = ev.num_tokens
+        elif ev.kind is EventKind.CACHE:
+            for bid, h in zip(ev.block_ids, ev.block_hashes, strict=True):
+                if h is None or hashes[bid] is not None:
+                    raise ReplayError(f"event {ev.seq}: block {bid} cannot be cached")
+                hashes[bid] = h
+                hmap.setdefault(h, []).append(bid)
+        elif ev.kind is EventKind.FREE:
+            for bid in ev.block_ids:
+                ref[bid] -= 1
+                if ref[bid] < 0:
+                    raise ReplayError(f"event {ev.seq}: block {bid} freed more often than used")
+            queue.extend(bid for bid in ev.block_ids if ref[bid] == 0)
+            table = tables.get(rid)
+            if table is not None:
+                _set_positions(table, ev.positions, [None] * len(ev.positions))
+                if all(b is None for b in table):
+                    del tables[rid]
+                    tokens.pop(rid, None)
+        elif ev.kind is EventKind.REFUSE:
+            counts["refused"] += 1
+    return PoolState(
+        num_blocks=num_blocks,
+        block_size=block_size,
+        ref_cnt=tuple(ref),
+        block_hash=tuple(hashes),
+        free_queue=tuple(queue),
+        hash_to_blocks={h: tuple(ids) for h, ids in hmap.items()},
+        requests={rid: RequestBlocks(tuple(t), tokens.get(rid, 0)) for rid, t in tables.items()},
+        counters=PoolCounters(**counts),
+        num_events=n,
+    )

@@ -1,0 +1,257 @@
+"""Chained block hashes, byte-identical to vLLM v1 (``vllm/v1/core/kv_cache_utils.py``).
+
+A block's hash is ``hash_fn((parent_hash, tuple(block_token_ids), extra_keys))``; the first block's
+parent is ``NONE_HASH``. Only full blocks are hashed. Because every hash includes its parent, a block's
+identity carries the whole prefix before it, like a git commit id.
+
+Hash functions (all ``obj -> bytes``):
+
+- ``sha256_cbor``: SHA-256 over ``cbor2.dumps(obj, canonical=True)`` (vLLM's default).
+- ``xxhash_cbor``: xxh3-128 over the same CBOR bytes (vLLM's fast option).
+- ``python_hash``: Python's built-in ``hash`` as 8 bytes. Teaching only: it is salted per process
+  (``PYTHONHASHSEED``) and 64-bit, so it is neither reproducible nor collision-safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import cbor2
+import xxhash
+
+HashFn = Callable[[Any], bytes]
+
+DEFAULT_HASH = "sha256_cbor"
+DEFAULT_SEED = "0"
+DEFAULT_BLOCK_SIZE = 16
+MIN_BLOCK_SIZE = 1
+MAX_BLOCK_SIZE = 256
+# Token ids are vocabulary indices: non-negative and far below 2**32 for every real tokenizer.
+MAX_TOKEN_ID = 2**32 - 1
+
+
+def sha256_cbor(obj: Any) -> bytes:
+    """SHA-256 digest (32 bytes) of the canonical CBOR encoding of ``obj``, as vLLM's ``sha256_cbor``."""
+    return hashlib.sha256(cbor2.dumps(obj, canonical=True)).digest()
+
+
+def xxhash_cbor(obj: Any) -> bytes:
+    """xxh3-128 digest (16 bytes) of the canonical CBOR encoding of ``obj``, as vLLM's ``xxhash_cbor``."""
+    return xxhash.xxh3_128_digest(cbor2.dumps(obj, canonical=True))
+
+
+def python_hash(obj: Any) -> bytes:
+    """Python's built-in ``hash(obj)`` as 8 big-endian bytes. UNSAFE: differs between processes
+    unless ``PYTHONHASHSEED`` is fixed, and 64 bits collide far sooner than 256."""
+    return hash(obj).to_bytes(8, "big", signed=True)
+
+
+HASH_FUNCTIONS: dict[str, HashFn] = {
+    "sha256_cbor": sha256_cbor,
+    "xxhash_cbor": xxhash_cbor,
+    "python_hash": python_hash,
+}
+# Names of hash functions the UI must flag as unsafe (not reproducible, not collision-resistant).
+UNSAFE_HASHES: frozenset[str] = frozenset({"python_hash"})
+# Digest length in bytes for each hash function.
+DIGEST_SIZES: dict[str, int] = {"sha256_cbor": 32, "xxhash_cbor": 16, "python_hash": 8}
+
+
+def get_hash_fn(name: str) -> HashFn:
+    """The hash function registered under ``name``; ValueError listing the valid names otherwise."""
+    try:
+        return HASH_FUNCTIONS[name]
+    except (KeyError, TypeError):
+        valid = ", ".join(HASH_FUNCTIONS)
+        raise ValueError(f"unknown hash function {name!r}; valid: {valid}") from None
+
+
+def resolve_hash_fn(hash_fn: HashFn | str) -> HashFn:
+    """Accept a hash function or its registered name."""
+    return get_hash_fn(hash_fn) if isinstance(hash_fn, str) else hash_fn
+
+
+def hash_name_of(hash_fn: HashFn | str) -> str:
+    """The registered name of ``hash_fn`` (or its ``__name__`` when unregistered)."""
+    if isinstance(hash_fn, str):
+        get_hash_fn(hash_fn)
+        return hash_fn
+    for name, fn in HASH_FUNCTIONS.items():
+        if fn is hash_fn:
+            return name
+    return getattr(hash_fn, "__name__", repr(hash_fn))
+
+
+def init_none_hash(hash_fn: HashFn | str, seed: str | None = DEFAULT_SEED) -> bytes:
+    """The parent hash of every first block: ``hash_fn(seed)`` when a seed is given, as vLLM does with
+    the ``PYTHONHASHSEED`` string, else 32 random bytes (hashes then differ between processes)."""
+    if seed is None:
+        return os.urandom(32)
+    if not isinstance(seed, str):
+        raise ValueError(f"seed must be a string or None, got {type(seed).__name__}")
+    return resolve_hash_fn(hash_fn)(seed)
+
+
+def validate_block_size(block_size: Any) -> int:
+    """``block_size`` as an int in 1..256; ValueError otherwise."""
+    if isinstance(block_size, bool) or not isinstance(block_size, int):
+        raise ValueError(f"block size must be an integer, got {block_size!r}")
+    if not MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE:
+        raise ValueError(f"block size must be in {MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE}, got {block_size}")
+    return block_size
+
+
+def validate_token_ids(token_ids: Any, *, allow_empty: bool = False) -> tuple[int, ...]:
+    """``token_ids`` as a tuple of ints in 0..2**32-1; ValueError naming the first bad entry."""
+    if isinstance(token_ids, (str, bytes, bytearray)):
+        raise ValueError("token ids must be a list of integers, not a string")
+    try:
+        tokens = tuple(token_ids)
+    except TypeError:
+        raise ValueError(f"token ids must be a list of integers, got {type(token_ids).__name__}") from None
+    for i, t in enumerate(tokens):
+        if isinstance(t, bool) or not isinstance(t, int):
+            raise ValueError(f"token {i} is not an integer: {t!r}")
+        if not 0 <= t <= MAX_TOKEN_ID:
+            raise ValueError(f"token {i} is out of range 0..{MAX_TOKEN_ID}: {t}")
+    if not tokens and not allow_empty:
+        raise ValueError("no tokens: at least one token id is needed")
+    return tokens
+
+
+def hash_block_tokens(
+    hash_fn: HashFn | str,
+    parent_block_hash: bytes,
+    curr_block_token_ids: Sequence[int],
+    extra_keys: tuple[Any, ...] | None = None,
+) -> bytes:
+    """Hash of one full block: ``hash_fn((parent_block_hash, tuple(tokens), extra_keys))``.
+
+    The first block's parent is ``NONE_HASH`` (see ``init_none_hash``); pass it explicitly.
+    """
+    if not parent_block_hash:
+        raise ValueError("parent_block_hash is empty: the first block's parent is NONE_HASH")
+    return resolve_hash_fn(hash_fn)((parent_block_hash, tuple(curr_block_token_ids), extra_keys))
+
+
+class MMFeature(NamedTuple):
+    """A multimodal input placed in the token sequence: ``identifier`` (its content hash), the
+    ``offset`` of its first placeholder token and its ``length`` in tokens."""
+
+    identifier: str
+    offset: int
+    length: int
+
+
+def generate_block_hash_extra_keys(
+    start_token_idx: int,
+    end_token_idx: int,
+    *,
+    lora_name: str | None = None,
+    mm_features: Sequence[MMFeature] = (),
+    cache_salt: str | None = None,
+    prompt_embeds_hash: bytes | None = None,
+) -> tuple[Any, ...] | None:
+    """Extra keys of the block ``[start, end)`` in vLLM's order: LoRA name, then each multimodal input
+    overlapping the block as ``(identifier, offset - start)``, then ``cache_salt`` (first block only,
+    ignored when empty), then the block's prompt-embeds digest. None when there are none."""
+    keys: list[Any] = []
+    if lora_name:
+        keys.append(lora_name)
+    for feature in mm_features:
+        if feature.offset < end_token_idx and start_token_idx < feature.offset + feature.length:
+            keys.append((feature.identifier, feature.offset - start_token_idx))
+    if start_token_idx == 0 and cache_salt:
+        keys.append(cache_salt)
+    if prompt_embeds_hash is not None:
+        keys.append(prompt_embeds_hash)
+    return tuple(keys) if keys else None
+
+
+def hash_block_chain(
+    token_ids: Sequence[int],
+    block_size: int,
+    hash_fn: HashFn | str,
+    none_hash: bytes,
+    cache_salt: str | None = None,
+    lora_name: str | None = None,
+    start_block: int = 0,
+    parent_block_hash: bytes | None = None,
+) -> list[bytes]:
+    """Hashes of the full blocks of ``token_ids`` from block ``start_block`` on (the hot path).
+
+    ``parent_block_hash`` is the hash of block ``start_block - 1`` (``none_hash`` when starting at 0);
+    this is how a request extends its chain as decoded tokens fill new blocks.
+    """
+    fn = resolve_hash_fn(hash_fn)
+    tokens = token_ids if isinstance(token_ids, tuple) else tuple(token_ids)
+    parent = none_hash if start_block == 0 or parent_block_hash is None else parent_block_hash
+    num_full = len(tokens) // block_size
+    hashes: list[bytes] = []
+    append = hashes.append
+    first = start_block
+    if first == 0 and num_full > 0 and cache_salt:
+        # Only block 0 carries the salt; through the chain it still changes every later hash.
+        extra0 = generate_block_hash_extra_keys(0, block_size, lora_name=lora_name, cache_salt=cache_salt)
+        parent = fn((parent, tokens[:block_size], extra0))
+        append(parent)
+        first = 1
+    extra = (lora_name,) if lora_name else None
+    for start in range(first * block_size, num_full * block_size, block_size):
+        parent = fn((parent, tokens[start : start + block_size], extra))
+        append(parent)
+    return hashes
+
+
+@dataclass(frozen=True, slots=True)
+class BlockHashRecord:
+    """One logical block of a request: its token span ``[start, end)``, its tokens, its parent hash,
+    and its own hash (None for a partial block, which is never hashed nor cached)."""
+
+    index: int
+    start: int
+    end: int
+    tokens: tuple[int, ...]
+    parent: bytes
+    hash: bytes | None
+    full: bool
+    extra_keys: tuple[Any, ...] | None
+
+    @property
+    def num_tokens(self) -> int:
+        return self.end - self.start
+
+
+def hash_request_blocks(
+    token_ids: Sequence[int],
+    block_size: int,
+    hash_fn: HashFn | str,
+    none_hash: bytes,
+    cache_salt: str | None = None,
+    lora_name: str | None = None,
+) -> list[BlockHashRecord]:
+    """Every block of a request, full blocks hashed through the chain, a trailing partial block
+    (if any) with ``hash=None`` and the parent it would have once full."""
+    validate_block_size(block_size)
+    tokens = tuple(token_ids)
+    hashes = hash_block_chain(tokens, block_size, hash_fn, none_hash, cache_salt, lora_name)
+    records: list[BlockHashRecord] = []
+    parent = none_hash
+    for index, start in enumerate(range(0, len(tokens), block_size)):
+        end = min(start + block_size, len(tokens))
+        full = end - start == block_size
+        extra = generate_block_hash_extra_keys(start, end, lora_name=lora_name, cache_salt=cache_salt)
+        own = hashes[index] if full else None
+        records.append(BlockHashRecord(index, start, end, tokens[start:end], parent, own, full, extra))
+        if own is not None:
+            parent = own
+    return records
+
+
+def short_hash(h: bytes | None, n: int = 8) -> str:
+    """The first ``n`` hex digits of a hash; an empty string for None (a partial block)."""
+    return "" if h is None else h.hex()[:n]

@@ -1,0 +1,394 @@
+"""The KV-cache manager: prefix-cache lookup, allocation, decode appends and freeing, with vLLM v1
+semantics (``kv_cache_manager.py``, ``single_type_kv_cache_manager.py``).
+
+Per request it keeps the token ids, the chained hashes of its full blocks and its block table
+(logical block -> physical block). ``add_request`` = ``get_computed_blocks`` (longest run of cached
+hashes from the start, capped at ``num_tokens - 1`` tokens) followed by ``allocate_slots`` (touch
+the hits, pop new blocks, cache the newly full ones). A request that does not fit is refused with
+the pool left unchanged. Every change is an ``Event`` in ``self.events``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from kvviz.core.block_pool import BlockPool, KVCacheBlock
+from kvviz.core.events import BlockTableEntry, Event, EventKind, PoolCounters, PoolState, RequestBlocks
+from kvviz.core.events import replay as replay_events
+from kvviz.core.hashing import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_HASH,
+    DEFAULT_SEED,
+    get_hash_fn,
+    hash_block_chain,
+    init_none_hash,
+    validate_block_size,
+    validate_token_ids,
+)
+from kvviz.text import core as text
+
+MAX_NUM_BLOCKS = 65536
+
+Lookup = Callable[[bytes], KVCacheBlock | None]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def find_longest_cache_hit(
+    block_hashes: Sequence[bytes], max_length: int, block_size: int, lookup: Lookup
+) -> list[KVCacheBlock]:
+    """Full attention (vLLM ``FullAttentionManager``): cached blocks for the longest run of hashes
+    from the start, at most ``max_length // block_size`` blocks, stopping at the first miss (the
+    chain means nothing after a miss can be cached)."""
+    hits: list[KVCacheBlock] = []
+    for block_hash in block_hashes[: max(max_length, 0) // block_size]:
+        block = lookup(block_hash)
+        if block is None:
+            break
+        hits.append(block)
+    return hits
+
+
+def find_longest_cache_hit_sliding_window(
+    block_hashes: Sequence[bytes], max_length: int, block_size: int, sliding_window: int, lookup: Lookup
+) -> list[KVCacheBlock | None]:
+    """Sliding-window attention (vLLM ``SlidingWindowManager``): only the last ``sliding_window - 1``
+    tokens before the next one are attended to, so a hit needs just ``cdiv(sliding_window - 1,
+    block_size)`` contiguous cached blocks. Searches right to left and returns the blocks up to the
+    end of the first such run, with None (vLLM's null block) for the skipped positions before it.
+    Without such a run, the contiguous hit from the start (possibly shorter) is returned."""
+    needed = cdiv(sliding_window - 1, block_size)
+    max_blocks = min(max(max_length, 0) // block_size, len(block_hashes))
+    computed: list[KVCacheBlock | None] = [None] * max_blocks
+    contiguous = 0
+    for i in range(max_blocks - 1, -1, -1):
+        block = lookup(block_hashes[i])
+        if block is None:
+            contiguous = 0
+            continue
+        computed[i] = block
+        contiguous += 1
+        if contiguous >= needed:
+            return computed[: i + contiguous]
+    return computed[:contiguous]
+
+
+@dataclass(frozen=True)
+class CacheHit:
+    """Read-only lookup result: ``block_ids`` per reused logical block (None = skipped by the
+    sliding window) and the number of prompt tokens they cover."""
+
+    block_ids: tuple[int | None, ...]
+    num_computed_tokens: int
+    block_hashes: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """Outcome of one manager step (``add``, ``append`` or ``free``). ``ok`` is False for a refused
+    step, with ``error`` saying why; ``events`` are the events this step appended."""
+
+    op: str
+    request_id: str
+    ok: bool
+    num_tokens: int
+    num_computed_tokens: int
+    hit_block_ids: tuple[int, ...] = ()
+    new_block_ids: tuple[int, ...] = ()
+    evicted_block_ids: tuple[int, ...] = ()
+    cached_block_ids: tuple[int, ...] = ()
+    freed_block_ids: tuple[int, ...] = ()
+    error: str | None = None
+    events: tuple[Event, ...] = ()
+
+
+StepResult = AddResult
+
+
+@dataclass
+class _Request:
+    request_id: str
+    token_ids: list[int]
+    cache_salt: str | None
+    block_hashes: list[bytes] = field(default_factory=list)
+    blocks: list[KVCacheBlock | None] = field(default_factory=list)
+    num_cached_blocks: int = 0
+
+
+class KVCacheManager:
+    """Prefix-caching block manager over a ``BlockPool`` of ``num_blocks`` blocks.
+
+    ``sliding_window`` (tokens, >= 2) switches the hit search to vLLM's sliding-window variant and
+    frees blocks that fall out of the window as decoding proceeds, as ``SlidingWindowManager`` does.
+    """
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        hash_name: str = DEFAULT_HASH,
+        seed: str | None = DEFAULT_SEED,
+        sliding_window: int | None = None,
+    ) -> None:
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 1 <= num_blocks <= MAX_NUM_BLOCKS:
+            raise ValueError(f"num_blocks must be an integer in 1..{MAX_NUM_BLOCKS}, got {num_blocks!r}")
+        self.block_size = validate_block_size(block_size)
+        self.hash_name = hash_name
+        self.hash_fn = get_hash_fn(hash_name)
+        self.seed = seed
+        self.none_hash = init_none_hash(self.hash_fn, seed)
+        if sliding_window is not None and (
+            isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 2
+        ):
+            raise ValueError(f"sliding_window must be an integer >= 2 or None, got {sliding_window!r}")
+        self.sliding_window = sliding_window
+        self.events: list[Event] = []
+        self.block_pool = BlockPool(num_blocks, events=self.events, block_size=self.block_size)
+        self._requests: dict[str, _Request] = {}
+        self._requests_added = 0
+        self._prompt_tokens = 0
+        self._hit_tokens = 0
+        self._computed_tokens = 0
+        self._refused = 0
+
+    # -- hashing and lookup -------------------------------------------------------------------
+    @property
+    def num_blocks(self) -> int:
+        return self.block_pool.num_blocks
+
+    @property
+    def request_ids(self) -> list[str]:
+        return list(self._requests)
+
+    def request_block_hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[bytes]:
+        """Chained hashes of the full blocks of ``token_ids`` under this manager's settings."""
+        return hash_block_chain(token_ids, self.block_size, self.hash_fn, self.none_hash, cache_salt)
+
+    def _find_hit(self, block_hashes: Sequence[bytes], max_length: int,
+                  sliding_window: int | None) -> list[KVCacheBlock | None]:
+        lookup = self.block_pool.get_cached_block
+        if sliding_window is None:
+            return list(find_longest_cache_hit(block_hashes, max_length, self.block_size, lookup))
+        return find_longest_cache_hit_sliding_window(
+            block_hashes, max_length, self.block_size, sliding_window, lookup
+        )
+
+    def peek_cache_hit(
+        self, token_ids: Sequence[int], cache_salt: str | None = None, *,
+        sliding_window: int | None | str = "default", cap: bool = True,
+    ) -> CacheHit:
+        """What ``add_request`` would reuse now, without changing anything or recording events.
+        ``sliding_window`` overrides the manager's (None = full attention); ``cap=False`` drops the
+        ``num_tokens - 1`` cap to show the raw longest match."""
+        tokens = validate_token_ids(token_ids)
+        window = self.sliding_window if sliding_window == "default" else sliding_window
+        hashes = self.request_block_hashes(tokens, cache_salt)
+        max_length = len(tokens) - 1 if cap else len(tokens)
+        hit = self._find_hit(hashes, max_length, window)  # type: ignore[arg-type]
+        return CacheHit(
+            tuple(b.block_id if b is not None else None for b in hit),
+            len(hit) * self.block_size,
+            tuple(hashes),
+        )
+
+    def _num_skipped_blocks(self, num_computed_tokens: int) -> int:
+        if self.sliding_window is None:
+            return 0
+        return max(0, num_computed_tokens - self.sliding_window + 1) // self.block_size
+
+    # -- steps --------------------------------------------------------------------------------
+    def _check_new_id(self, request_id: str) -> None:
+        if not isinstance(request_id, str) or not request_id:
+            raise ValueError(f"request id must be a non-empty string, got {request_id!r}")
+        if request_id in self._requests:
+            raise ValueError(f"request {request_id!r} is already running")
+
+    def _get(self, request_id: str) -> _Request:
+        try:
+            return self._requests[request_id]
+        except (KeyError, TypeError):
+            raise ValueError(f"unknown request {request_id!r}") from None
+
+    def _refuse(self, op: str, request_id: str, needed: int, num_tokens: int, computed: int,
+                available: int | None = None) -> AddResult:
+        free = self.block_pool.get_num_free_blocks() if available is None else available
+        reason = text.EVENT_REFUSE.format(needed=needed, free=free)
+        event = self.block_pool.emit(EventKind.REFUSE, request_id, (), reason, num_tokens=num_tokens)
+        self._refused += 1
+        return AddResult(op, request_id, False, num_tokens, computed, error=reason, events=(event,))
+
+    def add_request(self, request_id: str, token_ids: Sequence[int], cache_salt: str | None = None) -> AddResult:
+        """Admit a prompt whose prefill is about to run: reuse the longest cached prefix (capped at
+        ``num_tokens - 1`` tokens), allocate blocks for the rest, cache its full blocks."""
+        self._check_new_id(request_id)
+        if cache_salt is not None and not isinstance(cache_salt, str):
+            raise ValueError(f"cache salt must be a string, got {type(cache_salt).__name__}")
+        tokens = list(validate_token_ids(token_ids))
+        num_tokens = len(tokens)
+        bs = self.block_size
+        hashes = self.request_block_hashes(tokens, cache_salt)
+        computed = self._find_hit(hashes, num_tokens - 1, self.sliding_window)
+        num_computed = len(computed) * bs
+        skipped = self._num_skipped_blocks(num_computed)
+        reused = [b for b in computed[skipped:] if b is not None]
+        num_new = max(cdiv(num_tokens, bs) - max(skipped, len(computed)), 0)
+        needed = num_new + sum(1 for b in reused if b.ref_cnt == 0)
+        if needed > self.block_pool.get_num_free_blocks():
+            return self._refuse("add", request_id, needed, num_tokens, num_computed)
+
+        first_event = len(self.events)
+        pool = self.block_pool
+        reused_pos = [i for i in range(skipped, len(computed)) if computed[i] is not None]
+        if num_computed:
+            pool.emit(EventKind.HIT, request_id, reused,
+                      text.EVENT_HIT.format(count=len(reused), tokens=num_computed),
+                      num_tokens=num_computed, positions=reused_pos)
+        to_compute = num_tokens - num_computed
+        if len(computed) < len(hashes) and pool.get_cached_block(hashes[len(computed)]) is not None:
+            miss_reason = text.EVENT_MISS_CAPPED.format(tokens=to_compute)
+        else:
+            miss_reason = text.EVENT_MISS.format(tokens=to_compute, index=len(computed))
+        pool.emit(EventKind.MISS, request_id, (), miss_reason, hashes=hashes[len(computed):],
+                  num_tokens=to_compute)
+        self._requests_added += 1
+        self._prompt_tokens += num_tokens
+        self._hit_tokens += num_computed
+        self._computed_tokens += to_compute
+
+        req = _Request(request_id, tokens, cache_salt, hashes)
+        pool.touch(reused, request_id, positions=reused_pos)
+        req.blocks = [None] * skipped + list(computed[skipped:])
+        req.num_cached_blocks = len(req.blocks)
+        self._requests[request_id] = req
+        start = len(req.blocks)
+        new_blocks = pool.get_new_blocks(num_new, request_id, positions=range(start, start + num_new),
+                                         num_tokens=num_tokens)
+        req.blocks.extend(new_blocks)
+        cached = self._cache_blocks(req)
+        events = tuple(self.events[first_event:])
+        return AddResult(
+            "add", request_id, True, num_tokens, num_computed,
+            hit_block_ids=tuple(b.block_id for b in reused),
+            new_block_ids=tuple(b.block_id for b in new_blocks),
+            evicted_block_ids=_evicted(events),
+            cached_block_ids=tuple(b.block_id for b in cached),
+            events=events,
+        )
+
+    def append_tokens(self, request_id: str, token_ids: Sequence[int]) -> AddResult:
+        """Decoded tokens: grow the last block, pop a new block when it is full, cache each block
+        as it fills. With a sliding window, blocks that left the window are freed first."""
+        req = self._get(request_id)
+        new_tokens = validate_token_ids(token_ids)
+        bs = self.block_size
+        prev = len(req.token_ids)
+        total = prev + len(new_tokens)
+        skipped = self._num_skipped_blocks(prev)
+        to_skip = []
+        for i in range(min(skipped, len(req.blocks)) - 1, -1, -1):
+            if req.blocks[i] is None:
+                break
+            to_skip.append(i)
+        released = sum(1 for i in to_skip if req.blocks[i].ref_cnt == 1)  # type: ignore[union-attr]
+        num_new = max(cdiv(total, bs) - len(req.blocks), 0)
+        if num_new > self.block_pool.get_num_free_blocks() + released:
+            return self._refuse("append", request_id, num_new, total, prev,
+                                available=self.block_pool.get_num_free_blocks() + released)
+
+        first_event = len(self.events)
+        pool = self.block_pool
+        if to_skip:
+            out = [req.blocks[i] for i in to_skip]
+            for i in to_skip:
+                req.blocks[i] = None
+            pool.free_blocks(out, request_id, positions=to_skip, reason=text.EVENT_FREE_WINDOW)  # type: ignore[arg-type]
+        req.token_ids.extend(new_tokens)
+        if len(req.token_ids) // bs > len(req.block_hashes):
+            parent = req.block_hashes[-1] if req.block_hashes else None
+            req.block_hashes.extend(hash_block_chain(
+                req.token_ids, bs, self.hash_fn, self.none_hash, req.cache_salt,
+                start_block=len(req.block_hashes), parent_block_hash=parent,
+            ))
+        start = len(req.blocks)
+        new_blocks = pool.get_new_blocks(num_new, request_id, positions=range(start, start + num_new),
+                                         num_tokens=total)
+        req.blocks.extend(new_blocks)
+        self._computed_tokens += len(new_tokens)
+        cached = self._cache_blocks(req)
+        events = tuple(self.events[first_event:])
+        return AddResult(
+            "append", request_id, True, total, prev,
+            new_block_ids=tuple(b.block_id for b in new_blocks),
+            evicted_block_ids=_evicted(events),
+            cached_block_ids=tuple(b.block_id for b in cached),
+            freed_block_ids=tuple(b.block_id for b in out) if to_skip else (),  # type: ignore[union-attr]
+            events=events,
+        )
+
+    def _cache_blocks(self, req: _Request) -> list[KVCacheBlock]:
+        num_full = len(req.token_ids) // self.block_size
+        cached = self.block_pool.cache_full_blocks(
+            req.blocks, req.block_hashes, req.num_cached_blocks, num_full, req.request_id
+        )
+        req.num_cached_blocks = max(req.num_cached_blocks, num_full)
+        return cached
+
+    def free_request(self, request_id: str) -> AddResult:
+        """The request finished: release its blocks in reverse order, so its tail blocks reach the
+        free-queue tail first and are evicted before its head blocks."""
+        req = self._get(request_id)
+        first_event = len(self.events)
+        order = [i for i in range(len(req.blocks) - 1, -1, -1) if req.blocks[i] is not None]
+        blocks = [req.blocks[i] for i in order]
+        self.block_pool.free_blocks(blocks, request_id, positions=order)  # type: ignore[arg-type]
+        del self._requests[request_id]
+        return AddResult(
+            "free", request_id, True, len(req.token_ids), 0,
+            freed_block_ids=tuple(b.block_id for b in blocks),  # type: ignore[union-attr]
+            events=tuple(self.events[first_event:]),
+        )
+
+    # -- views --------------------------------------------------------------------------------
+    def block_table(self, request_id: str) -> list[BlockTableEntry]:
+        """The request's logical blocks -> physical block ids, with the token span of each."""
+        req = self._get(request_id)
+        n, bs = len(req.token_ids), self.block_size
+        return [
+            BlockTableEntry(i, b.block_id if b is not None else None, i * bs, min((i + 1) * bs, n))
+            for i, b in enumerate(req.blocks)
+        ]
+
+    def request_tokens(self, request_id: str) -> tuple[int, ...]:
+        return tuple(self._get(request_id).token_ids)
+
+    @property
+    def counters(self) -> PoolCounters:
+        return PoolCounters(
+            requests=self._requests_added,
+            prompt_tokens=self._prompt_tokens,
+            hit_tokens=self._hit_tokens,
+            computed_tokens=self._computed_tokens,
+            evictions=self.block_pool.num_evictions,
+            refused=self._refused,
+        )
+
+    def snapshot(self) -> PoolState:
+        """The full state now: free queue head first, per block ref_cnt / hash / state, per-request
+        block tables, counters. Equal to ``replay(num_blocks, events)``."""
+        requests = {
+            rid: RequestBlocks(tuple(b.block_id if b is not None else None for b in r.blocks), len(r.token_ids))
+            for rid, r in self._requests.items()
+        }
+        return replace(self.block_pool.snapshot(), requests=requests, counters=self.counters)
+
+    def replay(self, k: int | None = None) -> PoolState:
+        """The state after the first ``k`` events (all when None), rebuilt from the event log."""
+        events = self.events if k is None else self.events[:k]
+        return replay_events(self.num_blocks, events, self.block_size)
+
+
+def _evicted(events: Sequence[Event]) -> tuple[int, ...]:
+    return tuple(bid for e in events if e.kind is EventKind.EVICT for bid in e.block_ids)

@@ -1,0 +1,251 @@
+"""Request traces for the block manager: load and validate a JSON trace, replay it step by step.
+
+A trace is ``{"block_size": 16, "num_blocks": 8, "hash": "sha256_cbor", "seed": "0",
+"sliding_window": null, "steps": [{"op": "add"|"append"|"free", "id": "r1", "tokens": [...],
+"salt": "..."}]}``. ``add`` = a prompt just prefilled, ``append`` = decoded tokens, ``free`` = the
+request finished. Only ``num_blocks`` and ``steps`` are required. A refused ``add`` is reported in its
+step (``error``); later steps on that id are reported as skipped, not failed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvviz.core.hashing import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_HASH,
+    DEFAULT_SEED,
+    get_hash_fn,
+    validate_block_size,
+    validate_token_ids,
+)
+from kvviz.core.manager import MAX_NUM_BLOCKS, AddResult, KVCacheManager
+
+MAX_TRACE_BYTES = 16 * 1024 * 1024
+MAX_TRACE_STEPS = 10_000
+MAX_TRACE_TOKENS = 1_000_000
+OPS = ("add", "append", "free")
+_TOP_KEYS = {"block_size", "num_blocks", "hash", "seed", "sliding_window", "steps", "name", "description"}
+_STEP_KEYS = {"add": {"op", "id", "tokens", "salt", "note"}, "append": {"op", "id", "tokens", "note"},
+              "free": {"op", "id", "note"}}
+
+
+class TraceError(ValueError):
+    """The trace is malformed; the message names the step or key."""
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    op: str
+    id: str
+    tokens: tuple[int, ...] = ()
+    salt: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    num_blocks: int
+    steps: tuple[TraceStep, ...]
+    block_size: int = DEFAULT_BLOCK_SIZE
+    hash: str = DEFAULT_HASH
+    seed: str | None = DEFAULT_SEED
+    sliding_window: int | None = None
+    name: str | None = None
+    description: str | None = None
+
+    def new_manager(self) -> KVCacheManager:
+        return KVCacheManager(self.num_blocks, self.block_size, self.hash, self.seed, self.sliding_window)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """One replayed step: the manager's result (None when skipped) and the reported fields."""
+
+    step: TraceStep
+    num_computed_tokens: int
+    hit_blocks: tuple[int, ...]
+    new_blocks: tuple[int, ...]
+    evicted_blocks: tuple[int, ...]
+    error: str | None
+    result: AddResult | None
+    num_events: int  # length of the event log after this step
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.step.op,
+            "id": self.step.id,
+            "num_computed_tokens": self.num_computed_tokens,
+            "hit_blocks": list(self.hit_blocks),
+            "new_blocks": list(self.new_blocks),
+            "evicted_blocks": list(self.evicted_blocks),
+            "error": self.error,
+        }
+
+
+@dataclass
+class TraceRun:
+    trace: Trace
+    manager: KVCacheManager
+    outcomes: list[StepOutcome]
+
+    def final(self) -> dict[str, Any]:
+        state = self.manager.snapshot()
+        return {
+            "free_queue": list(state.free_queue),
+            "cached_block_ids": state.cached_block_ids,
+            "ref_cnt": list(state.ref_cnt),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"steps": [o.to_dict() for o in self.outcomes], "final": self.final()}
+
+
+def _int(value: Any, what: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceError(f"{what} must be an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise TraceError(f"{what} must be in {lo}..{hi}, got {value}")
+    return value
+
+
+def parse_trace(obj: Any) -> Trace:
+    """Validate a decoded JSON trace; TraceError with a one-line message otherwise."""
+    if not isinstance(obj, dict):
+        raise TraceError(f"a trace is a JSON object, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - _TOP_KEYS)
+    if unknown:
+        raise TraceError(f"unknown trace key(s): {', '.join(unknown)}; valid: {', '.join(sorted(_TOP_KEYS))}")
+    if "num_blocks" not in obj:
+        raise TraceError("missing 'num_blocks'")
+    if "steps" not in obj:
+        raise TraceError("missing 'steps'")
+    num_blocks = _int(obj["num_blocks"], "num_blocks", 1, MAX_NUM_BLOCKS)
+    try:
+        block_size = validate_block_size(obj.get("block_size", DEFAULT_BLOCK_SIZE))
+    except ValueError as exc:
+        raise TraceError(str(exc)) from None
+    hash_name = obj.get("hash", DEFAULT_HASH)
+    try:
+        get_hash_fn(hash_name)
+    except ValueError as exc:
+        raise TraceError(str(exc)) from None
+    seed = obj.get("seed", DEFAULT_SEED)
+    if seed is not None and not isinstance(seed, (str, int)) or isinstance(seed, bool):
+        raise TraceError(f"seed must be a string or null, got {seed!r}")
+    seed = None if seed is None else str(seed)
+    window = obj.get("sliding_window")
+    if window is not None:
+        window = _int(window, "sliding_window", 2, 1 << 30)
+    for key in ("name", "description"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise TraceError(f"{key} must be a string")
+    raw_steps = obj["steps"]
+    if not isinstance(raw_steps, list):
+        raise TraceError(f"'steps' must be a list, got {type(raw_steps).__name__}")
+    if len(raw_steps) > MAX_TRACE_STEPS:
+        raise TraceError(f"too many steps: {len(raw_steps)} (at most {MAX_TRACE_STEPS})")
+    steps = []
+    total_tokens = 0
+    for i, raw in enumerate(raw_steps):
+        step = _parse_step(i, raw)
+        total_tokens += len(step.tokens)
+        if total_tokens > MAX_TRACE_TOKENS:
+            raise TraceError(f"step {i}: the trace holds more than {MAX_TRACE_TOKENS:,} tokens")
+        steps.append(step)
+    return Trace(num_blocks, tuple(steps), block_size, hash_name, seed, window,
+                 obj.get("name"), obj.get("description"))
+
+
+def _parse_step(i: int, raw: Any) -> TraceStep:
+    where = f"step {i}"
+    if not isinstance(raw, dict):
+        raise TraceError(f"{where}: a step is a JSON object, got {type(raw).__name__}")
+    op = raw.get("op")
+    if op not in OPS:
+        raise TraceError(f"{where}: 'op' must be one of {', '.join(OPS)}, got {op!r}")
+    unknown = sorted(set(raw) - _STEP_KEYS[op])
+    if unknown:
+        raise TraceError(f"{where}: unknown key(s) for {op}: {', '.join(unknown)}")
+    rid = raw.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)) or rid == "":
+        raise TraceError(f"{where}: 'id' must be a non-empty string, got {rid!r}")
+    tokens: tuple[int, ...] = ()
+    if op in ("add", "append"):
+        if "tokens" not in raw:
+            raise TraceError(f"{where}: {op} needs 'tokens'")
+        if not isinstance(raw["tokens"], list):
+            raise TraceError(f"{where}: 'tokens' must be a list of integers")
+        try:
+            tokens = validate_token_ids(raw["tokens"])
+        except ValueError as exc:
+            raise TraceError(f"{where}: {exc}") from None
+    salt = raw.get("salt")
+    if salt is not None and not isinstance(salt, str):
+        raise TraceError(f"{where}: 'salt' must be a string")
+    note = raw.get("note")
+    if note is not None and not isinstance(note, str):
+        raise TraceError(f"{where}: 'note' must be a string")
+    return TraceStep(op, str(rid), tokens, salt, note)
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Read and validate a trace file; TraceError for unreadable, non-UTF-8 or malformed files."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_TRACE_BYTES:
+            raise TraceError(f"{p}: {size:,} bytes is too large for a trace (at most {MAX_TRACE_BYTES:,})")
+        raw = p.read_bytes()
+    except TraceError:
+        raise
+    except IsADirectoryError:
+        raise TraceError(f"{p} is a directory, not a trace file") from None
+    except OSError as exc:
+        raise TraceError(f"cannot read {p}: {exc.strerror or exc}") from None
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{p} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        obj = json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise TraceError(f"{p} is nested too deeply") from None
+    return parse_trace(obj)
+
+
+def run_trace(trace: Trace, manager: KVCacheManager | None = None) -> TraceRun:
+    """Replay every step through a fresh manager (or ``manager``). TraceError names the first step
+    that is impossible (an append to or free of a request that never ran, a duplicate running id)."""
+    mgr = manager if manager is not None else trace.new_manager()
+    refused: set[str] = set()
+    outcomes: list[StepOutcome] = []
+    for i, step in enumerate(trace.steps):
+        if step.op != "add" and step.id in refused:
+            error = f"request {step.id!r} was refused, so there is nothing to {step.op}"
+            outcomes.append(StepOutcome(step, 0, (), (), (), error, None, len(mgr.events)))
+            if step.op == "free":
+                refused.discard(step.id)
+            continue
+        try:
+            if step.op == "add":
+                refused.discard(step.id)
+                result = mgr.add_request(step.id, step.tokens, step.salt)
+                if not result.ok:
+                    refused.add(step.id)
+            elif step.op == "append":
+                result = mgr.append_tokens(step.id, step.tokens)
+            else:
+                result = mgr.free_request(step.id)
+        except ValueError as exc:
+            raise TraceError(f"step {i} ({step.op} {step.id!r}): {exc}") from None
+        outcomes.append(StepOutcome(
+            step, result.num_computed_tokens, result.hit_block_ids, result.new_block_ids,
+            result.evicted_block_ids, result.error, result, len(mgr.events),
+        ))
+    return TraceRun(trace, mgr, outcomes)
