@@ -424,6 +424,15 @@ def load_model(
     return loaded
 
 
+def find_loaded_model(model_name: str | None = None, device: str | None = None,
+                      dtype: str | None = None) -> LoadedModel | None:
+    """The model ``load_model`` would return, if it is already loaded in this process; else None."""
+    source = resolve_model(model_name)
+    dev = resolve_device(device)
+    with _MODELS_LOCK:
+        return _MODELS.get((source.key, dev, resolve_dtype(dev, dtype)))
+
+
 def loaded_models() -> list[LoadedModel]:
     """Every model loaded in this process."""
     with _MODELS_LOCK:

@@ -14,3 +14,39 @@ ERROR_NO_TOKENS = "The input produced no tokens: give at least one token."
 TRUNCATION_NOTICE = (
     "The input has {total} tokens; only the first {kept:,} are used (the limit is {limit:,} tokens)."
 )
+
+# One line per page for the landing page's "Pages" list: {page file: what it shows}. Append yours.
+PAGE_BLURBS: dict[str, str] = {}
+
+# Model sidebar and model card (ui.render_model_sidebar, ui.get_model).
+SIDEBAR_MODEL_HEADER = "Model"
+MODEL_CHOICE_LABEL = "Model in use"
+MODEL_CHOICE_EMBEDDED = "Embedded SmolLM2-135M-Instruct"
+MODEL_CHOICE_CUSTOM = "Another model (Hugging Face id or local folder)"
+MODEL_INPUT_LABEL = "Hugging Face id or local folder"
+MODEL_INPUT_HELP = (
+    "Any causal language model transformers supports natively, e.g. 'HuggingFaceTB/SmolLM2-360M-Instruct' "
+    "(must already be in the local Hugging Face cache when offline) or '/path/to/model-folder'. "
+    "Remote code is never run."
+)
+MODEL_INPUT_SUBMIT = "Use this model"
+MODEL_LOADING = "Loading {name} on {device}..."
+MODEL_LOAD_FAILED = "Could not load the model: {error}"
+MODEL_FALLBACK = "Still using {name}."
+MODEL_KV_MEASURED = "KV per token (measured)"
+MODEL_KV_MEASURED_HELP = (
+    "Bytes of the K and V tensors the model actually produced for a {tokens}-token prompt, divided by "
+    "{tokens}: {measured} / {tokens} tokens. The formula 2 x {layers} layers x {kv_heads} KV heads x "
+    "{head_dim} x {element_size} B gives {formula}."
+)
+MODEL_FIELDS = {
+    "device": "Device",
+    "dtype": "dtype",
+    "layers": "Layers",
+    "heads": "Query heads",
+    "kv_heads": "KV heads",
+    "head_dim": "head_dim",
+    "params": "Parameters",
+}
+MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
+MODEL_SOURCE = "Source: {source}. Loaded in {load_s:.2f} s."

@@ -1,0 +1,76 @@
+"""Landing page: what kvviz teaches, the live model card, a real prefill on your text, the pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+import ui
+from kvviz.model.settings import InputError, max_tokens_default
+from kvviz.text import common as C
+from kvviz.text import home as T
+
+ROOT = Path(__file__).resolve().parent.parent
+_RESULT_KEY = "home_prefill_result"
+
+ui.page_header(T.TITLE, T.INTRO)
+
+st.subheader(T.TEACHES_HEADER)
+st.markdown("\n".join(f"- {line}" for line in T.TEACHES))
+
+st.subheader(T.CARD_HEADER)
+st.markdown(T.CARD_INTRO)
+lm = ui.get_model()
+ui.render_model_card(lm)
+
+st.subheader(T.TRY_HEADER)
+st.markdown(T.TRY_INTRO.format(limit=max_tokens_default()))
+with st.form("home_prefill"):
+    text = st.text_area(T.TRY_LABEL, value=T.TRY_DEFAULT, height=110)
+    run = st.form_submit_button(T.TRY_BUTTON, type="primary")
+if run:
+    from kvviz.model import prefill
+
+    try:
+        with st.spinner(T.TRY_RUNNING):
+            result = prefill(lm, text=text)
+        st.session_state[_RESULT_KEY] = {
+            "model": lm.info.model_id,
+            "tokens": result.num_tokens,
+            "bytes": result.kv_bytes_measured,
+            "per_token": result.kv_bytes_per_token,
+            "ms": result.prefill_ms,
+            "next": lm.tokenizer.decode([int(result.last_logits.argmax())]),
+            "pieces": result.pieces,
+            "notice": result.notice,
+        }
+    except InputError as exc:
+        st.session_state.pop(_RESULT_KEY, None)
+        ui.show_error(exc)
+shown = st.session_state.get(_RESULT_KEY)
+if shown and shown["model"] == lm.info.model_id:
+    if shown["notice"]:
+        st.warning(shown["notice"], icon=":material/content_cut:")
+    cols = st.columns(4)
+    cols[0].metric(T.TRY_TOKENS, f"{shown['tokens']:,}")
+    cols[1].metric(T.TRY_KV, ui.fmt_bytes(shown["bytes"]), help=T.TRY_KV_HELP.format(
+        bytes=shown["bytes"], per_token=shown["per_token"], tokens=shown["tokens"], layers=lm.info.num_layers))
+    cols[2].metric(T.TRY_TIME, f"{shown['ms']:,.0f} ms")
+    cols[3].metric(T.TRY_NEXT, repr(shown["next"]))
+    st.caption(T.TRY_SCALE.format(per_1k=ui.fmt_bytes(shown["per_token"] * 1000),
+                                  per_100k=ui.fmt_bytes(shown["per_token"] * 100_000)))
+    st.caption(T.TRY_TOKENS_CAPTION)
+    st.markdown(ui.token_chips_html(shown["pieces"]), unsafe_allow_html=True)
+
+others = [(path, title, icon) for path, title, icon in C.PAGES if path != "pages/home.py" and (ROOT / path).exists()]
+if others:
+    st.subheader(T.PAGES_HEADER)
+    st.caption(T.PAGES_INTRO)
+    for path, title, icon in others:
+        blurb = C.PAGE_BLURBS.get(path, "")
+        try:
+            st.page_link(path, label=f"{title}: {blurb}" if blurb else title, icon=icon)
+        except StreamlitAPIException:  # run alone (no navigation): plain text instead
+            st.markdown(f"- **{title}** {blurb}")

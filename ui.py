@@ -1,0 +1,259 @@
+"""Streamlit glue shared by every page: the shared model resource, the model sidebar, page helpers.
+
+Pages call ``get_model()`` for the model the session selected (loaded once per process and shared by
+all sessions; forward passes are serialised by ``LoadedModel.lock``). kvviz itself never imports
+streamlit; everything here is presentation.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import streamlit as st
+
+from kvviz.model.settings import EMBEDDED_MODEL, InputError, ModelLoadError, default_model, is_embedded
+from kvviz.text import common as T
+
+if TYPE_CHECKING:  # torch is imported only when a model is actually needed
+    from kvviz.model import LoadedModel
+
+_MODEL_KEY = "kvviz_model"  # session_state: the model name this session uses
+_KIND_KEY = "kvviz_model_kind"
+_INPUT_KEY = "kvviz_model_input"
+_ERROR_KEY = "kvviz_model_error"
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def fmt_bytes(n: float) -> str:
+    """Binary units with one decimal where useful: 900 B, 45 KiB, 1.5 MiB."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            if unit == "B":
+                return f"{value:,.0f} B"
+            return f"{value:,.1f} {unit}".replace(".0 ", " ")
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def fmt_count(n: int) -> str:
+    """Large counts the way people say them: 134.5 M, 49,152."""
+    if n >= 1_000_000_000:
+        return f"{n / 1e9:.2f} B"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.1f} M"
+    return f"{n:,}"
+
+
+def visible_piece(piece: str) -> str:
+    """A token's text with whitespace made visible (space ·, newline ↵, tab →) for token chips."""
+    out = piece.replace(" ", "·").replace("\n", "↵").replace("\t", "→").replace("\r", "␍")
+    return "".join(ch if ch.isprintable() or ch in "·↵→␍" else f"\\x{ord(ch):02x}" for ch in out) or "∅"
+
+
+def token_chips_html(pieces: list[str], limit: int = 256) -> str:
+    """HTML for a run of token chips (escaped); at most ``limit`` chips."""
+    spans = [
+        f'<span class="kvviz-tok" title="token {i}">{html.escape(visible_piece(p))}</span>'
+        for i, p in enumerate(pieces[:limit])
+    ]
+    more = f'<span class="kvviz-more"> ... {len(pieces) - limit:,} more</span>' if len(pieces) > limit else ""
+    style = (
+        "<style>.kvviz-tok{display:inline-block;margin:2px;padding:1px 5px;border-radius:4px;"
+        "background:#eef2ff;border:1px solid #c7d2fe;font-family:monospace;font-size:0.85em;"
+        "white-space:pre}.kvviz-more{color:#6b7280;font-size:0.85em}</style>"
+    )
+    return style + '<div class="kvviz-toks">' + "".join(spans) + more + "</div>"
+
+
+# ----------------------------------------------------------------------------- page helpers
+
+
+def page_header(title: str, intro: str | None = None) -> None:
+    """The standard page title and a short introduction under it."""
+    st.title(title)
+    if intro:
+        st.markdown(intro)
+
+
+def show_error(exc: BaseException, prefix: str | None = None) -> None:
+    """A user-facing error box (one line, never a traceback)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    st.error(f"{prefix}: {text}" if prefix else text, icon=":material/error:")
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def selected_model_name() -> str:
+    """The model this session uses: its sidebar choice, else ``KVVIZ_MODEL``, else the embedded one."""
+    return st.session_state.get(_MODEL_KEY) or default_model()
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _model_resource(model_name: str, device: str | None, dtype: str | None) -> LoadedModel:
+    from kvviz.model import load_model
+
+    return load_model(model_name, device=device, dtype=dtype)
+
+
+def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel:
+    """Load through the shared resource, showing a progress bar while a first load runs."""
+    from kvviz.model import find_loaded_model, load_model, resolve_device
+
+    if find_loaded_model(model_name) is None:
+        slot = area if area is not None else st.empty()
+        shown = "SmolLM2-135M-Instruct" if is_embedded(model_name) else model_name
+        bar = slot.progress(0.0, text=T.MODEL_LOADING.format(name=shown, device=resolve_device()))
+
+        def report(message: str, fraction: float) -> None:
+            bar.progress(min(max(float(fraction), 0.0), 1.0), text=message)
+
+        try:
+            load_model(model_name, progress=report)  # fills the process-wide cache
+        finally:
+            slot.empty()
+    return _model_resource(model_name, None, None)
+
+
+def try_get_model(model_name: str | None = None, progress_area: Any | None = None) -> tuple[LoadedModel | None, str | None]:
+    """(model, None) or (None, one-line error) for the session's model (or ``model_name``)."""
+    name = model_name or selected_model_name()
+    try:
+        return _load_with_progress(name, progress_area), None
+    except (InputError, ModelLoadError) as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - the UI shows one line, never a traceback
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return None, f"{type(exc).__name__}: {first}"
+
+
+def get_model(progress_area: Any | None = None) -> LoadedModel:
+    """The session's model, loaded once per process; on failure shows an error and stops the page."""
+    lm, error = try_get_model(progress_area=progress_area)
+    if lm is None:
+        st.error(T.MODEL_LOAD_FAILED.format(error=error), icon=":material/error:")
+        st.stop()
+    return lm
+
+
+@dataclass(frozen=True)
+class ModelProbe:
+    """A real short prefill on the model: its measured KV bytes and timing."""
+
+    tokens: int
+    kv_bytes_measured: int
+    kv_bytes_per_token: float
+    prefill_ms: float
+    dtype: str
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _probe(model_id: str, device: str, dtype: str, _lm: LoadedModel) -> ModelProbe:
+    from kvviz.model import prefill
+
+    result = prefill(_lm, text=T.MODEL_PROBE_TEXT)
+    return ModelProbe(result.num_tokens, result.kv_bytes_measured, result.kv_bytes_per_token,
+                      result.prefill_ms, result.dtype)
+
+
+def measure_model(lm: LoadedModel) -> ModelProbe:
+    """Measured KV bytes per token from one real prefill of a short sentence (cached per model)."""
+    return _probe(lm.info.model_id, lm.info.device, lm.info.dtype, lm)
+
+
+def kv_help(lm: LoadedModel, probe: ModelProbe) -> str:
+    """The tooltip that shows how the measured bytes per token compare with the formula."""
+    info = lm.info
+    return T.MODEL_KV_MEASURED_HELP.format(
+        tokens=probe.tokens, measured=f"{probe.kv_bytes_measured:,} B", layers=info.num_layers,
+        kv_heads=info.num_kv_heads, head_dim=info.head_dim, element_size=info.element_size,
+        formula=f"{info.kv_bytes_per_token_config:,} B",
+    )
+
+
+def model_caption(lm: LoadedModel) -> str:
+    """One line naming the model, device and dtype (for page captions)."""
+    info = lm.info
+    return f"{info.name} · {info.device} · {info.dtype}"
+
+
+def render_model_card(lm: LoadedModel) -> None:
+    """The model card: architecture, device, dtype, and the KV bytes per token measured live."""
+    info = lm.info
+    probe = measure_model(lm)
+    f = T.MODEL_FIELDS
+    cols = st.columns(4)
+    cols[0].metric(f["layers"], info.num_layers)
+    cols[1].metric(f["heads"], info.num_heads)
+    cols[2].metric(f["kv_heads"], f"{info.num_kv_heads} ({info.attention_kind})")
+    cols[3].metric(f["head_dim"], info.head_dim)
+    cols = st.columns(4)
+    cols[0].metric(T.MODEL_KV_MEASURED, fmt_bytes(probe.kv_bytes_per_token), help=kv_help(lm, probe))
+    cols[1].metric(f["device"], info.device)
+    cols[2].metric(f["dtype"], info.dtype)
+    cols[3].metric(f["params"], fmt_count(info.num_params))
+    st.caption(T.MODEL_SOURCE.format(source=info.source, load_s=info.load_s))
+
+
+def _sidebar_card(lm: LoadedModel) -> None:
+    info = lm.info
+    probe = measure_model(lm)
+    f = T.MODEL_FIELDS
+    rows = [
+        (f["device"], info.device),
+        (f["dtype"], info.dtype),
+        (f["layers"], info.num_layers),
+        (f["heads"], info.num_heads),
+        (f["kv_heads"], f"{info.num_kv_heads} ({info.attention_kind})"),
+        (f["head_dim"], info.head_dim),
+        (T.MODEL_KV_MEASURED, f"{fmt_bytes(probe.kv_bytes_per_token)} ({probe.kv_bytes_per_token:,.0f} B)"),
+    ]
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    st.markdown(f"**{info.name}**\n\n| | |\n|---|---|\n{table}", help=kv_help(lm, probe))
+
+
+def render_model_sidebar() -> LoadedModel | None:
+    """The sidebar's model choice and card; returns the session's model (None if it failed to load)."""
+    progress_area = st.empty()  # main area: the first load's progress bar appears where people look
+    env_default = default_model()
+    if _MODEL_KEY not in st.session_state:
+        st.session_state[_MODEL_KEY] = env_default
+    options = [T.MODEL_CHOICE_EMBEDDED, T.MODEL_CHOICE_CUSTOM]
+    if _KIND_KEY not in st.session_state:
+        st.session_state[_KIND_KEY] = options[0] if is_embedded(st.session_state[_MODEL_KEY]) else options[1]
+    with st.sidebar:
+        st.subheader(T.SIDEBAR_MODEL_HEADER)
+        kind = st.radio(T.MODEL_CHOICE_LABEL, options, key=_KIND_KEY)
+        if kind == T.MODEL_CHOICE_CUSTOM:
+            current = st.session_state[_MODEL_KEY]
+            with st.form("kvviz_model_form", border=False):
+                typed = st.text_input(
+                    T.MODEL_INPUT_LABEL, value="" if is_embedded(current) else current,
+                    help=T.MODEL_INPUT_HELP, key=_INPUT_KEY,
+                )
+                submitted = st.form_submit_button(T.MODEL_INPUT_SUBMIT)
+            if submitted and typed.strip():
+                _, error = try_get_model(typed.strip(), progress_area)
+                if error is None:
+                    st.session_state[_MODEL_KEY] = typed.strip()
+                    st.session_state.pop(_ERROR_KEY, None)
+                else:
+                    st.session_state[_ERROR_KEY] = error
+        elif not is_embedded(st.session_state[_MODEL_KEY]):
+            st.session_state[_MODEL_KEY] = EMBEDDED_MODEL
+            st.session_state.pop(_ERROR_KEY, None)
+        if st.session_state.get(_ERROR_KEY) and kind == T.MODEL_CHOICE_CUSTOM:
+            st.error(T.MODEL_LOAD_FAILED.format(error=st.session_state[_ERROR_KEY]), icon=":material/error:")
+        lm, error = try_get_model(progress_area=progress_area)
+        if lm is None:
+            st.error(T.MODEL_LOAD_FAILED.format(error=error), icon=":material/error:")
+            return None
+        if st.session_state.get(_ERROR_KEY) and kind == T.MODEL_CHOICE_CUSTOM:
+            st.caption(T.MODEL_FALLBACK.format(name=lm.info.name))
+        _sidebar_card(lm)
+    return lm
