@@ -1,0 +1,52 @@
+"""``python -m kvviz reuse``: the "edit one character" experiment on the real model, as the page runs it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kvviz.cli import CliError, add_json_flag
+from kvviz.core.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "reuse",
+        help="what prompt B reuses from prompt A's cached blocks, measured on the real model",
+        description="Compare the block chains of prompts A and B, prefill B on top of A's cached K/V "
+        "(only its non-reused part), a full prefill of B, and the wrong reuse of invalidated blocks. "
+        "Prints exactly: num_tokens_a, num_tokens_b, first_changed_token, reused_tokens, "
+        "recomputed_tokens, logits_max_abs_diff_reuse, logits_max_abs_diff_wrong_reuse, kl_wrong_reuse, "
+        "next_token_changed_wrong_reuse, layer0_unchanged_after_edit, deep_layers_changed_after_edit, "
+        "full_prefill_ms, reuse_prefill_ms. Wrong-reuse keys are null when B has no invalidated block.",
+    )
+    p.add_argument("--a", required=True, help="the original prompt A")
+    p.add_argument("--b", required=True, help="the edited prompt B")
+    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="tokens per block (default 16)")
+    p.add_argument("--model", default=None, help="'embedded' (default), a Hugging Face id, or a local folder")
+    p.add_argument("--hash", default=DEFAULT_HASH, choices=sorted(HASH_FUNCTIONS), help="block hash function")
+    p.add_argument("--seed", default=DEFAULT_SEED, help="NONE_HASH seed, as PYTHONHASHSEED (default '0')")
+    p.add_argument("--max-tokens", type=int, default=None, help="token limit per prompt (default 2048)")
+    add_json_flag(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the experiment; truncation notices go to stderr so stdout keeps exactly the listed keys."""
+    if not 1 <= args.block_size <= 256:
+        raise CliError(f"--block-size must be between 1 and 256, got {args.block_size}")
+    from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
+    from kvviz.model.reuse import cli_summary, run_reuse_experiment
+
+    try:
+        lm = load_model(args.model)
+        edit, proof = run_reuse_experiment(
+            lm, args.a, args.b, block_size=args.block_size, hash_name=args.hash, seed=args.seed,
+            max_tokens=args.max_tokens,
+        )
+    except (InputError, ModelLoadError, ValueError) as exc:
+        raise CliError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
+    for notice in edit.notices:
+        print(f"notice: {notice}", file=sys.stderr)
+    return cli_summary(edit, proof)
