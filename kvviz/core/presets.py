@@ -124,3 +124,50 @@ def example_config_text(file_name: str) -> str:
     if file_name not in EXAMPLE_CONFIGS:
         raise KVSizeError(f"no example config named {file_name!r}")
     return (CONFIG_DIR / file_name).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class ArticleCheck:
+    """One figure the source articles print, recomputed by kvviz from the preset's config."""
+
+    claim: str
+    """What the articles say."""
+    computed_bytes: int
+    """What kvviz computes, exactly."""
+    stated_bytes: int
+    """The articles' number in bytes (their rounding, if any, undone as stated)."""
+    note: str
+
+    @property
+    def exact(self) -> bool:
+        """True when the articles' number is reproduced to the byte."""
+        return self.computed_bytes == self.stated_bytes
+
+
+def article_checks() -> list[ArticleCheck]:
+    """The articles' per-token and total figures, recomputed (fp16, as the articles assume)."""
+    from kvviz.core.kvsize import GIB, all_layers_bytes_per_token, bytes_per_token, format_bytes, total_bytes
+
+    llama = get_preset("llama-2-7b").shape()
+    q27 = get_preset("qwen3.6-27b").shape()
+    q35 = get_preset("qwen3.6-35b-a3b").shape()
+    per_token = int(bytes_per_token(llama, "fp16"))
+    one_k = total_bytes(llama, "fp16", 1000)
+    hundred = total_bytes(llama, "fp16", 1000, 100)
+    return [
+        ArticleCheck("Llama-2-7B: 2 x 32 x 32 x 128 x 2 = 524,288 B = 512 KiB per token",
+                     per_token, 524_288, "exact"),
+        ArticleCheck("Llama-2-7B: 1,000 tokens ~ 500 MiB", one_k, 500 << 20,
+                     "exact: 1,000 x 512 KiB = 512,000 KiB = 524,288,000 B = 500 MiB"),
+        ArticleCheck("Llama-2-7B: 100 requests x 1,000 tokens ~ 50 GiB", hundred, 50 * GIB,
+                     f"the exact total is {hundred:,} B, {format_bytes(hundred)} ({hundred / 1e9:.1f} GB in decimal units); "
+                     "the articles round it to 50"),
+        ArticleCheck("Qwen3.6-27B: 64 layers x 4 KV heads x head_dim 256 = 256 KiB per token",
+                     int(all_layers_bytes_per_token(q27, "fp16")), 256 << 10,
+                     f"exact when every layer is counted; config-exact (16 full-attention layers) "
+                     f"{int(bytes_per_token(q27, 'fp16')):,} B = {format_bytes(bytes_per_token(q27, 'fp16'))}"),
+        ArticleCheck("Qwen3.6-35B-A3B: 40 layers x 2 KV heads x head_dim 256 = 80 KiB per token",
+                     int(all_layers_bytes_per_token(q35, "fp16")), 80 << 10,
+                     f"exact when every layer is counted; config-exact (10 full-attention layers) "
+                     f"{int(bytes_per_token(q35, 'fp16')):,} B = {format_bytes(bytes_per_token(q35, 'fp16'))}"),
+    ]

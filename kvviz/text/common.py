@@ -6,6 +6,7 @@ APP_TAGLINE = "Why prompt caching works, and why one changed character breaks it
 # Navigation: (page file, title, icon). app.py shows only the pages whose file exists.
 PAGES: list[tuple[str, str, str]] = [
     ("pages/home.py", "Overview", ":material/home:"),
+    ("pages/calculator.py", "KV-bytes calculator", ":material/calculate:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).

@@ -1,0 +1,348 @@
+"""KV-bytes calculator: per-token KV size for any architecture, its formula, capacity and paging,
+and a check against the real model's captured tensors. UI only: numbers come from kvviz.core.kvsize."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core import kvsize
+from kvviz.core.hf_config import ParsedConfig, parse_config_text
+from kvviz.core.kvsize import KVSizeError, ModelShape, format_bytes, format_exact
+from kvviz.core.presets import (
+    EXAMPLE_CONFIGS,
+    PRESETS,
+    PRESETS_BY_KEY,
+    Preset,
+    article_checks,
+    example_config_text,
+)
+from kvviz.figures import calculator as F
+from kvviz.text import calculator as T
+
+CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
+BLOCK_OPTIONS = [1, 8, 16, 32, 64, 128, 256]
+RESERVE_OPTIONS = [1.0, 1.5, 2.0, 4.0, 8.0]
+_MODEL_RESULT = "calc_model_result"
+
+
+# ----------------------------------------------------------------------------- model input
+
+
+def _load_example() -> None:
+    name = st.session_state.get("calc_example")
+    if name:
+        st.session_state["calc_config_text"] = example_config_text(name)
+
+
+def _preset_input() -> tuple[ModelShape, Preset, None]:
+    key = st.selectbox(T.PRESET_LABEL, [p.key for p in PRESETS], key="calc_preset",
+                       format_func=lambda k: PRESETS_BY_KEY[k].label)
+    preset = PRESETS_BY_KEY[key]
+    st.caption(T.SOURCE.format(source=preset.source))
+    return preset.shape(), preset, None
+
+
+def _typed_input() -> ModelShape | None:
+    c = st.columns(5)
+    layers = c[0].number_input(T.TYPED_LAYERS, 1, kvsize.MAX_LAYERS, 32, key="calc_layers")
+    heads = c[1].number_input(T.TYPED_HEADS, 1, kvsize.MAX_HEADS, 32, key="calc_heads")
+    kv_heads = c[2].number_input(T.TYPED_KV_HEADS, 1, kvsize.MAX_HEADS, 8, key="calc_kv_heads")
+    head_dim = c[3].number_input(T.TYPED_HEAD_DIM, 1, kvsize.MAX_HEAD_DIM, 128, key="calc_head_dim")
+    d_model = c[4].number_input(T.TYPED_D_MODEL, 0, kvsize.MAX_D_MODEL, 0, key="calc_d_model")
+    c = st.columns([1, 1, 1, 1])
+    sliding = c[0].checkbox(T.TYPED_SLIDING, key="calc_sliding")
+    window = c[1].number_input(T.TYPED_WINDOW, 1, 1 << 30, 4096, key="calc_window", disabled=not sliding)
+    mla = c[2].checkbox(T.TYPED_MLA, key="calc_mla")
+    c2 = c[3].columns(2)
+    rank = c2[0].number_input(T.TYPED_RANK, 1, kvsize.MAX_HEAD_DIM, 512, key="calc_rank", disabled=not mla)
+    rope = c2[1].number_input(T.TYPED_ROPE, 0, kvsize.MAX_HEAD_DIM, 64, key="calc_rope", disabled=not mla)
+    try:
+        return kvsize.shape_from_counts(
+            T.TYPED_NAME, int(layers), int(kv_heads), int(head_dim), heads=int(heads),
+            d_model=int(d_model) or None, window=int(window) if sliding else None,
+            kv_lora_rank=int(rank) if mla else None, qk_rope_head_dim=int(rope) if mla else None,
+        )
+    except KVSizeError as exc:
+        st.error(T.INPUT_ERROR.format(error=exc), icon=":material/error:")
+        return None
+
+
+def _config_input() -> ParsedConfig | None:
+    c = st.columns([1, 1])
+    upload = c[0].file_uploader(T.UPLOAD_LABEL, type=["json"], key="calc_upload")
+    c[1].selectbox(T.EXAMPLE_LABEL, [""] + list(EXAMPLE_CONFIGS), key="calc_example", on_change=_load_example,
+                   format_func=lambda n: n or T.EXAMPLE_NONE)
+    text = st.text_area(T.PASTE_LABEL, key="calc_config_text", height=160, placeholder=T.PASTE_PLACEHOLDER)
+    try:
+        if upload is not None:
+            if text.strip():
+                st.caption(T.UPLOAD_WINS.format(name=upload.name))
+            parsed = parse_config_text(upload.getvalue(), upload.name)
+        elif text.strip():
+            parsed = parse_config_text(text, "the pasted config")
+        else:
+            st.info(T.CONFIG_EMPTY, icon=":material/upload_file:")
+            return None
+    except KVSizeError as exc:
+        st.error(T.CONFIG_ERROR.format(error=exc), icon=":material/error:")
+        return None
+    st.caption(T.CONFIG_READ.format(family=parsed.family, model_type=parsed.model_type or "?"))
+    return parsed
+
+
+def choose_model() -> tuple[ModelShape | None, Preset | None, ParsedConfig | None]:
+    mode = st.radio(T.INPUT_LABEL, [T.MODE_PRESET, T.MODE_TYPED, T.MODE_CONFIG], horizontal=True, key="calc_mode")
+    if mode == T.MODE_TYPED:
+        return _typed_input(), None, None
+    if mode == T.MODE_CONFIG:
+        parsed = _config_input()
+        return (parsed.shape if parsed else None), None, parsed
+    return _preset_input()
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | None) -> None:
+    shape = rep.shape
+    st.subheader(T.RESULT_TITLE)
+    c = st.columns(4)
+    c[0].metric(T.M_PER_TOKEN, format_bytes(rep.bytes_per_token), border=True)
+    c[0].caption(format_exact(rep.bytes_per_token))
+    c[1].metric(T.M_PER_REQUEST.format(tokens=rep.tokens), format_bytes(rep.request_bytes), border=True)
+    c[1].caption(format_exact(rep.request_bytes))
+    c[2].metric(T.M_TOTAL.format(batch=rep.batch), format_bytes(rep.total_bytes), border=True)
+    c[2].caption(format_exact(rep.total_bytes))
+    c[3].metric(T.M_ATTENTION, shape.attention, border=True)
+    c[3].caption(T.ATTENTION_DETAIL[shape.attention].format(
+        group=kvsize.format_value(shape.group_size), heads=shape.num_heads))
+
+    st.latex(T.formula_latex(
+        kv_layers=shape.num_kv_layers, layers=shape.num_layers, kv_heads=shape.num_kv_heads,
+        head_dim=shape.head_dim, bytes_per_value=rep.bytes_per_value, dtype=rep.dtype,
+        per_token=rep.bytes_per_token, per_token_human=format_bytes(rep.bytes_per_token),
+        mla=(shape.mla.kv_lora_rank, shape.mla.qk_rope_head_dim) if shape.mla else None,
+    ))
+    st.latex(T.total_latex(
+        tokens=rep.tokens, batch=rep.batch, per_token=rep.bytes_per_token, full=shape.num_full_layers,
+        sliding=shape.num_sliding_layers, window=shape.sliding_window,
+        per_layer_bytes=kvsize.bytes_per_layer_per_token(shape, rep.dtype),
+        total=rep.total_bytes, total_human=format_bytes(rep.total_bytes),
+    ))
+    st.caption(T.FORMULA_CAPTION + " " + T.ROUNDING)
+    for warning in shape.warnings:
+        st.warning(T.WARNING.format(warning=warning), icon=":material/warning:")
+
+    if shape.num_state_layers:
+        st.info(T.HYBRID_BODY.format(
+            all_layers=format_bytes(rep.all_layers_bytes_per_token), all_exact=format_exact(rep.all_layers_bytes_per_token),
+            layers=shape.num_layers, exact=format_bytes(rep.bytes_per_token), exact_exact=format_exact(rep.bytes_per_token),
+            kv_layers=shape.num_kv_layers, state=shape.num_state_layers, state_kind=T.STATE_KIND,
+        ), icon=":material/layers:")
+    if preset is not None and preset.article_bytes_per_token is not None:
+        st.markdown(T.ARTICLE_FIGURE.format(
+            figure=format_bytes(preset.article_bytes_per_token), exact=format_exact(preset.article_bytes_per_token),
+            note=preset.article_note))
+    if shape.num_sliding_layers:
+        unbounded = rep.bytes_per_token * rep.tokens
+        st.info(T.SLIDING_NOTE.format(
+            sliding=shape.num_sliding_layers, layers=shape.num_layers, window=shape.sliding_window or 0,
+            tokens=rep.tokens, request=format_bytes(rep.request_bytes), unbounded=format_bytes(unbounded),
+        ), icon=":material/swipe_right:")
+    notes = parsed.notes if parsed is not None else shape.notes
+    if notes or (parsed is not None and parsed.config_dtype):
+        with st.expander(T.CONFIG_NOTES):
+            st.markdown("\n".join(f"- {n}" for n in notes))
+            if parsed is not None and parsed.config_dtype:
+                st.caption(T.CONFIG_DTYPE.format(dtype=parsed.config_dtype))
+
+
+def naive_section(rep: kvsize.KVReport) -> None:
+    shape = rep.shape
+    st.subheader(T.NAIVE_TITLE)
+    c = st.columns([3, 2])
+    c[0].plotly_chart(F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive")
+    factor = rep.naive_factor
+    if factor is None or rep.naive_bytes_per_token == rep.bytes_per_token:
+        c[1].markdown(T.NAIVE_SAME.format(naive=format_bytes(rep.naive_bytes_per_token)))
+        return
+    reason = T.NAIVE_REASON[shape.attention].format(
+        d_model=shape.d_model, hd=shape.num_heads * shape.head_dim, kv=shape.num_kv_heads, heads=shape.num_heads,
+        values=shape.values_per_layer)
+    if shape.attention == "MHA" and shape.mha_equivalent_d_model:
+        reason = ""
+    text = T.NAIVE_BODY.format(naive=format_bytes(rep.naive_bytes_per_token),
+                               naive_exact=format_exact(rep.naive_bytes_per_token),
+                               factor=kvsize.format_value(round(Fraction(factor), 2)),
+                               exact=format_bytes(rep.bytes_per_token), reason=reason)
+    if shape.num_state_layers:
+        text += T.NAIVE_STATE.format(state=shape.num_state_layers)
+    c[1].markdown(text)
+
+
+def sharing_section(shape: ModelShape, dtype: str) -> None:
+    st.subheader(T.SHARING_TITLE)
+    st.caption(T.SHARING_CAPTION)
+    st.plotly_chart(F.head_sharing_figure(shape), width="stretch", key="calc_fig_heads")
+    if shape.mla is not None:
+        st.caption(T.SHARING_MLA.format(rank=shape.mla.kv_lora_rank, rope=shape.mla.qk_rope_head_dim))
+    st.plotly_chart(F.layer_strip_figure(shape, dtype), width="stretch", key="calc_fig_layers")
+    st.caption(T.LAYERS_CAPTION)
+
+
+def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> None:
+    st.subheader(T.COMPARE_TITLE)
+    rows = []
+    for p in PRESETS:
+        s = p.shape()
+        rows.append(F.BarRow(p.label, kvsize.bytes_per_token(s, dtype), kvsize.all_layers_bytes_per_token(s, dtype),
+                             highlight=preset is not None and p.key == preset.key))
+    if preset is None:
+        rows.append(F.BarRow(shape.name, kvsize.bytes_per_token(shape, dtype),
+                             kvsize.all_layers_bytes_per_token(shape, dtype), highlight=True))
+    st.plotly_chart(F.bytes_per_token_bar(rows, dtype), width="stretch", key="calc_fig_compare")
+    st.caption(T.COMPARE_CAPTION.format(dtype=dtype))
+
+
+def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block_size: int) -> None:
+    st.subheader(T.MEMORY_TITLE)
+    st.caption(T.MEMORY_CAPTION)
+    c = st.columns([3, 2])
+    c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
+    rows = kvsize.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
+    table = pd.DataFrame({
+        T.BUDGET_COL: [f"{kvsize.format_value(r.budget_gib)} GiB" for r in rows],
+        T.NEEDED_COL: [format_bytes(r.needed_bytes) for r in rows],
+        T.SHARE_COL: [f"{100 * r.share:,.1f}%" for r in rows],
+        T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
+        T.MAXREQ_COL.format(tokens=tokens): [f"{r.max_requests:,}" if r.max_requests is not None else "-" for r in rows],
+    })
+    c[1].table(table.set_index(T.BUDGET_COL))
+
+
+def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> None:
+    st.subheader(T.CAPACITY_TITLE)
+    c = st.columns(3)
+    choices = [f"{b} GiB" for b in kvsize.GPU_BUDGETS_GIB] + [T.BUDGET_CUSTOM]
+    choice = c[0].radio(T.BUDGET_LABEL, choices, index=1, horizontal=True, key="calc_budget")
+    if choice == T.BUDGET_CUSTOM:
+        gib = c[0].number_input(T.BUDGET_CUSTOM_LABEL, 0.01, 1_000_000.0, 40.0, key="calc_budget_custom")
+    else:
+        gib = float(choice.split()[0])
+    block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=kvsize.DEFAULT_BLOCK_SIZE, key="calc_block")
+    reserve = c[2].select_slider(T.RESERVE_LABEL, RESERVE_OPTIONS, value=4.0, key="calc_reserve",
+                                 format_func=lambda f: f"{f:g}x")
+    if kvsize.bytes_per_token(shape, dtype) == 0:
+        st.info(T.NO_KV)
+        return
+    budget = int(Fraction(gib) * kvsize.GIB)
+    cap = kvsize.capacity(shape, dtype, budget, tokens, int(block))
+    m = st.columns(5)
+    m[0].metric(T.C_MAX_TOKENS, f"{cap.max_tokens:,}" if cap.max_tokens is not None else "-", help=T.C_MAX_TOKENS_HELP)
+    m[1].metric(T.C_MAX_REQUESTS.format(tokens=tokens), f"{cap.max_requests:,}" if cap.max_requests is not None else "-")
+    if cap.max_context is None:
+        m[2].metric(T.C_MAX_CONTEXT, T.C_UNBOUNDED, help=T.C_UNBOUNDED_HELP)
+    else:
+        m[2].metric(T.C_MAX_CONTEXT, f"{cap.max_context:,}")
+    m[3].metric(T.C_BLOCKS, f"{cap.blocks_per_request:,}")
+    m[4].metric(T.C_BLOCK_BYTES, format_bytes(cap.bytes_per_block), help=T.C_BLOCK_BYTES_HELP)
+    m[4].caption(format_exact(cap.bytes_per_block))
+    max_len = max(tokens, int(round(tokens * reserve)))
+    cmp = kvsize.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
+    c = st.columns([3, 2])
+    c[0].plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
+    per_layer = kvsize.bytes_per_layer_per_token(shape, dtype)
+    bound = format_bytes(per_layer * (int(block) - 1) * shape.num_kv_layers * batch)
+    c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
+                                       paged=100 * cmp.paged_utilisation, block=int(block), bound=bound))
+
+
+def articles_section() -> None:
+    with st.expander(T.ARTICLES_TITLE):
+        lines = []
+        for check in article_checks():
+            mark = "✅" if check.exact else "≈"
+            lines.append(f"- {mark} **{check.claim}**: kvviz computes {format_exact(check.computed_bytes)} "
+                         f"({format_bytes(check.computed_bytes)}); {check.note}.")
+        st.markdown("\n".join(lines))
+
+
+def model_section() -> None:
+    st.subheader(T.MODEL_TITLE)
+    st.caption(T.MODEL_CAPTION)
+    with st.form("calc_model_form", border=False):
+        text = st.text_input(T.MODEL_TEXT_LABEL, value=T.MODEL_DEFAULT_TEXT, key="calc_model_text", max_chars=4000)
+        run = st.form_submit_button(T.MODEL_BUTTON, type="primary")
+    if run:
+        if not text.strip():
+            st.error(T.MODEL_EMPTY, icon=":material/error:")
+        else:
+            lm, error = ui.try_get_model()
+            if lm is None:
+                st.error(T.MODEL_ERROR.format(error=error), icon=":material/error:")
+            else:
+                try:
+                    from kvviz.model import prefill
+
+                    with st.spinner(T.MODEL_LOADING):
+                        result = prefill(lm, text=text)
+                    info = lm.info
+                    st.session_state[_MODEL_RESULT] = {
+                        "tokens": result.num_tokens, "measured": result.kv_bytes_measured, "dtype": result.dtype,
+                        "device": result.device, "layers": info.num_layers, "heads": info.num_heads,
+                        "kv_heads": info.num_kv_heads, "head_dim": info.head_dim, "d_model": info.d_model,
+                        "name": info.name,
+                    }
+                except Exception as exc:  # noqa: BLE001 - one line in the UI, never a traceback
+                    st.session_state.pop(_MODEL_RESULT, None)
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    st.error(T.MODEL_ERROR.format(error=first), icon=":material/error:")
+    res = st.session_state.get(_MODEL_RESULT)
+    if not res:
+        return
+    shape = kvsize.ModelShape(res["name"], res["layers"], res["heads"], res["kv_heads"], res["head_dim"], res["d_model"])
+    calc = kvsize.bytes_per_token(shape, res["dtype"])
+    per = Fraction(res["measured"], res["tokens"])
+    c = st.columns(4)
+    c[0].metric(T.MODEL_TOKENS, f"{res['tokens']:,}")
+    c[1].metric(T.MODEL_MEASURED, format_bytes(res["measured"]))
+    c[1].caption(format_exact(res["measured"]))
+    c[2].metric(T.MODEL_MEASURED_PER_TOKEN, format_bytes(per))
+    c[2].caption(format_exact(per))
+    c[3].metric(T.MODEL_CALC_PER_TOKEN, format_bytes(calc))
+    c[3].caption(kvsize.formula_text(shape, res["dtype"]))
+    if per == calc:
+        st.success(T.MODEL_MATCH.format(measured=format_exact(res["measured"]), tokens=res["tokens"],
+                                        per=format_exact(per), calc=format_exact(calc), dtype=res["dtype"],
+                                        device=res["device"]), icon=":material/check_circle:")
+    else:
+        st.error(T.MODEL_MISMATCH.format(per=format_exact(per), calc=format_exact(calc)), icon=":material/error:")
+    st.caption(T.MODEL_SHAPE.format(layers=res["layers"], heads=res["heads"], kv=res["kv_heads"],
+                                    hd=res["head_dim"], dtype=res["dtype"]))
+
+
+# ----------------------------------------------------------------------------- page
+
+ui.page_header(T.TITLE, T.INTRO)
+shape, preset, parsed = choose_model()
+
+c = st.columns([1.3, 2, 2])
+dtype = c[0].radio(T.DTYPE_LABEL, list(kvsize.DTYPES), index=1, horizontal=True, key="calc_dtype", help=T.DTYPE_HELP)
+tokens = int(c[1].select_slider(T.CONTEXT_LABEL, CONTEXT_OPTIONS, value=1000, key="calc_context",
+                                format_func=lambda n: f"{n:,}"))
+batch = int(c[2].slider(T.BATCH_LABEL, 1, 1024, 100, key="calc_batch"))
+
+if shape is not None:
+    report = kvsize.report(shape, dtype, tokens, batch)
+    results(report, preset, parsed)
+    naive_section(report)
+    sharing_section(shape, dtype)
+    compare_section(shape, dtype, preset)
+    memory_section(shape, dtype, tokens, batch, int(st.session_state.get("calc_block", kvsize.DEFAULT_BLOCK_SIZE)))
+    capacity_section(shape, dtype, tokens, batch)
+articles_section()
+model_section()
