@@ -7,6 +7,8 @@ APP_TAGLINE = "Why prompt caching works, and why one changed character breaks it
 PAGES: list[tuple[str, str, str]] = [
     ("pages/home.py", "Overview", ":material/home:"),
     ("pages/calculator.py", "KV-bytes calculator", ":material/calculate:"),
+    ("pages/paging.py", "Paged vs contiguous memory", ":material/grid_view:"),
+    ("pages/sessions.py", "Multi-turn sessions", ":material/forum:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).

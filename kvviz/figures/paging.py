@@ -1,0 +1,163 @@
+"""Figures of the paged-vs-contiguous page: where the memory goes, the memory layout at one step, the
+state over time. Data in (kvviz.core.paging results), ``go.Figure`` out; nothing is recomputed."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from kvviz.core.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS, LayoutResult, Snapshot
+from kvviz.text import paging as T
+
+INK = "#1f2937"
+KIND_COLOURS = {
+    "stored": "#16a34a",
+    "duplicate": "#a855f7",
+    "reserved": "#fbbf24",
+    "internal": "#ef4444",
+    "external": "#57534e",
+    "free": "#e5e7eb",
+}
+BLOCK_COLOURS = {"shared": "#0d9488", "full": "#16a34a", "partial": "#86efac", "free": "#e5e7eb"}
+LAYOUT_COLOURS = {"contiguous": "#f97316", "paged": "#2563eb"}
+MAX_ROWS = 16
+
+
+def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
+    fig.update_layout(
+        height=height,
+        margin=dict(l=10, r=10, t=56 if title else 16, b=10),
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+        font=dict(color=INK),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+    )
+    return fig
+
+
+def rows_for(num_blocks: int) -> int:
+    """Rows of the layout pictures: the largest divisor of the block count up to 16, so every row holds
+    the same number of whole blocks (and the same slots in both pictures)."""
+    return next(r for r in range(min(MAX_ROWS, num_blocks), 0, -1) if num_blocks % r == 0)
+
+
+def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
+    """100% stacked bars, one per layout: the memory's share in each state, with the paper's band."""
+    fig = go.Figure()
+    names = [T.LAYOUT_LABELS[name] for name in LAYOUTS]
+    for kind in WASTE_KINDS:
+        shares = [results[name].waste_share[kind] for name in LAYOUTS]
+        fig.add_bar(
+            y=names, x=shares, orientation="h", name=T.KIND_LABELS[kind], marker_color=KIND_COLOURS[kind],
+            text=[f"{s:.0%}" if s >= 0.04 else "" for s in shares], textposition="inside",
+            insidetextanchor="middle",
+            hovertemplate=f"{T.KIND_LABELS[kind]}: %{{x:.1%}}<br>{T.KIND_HELP[kind]}<extra>%{{y}}</extra>",
+        )
+    low, high = PAPER_UTILISATION_BAND
+    fig.add_vrect(x0=low, x1=high, fillcolor="#1f2937", opacity=0.12, line_width=0, layer="above")
+    fig.add_annotation(x=(low + high) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+                       text=T.PAPER_BAND.format(low=low, high=high), font=dict(size=11))
+    fig.update_layout(barmode="stack", xaxis=dict(range=[0, 1], tickformat=".0%"),
+                      yaxis=dict(autorange="reversed"), uniformtext=dict(minsize=10, mode="hide"))
+    fig = _layout(fig, 250, T.WASTE_TITLE)
+    fig.update_layout(legend=dict(y=-0.2, yanchor="top", x=0, xanchor="left"), margin=dict(b=60))
+    return fig
+
+
+def contiguous_layout_figure(snapshot: Snapshot, memory_tokens: int, rows: int, title: str) -> go.Figure:
+    """The linear address space wrapped into ``rows`` rows; every span drawn exactly, coloured by state."""
+    per_row = memory_tokens // rows
+    pieces: dict[str, dict[str, list]] = {k: {"x": [], "base": [], "y": [], "hover": []} for k in WASTE_KINDS}
+    for span in snapshot.spans:
+        pos, end = span.start, span.start + span.length
+        if span.request is None:
+            hover = T.HOVER_HOLE.format(kind=T.KIND_LABELS[span.kind], start=span.start, end=end - 1,
+                                        length=span.length)
+        else:
+            hover = T.HOVER_SPAN.format(request=span.request, kind=T.KIND_LABELS[span.kind], start=span.start,
+                                        end=end - 1, length=span.length)
+        while pos < end:
+            row, offset = divmod(pos, per_row)
+            take = min(end - pos, per_row - offset)
+            p = pieces[span.kind]
+            p["x"].append(take)
+            p["base"].append(offset)
+            p["y"].append(row)
+            p["hover"].append(hover)
+            pos += take
+    fig = go.Figure()
+    for kind in WASTE_KINDS:
+        p = pieces[kind]
+        if not p["x"]:
+            continue
+        fig.add_bar(
+            x=p["x"], base=p["base"], y=p["y"], orientation="h", name=T.KIND_LABELS[kind],
+            marker=dict(color=KIND_COLOURS[kind], line=dict(color="white", width=0.5)),
+            customdata=p["hover"], hovertemplate="%{customdata}<extra></extra>", width=0.9,
+        )
+    fig.update_layout(barmode="overlay", bargap=0.05)
+    fig.update_xaxes(range=[0, per_row], title=T.SLOT_AXIS, showgrid=False)
+    fig.update_yaxes(range=[rows - 0.5, -0.5], title=T.ROW_AXIS, showgrid=False, dtick=max(1, rows // 8))
+    return _layout(fig, 150 + 22 * rows, title)
+
+
+def paged_layout_figure(snapshot: Snapshot, block_size: int, rows: int, title: str) -> go.Figure:
+    """The block pool as a grid (one cell per block, same slot order as the contiguous picture)."""
+    blocks = snapshot.blocks
+    cols = len(blocks) // rows
+    kinds = list(BLOCK_COLOURS)
+    z, text = [], []
+    for r in range(rows):
+        z_row, t_row = [], []
+        for c in range(cols):
+            b = blocks[r * cols + c]
+            z_row.append(kinds.index(b.kind))
+            if b.kind == "shared":
+                owner = T.OWNER_SHARED.format(ref=b.ref_cnt)
+            elif b.request is not None:
+                owner = T.OWNER_REQUEST.format(request=b.request)
+            else:
+                owner = T.OWNER_NONE
+            t_row.append(T.HOVER_BLOCK.format(block=b.block_id, kind=T.BLOCK_KINDS[b.kind], used=b.used,
+                                              size=block_size, ref=b.ref_cnt, owner=owner))
+        z.append(z_row)
+        text.append(t_row)
+    n = len(kinds)
+    scale = []
+    for i, kind in enumerate(kinds):
+        scale += [[i / n, BLOCK_COLOURS[kind]], [(i + 1) / n, BLOCK_COLOURS[kind]]]
+    fig = go.Figure(go.Heatmap(
+        z=z, customdata=text, hovertemplate="%{customdata}<extra></extra>", colorscale=scale,
+        zmin=-0.5, zmax=n - 0.5, showscale=False, xgap=1 if cols <= 128 else 0, ygap=1,
+    ))
+    for kind in kinds:  # legend entries for the discrete colours
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=T.BLOCK_KINDS[kind],
+                        marker=dict(size=10, symbol="square", color=BLOCK_COLOURS[kind]))
+    fig.update_xaxes(title=T.BLOCK_AXIS, showgrid=False, range=[-0.5, cols - 0.5])
+    fig.update_yaxes(title=T.ROW_AXIS, autorange="reversed", showgrid=False, dtick=max(1, rows // 8))
+    return _layout(fig, 150 + 22 * rows, title)
+
+
+def over_time_figure(results: dict[str, LayoutResult], memory_tokens: int, step: int | None = None) -> go.Figure:
+    """Token states / memory and running requests per step, both layouts; the drawn step marked."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.6, 0.4])
+    for name in LAYOUTS:
+        recs = results[name].records
+        steps = [r.step for r in recs]
+        colour = LAYOUT_COLOURS[name]
+        label = T.LAYOUT_LABELS[name]
+        fig.add_scatter(x=steps, y=[r.slots["stored"] / memory_tokens for r in recs], mode="lines", name=label,
+                        line=dict(color=colour), row=1, col=1, legendgroup=name,
+                        hovertemplate=f"{label}, step %{{x:,}}: %{{y:.1%}}<extra></extra>")
+        fig.add_scatter(x=steps, y=[r.running for r in recs], mode="lines", name=label, showlegend=False,
+                        line=dict(color=colour, shape="hv"), row=2, col=1, legendgroup=name,
+                        hovertemplate=f"{label}, step %{{x:,}}: %{{y}} running<extra></extra>")
+    low, high = PAPER_UTILISATION_BAND
+    fig.add_hrect(y0=low, y1=high, fillcolor="#1f2937", opacity=0.08, line_width=0, row=1, col=1)
+    if step is not None:
+        fig.add_vline(x=step, line=dict(color="#6b7280", dash="dot"))
+    fig.update_yaxes(title=T.TIME_UTIL_AXIS, tickformat=".0%", range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(title=T.TIME_RUNNING_AXIS, rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title=T.TIME_STEP_AXIS, row=2, col=1)
+    return _layout(fig, 420, T.TIME_TITLE)

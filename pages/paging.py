@@ -1,0 +1,138 @@
+"""Paged vs contiguous memory: one seeded request stream served from one KV memory by two allocators.
+UI only: every number comes from kvviz.core.paging."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.paging import (
+    PAPER_UTILISATION_BAND,
+    RESERVATION_POLICIES,
+    PagingComparison,
+    PagingConfig,
+    compare_layouts,
+)
+from kvviz.figures import paging as F
+from kvviz.text import paging as T
+
+MEMORY_OPTIONS = [2048, 4096, 8192, 16384, 32768, 65536]
+BLOCK_OPTIONS = [1, 4, 8, 16, 32, 64, 128]
+MAX_LEN_OPTIONS = [1024, 2048, 4096, 8192]
+_D = PagingConfig()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _compare(cfg: PagingConfig, step: int | None) -> PagingComparison:
+    return compare_layouts(cfg, step)
+
+
+ui.page_header(T.TITLE, T.INTRO)
+st.caption(T.UNITS_NOTE)
+
+# ----------------------------------------------------------------------------- controls
+with st.expander(T.CONTROLS, expanded=True):
+    c = st.columns(4)
+    memory = c[0].select_slider(T.MEMORY, MEMORY_OPTIONS, value=_D.memory_tokens, key="pg_memory",
+                                help=T.MEMORY_HELP)
+    block = c[1].select_slider(T.BLOCK, BLOCK_OPTIONS, value=_D.block_size, key="pg_block", help=T.BLOCK_HELP)
+    requests = c[2].slider(T.REQUESTS, 1, 300, _D.num_requests, key="pg_requests", help=T.REQUESTS_HELP)
+    prefix = c[3].slider(T.PREFIX, 0, 1024, _D.shared_prefix, step=8, key="pg_prefix", help=T.PREFIX_HELP)
+    c = st.columns(4)
+    prompt = c[0].slider(T.PROMPT, 1, 2048, (_D.prompt_min, _D.prompt_max), key="pg_prompt")
+    output = c[1].slider(T.OUTPUT, 1, 2048, (_D.output_min, _D.output_max), key="pg_output", help=T.OUTPUT_HELP)
+    max_len = c[2].select_slider(T.MAX_LEN, MAX_LEN_OPTIONS, value=_D.max_model_len, key="pg_max_len",
+                                 help=T.MAX_LEN_HELP)
+    seed = c[3].number_input(T.SEED, 0, 10_000, _D.seed, key="pg_seed")
+    c = st.columns([2, 1])
+    reservation = c[0].radio(T.RESERVATION, RESERVATION_POLICIES, key="pg_reservation", horizontal=True,
+                             format_func=T.RESERVATION_OPTIONS.get, help=T.RESERVATION_HELP)
+    sharing = c[1].checkbox(T.SHARING, value=True, key="pg_sharing")
+
+cfg = PagingConfig(
+    memory_tokens=int(memory), block_size=int(block), num_requests=int(requests), shared_prefix=int(prefix),
+    prompt_min=int(prompt[0]), prompt_max=int(prompt[1]), output_min=int(output[0]), output_max=int(output[1]),
+    max_model_len=int(max_len), reservation=str(reservation), share_prefix=bool(sharing), seed=int(seed),
+)
+try:
+    cfg.validate()
+except ValueError as exc:
+    st.error(T.BAD_CONFIG.format(error=exc), icon=":material/error:")
+    st.stop()
+
+overview = _compare(cfg, None)
+cont, paged = overview.contiguous, overview.paged
+results = {"contiguous": cont, "paged": paged}
+
+# ----------------------------------------------------------------------------- headline numbers
+st.subheader(T.RESULTS)
+c = st.columns(5)
+c[0].metric(T.M_UTIL.format(layout=T.LAYOUT_LABELS["contiguous"].lower()), f"{cont.utilisation:.1%}",
+            help=T.M_UTIL_HELP)
+c[1].metric(T.M_UTIL.format(layout=T.LAYOUT_LABELS["paged"].lower()), f"{paged.utilisation:.1%}",
+            help=T.M_UTIL_HELP)
+c[2].metric(T.M_FIT, T.M_FIT_VALUE.format(cont=cont.requests_fit_at_start, paged=paged.requests_fit_at_start),
+            help=T.M_FIT_HELP)
+c[3].metric(T.M_STEPS, T.M_STEPS_VALUE.format(cont=cont.steps, paged=paged.steps), help=T.M_STEPS_HELP)
+c[4].metric(T.M_SPEEDUP, T.M_SPEEDUP_VALUE.format(ratio=cont.steps / max(1, paged.steps)), help=T.M_SPEEDUP_HELP)
+low, high = PAPER_UTILISATION_BAND
+st.info(T.PAPER_NOTE.format(low=low, high=high, cont=cont.utilisation, paged=paged.utilisation),
+        icon=":material/description:")
+if paged.preemptions:
+    st.caption(T.PREEMPT_NOTE.format(count=paged.preemptions))
+
+# ----------------------------------------------------------------------------- where the waste is
+st.subheader(T.WASTE_HEADER)
+st.markdown(T.WASTE_INTRO)
+st.plotly_chart(F.waste_figure(results), width="stretch", key="pg_waste")
+st.markdown("  \n".join(f"**{T.KIND_LABELS[k]}**: {T.KIND_HELP[k]}" for k in T.KIND_LABELS))
+
+# ----------------------------------------------------------------------------- layout at one step
+st.subheader(T.LAYOUT_HEADER)
+rows = F.rows_for(cfg.memory_tokens // cfg.block_size)
+st.markdown(T.LAYOUT_INTRO.format(memory=cfg.memory_tokens, row=cfg.memory_tokens // rows, block=cfg.block_size))
+last = max(cont.steps, paged.steps)
+step = st.slider(T.STEP, 0, max(1, last), min(last, max(1, paged.steps // 3)), key="pg_step", help=T.STEP_HELP)
+snap = _compare(cfg, int(step))
+c = st.columns(2)
+for col, name in zip(c, ("contiguous", "paged"), strict=True):
+    res = getattr(snap, name)
+    rec = res.records[min(int(step), len(res.records) - 1)]
+    with col:
+        if int(step) > res.steps:
+            st.info(T.FINISHED.format(step=res.steps), icon=":material/check_circle:")
+        if name == "contiguous":
+            title = T.CONT_TITLE.format(step=int(step), running=rec.running, waiting=rec.waiting)
+            fig = F.contiguous_layout_figure(res.snapshot, cfg.memory_tokens, rows, title)
+        else:
+            title = T.PAGED_TITLE.format(step=int(step), running=rec.running, waiting=rec.waiting)
+            fig = F.paged_layout_figure(res.snapshot, cfg.block_size, rows, title)
+        st.plotly_chart(fig, width="stretch", key=f"pg_layout_{name}")
+
+# ----------------------------------------------------------------------------- a block table
+st.markdown(f"**{T.TABLE_HEADER}.** {T.TABLE_INTRO}")
+tables = snap.paged.snapshot.block_tables
+if not tables:
+    st.caption(T.TABLE_NONE)
+else:
+    lengths = snap.paged.snapshot.lengths
+    rid = st.selectbox(T.TABLE_REQUEST, list(tables), key="pg_table_request",
+                       format_func=lambda r: T.TABLE_REQUEST_LABEL.format(rid=r, length=lengths[r]))
+    by_id = {b.block_id: b for b in snap.paged.snapshot.blocks}
+    bs = cfg.block_size
+    rows_out = []
+    for i, block_id in enumerate(tables[rid]):
+        b = by_id[block_id]
+        first = i * bs + 1
+        last_token = min((i + 1) * bs, lengths[rid])
+        rows_out.append({
+            T.TABLE_TOKENS: T.TABLE_ROW.format(first=first, last=last_token),
+            T.TABLE_BLOCK: block_id,
+            "": T.TABLE_NOTE.format(ref=b.ref_cnt) if b.kind == "shared" else T.BLOCK_KINDS[b.kind],
+        })
+    st.dataframe(pd.DataFrame(rows_out), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(rows_out)))
+
+# ----------------------------------------------------------------------------- over time
+st.subheader(T.TIME_HEADER)
+st.plotly_chart(F.over_time_figure(results, cfg.memory_tokens, int(step)), width="stretch", key="pg_time")
