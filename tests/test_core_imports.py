@@ -1,0 +1,29 @@
+"""The prefix-cache core is pure Python: importing it (and its CLI commands) never pulls in torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = [
+    "kvviz.core", "kvviz.core.hashing", "kvviz.core.events", "kvviz.core.block_pool", "kvviz.core.manager",
+    "kvviz.core.radix", "kvviz.core.compare", "kvviz.core.trace", "kvviz.cli.hash", "kvviz.cli.diff",
+    "kvviz.cli.simulate", "kvviz.text.core",
+]
+
+
+def test_core_does_not_import_torch_or_streamlit():
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {MODULES!r}: importlib.import_module(name)\n"
+        "from kvviz.cli import main\n"
+        "main(['hash', '--tokens', '1,2,3', '--json'])\n"
+        "main(['simulate', '--trace', 'assets/traces/shared_prefix.json', '--json'])\n"
+        "print(json.dumps(sorted(m for m in ('torch', 'streamlit', 'transformers') if m in sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
