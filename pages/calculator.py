@@ -211,7 +211,7 @@ def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> Non
 def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block_size: int) -> None:
     st.subheader(T.MEMORY_TITLE)
     st.caption(T.MEMORY_CAPTION)
-    c = st.columns([3, 2])
+    c = st.columns([1, 1])
     c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
     rows = kvsize.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
@@ -219,9 +219,10 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
         T.NEEDED_COL: [format_bytes(r.needed_bytes) for r in rows],
         T.SHARE_COL: [f"{100 * r.share:,.1f}%" for r in rows],
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
-        T.MAXREQ_COL.format(tokens=tokens): [f"{r.max_requests:,}" if r.max_requests is not None else "-" for r in rows],
+        T.MAXREQ_COL: [f"{r.max_requests:,}" if r.max_requests is not None else "-" for r in rows],
     })
     c[1].table(table.set_index(T.BUDGET_COL))
+    c[1].caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
 
 
 def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> None:

@@ -116,8 +116,10 @@ def load_config_file(path: str | os.PathLike[str], name: str | None = None) -> P
     label = name or p.name
     try:
         size = p.stat().st_size
+        if p.is_dir():
+            raise ConfigError(f"{label}: is a directory, not a config.json")
         if not p.is_file():
-            raise ConfigError(f"{label}: not a file")
+            raise ConfigError(f"{label}: not a regular file")
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(_too_big(size))
         with p.open("rb") as fh:

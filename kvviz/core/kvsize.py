@@ -722,6 +722,8 @@ def shape_from_counts(
     """A shape from typed numbers: heads default to kv_heads (MHA); ``window`` makes every layer sliding;
     ``kv_lora_rank`` (with ``qk_rope_head_dim``) makes it MLA."""
     layers = check_count("layers", layers, high=MAX_LAYERS)
+    kv_heads = check_count("kv_heads", kv_heads, high=MAX_HEADS)
+    head_dim = check_count("head_dim", head_dim, high=MAX_HEAD_DIM)
     mla = None
     if kv_lora_rank is not None:
         mla = MLA(

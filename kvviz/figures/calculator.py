@@ -97,14 +97,14 @@ def head_sharing_figure(shape: ModelShape) -> go.Figure:
         text=kv_labels, textposition="bottom center", textfont=dict(size=11),
         hovertext=kv_labels, hoverinfo="text", showlegend=False,
     ))
-    fig.update_xaxes(visible=False, range=[-0.06, 1.06])
+    fig.update_xaxes(visible=False, range=[-0.17, 1.03])
     fig.update_yaxes(visible=False, range=[-0.55, 1.45])
-    fig.add_annotation(x=-0.06, y=1.0, xref="x", yref="y", text=T.FIG_QUERY_ROW, showarrow=False,
-                       xanchor="left", yanchor="bottom", yshift=18, font=dict(size=11, color="#6b7280"))
-    fig.add_annotation(x=-0.06, y=0.0, xref="x", yref="y", text=T.FIG_KV_ROW, showarrow=False,
-                       xanchor="left", yanchor="top", yshift=-22, font=dict(size=11, color="#6b7280"))
+    fig.add_annotation(x=-0.04, y=1.0, xref="x", yref="y", text=T.FIG_QUERY_ROW, showarrow=False,
+                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color="#6b7280"))
+    fig.add_annotation(x=-0.04, y=0.0, xref="x", yref="y", text=T.FIG_KV_ROW, showarrow=False,
+                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color="#6b7280"))
     if drawn < heads:
-        fig.add_annotation(x=1.06, y=1.0, xref="x", yref="y", text=T.FIG_HEADS_CAPPED.format(drawn=drawn, heads=heads),
+        fig.add_annotation(x=1.03, y=1.0, xref="x", yref="y", text=T.FIG_HEADS_CAPPED.format(drawn=drawn, heads=heads),
                            showarrow=False, xanchor="right", yanchor="bottom", yshift=18, font=dict(size=11))
     return _layout(fig, 300, head_sharing_title(shape))
 
@@ -139,7 +139,7 @@ def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
         fig.add_trace(go.Bar(
             x=idx, y=[1] * len(idx), marker=dict(color=KIND_COLOURS[kind], line=dict(color="white", width=1)),
             name=f"{T.KIND_NAMES[kind]} ({len(idx)})", hovertext=[f"layer {i}: {hover}" for i in idx],
-            hoverinfo="text", width=0.92,
+            hoverinfo="text", width=0.92, showlegend=True,
         ))
     fig.update_layout(barmode="overlay", bargap=0)
     fig.update_xaxes(title=T.FIG_LAYER_AXIS, range=[-0.6, shape.num_layers - 0.4], showgrid=False,
@@ -238,7 +238,7 @@ def paging_figure(cmp: PagingComparison) -> go.Figure:
                          marker=dict(color=ORANGE), hovertext=[format_bytes(w) for w in waste], hoverinfo="text",
                          text=[T.FIG_PAGE_UTIL.format(pct=100 * u) for u in util], textposition="outside",
                          cliponaxis=False))
-    fig.update_layout(barmode="stack")
+    fig.update_layout(barmode="stack", legend=dict(traceorder="normal"))
     total = max(cmp.contiguous_bytes, cmp.paged_bytes) / unit
     fig.update_xaxes(title=unit_name, range=[0, total * 1.3 or 1], gridcolor="#e5e7eb")
     fig.update_yaxes(automargin=True)
