@@ -151,6 +151,8 @@ def test_incremental_chain_equals_full_chain():
     tail = hash_block_chain(tokens, 4, sha256_cbor, none, cache_salt="x", start_block=len(head),
                             parent_block_hash=head[-1])
     assert head + tail == full
+    with pytest.raises(ValueError, match="parent_block_hash"):
+        hash_block_chain(tokens, 4, sha256_cbor, none, start_block=2)
 
 
 def test_same_block_after_different_prefix_has_different_hash():

@@ -187,9 +187,12 @@ def hash_block_chain(
     ``parent_block_hash`` is the hash of block ``start_block - 1`` (``none_hash`` when starting at 0);
     this is how a request extends its chain as decoded tokens fill new blocks.
     """
+    validate_block_size(block_size)
+    if start_block > 0 and not parent_block_hash:
+        raise ValueError("extending a chain from block > 0 needs the parent_block_hash of the block before")
     fn = resolve_hash_fn(hash_fn)
     tokens = token_ids if isinstance(token_ids, tuple) else tuple(token_ids)
-    parent = none_hash if start_block == 0 or parent_block_hash is None else parent_block_hash
+    parent = none_hash if start_block == 0 else parent_block_hash
     num_full = len(tokens) // block_size
     hashes: list[bytes] = []
     append = hashes.append
