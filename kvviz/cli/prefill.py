@@ -47,8 +47,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Load the model, prefill the text, and return the model card plus the measurements."""
     text = _read_text(args)
     from kvviz.model import InputError, ModelLoadError, load_model, prefill  # torch only when needed
+    from kvviz.model.tokens import clean_text
 
     try:
+        clean_text(text)  # reject empty input before paying for a model load
         lm = load_model(args.model, device=args.device, dtype=args.dtype)
         result = prefill(lm, text=text, max_tokens=args.max_tokens)
     except (InputError, ModelLoadError) as exc:
