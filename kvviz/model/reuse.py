@@ -20,6 +20,7 @@ that depends on the sequence length.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -27,6 +28,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -189,6 +191,52 @@ def describe_char(ch: str) -> str:
         shown = c if c.isprintable() and not c.isspace() else ""
         parts.append(f"{shown!r} U+{ord(c):04X} {name}" if shown else f"U+{ord(c):04X} {name}")
     return ", ".join(parts)
+
+
+# ----------------------------------------------------------------------------- presets
+
+
+PRESETS_PATH = Path(__file__).resolve().parents[2] / "assets" / "edit_presets.json"
+
+
+@dataclass(frozen=True)
+class EditPreset:
+    """A prompt pair for the page: the original ``a``, its edit ``b``, and the block size to show."""
+
+    id: str
+    title: str
+    description: str
+    a: str
+    b: str
+    block_size: int
+
+
+def _preset_text(spec: object, texts: dict[str, str], a: str | None) -> str:
+    if isinstance(spec, str):
+        if spec.startswith("$"):
+            if spec[1:] not in texts:
+                raise ValueError(f"unknown text {spec!r}")
+            return texts[spec[1:]]
+        return spec
+    if isinstance(spec, dict) and a is not None and isinstance(spec.get("replace"), list) and len(spec["replace"]) == 2:
+        old, new = spec["replace"]
+        if old not in a:
+            raise ValueError(f"{old!r} does not occur in prompt a")
+        return a.replace(old, new, 1)
+    raise ValueError(f"bad prompt spec {spec!r}")
+
+
+def load_edit_presets(path: Path | str | None = None) -> list[EditPreset]:
+    """The presets of ``assets/edit_presets.json`` (see its ``about``), texts resolved."""
+    data = json.loads(Path(path or PRESETS_PATH).read_text(encoding="utf-8"))
+    texts = data.get("texts", {})
+    out = []
+    for item in data["presets"]:
+        a = _preset_text(item["a"], texts, None)
+        b = _preset_text(item["b"], texts, a)
+        out.append(EditPreset(item["id"], item["title"], item.get("description", ""), a, b,
+                              validate_block_size(int(item.get("block_size", 16)))))
+    return out
 
 
 # ----------------------------------------------------------------------------- the edit (fast) step
@@ -377,8 +425,50 @@ def run_edit(
     )
 
 
+def _gpt2_byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet, inverted: stand-in character -> byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+_BYTE_DECODER = _gpt2_byte_decoder()
+
+
+def _bytes_text(raw: bytes) -> str:
+    """UTF-8 text of ``raw``, with bytes that are not part of a whole character as ``<0xNN>``."""
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        for width in (1, 2, 3, 4):
+            try:
+                out.append(raw[i : i + width].decode("utf-8"))
+                i += width
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append(f"<0x{raw[i]:02X}>")
+            i += 1
+    return "".join(out)
+
+
 def _piece(lm: LoadedModel, token_id: int) -> str:
+    """One token's text; bytes that do not complete a character are shown as ``<0xNN>``."""
     try:
+        text = str(lm.tokenizer.decode([token_id]))
+        if "\ufffd" not in text:
+            return text
+        raw_token = lm.tokenizer.convert_ids_to_tokens([token_id])[0]
+        if raw_token and all(ch in _BYTE_DECODER for ch in raw_token):
+            raw = bytes(_BYTE_DECODER[ch] for ch in raw_token)
+            return _bytes_text(raw)
         return token_pieces(lm.tokenizer, [token_id])[0]
     except Exception:  # noqa: BLE001 - display only
         return f"<{token_id}>"
@@ -639,7 +729,9 @@ def wrong_reuse_dict(w: WrongReuse | None) -> dict[str, object] | None:
 __all__ = [
     "CLI_KEYS",
     "CharEdit",
+    "EditPreset",
     "EditReport",
+    "PRESETS_PATH",
     "ProofReport",
     "TokenEdit",
     "WrongReuse",
@@ -648,6 +740,7 @@ __all__ = [
     "cli_summary",
     "describe_char",
     "full_prefill",
+    "load_edit_presets",
     "replace_char",
     "run_edit",
     "run_proof",

@@ -6,6 +6,7 @@ APP_TAGLINE = "Why prompt caching works, and why one changed character breaks it
 # Navigation: (page file, title, icon). app.py shows only the pages whose file exists.
 PAGES: list[tuple[str, str, str]] = [
     ("pages/home.py", "Overview", ":material/home:"),
+    ("pages/edit.py", "Edit one character", ":material/edit_note:"),
     ("pages/calculator.py", "KV-bytes calculator", ":material/calculate:"),
     ("pages/paging.py", "Paged vs contiguous memory", ":material/grid_view:"),
     ("pages/sessions.py", "Multi-turn sessions", ":material/forum:"),
@@ -20,6 +21,10 @@ TRUNCATION_NOTICE = (
 
 # One line per page for the landing page's "Pages" list: {page file: what it shows}. Append yours.
 PAGE_BLURBS: dict[str, str] = {}
+PAGE_BLURBS["pages/edit.py"] = (
+    "Change one character of a prompt and watch the block-hash chain break from that block to the end, "
+    "with the real model's K/V tensors as proof."
+)
 
 # Model sidebar and model card (ui.render_model_sidebar, ui.get_model).
 SIDEBAR_MODEL_HEADER = "Model"
