@@ -67,15 +67,19 @@ results = {"contiguous": cont, "paged": paged}
 
 # ----------------------------------------------------------------------------- headline numbers
 st.subheader(T.RESULTS)
-c = st.columns(5)
-c[0].metric(T.M_UTIL.format(layout=T.LAYOUT_LABELS["contiguous"].lower()), f"{cont.utilisation:.1%}",
-            help=T.M_UTIL_HELP)
-c[1].metric(T.M_UTIL.format(layout=T.LAYOUT_LABELS["paged"].lower()), f"{paged.utilisation:.1%}",
-            help=T.M_UTIL_HELP)
-c[2].metric(T.M_FIT, T.M_FIT_VALUE.format(cont=cont.requests_fit_at_start, paged=paged.requests_fit_at_start),
+c = st.columns(3)
+c[0].metric(T.M_UTIL, T.M_UTIL_VALUE.format(cont=cont.utilisation, paged=paged.utilisation), help=T.M_UTIL_HELP)
+c[1].metric(T.M_FIT, T.M_FIT_VALUE.format(cont=cont.requests_fit_at_start, paged=paged.requests_fit_at_start),
             help=T.M_FIT_HELP)
-c[3].metric(T.M_STEPS, T.M_STEPS_VALUE.format(cont=cont.steps, paged=paged.steps), help=T.M_STEPS_HELP)
-c[4].metric(T.M_SPEEDUP, T.M_SPEEDUP_VALUE.format(ratio=cont.steps / max(1, paged.steps)), help=T.M_SPEEDUP_HELP)
+c[2].metric(T.M_SPEEDUP, T.M_SPEEDUP_VALUE.format(ratio=cont.steps / max(1, paged.steps)), help=T.M_SPEEDUP_HELP)
+table = pd.DataFrame(
+    {T.TABLE_COLUMNS[name]: [
+        f"{res.utilisation:.1%}", f"{res.requests_fit_at_start:,}", f"{res.max_running:,}",
+        f"{res.mean_running:,.1f}", f"{res.steps:,}", f"{res.throughput:,.2f}", f"{res.preemptions:,}",
+    ] for name, res in results.items()},
+    index=list(T.COMPARE_ROWS.values()),
+)
+st.dataframe(table, width="stretch")
 low, high = PAPER_UTILISATION_BAND
 st.info(T.PAPER_NOTE.format(low=low, high=high, cont=cont.utilisation, paged=paged.utilisation),
         icon=":material/description:")
@@ -104,10 +108,11 @@ for col, name in zip(c, ("contiguous", "paged"), strict=True):
             st.info(T.FINISHED.format(step=res.steps), icon=":material/check_circle:")
         if name == "contiguous":
             title = T.CONT_TITLE.format(step=int(step), running=rec.running, waiting=rec.waiting)
-            fig = F.contiguous_layout_figure(res.snapshot, cfg.memory_tokens, rows, title)
+            fig = F.contiguous_layout_figure(res.snapshot, cfg.memory_tokens, rows)
         else:
             title = T.PAGED_TITLE.format(step=int(step), running=rec.running, waiting=rec.waiting)
-            fig = F.paged_layout_figure(res.snapshot, cfg.block_size, rows, title)
+            fig = F.paged_layout_figure(res.snapshot, cfg.block_size, rows)
+        st.markdown(f"**{title}**")
         st.plotly_chart(fig, width="stretch", key=f"pg_layout_{name}")
 
 # ----------------------------------------------------------------------------- a block table

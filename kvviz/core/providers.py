@@ -13,9 +13,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 AS_OF = "2026-11"
-SOURCE_SEED = "seed article 003 'Prompt caching: what is actually documented'"
-SOURCE_BRIEF = "BRIEF section 5 (digest of the seed articles)"
-SOURCE_ENGINE = "seed article 000 and BRIEF section 4 (vLLM v1 block pool)"
+SOURCE_SEED = "seed article 003"
+SOURCE_BRIEF = "BRIEF §5"
+SOURCE_ENGINE = "seed article 000; BRIEF §4"
+# What the short source names above refer to.
+SOURCE_NAMES = {
+    "seed article 003": "'Prompt caching: what is actually documented' (seeds/003, Russian)",
+    "seed article 000": "'Why one character breaks the cache: prompt caching under the hood' (seeds/000, Russian)",
+    "BRIEF §5": "kvviz BRIEF section 5, providers: policy, not mechanics",
+    "BRIEF §4": "kvviz BRIEF section 4, chained block hashes (vLLM v1)",
+}
 SOURCE_BOTH = f"{SOURCE_SEED}; {SOURCE_BRIEF}"
 
 # Anthropic's per-response usage fields, in the order a turn's prompt is laid out.

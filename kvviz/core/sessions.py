@@ -200,8 +200,9 @@ def load_session_text(text: str, name: str = "custom") -> Session:
 
 
 def example_names() -> list[str]:
-    """Names of the built-in example sessions (files in assets/sessions)."""
-    return sorted(p.stem for p in ASSETS.glob("*.json"))
+    """Names of the built-in example sessions (files in assets/sessions): the chat first, then the rest."""
+    names = sorted(p.stem for p in ASSETS.glob("*.json"))
+    return sorted(names, key=lambda n: (n != "chat", n))
 
 
 def load_example(name: str) -> Session:

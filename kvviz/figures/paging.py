@@ -55,17 +55,19 @@ def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
             hovertemplate=f"{T.KIND_LABELS[kind]}: %{{x:.1%}}<br>{T.KIND_HELP[kind]}<extra>%{{y}}</extra>",
         )
     low, high = PAPER_UTILISATION_BAND
-    fig.add_vrect(x0=low, x1=high, fillcolor="#1f2937", opacity=0.12, line_width=0, layer="above")
+    fig.add_vrect(x0=low, x1=high, fillcolor="rgba(0,0,0,0)", line=dict(color=INK, width=1.5, dash="dash"),
+                  layer="above")
     fig.add_annotation(x=(low + high) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
                        text=T.PAPER_BAND.format(low=low, high=high), font=dict(size=11))
     fig.update_layout(barmode="stack", xaxis=dict(range=[0, 1], tickformat=".0%"),
                       yaxis=dict(autorange="reversed"), uniformtext=dict(minsize=10, mode="hide"))
     fig = _layout(fig, 250, T.WASTE_TITLE)
-    fig.update_layout(legend=dict(y=-0.2, yanchor="top", x=0, xanchor="left"), margin=dict(b=60))
+    fig.update_layout(legend=dict(y=-0.2, yanchor="top", x=0, xanchor="left", traceorder="normal"),
+                      margin=dict(b=60))
     return fig
 
 
-def contiguous_layout_figure(snapshot: Snapshot, memory_tokens: int, rows: int, title: str) -> go.Figure:
+def contiguous_layout_figure(snapshot: Snapshot, memory_tokens: int, rows: int, title: str | None = None) -> go.Figure:
     """The linear address space wrapped into ``rows`` rows; every span drawn exactly, coloured by state."""
     per_row = memory_tokens // rows
     pieces: dict[str, dict[str, list]] = {k: {"x": [], "base": [], "y": [], "hover": []} for k in WASTE_KINDS}
@@ -99,10 +101,12 @@ def contiguous_layout_figure(snapshot: Snapshot, memory_tokens: int, rows: int, 
     fig.update_layout(barmode="overlay", bargap=0.05)
     fig.update_xaxes(range=[0, per_row], title=T.SLOT_AXIS, showgrid=False)
     fig.update_yaxes(range=[rows - 0.5, -0.5], title=T.ROW_AXIS, showgrid=False, dtick=max(1, rows // 8))
-    return _layout(fig, 150 + 22 * rows, title)
+    fig = _layout(fig, 150 + 22 * rows, title)
+    fig.update_layout(legend=dict(x=0, xanchor="left", y=1.0, yanchor="bottom"))
+    return fig
 
 
-def paged_layout_figure(snapshot: Snapshot, block_size: int, rows: int, title: str) -> go.Figure:
+def paged_layout_figure(snapshot: Snapshot, block_size: int, rows: int, title: str | None = None) -> go.Figure:
     """The block pool as a grid (one cell per block, same slot order as the contiguous picture)."""
     blocks = snapshot.blocks
     cols = len(blocks) // rows
@@ -136,7 +140,9 @@ def paged_layout_figure(snapshot: Snapshot, block_size: int, rows: int, title: s
                         marker=dict(size=10, symbol="square", color=BLOCK_COLOURS[kind]))
     fig.update_xaxes(title=T.BLOCK_AXIS, showgrid=False, range=[-0.5, cols - 0.5])
     fig.update_yaxes(title=T.ROW_AXIS, autorange="reversed", showgrid=False, dtick=max(1, rows // 8))
-    return _layout(fig, 150 + 22 * rows, title)
+    fig = _layout(fig, 150 + 22 * rows, title)
+    fig.update_layout(legend=dict(x=0, xanchor="left", y=1.0, yanchor="bottom"))
+    return fig
 
 
 def over_time_figure(results: dict[str, LayoutResult], memory_tokens: int, step: int | None = None) -> go.Figure:

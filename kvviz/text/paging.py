@@ -47,23 +47,31 @@ BAD_CONFIG = "These settings do not make an experiment: {error}"
 
 # --- headline numbers -----------------------------------------------------------------------------
 RESULTS = "What each layout achieves"
-M_UTIL = "Utilisation, {layout}"
+M_UTIL = "Utilisation"
+M_UTIL_VALUE = "{cont:.1%} → {paged:.1%}"
 M_UTIL_HELP = (
-    "Tokens stored / memory reserved, averaged over every step with a request running. While a request "
-    "waits for memory, free slots count as reserved: they are out of use."
+    "Contiguous → paged. Tokens stored / memory reserved, averaged over every step with a request "
+    "running. While a request waits for memory, free slots count as reserved: they are out of use."
 )
-M_FIT = "Requests that fit at once"
-M_FIT_VALUE = "{cont} vs {paged}"
-M_FIT_HELP = "Admitted at step 0, contiguous vs paged. Paged admits on the prompt's blocks only."
-M_STEPS = "Steps to serve all"
-M_STEPS_VALUE = "{cont:,} vs {paged:,}"
-M_STEPS_HELP = "Scheduler steps (one decode token per running request per step), contiguous vs paged."
-M_SPEEDUP = "Throughput gain of paging"
+M_FIT = "Requests at once"
+M_FIT_VALUE = "{cont} → {paged}"
+M_FIT_HELP = "Admitted at step 0, contiguous → paged. Paging admits a request once its prompt's blocks fit."
+M_SPEEDUP = "Throughput gain"
 M_SPEEDUP_VALUE = "{ratio:.2f}x"
 M_SPEEDUP_HELP = (
-    "Contiguous steps / paged steps for the same requests. The paper reports 2-4x over FasterTransformer "
-    "and Orca at the same latency."
+    "Contiguous steps / paged steps to serve the same requests. The PagedAttention paper reports 2-4x "
+    "over FasterTransformer and Orca at the same latency."
 )
+TABLE_COLUMNS = {"contiguous": "Contiguous", "paged": "Paged"}
+COMPARE_ROWS = {
+    "utilisation": "utilisation (tokens stored / memory reserved)",
+    "requests_fit_at_start": "requests admitted at step 0",
+    "max_running": "most requests running at once",
+    "mean_running": "requests running, on average",
+    "steps": "scheduler steps to serve all requests",
+    "tokens_per_step": "output tokens per step",
+    "preemptions": "preemptions (recomputed later)",
+}
 PREEMPT_NOTE = (
     "Paging admits a request once its prompt fits and adds blocks as it grows. When no block is left, "
     "the most recently admitted request is preempted (its blocks freed, recomputed later), as vLLM does: "

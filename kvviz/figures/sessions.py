@@ -1,0 +1,115 @@
+"""Figures of the sessions page: each turn's prompt by cache status (the seed article's three-turn
+picture, to scale), the usage fields per turn, and cumulative prefill work with and without a cache.
+
+Builders take kvviz.core.sessions results and return ``go.Figure``; the split of a prompt into read /
+written / uncached tokens is the result's own numbers, only drawn here.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from kvviz.core.providers import USAGE_FIELDS, USAGE_LABELS
+from kvviz.core.sessions import SessionResult, TurnUsage
+from kvviz.text import sessions as T
+
+INK = "#1f2937"
+STATUS_COLOURS = {"read": "#2563eb", "written": "#f97316", "uncached": "#9ca3af"}
+FIELD_STATUS = {"cache_read_input_tokens": "read", "cache_creation_input_tokens": "written",
+                "input_tokens": "uncached"}
+WITHOUT_COLOUR = "#dc2626"
+WITH_COLOUR = "#2563eb"
+
+
+def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
+    fig.update_layout(
+        height=height,
+        margin=dict(l=10, r=10, t=64 if title else 30, b=10),
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+        font=dict(color=INK),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
+    )
+    return fig
+
+
+def status_ranges(turn: TurnUsage) -> list[tuple[str, int, int]]:
+    """The prompt's token ranges by status: read [0, r), written [r, r + w), uncached the rest."""
+    r = turn.cache_read_input_tokens
+    w = r + turn.cache_creation_input_tokens
+    ranges = [("read", 0, r), ("written", r, w), ("uncached", w, turn.prompt_tokens)]
+    return [(s, a, b) for s, a, b in ranges if b > a]
+
+
+def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) -> go.Figure:
+    """One horizontal bar per turn, to scale in tokens, split by segment and by cache status."""
+    pieces: dict[str, dict[str, list]] = {s: {"x": [], "base": [], "y": [], "text": [], "hover": []}
+                                          for s in STATUS_COLOURS}
+    labels = [T.TURN_LABEL.format(turn=t.turn) for t in result.turns]
+    for turn, ylabel in zip(result.turns, labels, strict=True):
+        ranges = status_ranges(turn)
+        for seg in turn.segments:
+            first = True
+            for status, a, b in ranges:
+                lo, hi = max(a, seg.start), min(b, seg.end)
+                if hi <= lo:
+                    continue
+                p = pieces[status]
+                p["x"].append(hi - lo)
+                p["base"].append(lo)
+                p["y"].append(ylabel)
+                p["text"].append(seg.label if first else "")
+                p["hover"].append(T.HOVER_PIECE.format(turn=turn.turn, label=seg.label, start=lo, end=hi - 1,
+                                                       length=hi - lo, status=T.STATUS_LABELS[status]))
+                first = False
+    fig = go.Figure()
+    for status, p in pieces.items():
+        fig.add_bar(
+            x=p["x"], base=p["base"], y=p["y"], orientation="h", name=T.STATUS_LABELS[status],
+            marker=dict(color=STATUS_COLOURS[status], line=dict(color="white", width=1.5)),
+            text=p["text"], textposition="inside", insidetextanchor="middle", textangle=0,
+            textfont=dict(color="white", size=11), customdata=p["hover"],
+            hovertemplate="%{customdata}<extra></extra>", width=0.72,
+        )
+    longest = max((t.prompt_tokens for t in result.turns), default=1)
+    for turn, ylabel in zip(result.turns, labels, strict=True):
+        notes = [T.EVENT_SHORT[e] for e in turn.events]
+        if turn.first_difference:
+            notes.append(T.DIFF_NOTE.format(segment=turn.first_difference))
+        if notes:
+            fig.add_annotation(x=turn.prompt_tokens, y=ylabel, text=" · ".join(notes), showarrow=False,
+                               xanchor="left", xshift=6, font=dict(size=11, color="#b91c1c"))
+    fig.update_layout(barmode="overlay", uniformtext=dict(minsize=9, mode="hide"))
+    fig.update_xaxes(title=T.TOKEN_AXIS, range=[0, longest * 1.18], showgrid=True, gridcolor="#f3f4f6")
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels)
+    return _layout(fig, 120 + 34 * len(result.turns), title)
+
+
+def usage_figure(result: SessionResult, title: str | None = T.USAGE_TITLE) -> go.Figure:
+    """Stacked bars per turn: cache_read_input_tokens, cache_creation_input_tokens, input_tokens."""
+    fig = go.Figure()
+    turns = [t.turn for t in result.turns]
+    for field in USAGE_FIELDS:
+        values = [getattr(t, field) for t in result.turns]
+        fig.add_bar(x=turns, y=values, name=f"{field} ({USAGE_LABELS[field]})",
+                    marker_color=STATUS_COLOURS[FIELD_STATUS[field]],
+                    hovertemplate=f"turn %{{x}}<br>{field}: %{{y:,}} tokens<extra></extra>")
+    fig.update_layout(barmode="stack", legend=dict(y=-0.22, yanchor="top", traceorder="normal"))
+    fig.update_xaxes(title=T.TURN_AXIS, dtick=1)
+    fig.update_yaxes(title=T.USAGE_AXIS, gridcolor="#f3f4f6", tickformat=",")
+    fig = _layout(fig, 400, title)
+    fig.update_layout(legend=dict(y=-0.22, yanchor="top"), margin=dict(b=90))
+    return fig
+
+
+def work_figure(turns: list[int], without: list[int], with_cache: list[int], title: str | None) -> go.Figure:
+    """Cumulative prefill tokens per turn, without and with a cache."""
+    fig = go.Figure()
+    fig.add_scatter(x=turns, y=without, mode="lines+markers", name=T.WORK_WITHOUT,
+                    line=dict(color=WITHOUT_COLOUR), hovertemplate="turn %{x}: %{y:,} tokens<extra></extra>")
+    fig.add_scatter(x=turns, y=with_cache, mode="lines+markers", name=T.WORK_WITH,
+                    line=dict(color=WITH_COLOUR), hovertemplate="turn %{x}: %{y:,} tokens<extra></extra>")
+    fig.update_xaxes(title=T.TURN_AXIS)
+    fig.update_yaxes(title=T.WORK_AXIS, rangemode="tozero", gridcolor="#f3f4f6", tickformat=",")
+    return _layout(fig, 340, title)

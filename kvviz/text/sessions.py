@@ -1,0 +1,187 @@
+"""Every string of the "Multi-turn sessions and agents" page and its figures."""
+
+from __future__ import annotations
+
+TITLE = "Multi-turn sessions and agents"
+INTRO = (
+    "A model keeps no state between requests: every turn, the client sends the **whole conversation "
+    "again** (tools, instructions, every message, the model's own earlier answers) plus the new "
+    "message. If the start of the new prompt is identical to what was processed before, its keys and "
+    "values are **read from the cache** and only the increment is computed. Below, a real session is "
+    "tokenized with the embedded model's tokenizer and run turn by turn through the block manager or a "
+    "provider's cache policy. Try the events to see what keeps the cache warm and what voids it."
+)
+
+# --- session and policy ---------------------------------------------------------------------------
+SESSION_LABEL = "Session"
+SESSION_UPLOAD = "your JSON file"
+UPLOAD_LABEL = "Upload a session (JSON)"
+UPLOAD_HELP = "The format of assets/sessions/*.json: tools, system, turns with user / tool_results / answer."
+UPLOAD_FORMAT_HEADER = "Session file format"
+UPLOAD_FORMAT = """```json
+{
+  "name": "mine",
+  "tools": [{"name": "search", "description": "...", "parameters": {}}],
+  "system": "You are ...",
+  "turns": [
+    {"user": "first question", "answer": "first answer"},
+    {"gap_s": 40, "user": "second question", "answer": "calling a tool",
+     "tool_calls": [{"name": "search", "arguments": {"q": "x", "k": 3}}]},
+    {"tool_results": [{"name": "search", "content": "..."}], "answer": "final answer"}
+  ]
+}
+```
+`gap_s` is the time since the previous request started (default 30 s). Optional: `restart_tools` (the tool
+list after a restart) and `file_read` (`path`, `content`) for the events below."""
+UPLOAD_NONE = "Upload a session file to run it, or pick one of the built-in sessions."
+UPLOAD_ERROR = "Cannot use this session: {error}"
+RUN_ERROR = "Cannot run this session: {error}"
+POLICY_LABEL = "Cache model"
+POLICY_HELP = (
+    "vLLM shows the engine's mechanics: every full block is cached, nothing expires on a timer. The "
+    "provider options overlay a product policy on the same mechanics."
+)
+MECHANICS_BADGE = "mechanics"
+POLICY_BADGE = "policy"
+MECHANICS_NOTE = (
+    "**Mechanics.** The real block manager: prompts are hashed in blocks of {block} tokens; a hit is the "
+    "longest run of cached blocks from the start; the answer is decoded into the pool and cached too, so "
+    "the next turn can read it. There is no TTL: blocks leave only when the pool needs room (LRU)."
+)
+POLICY_NOTE = (
+    "**Policy, not mechanics.** {label}. These are product decisions that change over time; the values "
+    "below are dated and sourced. The mechanics underneath are the same: only an identical prefix can "
+    "be reused."
+)
+MARKS_LABEL = "Checkpoints (cache_control marks)"
+MARK_LABELS = {
+    "system": "after tools + system",
+    "last": "end of each prompt",
+}
+MARKS_HELP = (
+    "Entries exist only where a mark is placed. Reuse reaches the nearest checkpoint before the first "
+    "difference, even if more of the text matched."
+)
+AUTOMATIC_NOTE = "Automatic caching: the server picks the points; kvviz assumes every {block}-token boundary."
+MIN_LABEL = "Minimum cacheable prompt (tokens)"
+MIN_HELP = "Documented as about 500 to a few thousand tokens depending on the model; shorter prompts are not cached."
+TTL_LABEL = "Entry lifetime"
+TTL_VALUE = "{ttl}, refreshed on every hit"
+TTL_NONE = "no TTL (LRU under memory pressure)"
+
+# --- events ---------------------------------------------------------------------------------------
+EVENTS_HEADER = "Events to try"
+EVENT_LABELS = {
+    "restart_tools": "Restart with a changed tool list",
+    "file_read": "Read a file mid-session",
+    "long_pause": "Long pause",
+    "unstable_json": "Unstable JSON key order",
+}
+EVENT_HELP = {
+    "restart_tools": "The agent restarts and sends a different tool list. Tools sit at the very start of "
+                     "the prompt, so everything after the change misses.",
+    "file_read": "A tool reads a file; its content arrives as a tool result at the end of the prompt. "
+                 "Nothing earlier changes, so only the file is new.",
+    "long_pause": "The user comes back later. A provider's entries expire; vLLM has no timer, only LRU "
+                  "eviction when other requests need the memory.",
+    "unstable_json": "Tool-call arguments are re-serialised each request with the keys in a different order "
+                     "(as Go maps or Swift dictionaries may). The prompt changes where the first tool call is.",
+}
+EVENT_SHORT = {
+    "restart_tools": "restart: new tools",
+    "file_read": "file read",
+    "long_pause": "long pause",
+    "unstable_json": "key order changed",
+}
+EVENT_TURN = "at turn"
+PAUSE_LABEL = "pause (minutes)"
+RESET_EVENTS = "Clear all events"
+
+# --- headline numbers -----------------------------------------------------------------------------
+M_SENT = "Prompt tokens sent"
+M_SENT_HELP = "Sum of every turn's prompt: what would be computed without any cache."
+M_COMPUTED = "Prompt tokens computed"
+M_COMPUTED_HELP = "cache_creation_input_tokens + input_tokens over all turns: the prefill work actually done."
+M_READ = "Read from cache"
+M_READ_HELP = "cache_read_input_tokens over all turns, as a share of all prompt tokens sent."
+M_PROJECTION = "Less work at {turns} turns"
+M_PROJECTION_VALUE = "{ratio:,.0f}x"
+M_PROJECTION_HELP = (
+    "Projected with this session's first prompt ({first:,} tokens) and average growth ({step:,} tokens "
+    "per turn): {without:,} tokens without a cache vs {with_cache:,} with a perfect one."
+)
+
+# --- figures --------------------------------------------------------------------------------------
+PICTURE_HEADER = "Each turn's prompt"
+PICTURE_INTRO = (
+    "One bar per request, drawn to scale in tokens: the start that was **read from the cache**, the part "
+    "**written** to the cache, and **uncached** input. Each turn re-sends the previous prompt plus the "
+    "previous answer plus the new message."
+)
+PICTURE_TITLE = "Prompt of each turn: what the cache did, by token position"
+STATUS_LABELS = {
+    "read": "read from cache",
+    "written": "written to cache",
+    "uncached": "uncached input",
+}
+TURN_LABEL = "turn {turn}"
+TOKEN_AXIS = "token position in the prompt"
+HOVER_PIECE = "turn {turn}, {label}<br>tokens {start:,}-{end:,} ({length:,})<br>{status}"
+DIFF_NOTE = "differs at “{segment}”"
+
+USAGE_HEADER = "Usage fields per turn"
+USAGE_INTRO = (
+    "What an Anthropic-style API reports per response: `cache_read_input_tokens`, "
+    "`cache_creation_input_tokens` and `input_tokens`. If both cache fields are 0, nothing was cached "
+    "(often: the prompt is below the minimum length)."
+)
+USAGE_TITLE = "Prompt tokens per turn by usage field"
+USAGE_AXIS = "tokens"
+USAGE_TABLE = {
+    "turn": "turn",
+    "at": "sent at",
+    "prompt": "prompt tokens",
+    "cache_read_input_tokens": "cache_read_input_tokens",
+    "cache_creation_input_tokens": "cache_creation_input_tokens",
+    "input_tokens": "input_tokens",
+    "answer": "answer tokens",
+    "why": "what happened",
+}
+WHY_FIRST = "first request: nothing cached yet"
+WHY_BELOW_MIN = "prompt below the minimum cacheable length"
+WHY_DIFF = "prompt differs from the previous one in “{segment}” (token {pos:,})"
+WHY_EXPIRED = "{count} cache entries expired before this request"
+WHY_APPEND = "previous prompt + answer re-sent unchanged"
+
+WORK_HEADER = "Cumulative prefill work"
+WORK_INTRO = (
+    "Without a cache every turn recomputes its whole prompt, so the total grows with the square of the "
+    "number of turns. With a cache each turn pays only for what is new, so the total grows linearly."
+)
+WORK_TITLE = "This session: prefill tokens, summed over turns"
+WORK_PROJECTION_TITLE = "Projected to {turns} turns ({first:,} tokens, then +{step:,} per turn)"
+WORK_WITHOUT = "without cache"
+WORK_WITH = "with cache"
+WORK_AXIS = "tokens computed (cumulative)"
+TURN_AXIS = "turn"
+PROJECT_TURNS = "Project to this many turns"
+
+POLICY_HEADER = "The policy values used"
+POLICY_LINE = "- **{name}**: {value} _({source}; as of {as_of})_"
+SOURCES_LINE = "Sources: {sources}."
+POLICY_CAVEAT = (
+    "Provider values change and differ per model; check the provider's current documentation before "
+    "you budget with them."
+)
+
+EVENT_LINES = {
+    "restart_tools": "Turn {turn}: the tool list changed at the very start of the prompt, so {read:,} of "
+                     "{prompt:,} tokens were read from the cache.",
+    "file_read": "Turn {turn}: the file arrived at the end; {read:,} of {prompt:,} tokens were still read "
+                 "from the cache and {new:,} were new.",
+    "long_pause": "Turn {turn}: sent {gap} after the previous request; {read:,} of {prompt:,} tokens were "
+                  "read from the cache{expired}.",
+    "unstable_json": "From turn {turn}: earlier tool calls are re-serialised in a new key order; the cache "
+                     "reads {read:,} of {prompt:,} tokens on turn {turn}.",
+}
+EXPIRED_SUFFIX = " ({count} entries had expired)"

@@ -1,0 +1,235 @@
+"""Multi-turn sessions and agents: per-turn cache reads and writes on real token counts, provider
+policies, events to try, quadratic vs linear prefill work. UI only: numbers come from
+kvviz.core.sessions (which runs the real block manager and tokenizer)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.providers import DEFAULT_POLICY, POLICIES, SOURCE_NAMES, USAGE_FIELDS
+from kvviz.core.sessions import (
+    DEFAULT_PAUSE_S,
+    EVENT_NAMES,
+    MARKS,
+    Session,
+    SessionError,
+    SessionEvents,
+    SessionResult,
+    default_event_turn,
+    example_names,
+    load_example,
+    load_session_text,
+    projected_work,
+    run_session,
+    session_increment,
+)
+from kvviz.figures import sessions as F
+from kvviz.text import sessions as T
+
+_UPLOAD = "__upload__"
+_EVENT_KEYS = {name: f"ss_ev_{name}" for name in EVENT_NAMES}
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _run(session: Session, policy: str, events: SessionEvents, marks: tuple[str, ...],
+         min_len: int | None) -> SessionResult:
+    return run_session(session, policy, events, marks=marks, min_cacheable_tokens=min_len)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _example(name: str) -> Session:
+    return load_example(name)
+
+
+def _clear_events() -> None:
+    for key in _EVENT_KEYS.values():
+        st.session_state[key] = False
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds:,.0f} s"
+
+
+def _why(turn, result: SessionResult) -> str:
+    """One line saying why this turn read what it read (from the result's own fields)."""
+    reasons = []
+    if turn.turn == 1:
+        reasons.append(T.WHY_FIRST)
+    if turn.first_difference:
+        reasons.append(T.WHY_DIFF.format(segment=turn.first_difference, pos=turn.common_prefix))
+    if turn.expired_entries:
+        reasons.append(T.WHY_EXPIRED.format(count=turn.expired_entries))
+    if (result.policy.is_policy and turn.prompt_tokens < result.min_cacheable_tokens
+            and turn.cache_read_input_tokens == turn.cache_creation_input_tokens == 0):
+        reasons.append(T.WHY_BELOW_MIN)
+    if not reasons:
+        reasons.append(T.WHY_APPEND)
+    return "; ".join(reasons)
+
+
+ui.page_header(T.TITLE, T.INTRO)
+
+# ----------------------------------------------------------------------------- session and policy
+examples = example_names()
+c = st.columns([1, 1])
+choice = c[0].selectbox(
+    T.SESSION_LABEL, [*examples, _UPLOAD], key="ss_session",
+    format_func=lambda n: T.SESSION_UPLOAD if n == _UPLOAD else _example(n).title,
+)
+policy_key = c[1].selectbox(T.POLICY_LABEL, list(POLICIES), index=list(POLICIES).index(DEFAULT_POLICY),
+                            key="ss_policy", help=T.POLICY_HELP,
+                            format_func=lambda k: POLICIES[k].label)
+policy = POLICIES[policy_key]
+
+session: Session | None = None
+if choice == _UPLOAD:
+    upload = st.file_uploader(T.UPLOAD_LABEL, type=["json"], key="ss_upload", help=T.UPLOAD_HELP)
+    with st.expander(T.UPLOAD_FORMAT_HEADER):
+        st.markdown(T.UPLOAD_FORMAT)
+    if upload is None:
+        st.info(T.UPLOAD_NONE, icon=":material/upload_file:")
+        st.stop()
+    try:
+        session = load_session_text(upload.getvalue().decode("utf-8"), upload.name.rsplit(".", 1)[0])
+    except (SessionError, UnicodeDecodeError) as exc:
+        message = "the file is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
+        st.error(T.UPLOAD_ERROR.format(error=message), icon=":material/error:")
+        st.stop()
+else:
+    session = _example(choice)
+    st.caption(session.description)
+
+marks: tuple[str, ...] = MARKS
+min_len: int | None = None
+if not policy.is_policy:
+    st.markdown(T.MECHANICS_NOTE.format(block=16))
+else:
+    st.markdown(T.POLICY_NOTE.format(label=policy.label))
+    c = st.columns([2, 1, 1])
+    if policy.checkpoints == "explicit":
+        chosen = c[0].pills(T.MARKS_LABEL, MARKS, selection_mode="multi", default=list(MARKS), key="ss_marks",
+                            format_func=T.MARK_LABELS.get, help=T.MARKS_HELP)
+        marks = tuple(m for m in MARKS if m in (chosen or []))
+    else:
+        c[0].caption(T.AUTOMATIC_NOTE.format(block=16))
+    min_len = int(c[1].number_input(T.MIN_LABEL, 0, 8192, policy.min_cacheable_tokens, step=64, key="ss_min",
+                                    help=T.MIN_HELP))
+    c[2].markdown(f"**{T.TTL_LABEL}**  \n" + (T.TTL_VALUE.format(ttl=_duration(policy.ttl_s)) if policy.ttl_s
+                                               else T.TTL_NONE))
+
+# ----------------------------------------------------------------------------- events
+st.subheader(T.EVENTS_HEADER)
+n_turns = len(session.turns)
+cols = [col for _ in range(2) for col in st.columns(2)]
+turn_of: dict[str, int] = {}
+on: dict[str, bool] = {}
+pause_min = DEFAULT_PAUSE_S / 60
+for col, name in zip(cols, EVENT_NAMES, strict=True):
+    with col.container(border=True):
+        on[name] = st.toggle(T.EVENT_LABELS[name], key=_EVENT_KEYS[name], help=T.EVENT_HELP[name],
+                             disabled=n_turns < 2)
+        if name != "unstable_json" and n_turns >= 2:
+            sub = st.columns(2)
+            turn_of[name] = int(sub[0].number_input(
+                T.EVENT_TURN, 2, n_turns, default_event_turn(session, name), key=f"ss_turn_{name}_{session.name}",
+                disabled=not on[name],
+            ))
+            if name == "long_pause":
+                pause_min = float(sub[1].number_input(T.PAUSE_LABEL, 0.0, 10_080.0, DEFAULT_PAUSE_S / 60, step=5.0,
+                                                      key="ss_pause_min", disabled=not on[name]))
+st.button(T.RESET_EVENTS, on_click=_clear_events, key="ss_reset", icon=":material/restart_alt:")
+
+events = SessionEvents(
+    restart_tools_at=turn_of.get("restart_tools") if on["restart_tools"] else None,
+    file_read_at=turn_of.get("file_read") if on["file_read"] else None,
+    pause_at=turn_of.get("long_pause") if on["long_pause"] else None,
+    pause_s=pause_min * 60,
+    unstable_json=on["unstable_json"],
+)
+try:
+    with st.spinner():
+        result = _run(session, policy_key, events, marks, min_len)
+except SessionError as exc:
+    st.error(T.RUN_ERROR.format(error=exc), icon=":material/error:")
+    st.stop()
+
+# ----------------------------------------------------------------------------- headline numbers
+first, step = session_increment(result)
+proj_turns = int(st.session_state.get("ss_project", 50))
+without_p, with_p = projected_work(first, step, proj_turns)
+sent, computed, read = result.total_prompt_tokens, result.total_computed_tokens, result.total_read_tokens
+c = st.columns(4)
+c[0].metric(T.M_SENT, f"{sent:,}", help=T.M_SENT_HELP)
+c[1].metric(T.M_COMPUTED, f"{computed:,}", help=T.M_COMPUTED_HELP)
+c[2].metric(T.M_READ, f"{read / sent:.0%}" if sent else "0%", help=T.M_READ_HELP)
+c[3].metric(T.M_PROJECTION.format(turns=proj_turns),
+            T.M_PROJECTION_VALUE.format(ratio=without_p[-1] / max(1, with_p[-1])),
+            help=T.M_PROJECTION_HELP.format(first=first, step=step, without=without_p[-1], with_cache=with_p[-1]))
+
+lines = []
+for name in events.active():
+    turns_with = [t for t in result.turns if name in t.events]
+    if not turns_with:
+        continue
+    t = turns_with[0]
+    expired = T.EXPIRED_SUFFIX.format(count=t.expired_entries) if t.expired_entries else ""
+    lines.append(T.EVENT_LINES[name].format(
+        turn=t.turn, read=t.cache_read_input_tokens, prompt=t.prompt_tokens, new=t.computed_tokens,
+        gap=_duration(result.turns[t.turn - 1].at_s - result.turns[t.turn - 2].at_s) if t.turn > 1 else "",
+        expired=expired,
+    ))
+if lines:
+    st.info("  \n".join(lines), icon=":material/bolt:")
+
+# ----------------------------------------------------------------------------- the picture
+st.subheader(T.PICTURE_HEADER)
+st.markdown(T.PICTURE_INTRO)
+st.plotly_chart(F.turns_picture(result), width="stretch", key="ss_picture")
+
+# ----------------------------------------------------------------------------- usage per turn
+st.subheader(T.USAGE_HEADER)
+st.markdown(T.USAGE_INTRO)
+st.plotly_chart(F.usage_figure(result), width="stretch", key="ss_usage")
+rows = []
+for t in result.turns:
+    row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: _duration(t.at_s),
+           T.USAGE_TABLE["prompt"]: t.prompt_tokens}
+    row.update({T.USAGE_TABLE[f]: getattr(t, f) for f in USAGE_FIELDS})
+    row[T.USAGE_TABLE["answer"]] = t.answer_tokens
+    row[T.USAGE_TABLE["why"]] = _why(t, result)
+    rows.append(row)
+number = st.column_config.NumberColumn(format="localized", width="small")
+st.dataframe(
+    pd.DataFrame(rows), hide_index=True, width="stretch",
+    column_config={**{T.USAGE_TABLE[k]: number for k in ("turn", "prompt", *USAGE_FIELDS, "answer")},
+                   T.USAGE_TABLE["why"]: st.column_config.TextColumn(width="large")},
+)
+
+# ----------------------------------------------------------------------------- cumulative work
+st.subheader(T.WORK_HEADER)
+st.markdown(T.WORK_INTRO)
+c = st.columns(2)
+turn_numbers = [t.turn for t in result.turns]
+c[0].markdown(f"**{T.WORK_TITLE}**")
+c[0].plotly_chart(F.work_figure(turn_numbers, result.cumulative_without_cache, result.cumulative_with_cache, None),
+                  width="stretch", key="ss_work")
+c[1].markdown(f"**{T.WORK_PROJECTION_TITLE.format(turns=proj_turns, first=first, step=step)}**")
+c[1].plotly_chart(F.work_figure(list(range(1, proj_turns + 1)), without_p, with_p, None),
+                  width="stretch", key="ss_projection")
+c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
+
+# ----------------------------------------------------------------------------- policy values
+st.subheader(T.POLICY_HEADER)
+st.caption(f"{T.MECHANICS_BADGE if not policy.is_policy else T.POLICY_BADGE}: {policy.label}")
+st.markdown("\n".join(T.POLICY_LINE.format(name=v.name, value=v.value, source=v.source, as_of=v.as_of)
+                       for v in policy.values))
+used = {part.strip() for v in policy.values for part in v.source.split(";")}
+st.caption(T.SOURCES_LINE.format(sources="; ".join(f"{k} = {SOURCE_NAMES[k]}" for k in SOURCE_NAMES if k in used)))
+if policy.is_policy:
+    st.caption(T.POLICY_CAVEAT)
