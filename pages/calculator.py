@@ -147,7 +147,11 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
         st.markdown(T.ARTICLE_FIGURE.format(
             figure=format_bytes(preset.article_bytes_per_token), exact=format_exact(preset.article_bytes_per_token),
             note=preset.article_note))
-    if shape.num_sliding_layers:
+    if shape.num_sliding_layers and rep.tokens <= (shape.sliding_window or 0):
+        st.info(T.SLIDING_NOT_FULL.format(sliding=shape.num_sliding_layers, layers=shape.num_layers,
+                                          window=shape.sliding_window or 0, tokens=rep.tokens),
+                icon=":material/swipe_right:")
+    elif shape.num_sliding_layers:
         unbounded = rep.bytes_per_token * rep.tokens
         st.info(T.SLIDING_NOTE.format(
             sliding=shape.num_sliding_layers, layers=shape.num_layers, window=shape.sliding_window or 0,

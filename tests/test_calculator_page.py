@@ -124,6 +124,8 @@ def test_typed_numbers_and_their_errors(at):
     at.checkbox(key="calc_sliding").check().run()
     at.number_input(key="calc_window").set_value(512).run()
     assert metrics(at)["One request (1,000 tokens)"] == "64 MiB"  # 512 tokens kept x 128 KiB
+    assert any("instead of the 125 MiB" in i.value for i in at.info)
+    assert r"\min(" in at.latex[1].value
 
 
 def test_capacity_section(at):

@@ -101,7 +101,8 @@ def head_sharing_figure(shape: ModelShape) -> go.Figure:
     fig.update_yaxes(visible=False, range=[-0.55, 1.45])
     fig.add_annotation(x=-0.04, y=1.0, xref="x", yref="y", text=T.FIG_QUERY_ROW, showarrow=False,
                        xanchor="right", yanchor="middle", align="right", font=dict(size=11, color="#6b7280"))
-    fig.add_annotation(x=-0.04, y=0.0, xref="x", yref="y", text=T.FIG_KV_ROW, showarrow=False,
+    fig.add_annotation(x=-0.04, y=0.0, xref="x", yref="y", text=T.FIG_LATENT_ROW if shape.mla else T.FIG_KV_ROW,
+                       showarrow=False,
                        xanchor="right", yanchor="middle", align="right", font=dict(size=11, color="#6b7280"))
     if drawn < heads:
         fig.add_annotation(x=1.03, y=1.0, xref="x", yref="y", text=T.FIG_HEADS_CAPPED.format(drawn=drawn, heads=heads),
@@ -161,15 +162,18 @@ class BarRow:
 def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
     """Horizontal bars of config-exact bytes per token (KiB), with the all-layers figure where it differs."""
     rows = sorted(rows, key=lambda r: float(r.exact))
-    labels = [r.label for r in rows]
-    kib = [float(r.exact) / 1024 for r in rows]
-    colours = [ORANGE if r.highlight else BLUE for r in rows]
     fig = go.Figure()
-    fig.add_trace(go.Bar(
-        y=labels, x=kib, orientation="h", marker=dict(color=colours), name=T.FIG_BAR_EXACT,
-        text=[format_bytes(r.exact) for r in rows], textposition="outside", cliponaxis=False,
-        hovertext=[f"{r.label}: {format_exact(r.exact)} per token" for r in rows], hoverinfo="text",
-    ))
+    for chosen, name, colour in ((False, T.FIG_BAR_EXACT, BLUE), (True, T.FIG_BAR_CHOSEN, ORANGE)):
+        part = [r for r in rows if r.highlight == chosen]
+        if not part:
+            continue
+        fig.add_trace(go.Bar(
+            y=[r.label for r in part], x=[float(r.exact) / 1024 for r in part], orientation="h",
+            marker=dict(color=colour), name=name, text=[format_bytes(r.exact) for r in part],
+            textposition="outside", cliponaxis=False,
+            hovertext=[f"{r.label}: {format_exact(r.exact)} per token" for r in part], hoverinfo="text",
+        ))
+    kib = [float(r.exact) / 1024 for r in rows]
     diff = [r for r in rows if r.all_layers != r.exact]
     if diff:
         fig.add_trace(go.Scatter(
@@ -180,7 +184,8 @@ def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
         ))
     top = max([float(r.all_layers) / 1024 for r in rows] + kib + [1.0])
     fig.update_xaxes(title=T.FIG_BAR_AXIS.format(dtype=dtype), range=[0, top * 1.22], gridcolor="#e5e7eb")
-    fig.update_yaxes(automargin=True)
+    fig.update_yaxes(automargin=True, categoryorder="array", categoryarray=[r.label for r in rows])
+    fig.update_layout(barmode="overlay")
     return _layout(fig, 90 + 34 * len(rows), T.FIG_BAR_TITLE.format(dtype=dtype))
 
 

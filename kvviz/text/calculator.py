@@ -74,11 +74,16 @@ HYBRID_BODY = (
     "per-token K/V count; {state} layers ({state_kind}) keep a fixed-size state per request instead, "
     "which does not grow with the context."
 )
-ARTICLE_FIGURE = "The articles' figure for this model: **{figure}** ({exact}); {note}"
+ARTICLE_FIGURE = "**The articles' figure:** {figure} ({exact}). {note}"
 SLIDING_NOTE = (
     "{sliding} of {layers} layers use a sliding window of {window:,} tokens: they add K/V per token only "
     "until the window is full. At {tokens:,} tokens one request holds **{request}** instead of the "
     "{unbounded} that full attention on every layer would need."
+)
+SLIDING_NOT_FULL = (
+    "{sliding} of {layers} layers use a sliding window of {window:,} tokens: they add K/V per token only "
+    "until the window is full. At {tokens:,} tokens the window is not full yet, so every layer still holds "
+    "every token; beyond {window:,} tokens those layers stop growing."
 )
 STATE_KIND = "linear attention / Gated DeltaNet / Mamba"
 NAIVE_TITLE = "Naive vs exact"
@@ -185,6 +190,7 @@ FIG_LATENT = "latent ({rank} + {rope})"
 FIG_HOVER_QUERY = "query head Q{i} reads {kv}"
 FIG_QUERY_ROW = "query heads<br>(not cached)"
 FIG_KV_ROW = "KV heads<br>(cached per token)"
+FIG_LATENT_ROW = "latent<br>(cached per token)"
 FIG_HEADS_CAPPED = "first {drawn} of {heads} query heads drawn"
 FIG_TITLE_MHA = "MHA: {heads} query heads, {heads} KV heads (one each)"
 FIG_TITLE_GQA = "GQA: {heads} query heads share {kv} KV heads ({group} per KV head)"
@@ -196,6 +202,7 @@ FIG_LAYER_STATE = "no per-token KV (fixed-size state)"
 FIG_LAYER_AXIS = "layer"
 FIG_LAYERS_TITLE = "Layers"
 FIG_BAR_EXACT = "config-exact"
+FIG_BAR_CHOSEN = "selected model"
 FIG_BAR_ALL_LAYERS = "all layers counted"
 FIG_BAR_AXIS = "KiB per token ({dtype})"
 FIG_BAR_TITLE = "KV bytes per token ({dtype})"
@@ -267,7 +274,8 @@ def total_latex(*, tokens: int, batch: int, per_token: Fraction, full: int, slid
         parts = []
         if full:
             parts.append(tex_num(full) + r" \times " + tex_num(tokens))
-        parts.append(tex_num(sliding) + r" \times \min(" + tex_num(tokens) + ", " + tex_num(window or 0) + ")")
+        parts.append(tex_num(sliding) + r" \times \min(\underbrace{" + tex_num(tokens) + r"}_{\text{tokens}},\ \underbrace{"
+                     + tex_num(window or 0) + r"}_{\text{window}})")
         body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{requests}} \times (" + " + ".join(parts)
                 + r") \times " + tex_num(per_layer_bytes) + r"\,\text{B}")
     return body + " = " + tex_num(total) + r"\ \text{B} " + tex_bytes(total_human)
