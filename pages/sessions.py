@@ -204,7 +204,7 @@ for t in result.turns:
     row[T.USAGE_TABLE["answer"]] = t.answer_tokens
     row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
-number = st.column_config.NumberColumn(format="localized", width="small")
+number = st.column_config.NumberColumn(format="localized")
 st.dataframe(
     pd.DataFrame(rows), hide_index=True, width="stretch",
     column_config={**{T.USAGE_TABLE[k]: number for k in ("turn", "prompt", *USAGE_FIELDS, "answer")},

@@ -26,7 +26,6 @@ list, a file read mid-session, a long pause, JSON tool arguments with unstable k
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -269,8 +268,8 @@ def _check_turn(value: int | None, n: int, name: str) -> None:
 
 
 def apply_events(session: Session, events: SessionEvents) -> tuple[Session, dict[int, list[str]]]:
-    """The session rewritten by ``events`` (unstable JSON is applied while rendering) and, per turn,
-    the names of the events that happen there."""
+    """The session rewritten by ``events`` and, per turn, the names of the events that happen there
+    (unstable JSON is applied while rendering; ``run_session`` marks the turns where it changed the prompt)."""
     n = len(session.turns)
     _check_turn(events.restart_tools_at, n, "restart_tools_at")
     _check_turn(events.file_read_at, n, "file_read_at")
@@ -294,10 +293,6 @@ def apply_events(session: Session, events: SessionEvents) -> tuple[Session, dict
         marks.setdefault(events.pause_at, []).append("long_pause")
     if events.restart_tools_at:
         marks.setdefault(events.restart_tools_at, []).append("restart_tools")
-    if events.unstable_json:
-        for i in range(2, len(turns) + 1):
-            if any(len(c.arguments) > 1 for tt in turns[: i - 1] for c in tt.tool_calls):
-                marks.setdefault(i, []).append("unstable_json")
     return replace(session, turns=tuple(turns)), marks
 
 
@@ -323,25 +318,27 @@ def _render_tools(tools: tuple[dict[str, Any], ...]) -> str:
     return f"<|im_start|>system\nYou can call these tools; reply with <tool_call> JSON to use one.\n{lines}<|im_end|>\n"
 
 
-def _arguments(call: ToolCall, unstable: bool, request: int, turn: int, index: int, seed: int) -> dict[str, Any]:
+def _arguments(call: ToolCall, unstable: bool, request: int) -> dict[str, Any]:
+    """The call's arguments as serialised for request ``request``: in their written order, or with
+    ``unstable`` rotated by the request number, so consecutive requests never agree (a deterministic
+    stand-in for the randomised iteration order of Go maps or Swift dictionaries)."""
     if not unstable or len(call.arguments) < 2:
         return call.arguments
     keys = list(call.arguments)
-    random.Random(f"{seed}:{request}:{turn}:{index}").shuffle(keys)
-    return {k: call.arguments[k] for k in keys}
+    shift = request % len(keys)
+    return {k: call.arguments[k] for k in keys[shift:] + keys[:shift]}
 
 
-def _answer_body(turn: Turn, number: int, request: int, unstable: bool, seed: int) -> str:
+def _answer_body(turn: Turn, request: int, unstable: bool) -> str:
     calls = "".join(
-        "\n<tool_call>\n" + _json({"name": c.name, "arguments": _arguments(c, unstable, request, number, j, seed)})
+        "\n<tool_call>\n" + _json({"name": c.name, "arguments": _arguments(c, unstable, request)})
         + "\n</tool_call>"
-        for j, c in enumerate(turn.tool_calls)
+        for c in turn.tool_calls
     )
     return f"{turn.answer}{calls}<|im_end|>\n"
 
 
-def render_request(session: Session, k: int, events: SessionEvents = SessionEvents(),
-                   seed: int = 0) -> tuple[list[Segment], Segment]:
+def render_request(session: Session, k: int, events: SessionEvents = SessionEvents()) -> tuple[list[Segment], Segment]:
     """The segments of turn ``k``'s prompt (1-based) as the client sends it, and its answer segment.
 
     The answer body of an earlier turn is re-serialised for every request: with ``unstable_json``
@@ -358,7 +355,7 @@ def render_request(session: Session, k: int, events: SessionEvents = SessionEven
         if i > 1:
             prev = session.turns[i - 2]
             # In the turn that generated it, the answer's serialisation is the one the model wrote.
-            body = _answer_body(prev, i - 1, k, events.unstable_json, seed)
+            body = _answer_body(prev, k, events.unstable_json)
             segments.append(Segment("assistant", f"answer {i - 1}", "<|im_start|>assistant\n" + body, i - 1))
         for name, content in turn.tool_results:
             label = "file read" if name == "read_file" else f"tool result {i}"
@@ -366,8 +363,7 @@ def render_request(session: Session, k: int, events: SessionEvents = SessionEven
         if turn.user is not None:
             segments.append(Segment("user", f"user {i}", f"<|im_start|>user\n{turn.user}<|im_end|>\n", i))
     segments.append(Segment("prompt_end", f"answer {k} starts", "<|im_start|>assistant\n", k))
-    answer = Segment("assistant", f"answer {k}", _answer_body(session.turns[k - 1], k, k,
-                                                                events.unstable_json, seed), k)
+    answer = Segment("assistant", f"answer {k}", _answer_body(session.turns[k - 1], k, events.unstable_json), k)
     return segments, answer
 
 
@@ -558,7 +554,6 @@ def run_session(
     ttl_s: float | None | str = "policy",
     pool_blocks: int | None = None,
     tokenizer: Tokenizer | None = None,
-    seed: int = 0,
 ) -> SessionResult:
     """Run every turn of ``session`` under ``policy`` and return the per-turn usage.
 
@@ -590,7 +585,7 @@ def run_session(
     rendered = []
     total = 0
     for k in range(1, len(changed.turns) + 1):
-        segments, answer = render_request(changed, k, events, seed)
+        segments, answer = render_request(changed, k, events)
         seg_ids = [ids_of(s.text) for s in segments]
         ans_ids = ids_of(answer.text)
         total += sum(map(len, seg_ids)) + len(ans_ids)
@@ -618,8 +613,12 @@ def run_session(
         spans = _spans(segments, seg_ids)
         common = _common_prefix(previous, prompt)
         diff = None
+        turn_events = list(event_turns.get(k, []))
         if k > 1 and common < len(previous):
-            diff = next((s.label for s in spans if s.start <= common < s.end), None)
+            where = next((s for s in spans if s.start <= common < s.end), None)
+            diff = where.label if where else None
+            if events.unstable_json and where is not None and where.kind == "assistant":
+                turn_events.append("unstable_json")  # an earlier tool call came out in a new key order
         expired = 0
         if manager is not None:
             read, written = _engine_turn(manager, f"turn-{k}", prompt, ans_ids, block_size)
@@ -630,7 +629,7 @@ def run_session(
             turn=k, at_s=now, prompt_tokens=len(prompt), answer_tokens=len(ans_ids),
             cache_read_input_tokens=read, cache_creation_input_tokens=written,
             input_tokens=len(prompt) - read - written, common_prefix=common, first_difference=diff,
-            expired_entries=expired, events=tuple(event_turns.get(k, [])), segments=spans,
+            expired_entries=expired, events=tuple(turn_events), segments=spans,
         ))
         previous = prompt + ans_ids
     without, with_cache = cumulative_work(turns)

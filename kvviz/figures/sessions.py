@@ -81,7 +81,7 @@ def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) ->
             fig.add_annotation(x=turn.prompt_tokens, y=ylabel, text=" · ".join(notes), showarrow=False,
                                xanchor="left", xshift=6, font=dict(size=11, color="#b91c1c"))
     fig.update_layout(barmode="overlay", uniformtext=dict(minsize=9, mode="hide"))
-    fig.update_xaxes(title=T.TOKEN_AXIS, range=[0, longest * 1.18], showgrid=True, gridcolor="#f3f4f6")
+    fig.update_xaxes(title=T.TOKEN_AXIS, range=[0, longest * 1.32], showgrid=True, gridcolor="#f3f4f6")
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels)
     return _layout(fig, 120 + 34 * len(result.turns), title)
 

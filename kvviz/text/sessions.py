@@ -88,7 +88,7 @@ EVENT_HELP = {
                      "(as Go maps or Swift dictionaries may). The prompt changes where the first tool call is.",
 }
 EVENT_SHORT = {
-    "restart_tools": "restart: new tools",
+    "restart_tools": "restart",
     "file_read": "file read",
     "long_pause": "long pause",
     "unstable_json": "key order changed",
@@ -127,7 +127,7 @@ STATUS_LABELS = {
 TURN_LABEL = "turn {turn}"
 TOKEN_AXIS = "token position in the prompt"
 HOVER_PIECE = "turn {turn}, {label}<br>tokens {start:,}-{end:,} ({length:,})<br>{status}"
-DIFF_NOTE = "differs at “{segment}”"
+DIFF_NOTE = "changed: {segment}"
 
 USAGE_HEADER = "Usage fields per turn"
 USAGE_INTRO = (

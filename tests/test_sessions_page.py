@@ -1,0 +1,37 @@
+"""AppTest of the "Multi-turn sessions" page: defaults, event toggles, reset, another session/policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages" / "sessions.py")
+
+
+def test_sessions_page_defaults_events_and_policies():
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Prompt tokens sent"].replace(",", "")) > int(metrics["Prompt tokens computed"].replace(",", ""))
+    assert len(at.get("plotly_chart")) == 4
+    assert not at.info  # no event yet
+
+    at.toggle(key="ss_ev_restart_tools").set_value(True).run()
+    assert not at.exception
+    assert "tool list changed" in at.info[0].value and "0 of" in at.info[0].value
+
+    at.button(key="ss_reset").click().run()
+    assert not at.exception and not at.info
+    assert at.toggle(key="ss_ev_restart_tools").value is False
+
+    at.selectbox(key="ss_session").set_value("agent").run()
+    at.selectbox(key="ss_policy").set_value("vllm").run()
+    at.toggle(key="ss_ev_long_pause").set_value(True).run()
+    assert not at.exception
+    line = at.info[0].value
+    assert "10.0 min" in line and " 0 of" not in line  # the engine has no TTL
+
+    at.selectbox(key="ss_policy").set_value("anthropic-5m").run()
+    assert not at.exception and " 0 of" in at.info[0].value  # a 5-minute TTL has expired
