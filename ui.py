@@ -203,18 +203,15 @@ def render_model_card(lm: LoadedModel) -> None:
 def _sidebar_card(lm: LoadedModel) -> None:
     info = lm.info
     probe = measure_model(lm)
-    f = T.MODEL_FIELDS
-    rows = [
-        (f["device"], info.device),
-        (f["dtype"], info.dtype),
-        (f["layers"], info.num_layers),
-        (f["heads"], info.num_heads),
-        (f["kv_heads"], f"{info.num_kv_heads} ({info.attention_kind})"),
-        (f["head_dim"], info.head_dim),
-        (T.MODEL_KV_MEASURED, f"{fmt_bytes(probe.kv_bytes_per_token)} ({probe.kv_bytes_per_token:,.0f} B)"),
-    ]
-    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
-    st.markdown(f"**{info.name}**\n\n| | |\n|---|---|\n{table}", help=kv_help(lm, probe))
+    st.markdown(
+        T.SIDEBAR_CARD.format(
+            name=info.name, device=info.device, dtype=info.dtype, layers=info.num_layers,
+            heads=info.num_heads, kv_heads=info.num_kv_heads, kind=info.attention_kind,
+            head_dim=info.head_dim, kv=fmt_bytes(probe.kv_bytes_per_token),
+            kv_exact=f"{probe.kv_bytes_per_token:,.0f}",
+        ),
+        help=kv_help(lm, probe),
+    )
 
 
 def render_model_sidebar() -> LoadedModel | None:

@@ -44,8 +44,8 @@ MODEL_FALLBACK = "Still using {name}."
 MODEL_KV_MEASURED = "KV per token (measured)"
 MODEL_KV_MEASURED_HELP = (
     "Bytes of the K and V tensors the model actually produced for a {tokens}-token prompt, divided by "
-    "{tokens}: {measured} / {tokens} tokens. The formula 2 x {layers} layers x {kv_heads} KV heads x "
-    "{head_dim} x {element_size} B gives {formula}."
+    "{tokens}: {measured} / {tokens} tokens. The formula 2 × {layers} layers × {kv_heads} KV heads × "
+    "{head_dim} × {element_size} B gives {formula}."
 )
 MODEL_FIELDS = {
     "device": "Device",
@@ -56,5 +56,11 @@ MODEL_FIELDS = {
     "head_dim": "head_dim",
     "params": "Parameters",
 }
+SIDEBAR_CARD = (
+    "**{name}**  \n"
+    "{device} · {dtype}  \n"
+    "{layers} layers · {heads} query heads · {kv_heads} KV heads ({kind}) · head_dim {head_dim}  \n"
+    "KV per token (measured): **{kv}** ({kv_exact} B)"
+)
 MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
 MODEL_SOURCE = "Source: {source}. Loaded in {load_s:.2f} s."

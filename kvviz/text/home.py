@@ -21,7 +21,7 @@ TEACHES = [
     "**How an engine finds reusable work.** vLLM cuts the prompt into blocks (16 tokens by default) and "
     "chains their hashes like git commits: each block's hash includes its parent's. Lookup walks from the "
     "start and stops at the first miss, and only full blocks are ever a hit.",
-    "**What it costs in memory.** Bytes per token = 2 (K and V) x layers x KV heads x head_dim x bytes "
+    "**What it costs in memory.** Bytes per token = 2 (K and V) × layers × KV heads × head_dim × bytes "
     "per value. Llama-2-7B (32 layers, 32 KV heads, head_dim 128, fp16) needs 512 KiB per token; with "
     "grouped-query attention the embedded model needs far less, measured below.",
     "**The rule that follows.** Put stable content first (tools, instructions, documents) and volatile "
@@ -31,7 +31,7 @@ TEACHES = [
 CARD_HEADER = "The model on this machine"
 CARD_INTRO = (
     "Every number marked *measured* comes from this model's own K and V tensors: the byte count is "
-    "numel x element size summed over all layers, not a formula."
+    "numel × element size summed over all layers, not a formula."
 )
 
 TRY_HEADER = "Measure a prompt"
@@ -48,7 +48,7 @@ TRY_BUTTON = "Run prefill"
 TRY_RUNNING = "Running prefill..."
 TRY_TOKENS = "Tokens"
 TRY_KV = "KV cache (measured)"
-TRY_KV_HELP = "{bytes:,} B = {per_token:,.0f} B per token x {tokens:,} tokens, over {layers} layers."
+TRY_KV_HELP = "{bytes:,} B = {per_token:,.0f} B per token × {tokens:,} tokens, over {layers} layers."
 TRY_TIME = "Prefill time"
 TRY_NEXT = "Most likely next token"
 TRY_TOKENS_CAPTION = "The tokens the model saw (· is a space, ↵ a newline):"

@@ -1,0 +1,229 @@
+"""Real-browser testing: one ``streamlit run app.py`` server and one headless Chromium per test process.
+
+Use from any test module (import the fixtures so pytest sees them)::
+
+    from browser_util import app_server, browser, open_page, assert_no_errors, screenshot  # noqa: F401
+
+    def test_my_page(app_server, browser):
+        page = open_page(browser, app_server, "my_page", wait_text="Some heading")
+        page.wait_for_selector(".main-svg")          # Plotly charts draw a moment after the text
+        assert_no_errors(page)
+        screenshot(page, "my_page")
+        page.close()
+
+The server and the browser are process-wide singletons (started on first use, stopped at exit), so
+every browser test shares them no matter which module imports the fixtures. Without
+/usr/bin/chromium the tests are skipped, unless the CI environment variable is set: then they fail.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("KVVIZ_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SERVER_START_TIMEOUT_S = 90
+#: The first page load may include a cold model load (de-quantising the GGUF): allow for it.
+PAGE_TIMEOUT_MS = 240_000
+
+_lock = threading.Lock()
+_server: AppServer | None = None
+_playwright: Any = None
+_browser: Any = None
+
+
+def require_chromium() -> None:
+    """Skip (locally) or fail (CI set) when Chromium or Playwright is missing."""
+    reason = None
+    if not Path(CHROMIUM).exists():
+        reason = f"{CHROMIUM} not found (install Debian's chromium: apt-get install -y chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "Python package playwright is not installed"
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"browser tests need Chromium and Playwright in CI: {reason}")
+        pytest.skip(reason)
+
+
+def free_port() -> int:
+    """A TCP port on localhost that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AppServer:
+    """``streamlit run app.py`` on a free localhost port, as a child process with the test env."""
+
+    def __init__(self, script: str = "app.py", port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.log_path = ARTIFACTS / f"streamlit-{self.port}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        cmd = [
+            sys.executable, "-m", "streamlit", "run", script,
+            "--server.headless", "true", "--server.port", str(self.port), "--server.address", "127.0.0.1",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+        ]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def wait_until_up(self, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:
+        """Poll the health endpoint until the server answers 'ok'."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as resp:
+                    if resp.read().strip() == b"ok":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"streamlit did not answer within {timeout_s:.0f} s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+
+def get_server() -> AppServer:
+    """The process-wide app server, started on first use."""
+    global _server
+    with _lock:
+        if _server is None:
+            server = AppServer()
+            try:
+                server.wait_until_up()
+            except Exception:
+                server.stop()
+                raise
+            _server = server
+        return _server
+
+
+def get_browser() -> Any:
+    """The process-wide headless Chromium (Playwright), launched on first use."""
+    global _playwright, _browser
+    with _lock:
+        if _browser is None:
+            from playwright.sync_api import sync_playwright
+
+            _playwright = sync_playwright().start()
+            _browser = _playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        return _browser
+
+
+def _shutdown() -> None:
+    global _server, _browser, _playwright
+    with _lock:
+        if _browser is not None:
+            try:
+                _browser.close()
+                _playwright.stop()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+            _browser = _playwright = None
+        if _server is not None:
+            _server.stop()
+            _server = None
+
+
+atexit.register(_shutdown)
+
+
+@pytest.fixture(scope="session")
+def app_server() -> str:
+    """Base URL of the running app (``http://127.0.0.1:PORT``)."""
+    require_chromium()
+    return get_server().url
+
+
+@pytest.fixture(scope="session")
+def browser(app_server: str) -> Any:
+    """The shared headless Chromium browser."""
+    return get_browser()
+
+
+def open_page(browser: Any, base_url: str, url_path: str = "", wait_text: str | None = None,
+              width: int = 1400, height: int = 1000, timeout_ms: int = PAGE_TIMEOUT_MS) -> Any:
+    """Open ``base_url/url_path`` in a new page; wait for the app to run and for ``wait_text``."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(timeout_ms)
+    page.goto(f"{base_url}/{url_path.lstrip('/')}", wait_until="domcontentloaded")
+    page.wait_for_selector('[data-testid="stApp"]')
+    if wait_text:
+        page.get_by_text(wait_text, exact=False).first.wait_for(state="visible")
+    wait_idle(page, timeout_ms)
+    return page
+
+
+def wait_idle(page: Any, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
+    """Wait until the script run finished (no 'running' status widget)."""
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.match(/Running|Stop/)",
+        timeout=timeout_ms,
+    )
+
+
+def errors_on(page: Any) -> list[str]:
+    """Texts of every exception box and error alert on the page."""
+    boxes = page.locator('[data-testid="stException"], .stException, [data-testid="stAlertContentError"]')
+    return [boxes.nth(i).inner_text() for i in range(boxes.count())]
+
+
+def assert_no_errors(page: Any) -> None:
+    """Fail if the page shows an exception or an error box."""
+    found = errors_on(page)
+    assert not found, f"error boxes on the page: {found}"
+
+
+def metric_values(page: Any) -> dict[str, str]:
+    """{label: value} of every st.metric on the page."""
+    metrics = page.locator('[data-testid="stMetric"]')
+    out = {}
+    for i in range(metrics.count()):
+        m = metrics.nth(i)
+        out[m.locator('[data-testid="stMetricLabel"]').inner_text().strip()] = (
+            m.locator('[data-testid="stMetricValue"]').inner_text().strip())
+    return out
+
+
+def screenshot(page: Any, name: str, full_page: bool = True) -> Path:
+    """Save a PNG under test-artifacts/ and return its path."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path

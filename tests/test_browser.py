@@ -1,0 +1,78 @@
+"""Real-browser smoke test of the landing page: headless Chromium against ``streamlit run app.py``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from browser_util import (  # noqa: F401 - fixtures
+    ROOT,
+    app_server,
+    assert_no_errors,
+    browser,
+    metric_values,
+    open_page,
+    screenshot,
+    wait_idle,
+)
+
+from kvviz.text import common as C
+from kvviz.text import home as T
+
+pytestmark = pytest.mark.browser
+
+
+def test_landing_page_shows_the_real_model_card(app_server, browser):  # noqa: F811
+    page = open_page(browser, app_server, "", wait_text=C.MODEL_KV_MEASURED)
+    try:
+        main = page.locator('[data-testid="stMain"]')
+        main.get_by_text(T.CARD_HEADER).wait_for()
+        page.locator('[data-testid="stMetricValue"]').nth(7).wait_for()
+        cards = metric_values(page)
+        assert cards[C.MODEL_FIELDS["layers"]] == "30" and cards[C.MODEL_FIELDS["head_dim"]] == "64"
+        assert cards[C.MODEL_FIELDS["kv_heads"]] == "3 (GQA)" and cards[C.MODEL_FIELDS["heads"]] == "9"
+        assert re.fullmatch(r"45 KiB|22\.5 KiB", cards[C.MODEL_KV_MEASURED]), cards
+        sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+        assert "SmolLM2-135M-Instruct" in sidebar and "46,080 B" in sidebar
+        assert_no_errors(page)
+        screenshot(page, "home")
+    finally:
+        page.close()
+
+
+def test_measure_a_prompt_and_navigation(app_server, browser):  # noqa: F811
+    page = open_page(browser, app_server, "", wait_text=T.TRY_HEADER)
+    try:
+        page.get_by_role("button", name=T.TRY_BUTTON).click()
+        page.get_by_text(T.TRY_NEXT).wait_for()
+        page.locator(".kvviz-tok").nth(10).wait_for()
+        wait_idle(page)
+        assert int(metric_values(page)[T.TRY_TOKENS].replace(",", "")) > 10
+        assert_no_errors(page)
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        shown = [(title, path) for path, title, _ in C.PAGES if (ROOT / path).exists()]
+        if len(shown) > 1:  # Streamlit shows the page list once there is more than one page
+            nav_text = nav.inner_text()
+            for title, _ in shown:
+                assert title in nav_text
+        screenshot(page, "home-prefill")
+    finally:
+        page.close()
+
+
+def test_unknown_model_in_the_sidebar_shows_one_clear_error(app_server, browser):  # noqa: F811
+    page = open_page(browser, app_server, "", wait_text=C.MODEL_KV_MEASURED)
+    try:
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        sidebar.get_by_text(C.MODEL_CHOICE_CUSTOM).click()
+        box = sidebar.get_by_label(C.MODEL_INPUT_LABEL, exact=True)
+        box.fill("kvviz-tests/no-such-model")
+        sidebar.get_by_role("button", name=C.MODEL_INPUT_SUBMIT).click()
+        sidebar.locator('[data-testid="stAlertContentError"]').wait_for()
+        wait_idle(page)
+        errors = sidebar.locator('[data-testid="stAlertContentError"]')
+        assert errors.count() == 1 and "kvviz-tests/no-such-model" in errors.inner_text()
+        assert "SmolLM2-135M-Instruct" in sidebar.inner_text()  # the embedded model stays in use
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
