@@ -95,7 +95,7 @@ def contiguous_layout_figure(snapshot: Snapshot, memory_tokens: int, rows: int, 
             continue
         fig.add_bar(
             x=p["x"], base=p["base"], y=p["y"], orientation="h", name=T.KIND_LABELS[kind],
-            marker=dict(color=KIND_COLOURS[kind], line=dict(color="white", width=0.5)),
+            marker=dict(color=KIND_COLOURS[kind], line=dict(color="white", width=1.5)),
             customdata=p["hover"], hovertemplate="%{customdata}<extra></extra>", width=0.9,
         )
     fig.update_layout(barmode="overlay", bargap=0.05)

@@ -25,6 +25,14 @@ PAGE_BLURBS["pages/edit.py"] = (
     "Change one character of a prompt and watch the block-hash chain break from that block to the end, "
     "with the real model's K/V tensors as proof."
 )
+PAGE_BLURBS["pages/paging.py"] = (
+    "The same requests in the same KV memory, contiguous slabs vs paged blocks: utilisation, requests that "
+    "fit, and where the waste is, next to the PagedAttention paper's 20.4-38.2%."
+)
+PAGE_BLURBS["pages/sessions.py"] = (
+    "A chat and a coding agent turn by turn: tokens read from the cache vs written, provider checkpoints "
+    "and TTLs, and what a restart, a file read, a pause or unstable JSON does to the bill."
+)
 
 # Model sidebar and model card (ui.render_model_sidebar, ui.get_model).
 SIDEBAR_MODEL_HEADER = "Model"
@@ -63,4 +71,4 @@ SIDEBAR_CARD = (
     "KV per token (measured): **{kv}** ({kv_exact} B)"
 )
 MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
-MODEL_SOURCE = "Source: {source}. Loaded in {load_s:.2f} s."
+MODEL_SOURCE = "Loaded in {load_s:.2f} s from {source}."
