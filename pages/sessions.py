@@ -199,10 +199,9 @@ st.plotly_chart(F.usage_figure(result), width="stretch", key="ss_usage")
 rows = []
 for t in result.turns:
     row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: _duration(t.at_s),
-           T.USAGE_TABLE["prompt"]: t.prompt_tokens}
+           T.USAGE_TABLE["why"]: _why(t, result), T.USAGE_TABLE["prompt"]: t.prompt_tokens}
     row.update({T.USAGE_TABLE[f]: getattr(t, f) for f in USAGE_FIELDS})
     row[T.USAGE_TABLE["answer"]] = t.answer_tokens
-    row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
 number = st.column_config.NumberColumn(format="localized")
 st.dataframe(
