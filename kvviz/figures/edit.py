@@ -1,0 +1,410 @@
+"""Figures of the "Edit one character" page: token strips, the two block chains with the cascade
+animation, and the per-layer K/V difference map. Plain data in, ``go.Figure`` out."""
+
+from __future__ import annotations
+
+import html
+import math
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from kvviz.core.compare import PromptComparison
+from kvviz.core.hashing import short_hash
+from kvviz.text import edit as T
+
+STATUS_COLORS = {"hit": "#2e9d5b", "miss": "#d64545", "invalidated": "#ef9a1a", "partial": "#9aa0a6"}
+STATUS_LIGHT = {"hit": "#cdeed8", "miss": "#f9cccc", "invalidated": "#fde3b5", "partial": "#e6e8eb"}
+CHANGED_COLOR = "#e052c4"
+A_COLOR = "#5b8fd1"
+A_LIGHT = "#dde8f6"
+UNCHECKED_COLOR = "#e3e3e3"
+ZERO_COLOR = "#d5d9df"
+BOUNDARY_COLOR = "#1f2937"
+FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
+TOKENS_PER_ROW = 16
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def show_piece(piece: str, limit: int = 7) -> str:
+    """A token's text for a chart cell: whitespace made visible, control characters as \\xNN, long
+    pieces shortened, escaped for Plotly's HTML-like text."""
+    out = []
+    for ch in piece:
+        if ch == " ":
+            out.append("·")
+        elif ch == "\n":
+            out.append("↵")
+        elif ch == "\t":
+            out.append("→")
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") or not ch.isprintable():
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    text = "".join(out) or "∅"
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    # Bidi isolation keeps right-to-left pieces from reordering their neighbours.
+    return html.escape("\u2068" + text + "\u2069", quote=False)
+
+
+def hover_piece(piece: str) -> str:
+    """A token's full text for hover labels (escaped, whitespace and controls visible)."""
+    return show_piece(piece, limit=60)
+
+
+def first_changed_block(comparison: PromptComparison) -> int | None:
+    """Index of B's first block that is not a hit (None when every block is a hit)."""
+    for blk in comparison.blocks:
+        if blk.status != "hit":
+            return blk.index
+    return None
+
+
+# ----------------------------------------------------------------------------- token strips
+
+
+def _token_side(pieces: Sequence[str], ids: Sequence[int], categories: list[str], side: str,
+                block_size: int, width: int, rows: range) -> tuple[list, list, list, list]:
+    """z, text, hover grids for one side, plus the click targets [x, y, customdata]."""
+    codes = {"a": 0, "hit": 1, "miss": 2, "invalidated": 3, "partial": 4, "changed": 5}
+    z, text, hover = [], [], []
+    px, py, pdata = [], [], []
+    for r in rows:
+        zr, tr, hr = [], [], []
+        for c in range(width):
+            p = r * width + c
+            if p < len(pieces):
+                zr.append(codes[categories[p]])
+                tr.append(show_piece(pieces[p]))
+                hr.append(T.FIG_TOKEN_HOVER.format(side=side, pos=p, block=p // block_size,
+                                                   piece=hover_piece(pieces[p]), id=ids[p]))
+                px.append(c)
+                py.append(r)
+                pdata.append([side, p])
+            else:
+                zr.append(None)
+                tr.append("")
+                hr.append("")
+        z.append(zr)
+        text.append(tr)
+        hover.append(hr)
+    return z, text, hover, [px, py, pdata]
+
+
+def token_strip_figure(
+    pieces_a: Sequence[str],
+    ids_a: Sequence[int],
+    pieces_b: Sequence[str],
+    ids_b: Sequence[int],
+    changed_a: Sequence[int],
+    changed_b: Sequence[int],
+    comparison: PromptComparison,
+    row_start: int = 0,
+    row_end: int | None = None,
+    width: int = TOKENS_PER_ROW,
+) -> go.Figure:
+    """A (left) and B (right) as grids of ``width`` tokens per row; thick lines at block boundaries.
+
+    B's cells take their block's status colour, A's a neutral colour; changed tokens are magenta.
+    Invisible markers over the cells make tokens clickable (customdata = [side, position]).
+    """
+    bs = comparison.block_size
+    total_rows = max(math.ceil(len(pieces_a) / width), math.ceil(len(pieces_b) / width), 1)
+    row_end = total_rows if row_end is None else max(row_start + 1, min(row_end, total_rows))
+    rows = range(max(0, row_start), row_end)
+    status_of = {}
+    for blk in comparison.blocks:
+        for p in range(blk.start, blk.end):
+            status_of[p] = blk.status
+    set_a, set_b = set(changed_a), set(changed_b)
+    cat_a = ["changed" if p in set_a else "a" for p in range(len(pieces_a))]
+    cat_b = ["changed" if p in set_b else status_of.get(p, "partial") for p in range(len(pieces_b))]
+
+    colors = [A_LIGHT, STATUS_LIGHT["hit"], STATUS_LIGHT["miss"], STATUS_LIGHT["invalidated"],
+              STATUS_LIGHT["partial"], CHANGED_COLOR]
+    scale = []
+    for i, col in enumerate(colors):
+        scale += [[i / len(colors), col], [(i + 1) / len(colors), col]]
+
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.025, subplot_titles=(T.FIG_TOKENS_A, T.FIG_TOKENS_B))
+    for col, (pieces, ids, cats, side) in enumerate(
+        ((pieces_a, ids_a, cat_a, "A"), (pieces_b, ids_b, cat_b, "B")), start=1
+    ):
+        z, text, hover, (px, py, pdata) = _token_side(pieces, ids, cats, side, bs, width, rows)
+        fig.add_trace(go.Heatmap(
+            z=z, x=list(range(width)), y=list(rows), text=text, texttemplate="%{text}",
+            textfont={"family": FONT, "size": 11, "color": "#111827"}, colorscale=scale, zmin=-0.5,
+            zmax=len(colors) - 0.5, showscale=False, xgap=1, ygap=1, hoverinfo="skip",
+        ), row=1, col=col)
+        fig.add_trace(go.Scatter(
+            x=px, y=py, customdata=pdata, mode="markers", name=side, showlegend=False,
+            marker={"size": 16, "symbol": "square", "color": "#000000", "opacity": 0.0},
+            selected={"marker": {"opacity": 0.25, "color": "#000000"}},
+            unselected={"marker": {"opacity": 0.0}},
+            hovertext=[h for row in hover for h in row if h], hoverinfo="text",
+        ), row=1, col=col)
+        xref, yref = ("x", "y") if col == 1 else ("x2", "y2")
+        n = len(pieces)
+        for p in range(bs, n, bs):
+            r, c = divmod(p, width)
+            if r not in rows:
+                continue
+            if c == 0:
+                fig.add_shape(type="line", xref=xref, yref=yref, x0=-0.5, x1=width - 0.5, y0=r - 0.5, y1=r - 0.5,
+                              line={"color": BOUNDARY_COLOR, "width": 2.5})
+            else:
+                fig.add_shape(type="line", xref=xref, yref=yref, x0=c - 0.5, x1=c - 0.5, y0=r - 0.5, y1=r + 0.5,
+                              line={"color": BOUNDARY_COLOR, "width": 2.5})
+    # legend entries (invisible points) for the cell colours
+    legend = [(T.FIG_A_TOKEN, A_LIGHT)] + [(T.STATUS_MEANING[s], STATUS_LIGHT[s]) for s in STATUS_LIGHT]
+    legend.append((T.FIG_CHANGED, CHANGED_COLOR))
+    for name, color in legend:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                                 marker={"size": 12, "symbol": "square", "color": color,
+                                         "line": {"color": "#9ca3af", "width": 1}}), row=1, col=1)
+    ticks = list(rows)
+    for axis in ("yaxis", "yaxis2"):
+        fig.layout[axis].update(autorange="reversed", tickvals=ticks, ticktext=[f"t{r * width}" for r in ticks],
+                                showgrid=False, zeroline=False, tickfont={"size": 10})
+    fig.layout.yaxis2.update(showticklabels=False)
+    for axis in ("xaxis", "xaxis2"):
+        fig.layout[axis].update(range=[-0.5, width - 0.5], showticklabels=False, showgrid=False, zeroline=False,
+                                fixedrange=True)
+    height = 90 + 24 * len(rows) + 40
+    fig.update_layout(height=height + 30, margin={"l": 40, "r": 10, "t": 40, "b": 10}, clickmode="event+select",
+                      dragmode=False, plot_bgcolor="#ffffff",
+                      legend={"orientation": "h", "y": -0.02, "yanchor": "top", "x": 0, "font": {"size": 11}})
+    return fig
+
+
+# ----------------------------------------------------------------------------- the chains and the cascade
+
+
+@dataclass(frozen=True)
+class ChainRow:
+    """One row of the chain figure: a block index, or a gap standing for ``gap`` skipped blocks."""
+
+    index: int | None
+    gap: tuple[int, ...] = ()
+
+
+def chain_rows(comparison: PromptComparison, max_rows: int = 24) -> list[ChainRow]:
+    """Rows to draw: every block when they fit, else the head, the blocks around and after the first
+    change (as many as fit) and the last two, with gap rows standing for the blocks left out."""
+    n = len(comparison.blocks)
+    if n <= max_rows:
+        return [ChainRow(i) for i in range(n)]
+    fc = first_changed_block(comparison)
+    keep = {0, 1, n - 2, n - 1}
+    if fc is not None:
+        keep |= {max(0, fc - 1), fc}
+        i = fc + 1
+        while len(keep) < max_rows - 3 and i < n:
+            keep.add(i)
+            i += 1
+    else:
+        keep |= set(range(min(n, max_rows - 6)))
+    rows: list[ChainRow] = []
+    prev = -1
+    for i in sorted(keep):
+        if i > prev + 1:
+            rows.append(ChainRow(None, tuple(range(prev + 1, i))))
+        rows.append(ChainRow(i))
+        prev = i
+    return rows
+
+
+def _gap_text(comparison: PromptComparison, gap: Sequence[int]) -> str:
+    counts = Counter(comparison.blocks[i].status for i in gap)
+    summary = ", ".join(f"{c} {s}" for s, c in counts.items())
+    return T.FIG_GAP.format(count=len(gap), summary=summary)
+
+
+def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
+    """A's chain (left) and B's chain (right), one row per block, coloured by B's status, with an
+    animation (Play / slider) that walks B's lookup from the first changed block to the end."""
+    blocks = comparison.blocks
+    rows = chain_rows(comparison, max_rows)
+    fc = first_changed_block(comparison)
+    ys = {row.index: -k for k, row in enumerate(rows) if row.index is not None}
+
+    def label_a(i: int) -> str:
+        b = blocks[i]
+        if b.hash_a is None and not b.tokens_a:
+            return "—"
+        if b.hash_a is None:
+            return T.FIG_BLOCK_PARTIAL.format(index=i, start=b.start, end=b.start + len(b.tokens_a) - 1)
+        return T.FIG_BLOCK_LABEL.format(index=i, start=b.start, end=b.start + len(b.tokens_a) - 1,
+                                        hash=short_hash(b.hash_a))
+
+    def label_b(i: int, revealed: bool) -> str:
+        b = blocks[i]
+        parent = T.FIG_PARENT.format(parent=short_hash(b.parent_b))
+        if not revealed:
+            return f"#{i} · {b.start}–{b.end - 1} · ? · {parent}"
+        if b.hash_b is None:
+            return T.FIG_BLOCK_PARTIAL.format(index=i, start=b.start, end=b.end - 1) + f" · {parent}"
+        head = T.FIG_BLOCK_LABEL.format(index=i, start=b.start, end=b.end - 1, hash=short_hash(b.hash_b))
+        return f"{head} · {parent} · <b>{T.STATUS_LABELS[b.status]}</b>"
+
+    idx = [row.index for row in rows if row.index is not None]
+    y_idx = [ys[i] for i in idx]
+    a_has = [i for i in idx if blocks[i].tokens_a]
+    fig = go.Figure()
+    # links: each chain is a line through its blocks (a parent -> child link per step)
+    fig.add_trace(go.Scatter(x=[0.0] * len(a_has), y=[ys[i] for i in a_has], mode="lines", hoverinfo="skip",
+                             line={"color": "#b6c6dc", "width": 3}, showlegend=False))
+    fig.add_trace(go.Scatter(x=[1.0] * len(idx), y=y_idx, mode="lines", hoverinfo="skip",
+                             line={"color": "#c4c8ce", "width": 3}, showlegend=False))
+    fig.add_trace(go.Scatter(
+        x=[0.0] * len(a_has), y=[ys[i] for i in a_has], mode="markers+text",
+        text=[label_a(i) for i in a_has], textposition="middle right",
+        marker={"size": 18, "symbol": "square", "color": [A_COLOR if blocks[i].hash_a else STATUS_COLORS["partial"] for i in a_has]},
+        textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
+        hovertext=[f"A · block {i}<br>hash {short_hash(blocks[i].hash_a, 16)}<br>parent {short_hash(blocks[i].parent_a, 16)}" for i in a_has],
+    ))
+
+    def b_trace(revealed_upto: int | None, current: int | None) -> go.Scatter:
+        """B's blocks; blocks with index >= revealed_upto are 'not checked yet'."""
+        def shown(i: int) -> bool:
+            return revealed_upto is None or i < revealed_upto
+
+        return go.Scatter(
+            x=[1.0] * len(idx), y=y_idx, mode="markers+text",
+            text=[label_b(i, shown(i)) for i in idx], textposition="middle right",
+            marker={
+                "size": [26 if i == current else 18 for i in idx], "symbol": "square",
+                "color": [STATUS_COLORS[blocks[i].status] if shown(i) else UNCHECKED_COLOR for i in idx],
+                "line": {"color": [BOUNDARY_COLOR if i == current else "rgba(0,0,0,0)" for i in idx], "width": 2},
+            },
+            textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
+            hovertext=[f"B · block {i}: {T.STATUS_MEANING[blocks[i].status]}<br>{html.escape(blocks[i].reason)}"
+                       for i in idx],
+        )
+
+    fig.add_trace(b_trace(None, None))
+    b_index = len(fig.data) - 1
+    gap_rows = [(k, row) for k, row in enumerate(rows) if row.index is None]
+    if gap_rows:
+        fig.add_trace(go.Scatter(
+            x=[0.5] * len(gap_rows), y=[-k for k, _ in gap_rows], mode="text",
+            text=[f"<i>{_gap_text(comparison, row.gap)}</i>" for _, row in gap_rows],
+            textfont={"size": 12, "color": "#6b7280"}, hoverinfo="skip", showlegend=False,
+        ))
+    for status in ("hit", "miss", "invalidated", "partial"):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.STATUS_MEANING[status],
+                                 marker={"size": 12, "symbol": "square", "color": STATUS_COLORS[status]}))
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.FIG_CHAIN_A,
+                             marker={"size": 12, "symbol": "square", "color": A_COLOR}))
+
+    height = 150 + 30 * len(rows)
+    fig.update_layout(
+        height=height, margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="#ffffff",
+        xaxis={"range": [-0.04, 2.02], "visible": False, "fixedrange": True},
+        yaxis={"range": [-(len(rows) - 0.4), 0.8], "visible": False, "fixedrange": True},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
+        annotations=[
+            {"x": 0.0, "y": 0.75, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_A}</b>", "showarrow": False,
+             "xanchor": "left"},
+            {"x": 1.0, "y": 0.75, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_B}</b>", "showarrow": False,
+             "xanchor": "left"},
+        ],
+    )
+    steps = [i for i in idx if fc is not None and i >= fc]
+    if not steps:
+        fig.update_layout(title={"text": T.FIG_CASCADE_NONE, "font": {"size": 13}, "x": 0.01})
+        return fig
+
+    def step_text(i: int) -> str:
+        b = blocks[i]
+        if b.status == "miss":
+            return T.FIG_STEP_MISS.format(index=i, hash=short_hash(b.hash_b))
+        if b.status == "invalidated":
+            return T.FIG_STEP_INVALIDATED.format(index=i, parent=short_hash(b.parent_b),
+                                                 parent_a=short_hash(b.parent_a), hash=short_hash(b.hash_b))
+        if b.status == "partial":
+            return T.FIG_STEP_PARTIAL.format(index=i, count=b.end - b.start)
+        return T.FIG_STEP_HIT.format(index=i)
+
+    frames = [go.Frame(name="start", data=[b_trace(fc, None)], traces=[b_index],
+                       layout={"title": {"text": T.FIG_CASCADE_START.format(first=fc)}})]
+    for i in steps:
+        frames.append(go.Frame(name=f"b{i}", data=[b_trace(i + 1, i)], traces=[b_index],
+                               layout={"title": {"text": step_text(i)}}))
+    fig.frames = frames
+    fig.update_layout(
+        title={"text": step_text(steps[-1]), "font": {"size": 13}, "x": 0.01, "y": 0.995, "yanchor": "top"},
+        margin={"l": 10, "r": 10, "t": 110, "b": 70},
+        height=height + 100,
+        updatemenus=[{
+            "type": "buttons", "direction": "left", "x": 0.0, "y": -0.01, "xanchor": "left", "yanchor": "top",
+            "showactive": False, "pad": {"t": 4, "r": 8},
+            "buttons": [
+                {"label": T.FIG_PLAY, "method": "animate",
+                 "args": [None, {"frame": {"duration": 900, "redraw": True}, "fromcurrent": False,
+                                 "transition": {"duration": 0}, "mode": "immediate"}]},
+                {"label": T.FIG_PAUSE, "method": "animate",
+                 "args": [[None], {"frame": {"duration": 0, "redraw": False}, "mode": "immediate"}]},
+            ],
+        }],
+        sliders=[{
+            "active": len(frames) - 1, "x": 0.16, "len": 0.84, "y": -0.01, "yanchor": "top",
+            "currentvalue": {"prefix": T.FIG_SLIDER, "font": {"size": 12}}, "pad": {"t": 4},
+            "steps": [{"label": f.name if f.name == "start" else f"#{f.name[1:]}", "method": "animate",
+                       "args": [[f.name], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
+                                           "transition": {"duration": 0}}]} for f in frames],
+        }],
+    )
+    # the figure opens on the final state (the whole cascade); Play replays it from the start
+    return fig
+
+
+# ----------------------------------------------------------------------------- the K/V difference map
+
+
+def kv_heatmap_figure(heat: np.ndarray, which: str, first_changed: int | None) -> go.Figure:
+    """Layers (rows, layer 0 on top) x positions: max |A - B| of K or V; exact zeros in grey."""
+    heat = np.asarray(heat, dtype=np.float64)
+    layers, positions = heat.shape if heat.ndim == 2 else (0, 0)
+    zero = np.where(heat == 0.0, 1.0, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logd = np.where(heat > 0.0, np.log10(np.where(heat > 0.0, heat, 1.0)), np.nan)
+    x = list(range(positions))
+    y = list(range(layers))
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(z=zero, x=x, y=y, colorscale=[[0, ZERO_COLOR], [1, ZERO_COLOR]], showscale=False,
+                             hovertemplate=T.FIG_HEAT_ZERO_HOVER, name=T.FIG_HEAT_ZERO))
+    finite = logd[np.isfinite(logd)]
+    zmin = float(np.floor(finite.min())) if finite.size else -6.0
+    zmax = float(np.ceil(finite.max())) if finite.size else 1.0
+    if zmax <= zmin:
+        zmax = zmin + 1.0
+    fig.add_trace(go.Heatmap(
+        z=logd, x=x, y=y, customdata=heat, colorscale="YlOrRd", zmin=zmin, zmax=zmax,
+        hovertemplate=T.FIG_HEAT_HOVER, colorbar={"title": {"text": T.FIG_HEAT_SCALE, "side": "right"},
+                                                   "thickness": 14},
+    ))
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.FIG_HEAT_ZERO,
+                             marker={"size": 12, "symbol": "square", "color": ZERO_COLOR}))
+    if first_changed is not None and first_changed < positions:
+        fig.add_shape(type="line", x0=first_changed - 0.5, x1=first_changed - 0.5, y0=-0.5, y1=layers - 0.5,
+                      line={"color": CHANGED_COLOR, "width": 2, "dash": "dash"})
+        fig.add_annotation(x=first_changed - 0.5, y=-0.5, yanchor="bottom", text=T.FIG_FIRST_CHANGE,
+                           showarrow=False, font={"color": CHANGED_COLOR, "size": 12}, xanchor="left")
+    fig.update_layout(
+        title={"text": T.FIG_HEAT_TITLE.format(which=which), "font": {"size": 14}},
+        height=170 + 11 * layers, margin={"l": 60, "r": 10, "t": 60, "b": 50}, plot_bgcolor="#ffffff",
+        xaxis={"title": T.FIG_HEAT_X, "range": [-0.5, positions - 0.5], "showgrid": False, "zeroline": False},
+        yaxis={"title": T.FIG_HEAT_Y, "autorange": "reversed", "showgrid": False, "zeroline": False,
+               "tickvals": [v for v in y if v % 5 == 0 or v == layers - 1]},
+        legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top"},
+    )
+    return fig

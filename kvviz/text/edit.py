@@ -1,0 +1,295 @@
+"""Every string of the "Edit one character" page and its figures."""
+
+from __future__ import annotations
+
+TITLE = "Edit one character"
+INTRO = (
+    "A prompt cache does not keep text: it keeps the **K and V tensors** of every token at every layer, in "
+    "blocks of tokens. Each block is found by a **chained hash**: the hash of its own tokens *and* of its "
+    "parent block's hash, so a block's identity carries the whole prefix before it. Change one character "
+    "and the block holding it gets a new hash; that hash is the next block's parent, and so on to the "
+    "end. Everything before the edit is reused; everything after it is computed again. Below, the real "
+    "model (SmolLM2-135M) shows both: the engine's block chains, and the tensors that prove why."
+)
+
+# --- 1. the two prompts ----------------------------------------------------------------------------
+STEP_INPUT = "1 · Two prompts: the original (A) and its edit (B)"
+MODE_LABEL = "How to edit"
+MODE_PRESET = "Preset"
+MODE_CHAR = "Change one character"
+MODE_FREE = "Free text"
+MODE_HELP = (
+    "Preset: ready-made pairs. Change one character: pick a position (slider, or click a token of A in "
+    "the token view below) and a replacement. Free text: type both prompts."
+)
+PRESET_LABEL = "Preset"
+CHAR_BASE_LABEL = "Original prompt (A)"
+CHAR_POS_LABEL = "Position of the character to change"
+CHAR_POS_HELP = "Character index in A, counted from 0. Clicking a token of A in the token view jumps here."
+CHAR_REPL_LABEL = "Replace it with"
+CHAR_REPL_HELP = "One character (any script, emoji, or a space). Leave empty to delete the character."
+CHAR_AT = "Character {pos} of {total}: {desc}. Context: …{before}**[{char}]**{after}…"
+CHAR_AT_END = "The position is at the end of the text: the replacement is appended."
+CHAR_NOOP = "The replacement equals the current character, so A and B are the same prompt."
+FREE_A_LABEL = "Original prompt (A)"
+FREE_B_LABEL = "Edited prompt (B)"
+SHOW_PROMPTS = "Show both prompts in full"
+PROMPT_A_CAPTION = "Original (A)"
+PROMPT_B_CAPTION = "Edited (B)"
+
+SETTINGS_HEADER = "Engine settings"
+BLOCK_SIZE_LABEL = "Block size (tokens)"
+BLOCK_SIZE_HELP = (
+    "Tokens per KV block. vLLM's default is 16. Only whole blocks are cached and matched, so a bigger "
+    "block reuses less of a prompt whose change lies in the middle of a block."
+)
+HASH_LABEL = "Block hash function"
+HASH_HELP = (
+    "sha256_cbor is vLLM's default; xxhash_cbor is its fast option; python_hash is Python's built-in "
+    "hash, for comparison only."
+)
+HASH_UNSAFE = (
+    "python_hash is unsafe for a shared cache: it is 64-bit (collisions become practical) and salted per "
+    "process, so its hashes differ between processes unless PYTHONHASHSEED is fixed."
+)
+SEED_LABEL = "Hash seed (NONE_HASH)"
+SEED_HELP = (
+    "The first block's parent is NONE_HASH = hash(seed), as vLLM derives it from PYTHONHASHSEED. A "
+    "different seed changes every hash, but not which blocks match."
+)
+SETTINGS_NOTE = (
+    "The hash function and seed change the hashes you see, not what matches: matching compares whole "
+    "token prefixes. kvviz's own K/V store always keys blocks with sha256_cbor (seed 0)."
+)
+
+# --- input problems ---------------------------------------------------------------------------------
+EMPTY_A = "Prompt A is empty. Type or paste some text (or pick a preset) to start."
+EMPTY_B = "Prompt B is empty. Type the edited prompt (or pick a preset)."
+INPUT_ERROR = "Cannot run the experiment: {error}"
+IDENTICAL = (
+    "A and B are the same token sequence. Everything is reusable except the last token, which an engine "
+    "always recomputes to get the next-token logits."
+)
+IDENTICAL_TEXT_ONLY = (
+    "The texts differ ({desc}), but they tokenize to exactly the same tokens, so the cache cannot tell "
+    "them apart."
+)
+NOTHING_COMMON = "A and B differ from their very first token: nothing can be reused, every block is computed."
+TRUNCATED = "{notice} Both prompts are compared after this cut."
+CONTROL_CHARS = "The prompts contain control or invisible characters ({names}); they are tokens like any other."
+
+# --- 2. what changed --------------------------------------------------------------------------------
+STEP_CHANGE = "2 · What the edit did to the tokens"
+CHANGE_CHAR_ONE = "One character changed at position {pos}: {removed} → {added}."
+CHANGE_CHAR_INSERT = "{count} character(s) inserted at position {pos}: {added}."
+CHANGE_CHAR_DELETE = "{count} character(s) deleted at position {pos}: {removed}."
+CHANGE_CHAR_MANY = "Characters {start}–{end} of A changed ({removed_count} removed, {added_count} added)."
+CHANGE_TOKENS = (
+    "In tokens: A's tokens {a_span} became B's tokens {b_span} (first changed token: {first})."
+)
+CHANGE_MULTI = (
+    "**One character changed {count} tokens**: the tokenizer merges characters into tokens, so a single "
+    "edit can re-split its neighbours."
+)
+CHANGE_SHIFT = (
+    "**Every later token moved by {shift:+d} position(s)** ({moved} tokens). Their K/V depend on their "
+    "position, so even identical later tokens can never be reused."
+)
+CHANGE_NO_SHIFT = (
+    "The token count did not change, so every token after the edit keeps its position and its id: "
+    "those blocks have the same tokens as before, and still cannot be reused."
+)
+TOKENS_CAPTION = (
+    "Each row holds {width} tokens; thick lines are block boundaries (every {block_size} tokens). Colours "
+    "on B are the block's status; magenta marks the changed tokens. Click a token of A to edit it."
+)
+TOKENS_ROWS = "Rows shown (of {total})"
+
+# --- 3. what the engine reuses ----------------------------------------------------------------------
+STEP_REUSE = "3 · What the engine can reuse, measured"
+M_COMMON = "Common prefix"
+M_COMMON_HELP = "Leading tokens that are identical in A and B."
+M_REUSED = "Reused"
+M_REUSED_HELP = (
+    "Whole cached blocks before the first changed block, at most num_tokens - 1: the engine always "
+    "recomputes the last prompt token to get a query for the next-token logits."
+)
+M_RECOMPUTE = "To recompute"
+M_RECOMPUTE_HELP = "Tokens of B that go through the model: the changed block and everything after it."
+M_SAVED = "Prefill saved (estimate)"
+M_SAVED_HELP = (
+    "Reused tokens / B's tokens: prefill work is roughly linear in the number of tokens computed. The "
+    "milliseconds are that share of the measured full prefill."
+)
+M_SAVED_VALUE = "{pct:.0f}%"
+M_SAVED_MS = "≈ {ms:,.0f} ms"
+TOKENS_UNIT = "{n:,} tokens"
+M_REUSE_MS = "Measured: B on top of the reused K/V"
+M_REUSE_MS_HELP = (
+    "Wall time of the model computing only B's non-reused tokens, on top of the K/V of the reused blocks "
+    "taken from kvviz's K/V store."
+)
+M_FULL_MS = "Measured: full prefill of B"
+M_FULL_MS_HELP = "Wall time of the model computing every token of B from scratch."
+M_SPEEDUP = "{x:.1f}× faster"
+M_FULL_PENDING = "measuring…"
+REUSE_STORE_NOTE = (
+    "B computed {computed:,} token(s) on top of {reused:,} reused token(s) from the K/V store (A was "
+    "{a_state})."
+)
+A_STATE_STORED = "already in the store"
+A_STATE_COMPUTED = "computed now in {ms:,.0f} ms and stored"
+A_STATE_PARTIAL = "partly in the store; its missing {tokens:,} tokens were computed in {ms:,.0f} ms"
+STORE_DISABLED = "The K/V store is disabled (KVVIZ_KVSTORE_MB=0): nothing can be reused between prompts."
+STORE_SHORT = (
+    "The K/V store held fewer of A's blocks than the chains allow (its budget is smaller than the prompt), "
+    "so B reused {store:,} tokens instead of {chain:,}."
+)
+
+# --- 4. the chains ---------------------------------------------------------------------------------
+STEP_CHAIN = "4 · The two block chains, and the cascade"
+CHAIN_INTRO = (
+    "Each block's hash = hash(parent hash, its own tokens). Left: A's chain, as the cache holds it. Right: "
+    "B's chain, looked up block by block. Press **Play** (or drag the slider) to walk the cascade from the "
+    "first changed block to the end."
+)
+CHAIN_TABLE = "Every block of B, with the reason for its status"
+COL_BLOCK = "Block"
+COL_SPAN = "Tokens"
+COL_HASH_A = "A's hash"
+COL_HASH_B = "B's hash"
+COL_PARENT_B = "B's parent"
+COL_STATUS = "Status"
+COL_REUSED = "Reused"
+COL_REASON = "Why"
+STATUS_LABELS = {
+    "hit": "hit",
+    "miss": "miss",
+    "invalidated": "invalidated",
+    "partial": "partial",
+}
+STATUS_MEANING = {
+    "hit": "hit: same chained hash as A's block, K/V reused",
+    "miss": "miss: its own tokens changed (or A has no such block)",
+    "invalidated": "invalidated: same tokens, but the parent hash changed",
+    "partial": "partial: not a full block, never cached",
+}
+
+# --- 5. the proof ----------------------------------------------------------------------------------
+STEP_PROOF = "5 · The proof, on the real model's K/V tensors"
+PROOF_INTRO = (
+    "Both prompts were prefilled in full and every layer's K and V captured. The map shows, per layer and "
+    "token position, the largest difference between A's and B's tensors (over all KV heads and "
+    "dimensions). Grey cells are **exactly zero**."
+)
+EDIT_RUNNING = "Looking up A's blocks in the K/V store and prefilling B's tail on the real model…"
+PROOF_RUNNING = "Running the full prefills and the wrong-reuse experiment on the real model…"
+KV_LABEL = "Tensor"
+KV_K = "K (keys)"
+KV_V = "V (values)"
+FACT_PREFIX = (
+    "**Before the first changed token ({first}), every layer is identical (max |Δ| = {value})**: under "
+    "causal attention a token's K/V depend only on the tokens before it, and those are the same."
+)
+FACT_PREFIX_NONE = "The prompts differ from token 0, so there is no shared prefix to check."
+FACT_PREFIX_BROKEN = (
+    "Positions before the first changed token differ by up to {value}: unexpected; this should be exactly 0."
+)
+FACT_LAYER0 = (
+    "**After the edit, layer 0 is unchanged for the {count} tokens that kept their id and position (max "
+    "|Δ| = {layer0}) while deeper layers differ (up to {deep})**: layer-0 K/V come from the token and its "
+    "position alone; from layer 1 on, attention has mixed the changed token into every later one."
+)
+FACT_LAYER0_NONE = (
+    "No token after the edit kept both its id and its position (the edit shifted them, or it is at the "
+    "end), so the layer-0 fact has nothing to show here: try an edit that keeps the token count."
+)
+PROOF_PAD_NOTE = (
+    "To compare bit for bit, A was run over exactly B's length (cut or padded at the end, which causal "
+    "attention never lets reach earlier positions): both prompts go through identical tensor shapes, so "
+    "floating-point rounding is identical and any difference comes from the tokens alone."
+)
+REUSE_EXACT_HEADER = "Reuse is exact"
+REUSE_EXACT = (
+    "Continuing B from the {reused:,} reused tokens' K/V gives next-token logits within **{diff}** of B's "
+    "full prefill: float noise. Both predict {token}."
+)
+REUSE_EXACT_NONE = (
+    "Nothing was reused (the first block changed), so the reuse path *is* a full prefill: difference {diff}."
+)
+WRONG_HEADER = "Reuse the invalidated blocks anyway?"
+WRONG_INTRO = (
+    "An engine that keyed blocks by their own tokens only would reuse A's K/V for B's invalidated blocks "
+    "({blocks}): same tokens, but computed after a different prefix. kvviz did exactly that and "
+    "continued B from them:"
+)
+M_WRONG_DIFF = "Logit divergence"
+M_WRONG_DIFF_HELP = "max |logits(wrong reuse) - logits(full prefill of B)| over the vocabulary."
+M_WRONG_KL = "KL divergence"
+M_WRONG_KL_HELP = "KL(correct || wrong) of the next-token distributions, in nats."
+M_WRONG_NEXT = "Next token"
+M_WRONG_NEXT_CHANGED = "changed"
+M_WRONG_NEXT_SAME = "unchanged"
+WRONG_NEXT_CHANGED = (
+    "The wrong reuse predicts {wrong} instead of {correct}: stale K/V carried A's context into B's answer."
+)
+WRONG_NEXT_SAME = (
+    "The top token survived ({correct}), but its probability moved from {p_ok:.1%} to {p_wrong:.1%}: the "
+    "distribution is not B's. Exact means identical; this is not."
+)
+WRONG_CONCLUSION = (
+    "Correct reuse differs from a full prefill by {exact}; wrong reuse by {wrong}. That gap is why the "
+    "chain must break at the first changed block."
+)
+WRONG_NONE = (
+    "B has no invalidated block (no later block has the same tokens at the same position as in A), so "
+    "there is nothing to reuse wrongly. Presets «Кот сидит на окне» and «на зелёном» have some."
+)
+
+# --- the K/V store ---------------------------------------------------------------------------------
+STORE_HEADER = "kvviz's own K/V store"
+STORE_INTRO = (
+    "kvviz keeps the captured K/V of every full block it has computed, keyed by the block's chained "
+    "hash, shared by every session in this process, under a memory budget with LRU eviction. That is why "
+    "editing the end of a long prompt is fast here: B computes only its tail."
+)
+STORE_BLOCKS = "Blocks stored"
+STORE_BYTES = "Memory used"
+STORE_BUDGET = "of {budget}"
+STORE_HITS = "Block hits"
+STORE_EVICTIONS = "Evictions"
+
+# --- figures ---------------------------------------------------------------------------------------
+FIG_TOKENS_A = "A (original)"
+FIG_TOKENS_B = "B (edited)"
+FIG_TOKEN_HOVER = "{side} · token {pos} · block {block}<br>{piece}<br>id {id}"
+FIG_CHANGED = "changed token"
+FIG_A_TOKEN = "A's tokens (cached)"
+FIG_CHAIN_A = "A's chain (cached)"
+FIG_CHAIN_B = "B's chain (looked up)"
+FIG_BLOCK_LABEL = "#{index} · {start}–{end} · {hash}"
+FIG_BLOCK_PARTIAL = "#{index} · {start}–{end} · partial, no hash"
+FIG_PARENT = "parent {parent}"
+FIG_GAP = "… {count} more block(s): {summary} …"
+FIG_NOT_CHECKED = "not checked yet"
+FIG_CASCADE_START = "Blocks before #{first} are hits. Press Play: the lookup walks B's chain from block #{first}."
+FIG_CASCADE_NONE = "A and B have the same full blocks: every block is a hit (except the recomputed last token)."
+FIG_STEP = "Step {step}: block #{index}"
+FIG_STEP_MISS = "Block #{index}: its own tokens changed → new hash {hash} → miss."
+FIG_STEP_INVALIDATED = (
+    "Block #{index}: same tokens as A's, but parent {parent} ≠ A's {parent_a} → new hash {hash} → invalidated."
+)
+FIG_STEP_PARTIAL = "Block #{index}: only {count} token(s), a partial block is never cached."
+FIG_STEP_HIT = "Block #{index}: same hash as A's → hit."
+FIG_PLAY = "▶ Play"
+FIG_PAUSE = "❚❚ Pause"
+FIG_SLIDER = "Step: "
+FIG_HEAT_TITLE = "max |Δ{which}| between A and B, per layer and position"
+FIG_HEAT_X = "token position"
+FIG_HEAT_Y = "layer"
+FIG_HEAT_ZERO = "exactly 0"
+FIG_HEAT_SCALE = "log10 max |Δ|"
+FIG_HEAT_HOVER = "layer %{y}<br>position %{x}<br>max |Δ| = %{customdata:.3g}<extra></extra>"
+FIG_HEAT_ZERO_HOVER = "layer %{y}<br>position %{x}<br>identical (0)<extra></extra>"
+FIG_FIRST_CHANGE = "first changed token"
+FIG_LAYER0 = "layer 0"

@@ -1,0 +1,396 @@
+"""Edit one character: the block-hash cascade an edit causes, and its proof on the real K/V tensors."""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
+from kvviz.model.settings import InputError
+from kvviz.text import edit as T
+
+BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
+DEFAULT_PRESET = "cat_window"
+MODES = [T.MODE_PRESET, T.MODE_CHAR, T.MODE_FREE]
+STATUS_DOT = {"hit": "🟩", "miss": "🟥", "invalidated": "🟧", "partial": "⬜"}
+MAX_TOKEN_ROWS = 20
+K_MODE, K_PRESET, K_TEXT, K_POS, K_REPL = "edit_mode", "edit_preset", "edit_char_text", "edit_char_pos", "edit_char_repl"
+K_FREE_A, K_FREE_B, K_BLOCK, K_HASH, K_SEED = "edit_free_a", "edit_free_b", "edit_block_size", "edit_hash", "edit_seed"
+K_CURRENT, K_CLICK, K_TOKENS = "edit_current", "edit_last_click", "edit_tokens_chart"
+
+ss = st.session_state
+ui.page_header(T.TITLE, T.INTRO)
+lm = ui.get_model()
+
+from kvviz.figures import edit as F  # noqa: E402 - plotly and torch only after the model is up
+from kvviz.model import reuse as R  # noqa: E402
+
+
+@st.cache_data(show_spinner=False)
+def _presets() -> list[R.EditPreset]:
+    return R.load_edit_presets()
+
+
+PRESETS = {p.id: p for p in _presets()}
+
+
+def _preset() -> R.EditPreset:
+    return PRESETS.get(ss.get(K_PRESET), PRESETS.get(DEFAULT_PRESET) or next(iter(PRESETS.values())))
+
+
+# ----------------------------------------------------------------------------- state and callbacks
+
+if K_MODE not in ss:
+    ss[K_MODE] = T.MODE_PRESET
+    ss[K_PRESET] = DEFAULT_PRESET if DEFAULT_PRESET in PRESETS else next(iter(PRESETS))
+    ss[K_BLOCK] = _preset().block_size
+    ss[K_HASH] = DEFAULT_HASH
+    ss[K_SEED] = DEFAULT_SEED
+
+
+def _current() -> tuple[str, str]:
+    return ss.get(K_CURRENT) or (_preset().a, _preset().b)
+
+
+def _enter_char_mode(text: str, position: int, replacement: str | None = None) -> None:
+    ss[K_TEXT] = text
+    ss[K_POS] = max(0, min(position, max(len(text) - 1, 0)))
+    if replacement is not None:
+        ss[K_REPL] = replacement
+    elif not ss.get(K_REPL):
+        ss[K_REPL] = "x"
+
+
+def _on_mode_change() -> None:
+    a, b = _current()
+    if ss[K_MODE] == T.MODE_CHAR:
+        edit = R.char_diff(a, b)
+        one = len(edit.added) == 1 and edit.end_a - edit.start == 1
+        _enter_char_mode(a, edit.start if edit.start < len(a) else 0, edit.added if one else None)
+    elif ss[K_MODE] == T.MODE_FREE:
+        ss[K_FREE_A], ss[K_FREE_B] = a, b
+
+
+def _on_preset_change() -> None:
+    ss[K_BLOCK] = _preset().block_size
+
+
+def _apply_token_click() -> None:
+    """A click on one of A's tokens (the token chart's selection) switches to "change one character"
+    at that token's first character."""
+    state = ss.get(K_TOKENS)
+    try:
+        points = state["selection"]["points"] if state else []
+    except (KeyError, TypeError):
+        points = []
+    if not points:
+        return
+    data = points[0].get("customdata") or []
+    if len(data) != 2 or data[0] != "A":
+        return
+    a, _ = _current()
+    click = (a, int(data[1]))
+    if ss.get(K_CLICK) == click:
+        return
+    ss[K_CLICK] = click
+    offsets = R.token_char_offsets(lm, a, int(data[1]) + 1)
+    if offsets:
+        ss[K_MODE] = T.MODE_CHAR
+        _enter_char_mode(a, offsets[-1])
+
+
+_apply_token_click()
+
+# ----------------------------------------------------------------------------- 1. inputs
+
+st.subheader(T.STEP_INPUT)
+mode = st.radio(T.MODE_LABEL, MODES, key=K_MODE, horizontal=True, help=T.MODE_HELP, on_change=_on_mode_change)
+if mode == T.MODE_PRESET:
+    st.selectbox(T.PRESET_LABEL, list(PRESETS), key=K_PRESET, format_func=lambda k: PRESETS[k].title,
+                 on_change=_on_preset_change)
+    preset = _preset()
+    st.caption(preset.description)
+    text_a, text_b = preset.a, preset.b
+elif mode == T.MODE_CHAR:
+    if K_TEXT not in ss:
+        _enter_char_mode(_current()[0], 0)
+    text_a = st.text_area(T.CHAR_BASE_LABEL, key=K_TEXT, height=110)
+    c_pos, c_repl = st.columns([5, 1])
+    top = max(len(text_a) - 1, 0)
+    if ss.get(K_POS, 0) > top:
+        ss[K_POS] = top
+    if top > 0:
+        pos = c_pos.slider(T.CHAR_POS_LABEL, 0, top, key=K_POS, help=T.CHAR_POS_HELP)
+    else:
+        pos = c_pos.number_input(T.CHAR_POS_LABEL, 0, top, key=K_POS, help=T.CHAR_POS_HELP)
+    replacement = c_repl.text_input(T.CHAR_REPL_LABEL, key=K_REPL, max_chars=1, help=T.CHAR_REPL_HELP)
+    text_b = R.replace_char(text_a, int(pos), replacement) if text_a else ""
+    if text_a and pos < len(text_a):
+        ch = text_a[pos]
+        before = text_a[max(0, pos - 20):pos].replace("\n", " ")
+        after = text_a[pos + 1:pos + 21].replace("\n", " ")
+        st.caption(T.CHAR_AT.format(pos=pos, total=len(text_a), desc=R.describe_char(ch), before=before,
+                                    char=ch if ch.isprintable() and not ch.isspace() else "·", after=after))
+        if replacement == ch:
+            st.caption(T.CHAR_NOOP)
+else:
+    if K_FREE_A not in ss:
+        ss[K_FREE_A], ss[K_FREE_B] = _current()
+    c_a, c_b = st.columns(2)
+    text_a = c_a.text_area(T.FREE_A_LABEL, key=K_FREE_A, height=160)
+    text_b = c_b.text_area(T.FREE_B_LABEL, key=K_FREE_B, height=160)
+ss[K_CURRENT] = (text_a, text_b)
+
+with st.expander(T.SHOW_PROMPTS):
+    c_a, c_b = st.columns(2)
+    c_a.caption(T.PROMPT_A_CAPTION)
+    c_a.code(text_a, language=None, wrap_lines=True)
+    c_b.caption(T.PROMPT_B_CAPTION)
+    c_b.code(text_b, language=None, wrap_lines=True)
+
+st.markdown(f"**{T.SETTINGS_HEADER}**")
+c_bs, c_hash, c_seed = st.columns([2, 1, 1])
+block_size = c_bs.select_slider(T.BLOCK_SIZE_LABEL, BLOCK_SIZES, key=K_BLOCK, help=T.BLOCK_SIZE_HELP)
+hash_name = c_hash.selectbox(T.HASH_LABEL, list(HASH_FUNCTIONS), key=K_HASH, help=T.HASH_HELP)
+seed = c_seed.text_input(T.SEED_LABEL, key=K_SEED, help=T.SEED_HELP)
+st.caption(T.SETTINGS_NOTE)
+if hash_name in UNSAFE_HASHES:
+    st.warning(T.HASH_UNSAFE, icon=":material/warning:")
+
+if not text_a.strip():
+    st.info(T.EMPTY_A, icon=":material/edit:")
+    st.stop()
+if not text_b.strip():
+    st.info(T.EMPTY_B, icon=":material/edit:")
+    st.stop()
+
+
+# ----------------------------------------------------------------------------- the model work (cached)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _run_edit(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm) -> R.EditReport:
+    return R.run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _run_proof(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
+               _edit: R.EditReport) -> R.ProofReport:
+    return R.run_proof(_lm, _edit)
+
+
+model_id = (lm.info.model_id, lm.info.device, lm.info.dtype)
+try:
+    with st.spinner(T.EDIT_RUNNING):
+        edit = _run_edit(text_a, text_b, int(block_size), hash_name, seed, model_id, lm)
+except (InputError, ValueError) as exc:
+    st.error(T.INPUT_ERROR.format(error=str(exc).strip().splitlines()[0]), icon=":material/error:")
+    st.stop()
+cmp = edit.comparison
+
+# ----------------------------------------------------------------------------- 2. what changed
+
+st.subheader(T.STEP_CHANGE)
+for notice in edit.notices:
+    st.warning(T.TRUNCATED.format(notice=notice), icon=":material/content_cut:")
+controls = sorted({unicodedata.name(c, f"U+{ord(c):04X}") for c in text_a + text_b
+                   if unicodedata.category(c) in ("Cc", "Cf") and c not in "\n\t\r"})
+if controls:
+    st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
+
+
+def _describe_change() -> list[str]:
+    ce, te = edit.char_edit, edit.token_edit
+    lines: list[str] = []
+    if not ce.identical:
+        removed, added = text_a[ce.start:ce.end_a], text_b[ce.start:ce.end_b]
+        if len(removed) == 1 and len(added) == 1:
+            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=R.describe_char(removed),
+                                                  added=R.describe_char(added)))
+        elif not removed:
+            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=R.describe_char(added[:3])))
+        elif not added:
+            lines.append(T.CHANGE_CHAR_DELETE.format(count=len(removed), pos=ce.start,
+                                                     removed=R.describe_char(removed[:3])))
+        else:
+            lines.append(T.CHANGE_CHAR_MANY.format(start=ce.start, end=ce.end_a - 1, removed_count=len(removed),
+                                                   added_count=len(added)))
+    if te.identical:
+        return lines
+    span = lambda lo, hi: f"t{lo}–t{hi - 1}" if hi - lo > 1 else (f"t{lo}" if hi > lo else "none")  # noqa: E731
+    lines.append(T.CHANGE_TOKENS.format(a_span=span(te.start, te.end_a), b_span=span(te.start, te.end_b),
+                                        first=cmp.first_changed_token))
+    if len(ce.added) <= 1 and len(text_a[ce.start:ce.end_a]) <= 1 and max(te.removed_tokens, te.added_tokens) > 1:
+        lines.append(T.CHANGE_MULTI.format(count=max(te.removed_tokens, te.added_tokens)))
+    if te.shift != 0 and te.moved_tokens > 0:
+        lines.append(T.CHANGE_SHIFT.format(shift=te.shift, moved=te.moved_tokens))
+    elif te.shift == 0 and te.end_b < te.num_tokens_b:
+        lines.append(T.CHANGE_NO_SHIFT)
+    return lines
+
+
+if edit.identical:
+    st.info(T.IDENTICAL, icon=":material/check_circle:")
+    if text_a != text_b:
+        st.caption(T.IDENTICAL_TEXT_ONLY.format(desc=" ".join(_describe_change()) or "-"))
+else:
+    st.markdown("\n".join(f"- {line}" for line in _describe_change()))
+    if cmp.first_changed_token == 0:
+        st.info(T.NOTHING_COMMON, icon=":material/block:")
+
+width = F.TOKENS_PER_ROW
+total_rows = max(math.ceil(max(edit.num_tokens_a, edit.num_tokens_b) / width), 1)
+row_lo, row_hi = 0, total_rows
+if total_rows > MAX_TOKEN_ROWS:
+    first_row = (cmp.first_changed_token or 0) // width
+    default_lo = max(0, min(first_row - 3, total_rows - MAX_TOKEN_ROWS))
+    row_lo, row_hi = st.slider(T.TOKENS_ROWS.format(total=total_rows), 0, total_rows,
+                               value=(default_lo, default_lo + MAX_TOKEN_ROWS),
+                               key=f"edit_rows_{hash((text_a, text_b))}")
+te = edit.token_edit
+token_fig = F.token_strip_figure(edit.pieces_a, edit.ids_a, edit.pieces_b, edit.ids_b, te.changed_positions_a,
+                                 te.changed_positions_b, cmp, row_lo, row_hi, width)
+st.plotly_chart(token_fig, width="stretch", key=K_TOKENS, on_select="rerun", selection_mode="points",
+                config={"displayModeBar": False})
+st.caption(T.TOKENS_CAPTION.format(width=width, block_size=cmp.block_size))
+
+# ----------------------------------------------------------------------------- 3. reuse numbers
+
+st.subheader(T.STEP_REUSE)
+n_b = edit.num_tokens_b
+cols = st.columns(4)
+cols[0].metric(T.M_COMMON, T.TOKENS_UNIT.format(n=cmp.common_prefix_tokens), help=T.M_COMMON_HELP)
+cols[1].metric(T.M_REUSED, T.TOKENS_UNIT.format(n=cmp.reused_tokens), help=T.M_REUSED_HELP)
+cols[2].metric(T.M_RECOMPUTE, T.TOKENS_UNIT.format(n=cmp.recompute_tokens), help=T.M_RECOMPUTE_HELP)
+saved_slot = cols[3].empty()
+saved_slot.metric(T.M_SAVED, T.M_SAVED_VALUE.format(pct=100.0 * cmp.reused_tokens / n_b), help=T.M_SAVED_HELP)
+cols = st.columns(2)
+cols[0].metric(T.M_REUSE_MS, f"{edit.reuse_prefill_ms:,.1f} ms", help=T.M_REUSE_MS_HELP)
+full_slot = cols[1].empty()
+full_slot.metric(T.M_FULL_MS, T.M_FULL_PENDING, help=T.M_FULL_MS_HELP)
+if edit.a_computed_tokens == 0:
+    a_state = T.A_STATE_STORED
+elif edit.a_hit_blocks == 0:
+    a_state = T.A_STATE_COMPUTED.format(ms=edit.a_prefill_ms)
+else:
+    a_state = T.A_STATE_PARTIAL.format(tokens=edit.a_computed_tokens, ms=edit.a_prefill_ms)
+st.caption(T.REUSE_STORE_NOTE.format(computed=edit.store_computed_tokens, reused=edit.store_reused_tokens,
+                                     a_state=a_state))
+if edit.store_stats.get("budget_bytes") == 0:
+    st.warning(T.STORE_DISABLED, icon=":material/warning:")
+elif edit.store_reused_tokens < cmp.reused_tokens:
+    st.warning(T.STORE_SHORT.format(store=edit.store_reused_tokens, chain=cmp.reused_tokens), icon=":material/warning:")
+
+# ----------------------------------------------------------------------------- 4. the chains
+
+st.subheader(T.STEP_CHAIN)
+st.markdown(T.CHAIN_INTRO)
+st.plotly_chart(F.chain_figure(cmp), width="stretch", key="edit_chain_chart", config={"displayModeBar": False})
+with st.expander(T.CHAIN_TABLE):
+    table = pd.DataFrame([
+        {
+            T.COL_BLOCK: blk.index,
+            T.COL_SPAN: f"{blk.start}–{blk.end - 1}",
+            T.COL_HASH_A: short_hash(blk.hash_a),
+            T.COL_HASH_B: short_hash(blk.hash_b),
+            T.COL_PARENT_B: short_hash(blk.parent_b),
+            T.COL_STATUS: f"{STATUS_DOT[blk.status]} {T.STATUS_LABELS[blk.status]}",
+            T.COL_REUSED: "✓" if blk.reused else "",
+            T.COL_REASON: blk.reason,
+        }
+        for blk in cmp.blocks
+    ])
+    st.dataframe(table, hide_index=True, width="stretch")
+
+# ----------------------------------------------------------------------------- 5. the proof
+
+st.subheader(T.STEP_PROOF)
+st.markdown(T.PROOF_INTRO)
+try:
+    with st.spinner(T.PROOF_RUNNING):
+        proof = _run_proof(text_a, text_b, int(block_size), hash_name, seed, model_id, lm, edit)
+except (InputError, ValueError) as exc:
+    st.error(T.INPUT_ERROR.format(error=str(exc).strip().splitlines()[0]), icon=":material/error:")
+    st.stop()
+
+full_ms = proof.full_prefill_ms
+speedup = full_ms / edit.reuse_prefill_ms if edit.reuse_prefill_ms > 0 else 0.0
+full_slot.metric(T.M_FULL_MS, f"{full_ms:,.1f} ms", delta=T.M_SPEEDUP.format(x=speedup) if cmp.reused_tokens else None,
+                 delta_color="off", help=T.M_FULL_MS_HELP)
+saved_slot.metric(T.M_SAVED, T.M_SAVED_VALUE.format(pct=100.0 * cmp.reused_tokens / n_b),
+                  delta=T.M_SAVED_MS.format(ms=full_ms * cmp.reused_tokens / n_b), delta_color="off",
+                  help=T.M_SAVED_HELP)
+
+which = st.radio(T.KV_LABEL, [T.KV_K, T.KV_V], horizontal=True, key="edit_kv")
+heat = proof.heat_k if which == T.KV_K else proof.heat_v
+st.plotly_chart(F.kv_heatmap_figure(heat, "K" if which == T.KV_K else "V", proof.first_changed_token),
+                width="stretch", key="edit_heatmap_chart", config={"displayModeBar": False})
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "0" if x == 0 else f"{x:.3g}"
+
+
+if proof.prefix_max_abs_diff is None:
+    st.markdown(f"- {T.FACT_PREFIX_NONE}")
+elif proof.prefix_max_abs_diff == 0:
+    first = proof.first_changed_token if proof.first_changed_token is not None else min(edit.num_tokens_a, n_b)
+    st.markdown(f"- {T.FACT_PREFIX.format(first=first, value=_fmt(proof.prefix_max_abs_diff))}")
+else:
+    st.markdown(f"- {T.FACT_PREFIX_BROKEN.format(value=_fmt(proof.prefix_max_abs_diff))}")
+if proof.layer0_after_max_abs_diff is None:
+    st.markdown(f"- {T.FACT_LAYER0_NONE}")
+else:
+    st.markdown("- " + T.FACT_LAYER0.format(count=len(proof.same_after_positions),
+                                            layer0=_fmt(proof.layer0_after_max_abs_diff),
+                                            deep=_fmt(proof.deep_after_max_abs_diff)))
+st.caption(T.PROOF_PAD_NOTE)
+
+st.markdown(f"**{T.REUSE_EXACT_HEADER}**")
+if cmp.reused_tokens:
+    st.markdown(T.REUSE_EXACT.format(reused=cmp.reused_tokens, diff=_fmt(proof.logits_max_abs_diff_reuse),
+                                     token=f"`{proof.next_token_full!r}`"))
+else:
+    st.markdown(T.REUSE_EXACT_NONE.format(diff=_fmt(proof.logits_max_abs_diff_reuse)))
+
+st.markdown(f"**{T.WRONG_HEADER}**")
+wrong = proof.wrong_reuse
+if wrong is None:
+    st.info(T.WRONG_NONE, icon=":material/info:")
+else:
+    blocks = ", ".join(f"#{i}" for i in wrong.blocks[:12]) + (" …" if len(wrong.blocks) > 12 else "")
+    st.markdown(T.WRONG_INTRO.format(blocks=blocks))
+    cols = st.columns(3)
+    cols[0].metric(T.M_WRONG_DIFF, _fmt(wrong.logits_max_abs_diff), help=T.M_WRONG_DIFF_HELP)
+    cols[1].metric(T.M_WRONG_KL, f"{wrong.kl:.3g} nats", help=T.M_WRONG_KL_HELP)
+    cols[2].metric(T.M_WRONG_NEXT, T.M_WRONG_NEXT_CHANGED if wrong.next_token_changed else T.M_WRONG_NEXT_SAME)
+    if wrong.next_token_changed:
+        st.markdown(T.WRONG_NEXT_CHANGED.format(wrong=f"`{wrong.next_token_wrong!r}`",
+                                                correct=f"`{wrong.next_token_correct!r}`"))
+    else:
+        st.markdown(T.WRONG_NEXT_SAME.format(correct=f"`{wrong.next_token_correct!r}`",
+                                             p_ok=wrong.prob_correct_top, p_wrong=wrong.prob_wrong_of_correct_top))
+    st.markdown(T.WRONG_CONCLUSION.format(exact=_fmt(proof.logits_max_abs_diff_reuse),
+                                          wrong=_fmt(wrong.logits_max_abs_diff)))
+
+# ----------------------------------------------------------------------------- the K/V store
+
+st.subheader(T.STORE_HEADER)
+st.markdown(T.STORE_INTRO)
+from kvviz.model.kvstore import get_kv_store  # noqa: E402
+
+stats = get_kv_store().stats()
+cols = st.columns(4)
+cols[0].metric(T.STORE_BLOCKS, f"{stats.blocks:,}")
+cols[1].metric(T.STORE_BYTES, ui.fmt_bytes(stats.bytes), delta=T.STORE_BUDGET.format(budget=ui.fmt_bytes(stats.budget_bytes)),
+               delta_color="off")
+cols[2].metric(T.STORE_HITS, f"{stats.hit_blocks:,}")
+cols[3].metric(T.STORE_EVICTIONS, f"{stats.evictions:,}")
+if stats.budget_note:
+    st.caption(stats.budget_note)
