@@ -9,7 +9,14 @@ The only kvviz package that imports torch. Public API::
     prefill_continue(lm, prefix_keys, prefix_values, token_ids) -> PrefillResult
 """
 
-from kvviz.model.loader import (
+import os
+
+# Under CPU oversubscription (shared machines, a Streamlit server next to tests) OpenMP threads that
+# spin while waiting make small prefills 5-20x slower; sleeping waiters cost little when idle. Only
+# effective when set before torch is first imported; an explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from kvviz.model.loader import (  # noqa: E402 - after the OpenMP setting above
     LoadedModel,
     ModelInfo,
     ModelSource,

@@ -10,6 +10,8 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/calculator.py", "KV-bytes calculator", ":material/calculate:"),
     ("pages/paging.py", "Paged vs contiguous memory", ":material/grid_view:"),
     ("pages/sessions.py", "Multi-turn sessions", ":material/forum:"),
+    ("pages/block_table.py", "Block table and LRU free queue", ":material/view_module:"),
+    ("pages/radix.py", "Radix tree vs hash chain", ":material/account_tree:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
