@@ -29,6 +29,20 @@ RESERVE_OPTIONS = [1.0, 1.5, 2.0, 4.0, 8.0]
 _MODEL_RESULT = "calc_model_result"
 
 
+# ----------------------------------------------------------------------------- layout helpers
+
+
+def stat_row(items: list[tuple[str, str, str | None, str | None]], width: int = 220) -> None:
+    """Metric cards (label, value, exact-value caption, help) that wrap onto new rows on narrow screens
+    instead of truncating their numbers."""
+    row = st.container(horizontal=True, gap="small")
+    for label, value, note, help_text in items:
+        with row.container(border=True, width=width):
+            st.metric(label, value, help=help_text)
+            if note:
+                st.caption(note)
+
+
 # ----------------------------------------------------------------------------- model input
 
 
@@ -110,16 +124,14 @@ def choose_model() -> tuple[ModelShape | None, Preset | None, ParsedConfig | Non
 def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | None) -> None:
     shape = rep.shape
     st.subheader(T.RESULT_TITLE)
-    c = st.columns(4)
-    c[0].metric(T.M_PER_TOKEN, format_bytes(rep.bytes_per_token), border=True)
-    c[0].caption(format_exact(rep.bytes_per_token))
-    c[1].metric(T.M_PER_REQUEST.format(tokens=rep.tokens), format_bytes(rep.request_bytes), border=True)
-    c[1].caption(format_exact(rep.request_bytes))
-    c[2].metric(T.M_TOTAL.format(batch=rep.batch), format_bytes(rep.total_bytes), border=True)
-    c[2].caption(format_exact(rep.total_bytes))
-    c[3].metric(T.M_ATTENTION, shape.attention, border=True)
-    c[3].caption(T.ATTENTION_DETAIL[shape.attention].format(
-        group=kvsize.format_value(shape.group_size), heads=shape.num_heads))
+    stat_row([
+        (T.M_PER_TOKEN, format_bytes(rep.bytes_per_token), format_exact(rep.bytes_per_token), None),
+        (T.M_PER_REQUEST.format(tokens=rep.tokens), format_bytes(rep.request_bytes), format_exact(rep.request_bytes), None),
+        (T.M_TOTAL.format(batch=rep.batch), format_bytes(rep.total_bytes), format_exact(rep.total_bytes), None),
+        (T.M_ATTENTION, shape.attention,
+         T.ATTENTION_DETAIL[shape.attention].format(group=kvsize.format_value(shape.group_size), heads=shape.num_heads),
+         None),
+    ])
 
     st.latex(T.formula_latex(
         kv_layers=shape.num_kv_layers, layers=shape.num_layers, kv_heads=shape.num_kv_heads,
@@ -246,16 +258,15 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
         return
     budget = int(Fraction(gib) * kvsize.GIB)
     cap = kvsize.capacity(shape, dtype, budget, tokens, int(block))
-    m = st.columns(5)
-    m[0].metric(T.C_MAX_TOKENS, f"{cap.max_tokens:,}" if cap.max_tokens is not None else "-", help=T.C_MAX_TOKENS_HELP)
-    m[1].metric(T.C_MAX_REQUESTS.format(tokens=tokens), f"{cap.max_requests:,}" if cap.max_requests is not None else "-")
-    if cap.max_context is None:
-        m[2].metric(T.C_MAX_CONTEXT, T.C_UNBOUNDED, help=T.C_UNBOUNDED_HELP)
-    else:
-        m[2].metric(T.C_MAX_CONTEXT, f"{cap.max_context:,}")
-    m[3].metric(T.C_BLOCKS, f"{cap.blocks_per_request:,}")
-    m[4].metric(T.C_BLOCK_BYTES, format_bytes(cap.bytes_per_block), help=T.C_BLOCK_BYTES_HELP)
-    m[4].caption(format_exact(cap.bytes_per_block))
+    stat_row([
+        (T.C_MAX_TOKENS, f"{cap.max_tokens:,}" if cap.max_tokens is not None else "-", None, T.C_MAX_TOKENS_HELP),
+        (T.C_MAX_REQUESTS, f"{cap.max_requests:,}" if cap.max_requests is not None else "-",
+         T.C_MAX_REQUESTS_NOTE.format(tokens=tokens), None),
+        (T.C_MAX_CONTEXT, T.C_UNBOUNDED if cap.max_context is None else f"{cap.max_context:,}", None,
+         T.C_UNBOUNDED_HELP if cap.max_context is None else T.C_MAX_CONTEXT_HELP),
+        (T.C_BLOCKS, f"{cap.blocks_per_request:,}", None, T.C_BLOCKS_HELP),
+        (T.C_BLOCK_BYTES, format_bytes(cap.bytes_per_block), format_exact(cap.bytes_per_block), T.C_BLOCK_BYTES_HELP),
+    ], width=172)
     max_len = max(tokens, int(round(tokens * reserve)))
     cmp = kvsize.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
     c = st.columns([3, 2])
@@ -312,14 +323,12 @@ def model_section() -> None:
     shape = kvsize.ModelShape(res["name"], res["layers"], res["heads"], res["kv_heads"], res["head_dim"], res["d_model"])
     calc = kvsize.bytes_per_token(shape, res["dtype"])
     per = Fraction(res["measured"], res["tokens"])
-    c = st.columns(4)
-    c[0].metric(T.MODEL_TOKENS, f"{res['tokens']:,}")
-    c[1].metric(T.MODEL_MEASURED, format_bytes(res["measured"]))
-    c[1].caption(format_exact(res["measured"]))
-    c[2].metric(T.MODEL_MEASURED_PER_TOKEN, format_bytes(per))
-    c[2].caption(format_exact(per))
-    c[3].metric(T.MODEL_CALC_PER_TOKEN, format_bytes(calc))
-    c[3].caption(kvsize.formula_text(shape, res["dtype"]))
+    stat_row([
+        (T.MODEL_TOKENS, f"{res['tokens']:,}", None, None),
+        (T.MODEL_MEASURED, format_bytes(res["measured"]), format_exact(res["measured"]), None),
+        (T.MODEL_MEASURED_PER_TOKEN, format_bytes(per), format_exact(per), None),
+        (T.MODEL_CALC_PER_TOKEN, format_bytes(calc), kvsize.formula_text(shape, res["dtype"]), None),
+    ])
     if per == calc:
         st.success(T.MODEL_MATCH.format(measured=format_exact(res["measured"]), tokens=res["tokens"],
                                         per=format_exact(per), calc=format_exact(calc), dtype=res["dtype"],

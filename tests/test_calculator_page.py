@@ -130,9 +130,9 @@ def test_typed_numbers_and_their_errors(at):
 
 def test_capacity_section(at):
     m = metrics(at)
-    assert m["Max tokens in the budget"] == "163,840"
-    assert m["Blocks per request"] == "63"
-    assert m["Bytes per block"] == "8 MiB"
+    assert m["Max tokens"] == "163,840" and m["Max requests"] == "162" and m["Longest request"] == "163,840"
+    assert m["Blocks / request"] == "63"
+    assert m["Bytes / block"] == "8 MiB"
     text = " ".join(md.value for md in at.markdown)
     assert "20.4-38.2%" in text and "25.0%" in text
 

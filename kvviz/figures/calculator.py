@@ -245,6 +245,6 @@ def paging_figure(cmp: PagingComparison) -> go.Figure:
                          cliponaxis=False))
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal"))
     total = max(cmp.contiguous_bytes, cmp.paged_bytes) / unit
-    fig.update_xaxes(title=unit_name, range=[0, total * 1.3 or 1], gridcolor="#e5e7eb")
+    fig.update_xaxes(title=unit_name, range=[0, total * 1.45 or 1], gridcolor="#e5e7eb")
     fig.update_yaxes(automargin=True)
     return _layout(fig, 230, T.FIG_PAGE_TITLE.format(batch=cmp.batch, tokens=cmp.tokens))
