@@ -31,6 +31,10 @@ PAGE_BLURBS["pages/paging.py"] = (
     "The same requests in the same KV memory, contiguous slabs vs paged blocks: utilisation, requests that "
     "fit, and where the waste is, next to the PagedAttention paper's 20.4-38.2%."
 )
+PAGE_BLURBS["pages/calculator.py"] = (
+    "Exact KV bytes per token for MHA, GQA, MQA, MLA, sliding-window and hybrid models from a preset, typed "
+    "numbers or a config.json; GPU budgets, capacity and paging waste; checked against the real model."
+)
 PAGE_BLURBS["pages/sessions.py"] = (
     "A chat and a coding agent turn by turn: tokens read from the cache vs written, provider checkpoints "
     "and TTLs, and what a restart, a file read, a pause or unstable JSON does to the bill."
