@@ -183,3 +183,25 @@ def test_concurrent_prefills_are_serialised_and_correct(lm):
         t.join()
     for i in range(4):
         assert (got[i] - expected[i]).abs().max().item() < 1e-4
+
+
+def test_concurrent_tokenize_is_safe():
+    texts = [("word " * (i + 1)) + f"#{i} 😀" for i in range(8)]
+    expected = [tokenize(t, max_tokens=4 + i).ids for i, t in enumerate(texts)]
+    got: dict[int, list[int]] = {}
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(20):
+                got[i] = tokenize(texts[i], max_tokens=4 + i).ids
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [got[i] for i in range(8)] == expected

@@ -351,7 +351,7 @@ def load_tokenizer(model_name: str | None = None) -> Any:
         tok = _TOKENIZERS.get(source.key)
         if tok is not None:
             return tok
-        for loaded in _MODELS.values():  # reuse a loaded model's tokenizer
+        for loaded in loaded_models():  # reuse a loaded model's tokenizer
             if loaded.source.key == source.key:
                 _TOKENIZERS[source.key] = loaded.tokenizer
                 return loaded.tokenizer

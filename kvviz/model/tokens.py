@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -19,6 +20,9 @@ from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, 
 from kvviz.text import common as T
 
 _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+# transformers may reconfigure a fast tokenizer's backend (truncation, padding) inside a call, which
+# fails with "Already borrowed" when two threads (two Streamlit sessions) do it at once.
+_TOKENIZER_CALL_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,11 @@ def _tokenizer_style(tokenizer: Any) -> str:
 
 def token_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
     """Readable text of each token id (see the module docstring for split characters)."""
+    with _TOKENIZER_CALL_LOCK:
+        return _token_pieces(tokenizer, ids)
+
+
+def _token_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
     style = _tokenizer_style(tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(list(ids))
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
@@ -123,7 +132,8 @@ def tokenize(text: str, model_name: str | None = None, max_tokens: int | None = 
     if chars_cut:
         text = text[:MAX_INPUT_CHARS]
     tokenizer = load_tokenizer(model_name)
-    ids = list(tokenizer(text, add_special_tokens=True, return_attention_mask=False)["input_ids"])
+    with _TOKENIZER_CALL_LOCK:
+        ids = list(tokenizer(text, add_special_tokens=True, return_attention_mask=False)["input_ids"])
     if not ids:
         raise InputError(T.ERROR_NO_TOKENS)
     return _limit(tokenizer, ids, limit, chars_cut, model_name)
