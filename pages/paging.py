@@ -12,7 +12,10 @@ from kvviz.core.paging import (
     RESERVATION_POLICIES,
     PagingComparison,
     PagingConfig,
+    Snapshot,
+    StepRecord,
     compare_layouts,
+    snapshot_at,
 )
 from kvviz.figures import paging as F
 from kvviz.text import paging as T
@@ -23,9 +26,14 @@ MAX_LEN_OPTIONS = [1024, 2048, 4096, 8192]
 _D = PagingConfig()
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _compare(cfg: PagingConfig) -> PagingComparison:
+    return compare_layouts(cfg)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
-def _compare(cfg: PagingConfig, step: int | None) -> PagingComparison:
-    return compare_layouts(cfg, step)
+def _snapshot(cfg: PagingConfig, layout: str, step: int) -> tuple[Snapshot, StepRecord]:
+    return snapshot_at(cfg, layout, step)
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -61,7 +69,7 @@ except ValueError as exc:
     st.error(T.BAD_CONFIG.format(error=exc), icon=":material/error:")
     st.stop()
 
-overview = _compare(cfg, None)
+overview = _compare(cfg)
 cont, paged = overview.contiguous, overview.paged
 results = {"contiguous": cont, "paged": paged}
 
@@ -98,33 +106,33 @@ rows = F.rows_for(cfg.memory_tokens // cfg.block_size)
 st.markdown(T.LAYOUT_INTRO.format(memory=cfg.memory_tokens, row=cfg.memory_tokens // rows, block=cfg.block_size))
 last = max(cont.steps, paged.steps)
 step = st.slider(T.STEP, 0, max(1, last), min(last, max(1, paged.steps // 3)), key="pg_step", help=T.STEP_HELP)
-snap = _compare(cfg, int(step))
+snaps = {name: _snapshot(cfg, name, int(step)) for name in ("contiguous", "paged")}
 c = st.columns(2)
 for col, name in zip(c, ("contiguous", "paged"), strict=True):
-    res = getattr(snap, name)
-    rec = res.records[min(int(step), len(res.records) - 1)]
+    snapshot, rec = snaps[name]
     with col:
-        if int(step) > res.steps:
-            st.info(T.FINISHED.format(step=res.steps), icon=":material/check_circle:")
+        if int(step) > results[name].steps:
+            st.info(T.FINISHED.format(step=results[name].steps), icon=":material/check_circle:")
         if name == "contiguous":
             title = T.CONT_TITLE.format(step=int(step), running=rec.running, waiting=rec.waiting)
-            fig = F.contiguous_layout_figure(res.snapshot, cfg.memory_tokens, rows)
+            fig = F.contiguous_layout_figure(snapshot, cfg.memory_tokens, rows)
         else:
             title = T.PAGED_TITLE.format(step=int(step), running=rec.running, waiting=rec.waiting)
-            fig = F.paged_layout_figure(res.snapshot, cfg.block_size, rows)
+            fig = F.paged_layout_figure(snapshot, cfg.block_size, rows)
         st.markdown(f"**{title}**")
         st.plotly_chart(fig, width="stretch", key=f"pg_layout_{name}")
 
 # ----------------------------------------------------------------------------- a block table
 st.markdown(f"**{T.TABLE_HEADER}.** {T.TABLE_INTRO}")
-tables = snap.paged.snapshot.block_tables
+paged_snapshot = snaps["paged"][0]
+tables = paged_snapshot.block_tables
 if not tables:
     st.caption(T.TABLE_NONE)
 else:
-    lengths = snap.paged.snapshot.lengths
+    lengths = paged_snapshot.lengths
     rid = st.selectbox(T.TABLE_REQUEST, list(tables), key="pg_table_request",
                        format_func=lambda r: T.TABLE_REQUEST_LABEL.format(rid=r, length=lengths[r]))
-    by_id = {b.block_id: b for b in snap.paged.snapshot.blocks}
+    by_id = {b.block_id: b for b in paged_snapshot.blocks}
     bs = cfg.block_size
     rows_out = []
     for i, block_id in enumerate(tables[rid]):

@@ -20,6 +20,7 @@ from kvviz.core.paging import (
     make_requests,
     reservation_tokens,
     simulate_layout,
+    snapshot_at,
 )
 
 
@@ -163,3 +164,13 @@ def test_snapshot_spans_cover_memory_and_blocks_match_tables():
 def test_validation_rejects_absurd_configs(kw, message):
     with pytest.raises(ValueError, match=message):
         simulate_layout(PagingConfig(**kw), "paged")
+
+
+def test_snapshot_at_stops_early_and_matches_the_full_run():
+    cfg = PagingConfig(reservation="oracle")
+    for layout in ("contiguous", "paged"):
+        full = simulate_layout(cfg, layout, snapshot_step=120)
+        snap, rec = snapshot_at(cfg, layout, 120)
+        assert snap == full.snapshot and rec == full.records[120]
+        late, last = snapshot_at(cfg, layout, full.steps + 50)  # past the end: empty memory
+        assert last == full.records[-1] and all(b.kind == "free" for b in late.blocks + late.spans)

@@ -60,7 +60,7 @@ PAPER_SOURCE = (
 # Bounds that keep one simulation well under a second and reject absurd input.
 MAX_MEMORY_TOKENS = 1 << 20
 MAX_REQUESTS = 2000
-MAX_TOTAL_OUTPUT = 400_000
+MAX_TOTAL_OUTPUT = 250_000
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def reservation_tokens(req: Request, cfg: PagingConfig) -> int:
     return req.final_len
 
 
-@dataclass
+@dataclass(eq=False)
 class Seq:
     """A request while it is served: ``length`` tokens are in the KV memory."""
 
@@ -439,6 +439,18 @@ def _snapshot_paged(alloc: PagedAllocator, cfg: PagingConfig, step: int, running
 
 def simulate_layout(cfg: PagingConfig, layout: str, snapshot_step: int | None = None) -> LayoutResult:
     """Serve the whole request stream with one allocator; record every step."""
+    return _simulate(cfg, layout, snapshot_step, stop_at_snapshot=False)
+
+
+def snapshot_at(cfg: PagingConfig, layout: str, step: int) -> tuple[Snapshot, StepRecord]:
+    """The memory layout and the state record at ``step`` (runs only that far; after the last step,
+    the empty memory and the final record)."""
+    res = _simulate(cfg, layout, step, stop_at_snapshot=True)
+    assert res.snapshot is not None
+    return res.snapshot, res.records[min(step, len(res.records) - 1)]
+
+
+def _simulate(cfg: PagingConfig, layout: str, snapshot_step: int | None, stop_at_snapshot: bool) -> LayoutResult:
     cfg.validate()
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}")
@@ -451,23 +463,27 @@ def simulate_layout(cfg: PagingConfig, layout: str, snapshot_step: int | None = 
     step = 0
     while waiting or running:
         if step > 0:
+            preempted: set[int] = set()
             for seq in list(running):
-                if seq not in running:
+                if seq.req.rid in preempted:
                     continue  # preempted earlier in this step
                 while not alloc.grow(seq):
                     victim = running.pop()  # the most recently admitted request
                     alloc.release(victim)
                     waiting.appendleft(victim)
+                    preempted.add(victim.req.rid)
                     preemptions += 1
                     if victim is seq:
                         break
                 else:
                     seq.length += 1
                     seq.generated += 1
-            for seq in [s for s in running if s.generated >= s.req.output_len]:
-                running.remove(seq)
-                alloc.release(seq)
-                finished += 1
+            done = [s for s in running if s.generated >= s.req.output_len]
+            if done:
+                running = [s for s in running if s.generated < s.req.output_len]
+                for seq in done:
+                    alloc.release(seq)
+                    finished += 1
         while waiting:
             seq = waiting[0]
             if seq.length == 0:
@@ -487,6 +503,8 @@ def simulate_layout(cfg: PagingConfig, layout: str, snapshot_step: int | None = 
                 snapshot = _snapshot_contiguous(alloc, cfg, step, running, slots["external"] > 0)
             else:
                 snapshot = _snapshot_paged(alloc, cfg, step, running)
+            if stop_at_snapshot:
+                break
         step += 1
     if snapshot_step is not None and snapshot is None:
         snapshot = Snapshot(step=snapshot_step, spans=[Span(0, cfg.memory_tokens, "free", None)]
