@@ -1,0 +1,161 @@
+"""Every string of the "Block table and LRU free queue" page and the engine figures it shares with the
+radix page."""
+
+from __future__ import annotations
+
+TITLE = "Block table and LRU free queue"
+INTRO = (
+    "Watch a vLLM-style block manager serve a few requests. Every prompt is cut into **blocks** of 16 "
+    "tokens; each request keeps a **block table** that maps its logical blocks (tokens 1-16, 17-32, ...) to "
+    "physical blocks anywhere in a small **pool**. A full block gets a **chained hash**, so a later prompt "
+    "with the same prefix (and the same **cache salt**) finds it and shares it: its **ref_cnt** counts the "
+    "requests holding it. Finished requests return their blocks to the **free queue**, last block first; "
+    "they keep their hashes and can still be hit until the pool needs the space and pops them from the "
+    "head: an **eviction**. Every picture below is rebuilt from the block manager's recorded events."
+)
+LEGEND_HEADER = "How to read the pictures"
+LEGEND = (
+    "- **Block tables**: one row per running request, one cell per logical block; the column says which "
+    "tokens, the cell which physical block holds them. Green = reused from the cache (a hit), blue = "
+    "computed for this request and cached, light blue = the last, partly filled block (never cached). "
+    "`x4` = four requests share the block.\n"
+    "- **Pool**: every physical block with its short hash and ref_cnt. Blue = in use, teal = shared "
+    "(ref_cnt > 1), amber = free but still cached (a future hit, or the next victim), grey = empty.\n"
+    "- **Outlines** mark the blocks this step touched: green hit, blue allocated, purple cached, grey "
+    "freed, red evicted.\n"
+    "- **Free queue**: the order in which free blocks are handed out. The head (left) is the **next "
+    "eviction**; freed blocks join the tail."
+)
+
+# --- scenario and controls -------------------------------------------------------------------------
+SCENARIO = "Scenario"
+SCENARIO_HELP = "Built-in request histories. Each replays identically: token ids come from the model's tokenizer."
+POOL_CAPTION = "Pool: {blocks} blocks x {block_size} tokens = {tokens:,} token slots · hash {hash} · {steps} steps"
+RESET = "Reset"
+BACK = "Step back"
+FORWARD = "Step forward"
+PLAY = "Play"
+PAUSE = "Pause"
+SPEED = "Speed (steps per second)"
+SPEED_HELP = "How fast Play advances. Step back and forward pause the playback."
+JUMP = "Step"
+JUMP_HELP = "Drag to any step; the state is replayed from the events of the steps before it."
+STEP_HEADER = "Step {k} of {n}"
+STEP_START = "Start: an empty pool of {blocks} free blocks. Press **Step forward** or **Play**."
+PLAYING = "Playing..."
+AT_END = "End of the scenario. **Reset** or step back to look again."
+
+ACTION = {
+    "add": "**{id}** arrives: a {tokens}-token prompt{salt}",
+    "append": "**{id}** decodes {tokens} token(s)",
+    "free": "**{id}** finishes",
+}
+SALT_SUFFIX = " (salt `{salt}`)"
+PROMPT_TEXT = "Prompt text"
+DECODED_TEXT = "Decoded text"
+REFUSED = "{error}"
+SKIPPED = "Skipped: {error}"
+
+# --- counters ------------------------------------------------------------------------------------
+COUNTERS = {
+    "hit_tokens": ("Hit tokens", "Prompt tokens served from cached blocks (whole blocks only)."),
+    "computed_tokens": ("Computed tokens", "Prompt tokens prefilled plus tokens decoded."),
+    "hit_rate": ("Hit rate", "Hit tokens / prompt tokens of every admitted request."),
+    "evictions": ("Evictions", "Cached blocks that lost their hash because the pool needed the block."),
+    "shared_blocks": ("Shared blocks", "Blocks held by more than one request now (ref_cnt > 1)."),
+    "running": ("Running requests", "Requests holding blocks after this step."),
+}
+POOL_LINE = "{used} in use · {cached} free but cached · {free} empty · {refused} refused so far"
+
+# --- events --------------------------------------------------------------------------------------
+EVENTS_HEADER = "What happened in this step"
+EVENTS_NONE = "No events: nothing has happened yet."
+EVENT_KIND_LABEL = {
+    "hit": "hit",
+    "miss": "miss",
+    "touch": "touch",
+    "allocate": "allocate",
+    "cache": "cache",
+    "free": "free",
+    "evict": "evict",
+    "refuse": "refuse",
+}
+EVENT_BADGE_COLOUR = {
+    "hit": "green", "miss": "orange", "touch": "green", "allocate": "blue", "cache": "violet",
+    "free": "gray", "evict": "red", "refuse": "red",
+}
+EVENT_LINE = "{badge} **{request}** · {blocks} · {reason}"
+EVENT_BLOCKS = "block(s) {ids}"
+EVENT_NO_BLOCKS = "no block"
+EVICTED_SPAN = "block {block} held tokens {first}-{last} of {request}"
+
+# --- figures -------------------------------------------------------------------------------------
+TABLES_HEADER = "Block tables"
+TABLES_NONE = "No request is running after this step."
+TABLES_TITLE = "Block tables after step {k}: logical blocks (tokens) -> physical blocks"
+TABLES_TEXT = "Block tables as text"
+TABLE_COLUMNS = {"request": "Request", "mapping": "Logical -> physical", "source": "Source", "ref_cnt": "ref_cnt",
+                 "hash": "Hash", "text": "Text"}
+SOURCE_LABELS = {"hit": "hit (reused)", "new": "computed", "partial": "partial (not cached)",
+                 "skipped": "outside the window (null block)"}
+CELL_BLOCK = "block {block}"
+CELL_SHARED = " x{ref}"
+CELL_NULL = "null"
+AXIS_TOKENS = "tokens {first}-{last}"
+ROW_LABEL = "{id} · {tokens} tok"
+ROW_LABEL_SALT = "{id} · {tokens} tok · salt {salt}"
+HOVER_CELL = (
+    "<b>{request}</b>: tokens {first}-{last} -> block {block}<br>{source}<br>hash {hash} · ref_cnt {ref}"
+    "<br>{text}"
+)
+
+POOL_HEADER = "Physical block pool"
+POOL_TITLE = "Pool after step {k}: {used} in use, {cached} cached in the free queue, {free} empty"
+POOL_STATE_LABELS = {"used": "in use", "shared": "shared (ref_cnt > 1)", "cached": "free, still cached",
+                     "free": "empty"}
+TOUCH_LABELS = {"hit": "hit", "touch": "hit", "allocate": "allocated", "cache": "cached", "free": "freed",
+                "evict": "evicted"}
+POOL_CELL = "#{block}<br>{hash}<br>ref {ref}"
+HOVER_POOL = "block {block} · {state}<br>ref_cnt {ref}<br>hash {hash}<br>{touched}"
+HOVER_TOUCHED = "this step: {kinds}"
+HOVER_NOT_TOUCHED = "not touched this step"
+NO_HASH = "no hash"
+
+QUEUE_HEADER = "Free queue (LRU order)"
+QUEUE_TITLE = "Free queue after step {k}: {n} block(s), head first"
+QUEUE_EMPTY = "The free queue is empty: the next request that needs a block is refused."
+QUEUE_HEAD = "head: next eviction"
+QUEUE_TAIL = "tail: freed last"
+QUEUE_CELL = "#{block}"
+HOVER_QUEUE = "position {pos} of {n}<br>block {block} · {state}<br>{hash}"
+
+TIMELINE_HEADER = "The whole scenario"
+TIMELINE_TITLE = "Counters at every step (the dotted line is the step shown above)"
+TIMELINE_SERIES = {"hit_tokens": "hit tokens", "computed_tokens": "computed tokens", "evictions": "evictions (blocks)"}
+TIMELINE_X = "step"
+TIMELINE_Y = "tokens / blocks"
+ANIMATION_TITLE = "The pool at every step (press ▶ to animate)"
+ANIMATION_PLAY = "▶"
+ANIMATION_PAUSE = "❚❚"
+ANIMATION_STEP = "step "
+
+# --- add a request -------------------------------------------------------------------------------
+ADD_HEADER = "Add a request"
+ADD_INTRO = (
+    "Type your own question. It is tokenized with the model's tokenizer and appended to the scenario as "
+    "new steps; the player jumps to its arrival so you can see what it reuses."
+)
+ADD_TEXT = "Your prompt"
+ADD_TEXT_HELP = "Up to {limit:,} tokens."
+ADD_PREFIX = "Put the scenario's shared system prompt in front"
+ADD_PREFIX_HELP = "Keep this on to share its blocks; turn it off to send the text exactly as typed."
+ADD_SALT = "Cache salt (tenant)"
+ADD_SALT_HELP = "Empty = no salt. Requests share blocks only with requests of the same salt."
+ADD_ANSWER = "Then decode this answer (optional)"
+ADD_FINISH = "Then finish the request"
+ADD_SUBMIT = "Add to the scenario"
+ADD_EMPTY = "Type a prompt first."
+ADD_DONE = "Added {id}: {tokens} prompt tokens, arriving at step {step}."
+ADD_MINE = "Your requests in this scenario: {ids}."
+ADD_CLEAR = "Remove my requests"
+ADD_FAILED = "Could not add the request"

@@ -1,0 +1,312 @@
+"""Block table and LRU free queue: a scenario player over the block manager's recorded events.
+UI only: the state at every step comes from kvviz.core.scenario (event replay)."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.hashing import short_hash
+from kvviz.core.scenario import (
+    MAX_REQUEST_TOKENS,
+    Scenario,
+    ScenarioError,
+    ScenarioRun,
+    ScenarioStep,
+    block_owner_spans,
+    builtin_names,
+    load_builtin,
+    next_request_id,
+    play_scenario,
+    user_request_steps,
+)
+from kvviz.figures import engine as F
+from kvviz.text import engine as T
+
+SPEEDS = [0.5, 1.0, 2.0, 4.0]
+K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_EXTRA, K_NSTEPS, K_MSG = (
+    "bt_name", "bt_step", "bt_playing", "bt_tick", "bt_speed", "bt_jump", "bt_extra", "bt_nsteps", "bt_msg")
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _builtin(name: str) -> Scenario:
+    return load_builtin(name)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _play(scenario: Scenario) -> ScenarioRun:
+    return play_scenario(scenario)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _animation(scenario: Scenario):
+    return F.pool_animation_figure(_play(scenario))
+
+
+def _tokenize(text: str) -> tuple[list[int], list[str]]:
+    from kvviz.model import tokenize  # loads the tokenizer only when someone adds a request
+
+    t = tokenize(text, max_tokens=MAX_REQUEST_TOKENS + 1)
+    return t.ids, t.pieces
+
+
+# ----------------------------------------------------------------------------- state and callbacks
+ss = st.session_state
+ss.setdefault(K_STEP, 0)
+ss.setdefault(K_PLAYING, False)
+ss.setdefault(K_TICK, 0.0)
+ss.setdefault(K_EXTRA, {})
+
+
+def _set_step(k: int) -> None:
+    ss[K_STEP] = max(0, min(int(k), ss.get(K_NSTEPS, 0)))
+
+
+def _on_scenario() -> None:
+    ss[K_STEP] = 0
+    ss[K_PLAYING] = False
+
+
+def _reset() -> None:
+    ss[K_STEP] = 0
+    ss[K_PLAYING] = False
+
+
+def _back() -> None:
+    ss[K_PLAYING] = False
+    _set_step(ss[K_STEP] - 1)
+
+
+def _forward() -> None:
+    ss[K_PLAYING] = False
+    _set_step(ss[K_STEP] + 1)
+
+
+def _play_pressed() -> None:
+    if ss[K_STEP] >= ss.get(K_NSTEPS, 0):
+        ss[K_STEP] = 0
+    ss[K_PLAYING] = True
+    ss[K_TICK] = time.monotonic()
+    _set_step(ss[K_STEP] + 1)
+
+
+def _pause() -> None:
+    ss[K_PLAYING] = False
+
+
+def _jump() -> None:
+    ss[K_PLAYING] = False
+    _set_step(ss[K_JUMP])
+
+
+# ----------------------------------------------------------------------------- header and scenario
+ui.page_header(T.TITLE, T.INTRO)
+with st.expander(T.LEGEND_HEADER):
+    st.markdown(T.LEGEND)
+
+names = builtin_names()
+name = st.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
+                    format_func=lambda n: _builtin(n).title)
+base = _builtin(name)
+extra: list[ScenarioStep] = list(ss[K_EXTRA].get(name, []))
+scenario = base.with_steps(extra)
+run = _play(scenario)
+n_steps = run.num_steps
+ss[K_NSTEPS] = n_steps
+_set_step(ss[K_STEP])
+st.markdown(base.description)
+st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
+                                 tokens=scenario.num_blocks * scenario.block_size, hash=scenario.hash, steps=n_steps))
+
+# ----------------------------------------------------------------------------- add a request
+with st.expander(T.ADD_HEADER, expanded=False):
+    st.markdown(T.ADD_INTRO)
+    with st.form("bt_add_form", border=False):
+        text = st.text_area(T.ADD_TEXT, key="bt_add_text", help=T.ADD_TEXT_HELP.format(limit=MAX_REQUEST_TOKENS),
+                            height=90)
+        c = st.columns([2, 1])
+        with_prefix = c[0].checkbox(T.ADD_PREFIX, value=base.prefix_text is not None, key="bt_add_prefix",
+                                    help=T.ADD_PREFIX_HELP, disabled=base.prefix_text is None)
+        salt = c[1].text_input(T.ADD_SALT, key="bt_add_salt", help=T.ADD_SALT_HELP, max_chars=64)
+        c = st.columns([2, 1])
+        answer = c[0].text_input(T.ADD_ANSWER, key="bt_add_answer")
+        finish = c[1].checkbox(T.ADD_FINISH, value=False, key="bt_add_finish")
+        submitted = st.form_submit_button(T.ADD_SUBMIT)
+    if submitted:
+        if not text.strip():
+            st.warning(T.ADD_EMPTY, icon=":material/edit:")
+        else:
+            try:
+                ids, pieces = _tokenize(scenario.compose_prompt(text, with_prefix))
+                answer_ids, answer_pieces = _tokenize(answer) if answer.strip() else ([], [])
+                rid = next_request_id(scenario)
+                steps = user_request_steps(rid, ids, pieces, text=scenario.compose_prompt(text, with_prefix),
+                                           salt=salt.strip() or None, answer_tokens=answer_ids,
+                                           answer_pieces=answer_pieces, answer_text=answer or None,
+                                           finish=finish)
+                candidate = scenario.with_steps(steps)
+                _play(candidate)  # validates the new steps
+            except ScenarioError as exc:
+                ui.show_error(exc, T.ADD_FAILED)
+            except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
+                ui.show_error(exc, T.ADD_FAILED)
+            else:
+                ss[K_EXTRA] = {**ss[K_EXTRA], name: extra + steps}
+                ss[K_MSG] = T.ADD_DONE.format(id=rid, tokens=len(ids), step=n_steps + 1)
+                ss[K_STEP] = n_steps + 1
+                ss[K_PLAYING] = False
+                st.rerun()
+    if ss.get(K_MSG):
+        st.success(ss[K_MSG], icon=":material/check_circle:")
+    if extra:
+        mine = sorted({s.id for s in extra})
+        st.caption(T.ADD_MINE.format(ids=", ".join(mine)))
+        if st.button(T.ADD_CLEAR, key="bt_add_clear"):
+            ss[K_EXTRA] = {k: v for k, v in ss[K_EXTRA].items() if k != name}
+            ss[K_MSG] = None
+            _reset()
+            st.rerun()
+
+# ----------------------------------------------------------------------------- controls
+playing = bool(ss[K_PLAYING])
+left, right = st.columns([3, 2], vertical_alignment="bottom")
+with left.container(horizontal=True):
+    st.button(T.RESET, key="bt_reset", on_click=_reset, icon=":material/first_page:")
+    st.button(T.BACK, key="bt_back", on_click=_back, icon=":material/chevron_left:",
+              disabled=ss[K_STEP] == 0 and not playing)
+    st.button(T.FORWARD, key="bt_fwd", on_click=_forward, icon=":material/chevron_right:",
+              disabled=ss[K_STEP] >= n_steps and not playing)
+    if playing:
+        st.button(T.PAUSE, key="bt_pause", on_click=_pause, icon=":material/pause:", type="primary")
+    else:
+        st.button(T.PLAY, key="bt_play", on_click=_play_pressed, icon=":material/play_arrow:", type="primary")
+speed = right.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)
+interval = 1.0 / float(speed)
+
+
+# ----------------------------------------------------------------------------- the step
+def _event_lines(view, owners) -> list[str]:
+    lines = []
+    for e in view.events:
+        kind = e.kind.value
+        badge = f":{T.EVENT_BADGE_COLOUR[kind]}-badge[{T.EVENT_KIND_LABEL[kind]}]"
+        blocks = T.EVENT_BLOCKS.format(ids=", ".join(map(str, e.block_ids))) if e.block_ids else T.EVENT_NO_BLOCKS
+        reason = e.reason
+        if kind == "evict":
+            spans = []
+            for bid, h in zip(e.block_ids, e.block_hashes, strict=True):
+                if h in owners:
+                    rid, start, end = owners[h]
+                    spans.append(T.EVICTED_SPAN.format(block=bid, first=start + 1, last=end, request=rid))
+            if spans:
+                reason += " (" + "; ".join(spans) + ")"
+        lines.append(T.EVENT_LINE.format(badge=badge, request=e.request_id, blocks=blocks, reason=reason))
+    return lines
+
+
+def _metrics(view, previous) -> None:
+    cols = st.columns(len(T.COUNTERS))
+    for col, (key, (label, help_text)) in zip(cols, T.COUNTERS.items(), strict=True):
+        now, before = view.counters[key], previous[key] if previous is not None else None
+        if key == "hit_rate":
+            value = f"{now:.0%}"
+            delta = f"{(now - before) * 100:+.0f} pt" if before is not None and abs(now - before) >= 0.005 else None
+        else:
+            value = f"{now:,}"
+            delta = f"{now - before:+,}" if before is not None and now != before else None
+        colour = {"computed_tokens": "off", "evictions": "inverse", "running": "off"}.get(key, "normal")
+        col.metric(label, value, delta=delta, delta_color=colour, help=help_text)
+
+
+def _table_rows(view) -> pd.DataFrame:
+    rows = []
+    cols = T.TABLE_COLUMNS
+    for req in view.requests:
+        for cell in req.rows:
+            source = "partial" if cell.source == "new" and cell.hash is None else cell.source
+            rows.append({
+                cols["request"]: req.request_id,
+                cols["mapping"]: cell.label,
+                cols["source"]: T.SOURCE_LABELS[source],
+                cols["ref_cnt"]: cell.ref_cnt,
+                cols["hash"]: short_hash(cell.hash) or "-",
+                cols["text"]: cell.excerpt.replace("\n", "↵"),
+            })
+    return pd.DataFrame(rows)
+
+
+def _player() -> None:
+    n = run.num_steps
+    if ss[K_PLAYING] and time.monotonic() - ss[K_TICK] >= 0.8 * interval:
+        ss[K_TICK] = time.monotonic()
+        _set_step(ss[K_STEP] + 1)
+    if ss[K_PLAYING] and ss[K_STEP] >= n:
+        ss[K_PLAYING] = False
+        st.rerun()  # the whole page: the Pause button turns back into Play and the timer stops
+    k = ss[K_STEP]
+    view = run.view_at(k)
+    previous = run.view_at(k - 1).counters if k > 0 else None
+
+    if ss[K_PLAYING]:
+        st.progress(k / max(n, 1), text=T.STEP_HEADER.format(k=k, n=n) + " · " + T.PLAYING)
+    else:
+        ss[K_JUMP] = k
+        st.slider(T.JUMP, 0, max(n, 1), key=K_JUMP, on_change=_jump, help=T.JUMP_HELP, disabled=n == 0)
+    st.subheader(T.STEP_HEADER.format(k=k, n=n))
+    action = view.action
+    if action is None:
+        st.markdown(T.STEP_START.format(blocks=scenario.num_blocks))
+    else:
+        salt = T.SALT_SUFFIX.format(salt=action.salt) if action.salt else ""
+        st.markdown(T.ACTION[action.op].format(id=action.id, tokens=len(action.tokens), salt=salt))
+        if action.note:
+            st.info(action.note, icon=":material/visibility:")
+        if view.error:
+            if run.outcomes[k - 1].result is None:
+                st.warning(T.SKIPPED.format(error=view.error), icon=":material/skip_next:")
+            else:
+                st.error(T.REFUSED.format(error=view.error), icon=":material/block:")
+        if action.text:
+            with st.expander(T.PROMPT_TEXT if action.op == "add" else T.DECODED_TEXT):
+                st.code(action.text, language=None, wrap_lines=True)
+    if k >= n and n > 0:
+        st.caption(T.AT_END)
+
+    _metrics(view, previous)
+    c = view.counters
+    st.caption(T.POOL_LINE.format(used=c["used_blocks"], cached=c["cached_free_blocks"], free=c["free_blocks"],
+                                  refused=c["refused"]))
+
+    st.markdown(f"**{T.EVENTS_HEADER}**")
+    lines = _event_lines(view, block_owner_spans(scenario, run))
+    st.markdown("\n".join(f"- {line}" for line in lines) if lines else T.EVENTS_NONE)
+
+    st.markdown(f"**{T.TABLES_HEADER}**")
+    if view.requests:
+        st.plotly_chart(F.block_tables_figure(view), width="stretch", key="bt_tables")
+    else:
+        st.caption(T.TABLES_NONE)
+
+    left, right = st.columns([1, 1])
+    with left:
+        st.markdown(f"**{T.POOL_HEADER}**")
+        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
+    with right:
+        st.markdown(f"**{T.QUEUE_HEADER}**")
+        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
+
+    if view.requests:
+        with st.expander(T.TABLES_TEXT):
+            st.dataframe(_table_rows(view), hide_index=True, width="stretch")
+
+    st.markdown(f"**{T.TIMELINE_HEADER}**")
+    st.plotly_chart(F.timeline_figure(run, k), width="stretch", key="bt_timeline")
+
+
+st.fragment(_player, run_every=interval if playing else None)()
+
+with st.expander(T.ANIMATION_TITLE):
+    st.plotly_chart(_animation(scenario), width="stretch", key="bt_animation")

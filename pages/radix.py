@@ -1,0 +1,141 @@
+"""Radix tree vs hash chain: one request history in SGLang's radix tree, vLLM's block pool and vLLM's
+sliding-window hit search. UI only: every number comes from kvviz.core.radix_compare."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
+from kvviz.core.scenario import Scenario, ScenarioError, builtin_names, load_builtin
+from kvviz.figures import engine as F
+from kvviz.text import radix as T
+
+WINDOWS = [8, 16, 32, 48, 64, 128]
+PAGE_SIZES = [1, 4, 16]
+DEFAULT_SCENARIO = "branching_prompts"
+K_NAME, K_STEP, K_WINDOW, K_PAGE = "rx_name", "rx_step", "rx_window", "rx_page"
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _scenario(name: str, extra: tuple) -> Scenario:
+    return load_builtin(name).with_steps(extra)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _compare(scenario: Scenario, window: int, page_size: int) -> RadixComparison:
+    return compare_radix_pool(scenario, window, page_size)
+
+
+def _extra(name: str) -> tuple:
+    """Requests the user added on the block-table page join the same history here."""
+    return tuple(st.session_state.get("bt_extra", {}).get(name, ()))
+
+
+def _default_step(scenario: Scenario) -> int:
+    """The last arrival: the most telling moment (requests still hold their blocks)."""
+    arrivals = [i + 1 for i, s in enumerate(scenario.steps) if s.op == "add"]
+    return arrivals[-1] if arrivals else scenario.num_steps
+
+
+def _on_scenario() -> None:
+    name = st.session_state[K_NAME]
+    st.session_state[K_STEP] = _default_step(_scenario(name, _extra(name)))
+
+
+ui.page_header(T.TITLE, T.INTRO)
+with st.expander(T.LEGEND_HEADER):
+    st.markdown(T.LEGEND)
+
+names = builtin_names()
+c = st.columns([3, 1, 1])
+name = c[0].selectbox(T.SCENARIO, names, index=names.index(DEFAULT_SCENARIO) if DEFAULT_SCENARIO in names else 0,
+                      key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
+                      format_func=lambda n: _scenario(n, ()).title)
+window = c[1].selectbox(T.WINDOW, WINDOWS, index=WINDOWS.index(32), key=K_WINDOW, help=T.WINDOW_HELP)
+page_size = c[2].selectbox(T.PAGE_SIZE, PAGE_SIZES, index=0, key=K_PAGE, help=T.PAGE_SIZE_HELP)
+scenario = _scenario(name, _extra(name))
+try:
+    comparison = _compare(scenario, int(window), int(page_size))
+except ScenarioError as exc:
+    st.error(T.BAD_SETTINGS.format(error=exc), icon=":material/error:")
+    st.stop()
+n = comparison.num_steps
+if K_STEP not in st.session_state:
+    st.session_state[K_STEP] = _default_step(scenario)
+st.session_state[K_STEP] = max(0, min(int(st.session_state[K_STEP]), n))
+st.markdown(_scenario(name, ()).description)
+k = st.slider(T.STEP, 0, max(n, 1), key=K_STEP, help=T.STEP_HELP)
+k = min(int(k), n)
+
+step = scenario.steps[k - 1] if k else None
+if step is None:
+    action = T.ACTION[None]
+else:
+    action = T.ACTION[step.op].format(id=step.id, tokens=len(step.tokens),
+                                      salt=T.SALT.format(salt=step.salt) if step.salt else "")
+st.caption(T.CAPTION.format(blocks=scenario.num_blocks, bs=scenario.block_size, capacity=comparison.capacity_tokens,
+                            k=k, n=n, action=action))
+if comparison.radix_errors[k]:
+    st.warning(T.RADIX_REFUSED.format(k=k, error=comparison.radix_errors[k]), icon=":material/block:")
+
+# ----------------------------------------------------------------------------- totals
+requests = comparison.requests_until(k)
+st.markdown(f"**{T.METRICS_HEADER}**")
+totals = {
+    "radix": sum(r.radix_tokens or 0 for r in requests),
+    "pool": sum(r.pool_tokens or 0 for r in requests),
+    "window": sum(r.window_tokens or 0 for r in requests),
+    "tail": sum(r.partial_tail_tokens for r in requests),
+}
+labels = {"radix": T.METRIC_RADIX, "pool": T.METRIC_POOL, "window": T.METRIC_WINDOW, "tail": T.METRIC_TAIL}
+cols = st.columns(4)
+for col, (key, value) in zip(cols, totals.items(), strict=True):
+    col.metric(labels[key], T.METRIC_VALUE.format(tokens=value), help=T.METRIC_HELP[key])
+
+# ----------------------------------------------------------------------------- the structures
+st.subheader(T.STRUCTURES_HEADER)
+st.plotly_chart(F.radix_chain_figure(comparison, k), width="stretch", key="rx_structures")
+
+st.subheader(T.REUSE_HEADER)
+st.plotly_chart(F.reuse_figure(comparison, k), width="stretch", key="rx_reuse")
+
+cols_t = T.TABLE_COLUMNS
+rows = []
+for r in requests:
+    kept = sum(1 for b in r.window_block_ids if b is not None)
+    rows.append({
+        cols_t["step"]: r.step,
+        cols_t["request"]: r.request_id + (f" [{r.salt}]" if r.salt else ""),
+        cols_t["tokens"]: r.num_tokens,
+        cols_t["history"]: r.history_prefix_tokens,
+        cols_t["radix"]: T.TABLE_REFUSED if r.radix_tokens is None else r.radix_tokens,
+        cols_t["pool"]: T.TABLE_REFUSED if r.pool_tokens is None else r.pool_tokens,
+        cols_t["tail"]: r.partial_tail_tokens,
+        cols_t["window"]: T.TABLE_REFUSED if r.window_tokens is None else r.window_tokens,
+        cols_t["window_blocks"]: (T.WINDOW_BLOCKS.format(kept=kept, total=len(r.window_block_ids),
+                                                         skipped=len(r.window_block_ids) - kept)
+                                  if r.window_block_ids else T.WINDOW_NONE),
+    })
+if rows:
+    st.markdown(f"**{T.TABLE_HEADER}**")
+    st.dataframe(pd.DataFrame(rows).astype(str), hide_index=True, width="stretch")
+    st.caption(T.TABLE_NOTE)
+
+# ----------------------------------------------------------------------------- evictions
+st.subheader(T.EVICTIONS_HEADER)
+st.markdown(T.EVICTIONS_INTRO)
+evicted = [(i, e) for i in range(1, k + 1) for e in comparison.evictions[i]]
+if not evicted:
+    st.caption(T.EVICTIONS_NONE)
+else:
+    cols_e = T.EVICTION_COLUMNS
+    st.dataframe(pd.DataFrame([{
+        cols_e["step"]: i,
+        cols_e["engine"]: T.ENGINE_LABELS[e.engine],
+        cols_e["what"]: (T.EVICT_NODE if e.engine == "radix" else T.EVICT_BLOCK).format(id=e.node_or_block),
+        cols_e["tokens"]: T.EVICT_TOKENS.format(first=e.start + 1, last=e.end),
+        cols_e["count"]: e.num_tokens,
+        cols_e["request"]: e.request_id or "",
+    } for i, e in evicted]), hide_index=True, width="stretch")
