@@ -222,7 +222,7 @@ def _renumber(message: str) -> str:
         head, _, rest = message.partition(":")
         number = head.split()[1]
         if number.isdigit():
-            return f"step {int(number) + 1}:{rest}"
+            return f"step {int(number) + 1}{head[len('step ') + len(number):]}:{rest}"
     return message
 
 
