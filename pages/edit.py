@@ -320,10 +320,10 @@ except (InputError, ValueError) as exc:
 full_ms = proof.full_prefill_ms
 speedup = full_ms / edit.reuse_prefill_ms if edit.reuse_prefill_ms > 0 else 0.0
 full_slot.metric(T.M_FULL_MS, f"{full_ms:,.1f} ms", delta=T.M_SPEEDUP.format(x=speedup) if cmp.reused_tokens else None,
-                 delta_color="off", help=T.M_FULL_MS_HELP)
+                 delta_color="off", delta_arrow="off", help=T.M_FULL_MS_HELP)
 saved_slot.metric(T.M_SAVED, T.M_SAVED_VALUE.format(pct=100.0 * cmp.reused_tokens / n_b),
                   delta=T.M_SAVED_MS.format(ms=full_ms * cmp.reused_tokens / n_b), delta_color="off",
-                  help=T.M_SAVED_HELP)
+                  delta_arrow="off", help=T.M_SAVED_HELP)
 
 which = st.radio(T.KV_LABEL, [T.KV_K, T.KV_V], horizontal=True, key="edit_kv")
 heat = proof.heat_k if which == T.KV_K else proof.heat_v
@@ -353,7 +353,9 @@ else:
 st.caption(T.PROOF_PAD_NOTE)
 
 st.markdown(f"**{T.REUSE_EXACT_HEADER}**")
-if cmp.reused_tokens:
+if cmp.reused_tokens and proof.logits_max_abs_diff_reuse == 0:
+    st.markdown(T.REUSE_IDENTICAL.format(reused=cmp.reused_tokens, token=f"`{proof.next_token_full!r}`"))
+elif cmp.reused_tokens:
     st.markdown(T.REUSE_EXACT.format(reused=cmp.reused_tokens, diff=_fmt(proof.logits_max_abs_diff_reuse),
                                      token=f"`{proof.next_token_full!r}`"))
 else:
@@ -389,7 +391,7 @@ stats = get_kv_store().stats()
 cols = st.columns(4)
 cols[0].metric(T.STORE_BLOCKS, f"{stats.blocks:,}")
 cols[1].metric(T.STORE_BYTES, ui.fmt_bytes(stats.bytes), delta=T.STORE_BUDGET.format(budget=ui.fmt_bytes(stats.budget_bytes)),
-               delta_color="off")
+               delta_color="off", delta_arrow="off")
 cols[2].metric(T.STORE_HITS, f"{stats.hit_blocks:,}")
 cols[3].metric(T.STORE_EVICTIONS, f"{stats.evictions:,}")
 if stats.budget_note:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
@@ -28,14 +29,19 @@ ZERO_COLOR = "#d5d9df"
 BOUNDARY_COLOR = "#1f2937"
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 TOKENS_PER_ROW = 16
+B_X = 0.8  # x of B's chain in the chain figure (A's is 0)
 
 
 # ----------------------------------------------------------------------------- helpers
 
 
-def show_piece(piece: str, limit: int = 7) -> str:
-    """A token's text for a chart cell: whitespace made visible, control characters as \\xNN, long
-    pieces shortened, escaped for Plotly's HTML-like text."""
+_BYTE_ESCAPE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+def show_piece(piece: str, limit: int = 5) -> str:
+    """A token's text for a chart cell: whitespace made visible, control characters as \\xNN, bytes
+    that only start a character as ⟨D0⟩, long pieces shortened, escaped for Plotly's HTML-like text."""
+    piece = _BYTE_ESCAPE.sub(lambda m: "\uE000" + m.group(1).upper(), piece)
     out = []
     for ch in piece:
         if ch == " ":
@@ -44,11 +50,13 @@ def show_piece(piece: str, limit: int = 7) -> str:
             out.append("↵")
         elif ch == "\t":
             out.append("→")
+        elif ch == "\uE000":
+            out.append("⟨")
         elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") or not ch.isprintable():
             out.append(f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
-    text = "".join(out) or "∅"
+    text = re.sub(r"⟨([0-9A-F]{2})", r"⟨\1⟩", "".join(out)) or "∅"
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     # Bidi isolation keeps right-to-left pieces from reordering their neighbours.
@@ -249,11 +257,15 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         b = blocks[i]
         parent = T.FIG_PARENT.format(parent=short_hash(b.parent_b))
         if not revealed:
-            return f"#{i} · {b.start}–{b.end - 1} · ? · {parent}"
-        if b.hash_b is None:
-            return T.FIG_BLOCK_PARTIAL.format(index=i, start=b.start, end=b.end - 1) + f" · {parent}"
-        head = T.FIG_BLOCK_LABEL.format(index=i, start=b.start, end=b.end - 1, hash=short_hash(b.hash_b))
-        return f"{head} · {parent} · <b>{T.STATUS_LABELS[b.status]}</b>"
+            return T.FIG_BLOCK_LABEL_B.format(index=i, start=b.start, end=b.end - 1, hash="????????", parent=parent,
+                                              status=T.FIG_NOT_CHECKED)
+        own = short_hash(b.hash_b) if b.hash_b is not None else T.FIG_NO_HASH
+        if b.hash_b is not None and b.hash_b != b.hash_a:
+            own = f"<span style='color:{STATUS_COLORS['miss']}'>{own}</span>"
+        if b.parent_a is not None and b.parent_b != b.parent_a:
+            parent = f"<span style='color:{STATUS_COLORS['miss']}'>{parent}</span>"
+        return T.FIG_BLOCK_LABEL_B.format(index=i, start=b.start, end=b.end - 1, hash=own, parent=parent,
+                                          status=f"<b>{T.STATUS_LABELS[b.status]}</b>")
 
     idx = [row.index for row in rows if row.index is not None]
     y_idx = [ys[i] for i in idx]
@@ -262,7 +274,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
     # links: each chain is a line through its blocks (a parent -> child link per step)
     fig.add_trace(go.Scatter(x=[0.0] * len(a_has), y=[ys[i] for i in a_has], mode="lines", hoverinfo="skip",
                              line={"color": "#b6c6dc", "width": 3}, showlegend=False))
-    fig.add_trace(go.Scatter(x=[1.0] * len(idx), y=y_idx, mode="lines", hoverinfo="skip",
+    fig.add_trace(go.Scatter(x=[B_X] * len(idx), y=y_idx, mode="lines", hoverinfo="skip",
                              line={"color": "#c4c8ce", "width": 3}, showlegend=False))
     fig.add_trace(go.Scatter(
         x=[0.0] * len(a_has), y=[ys[i] for i in a_has], mode="markers+text",
@@ -278,7 +290,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
             return revealed_upto is None or i < revealed_upto
 
         return go.Scatter(
-            x=[1.0] * len(idx), y=y_idx, mode="markers+text",
+            x=[B_X] * len(idx), y=y_idx, mode="markers+text",
             text=[label_b(i, shown(i)) for i in idx], textposition="middle right",
             marker={
                 "size": [26 if i == current else 18 for i in idx], "symbol": "square",
@@ -295,7 +307,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
     gap_rows = [(k, row) for k, row in enumerate(rows) if row.index is None]
     if gap_rows:
         fig.add_trace(go.Scatter(
-            x=[0.5] * len(gap_rows), y=[-k for k, _ in gap_rows], mode="text",
+            x=[B_X / 2] * len(gap_rows), y=[-k for k, _ in gap_rows], mode="text",
             text=[f"<i>{_gap_text(comparison, row.gap)}</i>" for _, row in gap_rows],
             textfont={"size": 12, "color": "#6b7280"}, hoverinfo="skip", showlegend=False,
         ))
@@ -308,13 +320,13 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
     height = 150 + 30 * len(rows)
     fig.update_layout(
         height=height, margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="#ffffff",
-        xaxis={"range": [-0.04, 2.02], "visible": False, "fixedrange": True},
+        xaxis={"range": [-0.03, 2.0], "visible": False, "fixedrange": True},
         yaxis={"range": [-(len(rows) - 0.4), 0.8], "visible": False, "fixedrange": True},
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
         annotations=[
             {"x": 0.0, "y": 0.75, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_A}</b>", "showarrow": False,
              "xanchor": "left"},
-            {"x": 1.0, "y": 0.75, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_B}</b>", "showarrow": False,
+            {"x": B_X, "y": 0.75, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_B}</b>", "showarrow": False,
              "xanchor": "left"},
         ],
     )
@@ -340,8 +352,12 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         frames.append(go.Frame(name=f"b{i}", data=[b_trace(i + 1, i)], traces=[b_index],
                                layout={"title": {"text": step_text(i)}}))
     fig.frames = frames
+    counts = Counter(blocks[i].status for i in range(fc, len(blocks)))
+    summary = T.FIG_CASCADE_SUMMARY.format(
+        first=fc, miss=counts.get("miss", 0), invalidated=counts.get("invalidated", 0),
+        partial=counts.get("partial", 0), hits=fc)
     fig.update_layout(
-        title={"text": step_text(steps[-1]), "font": {"size": 13}, "x": 0.01, "y": 0.995, "yanchor": "top"},
+        title={"text": summary, "font": {"size": 13}, "x": 0.01, "y": 0.995, "yanchor": "top"},
         margin={"l": 10, "r": 10, "t": 110, "b": 70},
         height=height + 100,
         updatemenus=[{
@@ -405,6 +421,7 @@ def kv_heatmap_figure(heat: np.ndarray, which: str, first_changed: int | None) -
         xaxis={"title": T.FIG_HEAT_X, "range": [-0.5, positions - 0.5], "showgrid": False, "zeroline": False},
         yaxis={"title": T.FIG_HEAT_Y, "autorange": "reversed", "showgrid": False, "zeroline": False,
                "tickvals": [v for v in y if v % 5 == 0 or v == layers - 1]},
-        legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top"},
+        legend={"orientation": "h", "y": -0.18, "x": 0, "yanchor": "top"}, showlegend=True,
     )
+    fig.layout.yaxis.ticktext = [T.FIG_LAYER0 if v == 0 else str(v) for v in fig.layout.yaxis.tickvals]
     return fig

@@ -214,6 +214,10 @@ REUSE_EXACT = (
     "Continuing B from the {reused:,} reused tokens' K/V gives next-token logits within **{diff}** of B's "
     "full prefill: float noise. Both predict {token}."
 )
+REUSE_IDENTICAL = (
+    "Continuing B from the {reused:,} reused tokens' K/V gives **bit-identical** next-token logits to B's "
+    "full prefill (max difference 0). Both predict {token}."
+)
 REUSE_EXACT_NONE = (
     "Nothing was reused (the first block changed), so the reuse path *is* a full prefill: difference {diff}."
 )
@@ -266,10 +270,16 @@ FIG_TOKEN_HOVER = "{side} · token {pos} · block {block}<br>{piece}<br>id {id}"
 FIG_CHANGED = "changed token"
 FIG_A_TOKEN = "A's tokens (cached)"
 FIG_CHAIN_A = "A's chain (cached)"
-FIG_CHAIN_B = "B's chain (looked up)"
+FIG_CHAIN_B = "B's chain (looked up): #block · tokens · hash ← parent hash · status (red: differs from A's)"
 FIG_BLOCK_LABEL = "#{index} · {start}–{end} · {hash}"
 FIG_BLOCK_PARTIAL = "#{index} · {start}–{end} · partial, no hash"
-FIG_PARENT = "parent {parent}"
+FIG_PARENT = "{parent}"
+FIG_BLOCK_LABEL_B = "#{index} · {start}–{end} · {hash} ← {parent} · {status}"
+FIG_NO_HASH = "no hash"
+FIG_CASCADE_SUMMARY = (
+    "{hits} block(s) hit, then from block #{first}: {miss} miss, {invalidated} invalidated, {partial} partial. "
+    "▶ Play walks the lookup."
+)
 FIG_GAP = "… {count} more block(s): {summary} …"
 FIG_NOT_CHECKED = "not checked yet"
 FIG_CASCADE_START = "Blocks before #{first} are hits. Press Play: the lookup walks B's chain from block #{first}."
