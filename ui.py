@@ -73,8 +73,23 @@ def token_chips_html(pieces: list[str], limit: int = 256) -> str:
 # ----------------------------------------------------------------------------- page helpers
 
 
+def _leave_legacy_pages_mode() -> None:
+    """Route a first deep link (e.g. /paging on a fresh server) through app.py's navigation.
+
+    Until app.py has run once, Streamlit treats ``pages/`` as a legacy multipage folder and runs the
+    page file alone (no model sidebar, file-name navigation). Clearing that flag and rerunning makes
+    the same URL resolve through ``st.navigation`` instead.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def page_header(title: str, intro: str | None = None) -> None:
     """The standard page title and a short introduction under it."""
+    _leave_legacy_pages_mode()
     st.title(title)
     if intro:
         st.markdown(intro)
