@@ -1,0 +1,54 @@
+"""``prefill_cached`` on the real model: a prompt sharing a prefix computes only its tail, and the
+result equals a full prefill up to float noise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kvviz.model import load_model, prefill, tokenize
+from kvviz.model.kvstore import KVStore, model_key, prefill_cached, store_block_hashes
+
+pytestmark = pytest.mark.model
+
+BS = 8
+TEXT = "A prompt cache keeps the keys and values of every token at every layer, block by block."
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model()
+
+
+def test_second_prompt_computes_only_its_tail_and_matches_a_full_prefill(lm):
+    store = KVStore(budget_bytes=256 * 2**20)
+    ids = tokenize(TEXT).ids
+    n = len(ids)
+    assert n > 2 * BS
+    first = prefill_cached(lm, ids, BS, store=store)
+    assert first.reused_tokens == 0 and first.computed_tokens == n
+    assert first.stored_blocks == n // BS == len(store)
+
+    edited = ids[:-1] + [ids[-1] + 1]  # the last token changed
+    second = prefill_cached(lm, edited, BS, store=store, owner="test")
+    assert second.reused_tokens == ((n - 1) // BS) * BS and second.computed_tokens == n - second.reused_tokens
+    assert second.result.reused_tokens == second.reused_tokens
+    full = prefill(lm, token_ids=edited)
+    assert float((full.last_logits - second.result.last_logits).abs().max()) < 1e-3
+    for k_full, k_reuse in zip(full.keys, second.result.keys, strict=True):
+        assert torch.allclose(k_full, k_reuse, atol=1e-3)
+    # the same prompt again: every full block is stored, yet the last token is recomputed
+    again = prefill_cached(lm, edited, BS, store=store)
+    assert again.computed_tokens == n - ((n - 1) // BS) * BS >= 1
+    assert store.stats().hit_blocks >= 2 * ((n - 1) // BS)
+
+
+def test_salt_isolates_and_max_reuse_caps(lm):
+    store = KVStore(budget_bytes=256 * 2**20)
+    ids = tokenize(TEXT).ids
+    prefill_cached(lm, ids, BS, store=store, cache_salt="tenant-a")
+    other = prefill_cached(lm, ids, BS, store=store, cache_salt="tenant-b", save=False)
+    assert other.reused_tokens == 0
+    same = prefill_cached(lm, ids, BS, store=store, cache_salt="tenant-a", max_reuse_tokens=BS + 3)
+    assert same.reused_tokens == BS
+    assert store.peek(model_key(lm), store_block_hashes(ids, BS, "tenant-a")) == len(ids) // BS

@@ -1,0 +1,189 @@
+"""The "edit one character" experiment on the real model: the rules the page teaches, checked on
+captured tensors (short prompts), the CLI's keys, presets, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kvviz.cli import main as cli_main
+from kvviz.core.compare import compare_prompts
+from kvviz.model import InputError, load_model, tokenize
+from kvviz.model.kvstore import KVStore
+from kvviz.model.reuse import (
+    CLI_KEYS,
+    char_diff,
+    cli_summary,
+    describe_char,
+    load_edit_presets,
+    replace_char,
+    run_edit,
+    run_reuse_experiment,
+    token_char_offsets,
+    token_diff,
+)
+
+pytestmark = pytest.mark.model
+
+SENTENCE = "The cat sat on the mat and looked at the rain."
+BAT = "The bat sat on the mat and looked at the rain."
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def store():
+    return KVStore(budget_bytes=256 * 2**20)
+
+
+@pytest.fixture(scope="module")
+def early_edit(lm, store):
+    """One letter early in the prompt, same token count: a miss, then invalidated blocks."""
+    return run_reuse_experiment(lm, SENTENCE, BAT, block_size=4, store=store)
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+
+def test_replace_char_and_diffs():
+    assert replace_char("Кот", 1, "и") == "Кит"
+    assert replace_char("abc", 1, "") == "ac" and replace_char("abc", 3, "d") == "abcd"
+    with pytest.raises(InputError):
+        replace_char("abc", 5, "x")
+    with pytest.raises(InputError):
+        replace_char("abc", 0, "xy")
+    d = char_diff("Кот сидит", "Кит сидит")
+    assert (d.start, d.removed, d.added) == (1, "о", "и") and not d.identical
+    assert char_diff("same", "same").identical
+    t = token_diff([1, 2, 3, 4, 5], [1, 2, 9, 9, 4, 5])
+    assert (t.start, t.end_a, t.end_b, t.shift, t.moved_tokens) == (2, 3, 4, 1, 2)
+    assert t.changed_positions_a == [2] and t.changed_positions_b == [2, 3]
+    assert token_diff([1, 2], [1, 2]).identical
+    assert "CYRILLIC" in describe_char("о") and "LATIN" in describe_char("o") and "U+0007" in describe_char("\a")
+
+
+# ----------------------------------------------------------------------------- the rules on real tensors
+
+
+def test_prefix_is_bit_identical_and_layer0_survives_the_edit(early_edit, lm):
+    edit, proof = early_edit
+    first = edit.first_changed_token
+    assert first == 1 and edit.token_edit.shift == 0
+    n = min(edit.num_tokens_a, edit.num_tokens_b)
+    assert proof.heat_k.shape == proof.heat_v.shape == (lm.info.num_layers, n)
+    # before the first changed token: exactly zero at every layer, K and V
+    assert np.all(proof.heat_k[:, :first] == 0) and np.all(proof.heat_v[:, :first] == 0)
+    assert proof.prefix_max_abs_diff == 0.0 and proof.prefix_identical
+    # after it: layer 0 unchanged where id and position are unchanged; deeper layers differ
+    after = proof.same_after_positions
+    assert after == list(range(first + 1, n))
+    assert np.all(proof.heat_k[0, after] == 0) and np.all(proof.heat_v[0, after] == 0)
+    assert proof.layer0_unchanged_after_edit is True
+    assert proof.deep_layers_changed_after_edit is True and np.all(proof.heat_k[1:, after].max(axis=0) > 0)
+    assert proof.heat_k[0, first] > 0  # the changed token itself differs even at layer 0
+
+
+def test_wrong_reuse_diverges_far_beyond_float_noise(early_edit):
+    edit, proof = early_edit
+    statuses = [b.status for b in edit.comparison.blocks]
+    assert statuses[0] == "miss" and "invalidated" in statuses
+    wrong = proof.wrong_reuse
+    assert wrong is not None and wrong.blocks and all(statuses[i] == "invalidated" for i in wrong.blocks)
+    assert wrong.logits_max_abs_diff > 0.05 and wrong.kl > 0
+    assert wrong.logits_max_abs_diff > 50 * max(proof.logits_max_abs_diff_reuse, 1e-4)
+    summary = cli_summary(edit, proof)
+    assert tuple(summary) == CLI_KEYS
+    assert summary["next_token_changed_wrong_reuse"] == wrong.next_token_changed
+
+
+def test_tail_edit_reuses_whole_blocks_and_reuse_is_exact(lm, store):
+    b = SENTENCE[:-1] + "!"
+    edit, proof = run_reuse_experiment(lm, SENTENCE, b, block_size=4, store=store)
+    n = edit.num_tokens_b
+    cmp = compare_prompts(tokenize(SENTENCE).ids, tokenize(b).ids, block_size=4)
+    assert edit.reused_tokens == cmp.reused_tokens == ((n - 1) // 4) * 4 > 0
+    assert edit.store_reused_tokens == edit.reused_tokens  # the store delivered exactly those blocks
+    assert edit.recomputed_tokens == edit.store_computed_tokens == n - edit.reused_tokens
+    assert proof.logits_max_abs_diff_reuse < 1e-3
+    assert proof.next_token_id_full == edit.next_token_id_reuse
+    assert proof.wrong_reuse is None  # nothing after the edit: no invalidated block
+    assert proof.full_prefill_ms > 0 and edit.reuse_prefill_ms > 0
+
+
+def test_identical_prompts_reuse_all_but_the_last_token(lm, store):
+    edit, proof = run_reuse_experiment(lm, SENTENCE, SENTENCE, block_size=4, store=store)
+    n = edit.num_tokens_b
+    assert edit.identical and edit.first_changed_token is None
+    assert edit.reused_tokens == ((n - 1) // 4) * 4 and edit.recomputed_tokens >= 1
+    assert proof.wrong_reuse is None and proof.layer0_unchanged_after_edit is None
+    assert proof.deep_layers_changed_after_edit is None and proof.prefix_max_abs_diff == 0.0
+
+
+def test_nothing_in_common_and_shifted_tokens(lm, store):
+    edit, proof = run_reuse_experiment(lm, "Hello there.", "Goodbye, my dear friend, see you soon.",
+                                       block_size=4, store=store)
+    assert edit.first_changed_token == 0 and edit.reused_tokens == 0
+    assert all(b.status in ("miss", "partial") for b in edit.comparison.blocks)
+    assert proof.wrong_reuse is None and proof.prefix_max_abs_diff is None
+
+
+def test_bad_and_unusual_input(lm, store):
+    with pytest.raises(InputError, match="original prompt"):
+        run_edit(lm, "   ", "x", store=store)
+    with pytest.raises(InputError, match="edited prompt"):
+        run_edit(lm, "x", "\n\t", store=store)
+    with pytest.raises(ValueError):
+        run_edit(lm, "a", "b", block_size=0, store=store)
+    with pytest.raises(ValueError):
+        run_edit(lm, "a", "b", hash_name="md5", store=store)
+    long = run_edit(lm, SENTENCE * 3, BAT * 3, max_tokens=8, store=store)
+    assert long.num_tokens_a == long.num_tokens_b == 8 and len(long.notices) == 2
+    odd = run_edit(lm, "שלום 👋 \x07 مرحبا", "שלום 👋 \x08 مرحبا", block_size=2, store=store)
+    assert odd.first_changed_token is not None and odd.num_tokens_b > 3
+    offsets = token_char_offsets(lm, SENTENCE, 3)
+    assert offsets[0] == 0 and SENTENCE[offsets[1]:].startswith(" cat")
+
+
+# ----------------------------------------------------------------------------- presets and the CLI
+
+
+def test_presets_do_what_their_descriptions_say():
+    presets = {p.id: p for p in load_edit_presets()}
+    assert {"system_start", "system_tail", "cat_window", "on_green", "homoglyph"} <= set(presets)
+    for p in presets.values():
+        assert p.a != p.b and p.title and p.description
+    ids = {k: (tokenize(p.a).ids, tokenize(p.b).ids) for k, p in presets.items()}
+    start, tail = ids["system_start"], ids["system_tail"]
+    assert len(start[0]) > 400 and token_diff(*start).start < 16 and token_diff(*tail).start > 400
+    assert compare_prompts(*tail).reused_tokens > 400 and compare_prompts(*start).reused_tokens == 0
+    cat = compare_prompts(*ids["cat_window"], block_size=presets["cat_window"].block_size)
+    assert {b.status for b in cat.blocks} == {"hit", "miss", "invalidated", "partial"}
+    green = compare_prompts(*ids["on_green"], block_size=presets["on_green"].block_size)
+    assert "invalidated" in {b.status for b in green.blocks}  # the same «на зелёном» tokens, other prefix
+    glyph = ids["homoglyph"]
+    assert presets["homoglyph"].a.replace("Кo", "Ко") == presets["homoglyph"].a  # looks the same
+    assert len(glyph[0]) != len(glyph[1])  # but the token count changes
+
+
+def test_cli_prints_exactly_the_listed_keys(capsys):
+    code = cli_main(["reuse", "--a", SENTENCE, "--b", SENTENCE[:-1] + "?", "--block-size", "4", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert tuple(out) == CLI_KEYS
+    assert out["reused_tokens"] + out["recomputed_tokens"] == out["num_tokens_b"]
+    assert out["logits_max_abs_diff_wrong_reuse"] is None and out["kl_wrong_reuse"] is None
+    assert out["next_token_changed_wrong_reuse"] is None
+    assert out["logits_max_abs_diff_reuse"] < 1e-3 and out["full_prefill_ms"] > 0
+
+
+def test_cli_errors_are_one_line(capsys):
+    assert cli_main(["reuse", "--a", " ", "--b", "x", "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "\n" not in err and "empty" in err
+    assert cli_main(["reuse", "--a", "x", "--b", "y", "--block-size", "999"]) == 2
+    assert cli_main(["reuse", "--a", "x", "--b", "y", "--hash", "md5"]) == 2
