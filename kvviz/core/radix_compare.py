@@ -240,6 +240,16 @@ class RadixComparison:
     requests: tuple[RequestReuse, ...]
     evictions: tuple[tuple[EvictedRun, ...], ...]
     chain_meta: dict[bytes, tuple[bytes | None, int, str, str | None]]
+    sequences: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...] = ()
+
+    def text_of(self, start: int, tokens: tuple[int, ...], num_tokens: int) -> str:
+        """The text of the token run ``[start, start + num_tokens)`` whose first tokens are ``tokens``,
+        from any request of the scenario that holds it ('' when no step carried text pieces)."""
+        for ids, pieces in self.sequences:
+            end = start + num_tokens
+            if len(ids) >= end and ids[start: start + len(tokens)] == tokens and len(pieces) >= end:
+                return "".join(pieces[start:end])
+        return ""
 
     @property
     def num_steps(self) -> int:
@@ -437,7 +447,27 @@ def compare_radix_pool(scenario: Scenario, sliding_window: int = DEFAULT_WINDOW,
         errors.append(error)
         evictions.append(tuple(step_evictions))
     return RadixComparison(scenario, sliding_window, radix_page_size, pool_run, window_run, tuple(states),
-                           tuple(errors), tuple(requests), tuple(evictions), meta)
+                           tuple(errors), tuple(requests), tuple(evictions), meta, _sequences(scenario))
+
+
+def _sequences(scenario: Scenario) -> tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]:
+    """Every request's final token sequence with its pieces, for the steps that carry pieces."""
+    seqs: list[tuple[list[int], list[str]]] = []
+    current: dict[str, int] = {}
+    for s in scenario.steps:
+        if s.op == "add" and s.pieces is not None:
+            current[s.id] = len(seqs)
+            seqs.append((list(s.tokens), list(s.pieces)))
+        elif s.op == "add":
+            current.pop(s.id, None)
+        elif s.op == "append" and s.id in current:
+            ids, pieces = seqs[current[s.id]]
+            if s.pieces is None:
+                current.pop(s.id)
+                continue
+            ids.extend(s.tokens)
+            pieces.extend(s.pieces)
+    return tuple((tuple(i), tuple(p)) for i, p in seqs)
 
 
 def _salt_of(scenario: Scenario, k: int, rid: str) -> str | None:
