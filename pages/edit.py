@@ -197,7 +197,7 @@ cmp = edit.comparison
 st.subheader(T.STEP_CHANGE)
 for notice in edit.notices:
     st.warning(T.TRUNCATED.format(notice=notice), icon=":material/content_cut:")
-controls = sorted({unicodedata.name(c, f"U+{ord(c):04X}") for c in text_a + text_b
+controls = sorted({R.describe_char(c) for c in text_a + text_b
                    if unicodedata.category(c) in ("Cc", "Cf") and c not in "\n\t\r"})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
