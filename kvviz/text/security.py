@@ -1,0 +1,319 @@
+"""Every string of the security chapter: the shared room, the timing side channel, hash collisions."""
+
+from __future__ import annotations
+
+# ----------------------------------------------------------------------------- room core (kvviz.core.room)
+WHO_YOU = "you"
+WHO_OTHER = "another session"
+AGE_NOW = "just now"
+AGE_S = "{n} s ago"
+AGE_MIN = "{n} min ago"
+AGE_H = "{n} h ago"
+ERR_UNKNOWN_SESSION = "This browser session is not in the room (it may have been idle too long); reload the page."
+ERR_SALT_MODE = "Unknown salt mode {mode!r}; use one of {modes}."
+ERR_TEAM_EMPTY = "Type a team name: everyone who types the same name shares one salt."
+ERR_TEAM_LONG = "The team name is too long (at most {limit} characters)."
+ERR_RATE_SESSION = "Too many prompts from this session: wait {wait:.1f} s and send again."
+ERR_RATE_ROOM = "The room is busy (too many prompts from everyone): wait {wait:.1f} s and send again."
+ERR_POOL_FULL = "The shared pool has no free block for this prompt."
+ERR_PRESENTER_KEY = "Wrong presenter key: only the presenter can reset the room."
+ERR_RESET_SOON = "The room was reset a moment ago: wait {wait:.1f} s."
+
+# ----------------------------------------------------------------------------- room page
+ROOM_TITLE = "This cache is not yours: the shared room"
+ROOM_INTRO = (
+    "Everyone connected to this server shares **one block pool**, exactly as every user of an inference "
+    "service shares its prefix cache. The cache is keyed by content, not by conversation: if another "
+    "attendee already sent a prompt that starts like yours, your prompt reuses **their** blocks and skips "
+    "that part of the prefill. Send a prompt below; the page shows which of your blocks somebody else "
+    "computed (anonymised), and what the salt switch changes."
+)
+ROOM_TOTALS = "The room"
+ROOM_LIVE = "Live totals (refresh every 5 s)"
+M_SESSIONS = "Sessions"
+M_SESSIONS_HELP = "Browser sessions seen in the last 10 minutes ({total} since the last reset; {salted} with a salt)."
+M_PROMPTS = "Prompts"
+M_PROMPTS_HELP = "Prompts admitted since the last reset ({refused} refused by the rate or size limits)."
+M_HIT_RATE = "Room hit rate"
+M_HIT_RATE_HELP = "Prompt tokens served from the shared pool / all prompt tokens ({hit:,} of {total:,})."
+M_SHARED = "Blocks shared"
+M_SHARED_HELP = (
+    "Cached blocks that a session other than the one that computed them has reused. {hits:,} cross-session "
+    "block hits in total."
+)
+M_POOL = "Pool in use"
+M_POOL_HELP = (
+    "Cached blocks / pool size ({block_size} tokens per block). Beyond it, the least recently used "
+    "blocks are evicted ({evictions:,} so far). No timer: vLLM evicts only when it needs a block."
+)
+M_ROOM_TIMING = "Median prefill, hit vs miss"
+M_ROOM_TIMING_VALUE = "{hit} vs {miss}"
+M_ROOM_TIMING_HELP = (
+    "Measured in this room: median prefill time of prompts that reused blocks ({n_hit}) vs prompts that "
+    "reused none ({n_miss}). Different lengths are mixed here; the side-channel page compares like with like."
+)
+NO_TIMING = "n/a"
+
+YOUR_SESSION = "Your session"
+SALT_LABEL = "Cache salt"
+SALT_OPTIONS = {"off": "Off (share with everyone)", "private": "Private salt (this browser only)",
+                "team": "Team salt (same name = same salt)"}
+SALT_HELP = (
+    "vLLM's `cache_salt` request field. It is added to the extra keys of the **first block only**; "
+    "because every block hash includes its parent's, it changes every hash after it. Requests share "
+    "blocks only when their salts are equal."
+)
+TEAM_LABEL = "Team name"
+TEAM_HELP = "Everyone typing the same team name uses the same salt, so the team shares blocks with itself only."
+SALT_NOW_OFF = "No salt: your blocks and everyone else's are interchangeable."
+SALT_NOW_PRIVATE = "Private salt `{salt}…`: nobody else can hit your blocks, and you cannot hit theirs."
+SALT_NOW_TEAM = "Team salt `{team}`: only sessions with the same team name share blocks with you."
+PRESET_LABEL = "Start from"
+PRESETS = {
+    "Workshop assistant: ask about caching": (
+        "You are the workshop assistant for a hands-on session on prompt caching in large language model "
+        "servers. Answer briefly, cite the block size when it matters, and say when you are unsure.\n\n"
+        "Question: why does changing one early character make every later block miss?"
+    ),
+    "Workshop assistant: ask about salts": (
+        "You are the workshop assistant for a hands-on session on prompt caching in large language model "
+        "servers. Answer briefly, cite the block size when it matters, and say when you are unsure.\n\n"
+        "Question: what does a cache salt protect against?"
+    ),
+    "Something of your own": "",
+}
+PROMPT_LABEL = "Your prompt"
+PROMPT_HELP = (
+    "Sent to the shared room and prefilled on the real model. Other sessions never see your text, only "
+    "that some of their blocks were computed by another session. Prompts over {limit:,} tokens are cut."
+)
+SEND = "Send to the room"
+PROMPT_EMPTY = "Type a prompt first."
+LAST_PROMPT = "Your last prompt"
+M_TOKENS = "Tokens"
+M_FROM_OTHERS = "Reused from others"
+M_FROM_OTHERS_HELP = "Prompt tokens whose K/V another session computed (whole blocks only)."
+M_FROM_YOU = "Reused from yourself"
+M_COMPUTED = "Computed now"
+M_COMPUTED_HELP = "Tokens the model ran for this prompt (the last prompt token is always recomputed)."
+M_PREFILL = "Prefill (measured)"
+M_PREFILL_HELP = (
+    "Wall time of the model on the computed tokens, plus the K/V store lookup: {computed} tokens computed, "
+    "{reused} reused from the room's K/V store."
+)
+TRUNCATED = "Your prompt had {before:,} tokens; the room keeps the first {kept:,} (the limit per prompt)."
+STRIP_TITLE = "Your prompt's blocks: who computed them"
+BLOCK_TABLE = "Block by block"
+BLOCK_COLUMNS = {"index": "Block", "tokens": "Tokens", "status": "Status", "origin": "Computed by",
+                 "hash": "Block hash"}
+STATUS_LABELS = {"hit_other": "reused: another session's", "hit_you": "reused: your own",
+                 "computed": "computed now", "partial": "partial (never cached)"}
+NO_PROMPT_YET = "Send a prompt to see which of its blocks were already in the room."
+
+SALT_WHY = "Why the salt isolates you"
+SALT_WHY_INTRO = (
+    "The same tokens, hashed twice: without a salt and with **{salt_name}**. The salt enters only block "
+    "0's extra keys, yet every hash after it changes, because each block hash includes its parent's hash. "
+    "A block is found only if its exact hash is in the pool."
+)
+SALT_WHY_OFF = (
+    "Your salt is off. Below: your last prompt without a salt (as sent) and with a private salt, to show "
+    "what switching it on would do."
+)
+SALT_COLUMNS = {"index": "Block", "plain": "Hash without salt", "plain_cached": "In the room?",
+                "salted": "Hash with salt", "salted_cached": "In the room?", "extra": "Extra keys (salted)"}
+YES = "yes"
+NO = "no"
+
+FEED = "Room feed (anonymised, newest first)"
+FEED_COLUMNS = {"who": "Who", "tokens": "Tokens", "reused": "Reused", "from_others": "Blocks from others",
+                "salted": "Salted", "prefill": "Prefill (ms)", "age": "When"}
+FEED_EMPTY = "Nobody has sent a prompt since the last reset."
+FEED_CHART_TITLE = "Last prompts: reused vs computed tokens"
+
+PRESENTER = "Presenter"
+PRESENTER_INTRO = (
+    "Reset empties the shared pool and the room's totals for everyone (salt settings stay). The pool holds "
+    "{blocks:,} blocks of {block_size} tokens ({tokens:,} tokens; LRU beyond that); the room's K/V store "
+    "holds at most {kv}. Per session: {burst} prompts at once, then one every {every:.0f} s; at most "
+    "{max_tokens:,} tokens per prompt."
+)
+PRESENTER_KEY = "Presenter key"
+PRESENTER_KEY_HELP = "Set KVVIZ_PRESENTER_KEY when starting the server to keep attendees from resetting."
+RESET = "Reset the room"
+RESET_DONE = "The room was reset ({dropped:,} cached blocks dropped)."
+WORKSHOP_HINT = (
+    "Workshop: start the server with `make run HOST=0.0.0.0`; attendees open http://<presenter-ip>:8501. "
+    "Everyone lands in this room."
+)
+
+# ----------------------------------------------------------------------------- side-channel page
+SC_TITLE = "The timing side channel"
+SC_INTRO = (
+    "A cache hit skips prefill work, so it answers sooner, and the difference is visible from outside. "
+    "An attacker who can send prompts to the same server can test whether **someone else** already sent "
+    "a given prefix: send it, time the first token. This is the attack the InputSnatch paper builds on. "
+    "Everything below is measured now, on the real model, through the same shared-pool and K/V-store "
+    "path the room page uses."
+)
+SC_SETUP = "Experiment"
+SC_TRIALS = "Trials per group"
+SC_TRIALS_HELP = "Each trial times one probe whose prefix is cached and one whose prefix is not, in random order."
+SC_BLOCKS = "Probe prefix (blocks of 16 tokens)"
+SC_BLOCKS_HELP = "How much of the victim's prompt the probe repeats. Longer prefixes skip more work on a hit."
+SC_RUN = "Measure"
+SC_RUNNING = "Timing probes on the model: {done}/{total}"
+SC_HOW = (
+    "Victim: a session sends the secret prompt (its K/V land in the shared pool). Attacker: another "
+    "session times two probes per trial: the victim's first {blocks} blocks plus one token (cached) and "
+    "the same tokens with the first one changed (not cached: through the chain, every block misses). "
+    "Latency = K/V-store lookup + model forward, i.e. time to the first token's logits."
+)
+SC_BUSY = "Another session is running an experiment on the model right now; try again in a few seconds."
+SC_LATEST = "Latest measurement, {ago} ({secs:.0f} s of model time). Everyone on this server sees it."
+SC_RESULTS = "Measured latency: cached vs not cached prefix"
+SC_NO_RESULTS = (
+    "Press **Measure** to time the probes, with salts off and then on (each trial runs three prefills; "
+    "a few seconds per trial on two CPU cores)."
+)
+GROUP_CACHED = "prefix cached"
+GROUP_UNCACHED = "prefix not cached"
+SALT_OFF = "salts off"
+SALT_ON = "salts on (victim salted)"
+M_MEDIAN_CACHED = "Median, cached"
+M_MEDIAN_UNCACHED = "Median, not cached"
+M_RATIO = "Slow-down of a miss"
+M_RATIO_HELP = "Median latency of the not-cached probes / median of the cached ones."
+M_AUC = "Separation (AUC)"
+M_AUC_HELP = (
+    "Probability that a random cached probe is faster than a random not-cached one: 1.0 = perfectly "
+    "separable, 0.5 = no signal. Best single threshold classifies {acc:.0%} of probes correctly."
+)
+TRIALS_NOTE = (
+    "{trials} trials per group ({n} timed probes), {device}, {probe_tokens} probe tokens of which "
+    "{reused} reused on a hit. Medians, not means: a loaded machine adds long tails."
+)
+SALT_NOTE = (
+    "With the victim's salt on, the attacker's probe has different block hashes from the first block on, "
+    "so it never hits: both groups compute the same {probe_tokens} tokens and the distributions overlap."
+)
+GAME = "The attacker game"
+GAME_INTRO = (
+    "A victim session sent a prompt from a known template with one secret field. The attacker knows the "
+    "template and a list of candidates; for each candidate it sends the template's first blocks once and "
+    "times it. The fastest candidate is its guess. Each round starts from an empty private room, picks a "
+    "new secret at random, and probes every candidate exactly once (a second probe would hit the "
+    "attacker's own blocks)."
+)
+GAME_TEMPLATE_LABEL = "Template (known to the attacker)"
+GAME_CANDIDATES_LABEL = "Candidates for the secret field"
+GAME_ROUNDS = "Rounds"
+GAME_RUN = "Play"
+GAME_RUNNING = "Round {done}/{total}"
+GAME_NO_RESULTS = "Press **Play** to run the game with salts off and then on."
+M_GAME_ACC = "Top guess right"
+M_GAME_ACC_VALUE = "{correct}/{rounds} ({acc:.0%})"
+M_GAME_ACC_HELP = "Rounds in which the fastest probe was the secret. Chance = 1/{n} = {chance:.0%}."
+GAME_CHART_TITLE = "Latency of each candidate probe, per round (the secret is marked)"
+GAME_ACC_TITLE = "How often the fastest probe is the secret"
+CHANCE = "chance"
+GAME_COLUMNS = {"round": "Round", "salts": "Salts", "secret": "Secret", "guess": "Fastest probe",
+                "correct": "Right?", "rank": "Secret's rank", "secret_ms": "Secret probe (ms)",
+                "others_ms": "Others, median (ms)"}
+GAME_BAD = "Give a template with one {secret} field and at least two different candidates: {error}"
+DEFENCES = "Defences"
+DEFENCES_TEXT = (
+    "- **Cache salt per tenant or user**: blocks are shared only within the same salt (vLLM's "
+    "`cache_salt`). Shared system prompts stop being shared across salts too: that is the price.\n"
+    "- Put secrets **late** in the prompt: only whole-prefix matches leak, and a prefix that contains an "
+    "unguessable value first cannot be probed past it.\n"
+    "- Padding the latency or batching responses blurs the signal but costs what the cache saved."
+)
+
+# ----------------------------------------------------------------------------- collisions page
+COL_TITLE = "Hash collisions: why SHA-256 over CBOR"
+COL_INTRO = (
+    "A block is found by its hash alone. If two different blocks ever had the same hash, a request would "
+    "be served **another prompt's K/V**, and the model would answer from someone else's text. So the hash "
+    "must be collision-resistant, and the input it hashes must be unambiguous: vLLM hashes "
+    "`(parent_hash, token_ids, extra_keys)` encoded as canonical CBOR with SHA-256 (32 bytes)."
+)
+PY_HASH = "Python's built-in hash is not a block identity"
+PY_HASH_INTRO = (
+    "Measured in two fresh Python processes with different `PYTHONHASHSEED` values (this server runs "
+    "Python {version}):"
+)
+PY_COLUMNS = {"expr": "Expression", "run1": "Process 1", "run2": "Process 2", "same": "Same?", "note": "Why it matters"}
+PY_NOTES = {
+    "hash(None)": "Address-based before Python 3.12, a fixed constant from 3.12 on: a predictable chain root.",
+    "hash((1, 2, 3))": "Tuples of ints are not randomised by PYTHONHASHSEED: token blocks hash the same everywhere.",
+    "hash('abc')": "Strings and bytes are randomised per process: not reproducible across servers.",
+    "hash(-1) == hash(-2)": "-1 is reserved as an error code in CPython, so -1 hashes to -2: a built-in collision.",
+}
+PY_HASH_TEXT = (
+    "Only 64 bits: among n cached blocks the chance of some collision is about n²/2⁶⁵, and with a "
+    "predictable root an attacker can search offline for a prompt that collides with a target. vLLM "
+    "used `hash()` until a security advisory (GHSA-rm76-4mrf-v9r8): on Python 3.12 `hash(None)`, the "
+    "chain's root, became a constant. The fix first randomised the root, then SHA-256 over CBOR became "
+    "the default (vLLM 0.10.2)."
+)
+NONE_HASH = "NONE_HASH and the seed"
+NONE_HASH_TEXT = (
+    "Block 0 has no parent, so it hashes with `NONE_HASH` in its place: `hash_fn(PYTHONHASHSEED)` when "
+    "that variable is set, else 32 random bytes. A fixed seed makes hashes reproducible across processes "
+    "(servers sharing a K/V tier must agree); a random one makes every hash unpredictable, which mattered "
+    "while the hash was weak. With SHA-256 the root need not be secret; isolation is the salt's job."
+)
+NONE_COLUMNS = {"setting": "NONE_HASH from", "root": "NONE_HASH", "block0": "Block 0 hash", "last": "Last block hash"}
+NONE_ROWS = {"seed0_a": "seed \"0\", process A", "seed0_b": "seed \"0\", process B",
+             "random_a": "random, process A", "random_b": "random, process B"}
+NONE_VERDICT = (
+    "Same seed: identical hashes ({same}). Random root: every block hash differs ({differ}), so caches of "
+    "two processes never match."
+)
+FORCED = "A forced collision"
+FORCED_INTRO = (
+    "Real SHA-256 collisions are out of reach (about 2¹²⁸ blocks for even odds). To see what one would "
+    "do, the demo keeps only the first **{bits} bits** of SHA-256 over CBOR, then searches for a "
+    "different first block for prompt B, changing its last {positions} tokens, until its truncated hash "
+    "equals prompt A's."
+)
+FORCED_BITS = "Toy hash size (bits)"
+FORCED_A = "Prompt A (the victim's, cached first)"
+FORCED_B = "Prompt B (the attacker's)"
+FORCED_RUN = "Search for a collision"
+FORCED_DEFAULT_A = "My name is Alice Moreau and my bank PIN is 4471."
+FORCED_DEFAULT_B = "My name is Boris Ivanov and my bank PIN is 9902.\nQuestion: what is my name?\nAnswer: My name is"
+FORCED_FOUND = (
+    "Collision after {tries:,} tries in {ms:,.0f} ms (expected about {expected:,}): B's block 0 now has the "
+    "toy hash `{toy}` of A's block 0, though their full SHA-256 digests differ."
+)
+FORCED_NOT_FOUND = "No collision within {tries:,} tries; try fewer bits."
+FORCED_SERVED = (
+    "The pool keyed by the toy hash serves B **{hit} block(s) of A's K/V** (block ids {ids}). With the full "
+    "SHA-256 the same B hits {sha_hit} block(s)."
+)
+FORCED_COLUMNS = {"index": "Block", "a": "Prompt A's tokens", "b": "Prompt B's tokens (forged)",
+                  "toy_a": "A toy hash", "toy_b": "B toy hash", "sha_a": "A SHA-256", "sha_b": "B SHA-256"}
+LEAK = "What the model answers with A's K/V"
+LEAK_INTRO = (
+    "B is prefilled twice on the real model: correctly, and as the colliding pool serves it (block 0's "
+    "K/V taken from A, the rest computed on top). Greedy continuation, {n} tokens:"
+)
+LEAK_RUNNING = "Prefilling B twice on the model..."
+LEAK_CORRECT = "B prefilled correctly"
+LEAK_SERVED = "B served A's block"
+LEAK_METRICS = "Max |logit difference| {diff:.2f}; next token changed: {changed}."
+COSTS = "The price of each hash, measured here"
+COSTS_INTRO = (
+    "Hashing {blocks:,} blocks of {block_size} tokens through the chain, best of {repeats} runs. CBOR "
+    "encoding alone is shown to separate its cost from the digest's."
+)
+COST_COLUMNS = {"name": "Hash", "digest": "Digest (bytes)", "ns_block": "ns per block", "ns_token": "ns per token",
+                "ms_50k": "ms per 50k tokens", "birthday": "Blocks for a 50% collision chance", "safe": "Safe as an identity?"}
+COSTS_AGAIN = "Measure again"
+COST_TITLE = "Cost per block (measured)"
+BIRTHDAY_TITLE = "Chance of any collision among n cached blocks"
+BIRTHDAY_NOTE = "Computed (birthday bound 1 - exp(-n²/2^(b+1))), not measured."
+SAFE = {"sha256_cbor": "yes (default)", "xxhash_cbor": "fast; not for untrusted tenants", "python_hash": "no",
+        "cbor_only": "encoding only"}
