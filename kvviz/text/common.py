@@ -12,6 +12,9 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/sessions.py", "Multi-turn sessions", ":material/forum:"),
     ("pages/block_table.py", "Block table and LRU free queue", ":material/view_module:"),
     ("pages/radix.py", "Radix tree vs hash chain", ":material/account_tree:"),
+    ("pages/room.py", "Shared room and cache salt", ":material/groups:"),
+    ("pages/side_channel.py", "Timing side channel", ":material/timer:"),
+    ("pages/collisions.py", "Hash collisions", ":material/tag:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
@@ -38,6 +41,18 @@ PAGE_BLURBS["pages/calculator.py"] = (
 PAGE_BLURBS["pages/sessions.py"] = (
     "A chat and a coding agent turn by turn: tokens read from the cache vs written, provider checkpoints "
     "and TTLs, and what a restart, a file read, a pause or unstable JSON does to the bill."
+)
+PAGE_BLURBS["pages/room.py"] = (
+    "One block pool shared by everyone on this server: which of your blocks another session computed, the "
+    "room's hit rate, and a cache-salt switch that makes the same text stop hitting anyone else's blocks."
+)
+PAGE_BLURBS["pages/side_channel.py"] = (
+    "Cached prefixes answer sooner, measurably: latency distributions of cached vs uncached probes on the "
+    "real model, an attacker guessing another session's secret by timing, and salts making the signal vanish."
+)
+PAGE_BLURBS["pages/collisions.py"] = (
+    "Why block hashes are SHA-256 over CBOR: Python's hash in fresh processes, NONE_HASH and the seed, a "
+    "forced collision that serves another prompt's K/V, and each hash's measured cost."
 )
 
 # Model sidebar and model card (ui.render_model_sidebar, ui.get_model).

@@ -1,0 +1,155 @@
+"""Hash collisions: why the block identity is SHA-256 over canonical CBOR, what NONE_HASH and the seed do,
+what a (forced) collision serves, and each hash function's measured cost. UI only: every number comes
+from kvviz.core.collisions and kvviz.model.timing.collision_leak."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.collisions import (
+    CollisionDemo,
+    HashCost,
+    NoneHashDemo,
+    PythonHashFacts,
+    birthday_blocks,
+    force_collision,
+    measure_hash_costs,
+    none_hash_demo,
+    python_hash_facts,
+)
+from kvviz.core.hashing import short_hash
+from kvviz.figures import security as F
+from kvviz.model import token_pieces, tokenize
+from kvviz.model.settings import InputError
+from kvviz.model.timing import CollisionLeak, collision_leak
+from kvviz.text import security as T
+
+BITS_OPTIONS = [8, 12, 16, 20]
+BLOCK = 16
+
+
+@st.cache_data(show_spinner=False, max_entries=1)
+def _py_facts() -> PythonHashFacts:
+    return python_hash_facts()
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _none_demo(ids: tuple[int, ...]) -> NoneHashDemo:
+    return none_hash_demo(ids, BLOCK)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _collision(a: tuple[int, ...], b: tuple[int, ...], bits: int, vocab: int) -> CollisionDemo:
+    return force_collision(a, b, bits=bits, block_size=BLOCK, vocab_size=vocab)
+
+
+@st.cache_data(show_spinner=False, max_entries=1)
+def _costs(run: int) -> list[HashCost]:
+    return measure_hash_costs(num_blocks=2000, block_size=BLOCK, repeats=5)
+
+
+_LEAKS: dict[tuple, CollisionLeak] = {}
+
+
+ui.page_header(T.COL_TITLE, T.COL_INTRO)
+lm = ui.get_model()
+
+# ----------------------------------------------------------------------------- Python's hash
+st.subheader(T.PY_HASH)
+facts = _py_facts()
+st.markdown(T.PY_HASH_INTRO.format(version=facts.python_version))
+cols = T.PY_COLUMNS
+st.dataframe(pd.DataFrame([{
+    cols["expr"]: r.expr, cols["run1"]: r.run1, cols["run2"]: r.run2, cols["same"]: T.YES if r.same else T.NO,
+    cols["note"]: T.PY_NOTES[r.expr],
+} for r in facts.rows]), hide_index=True, width="stretch")
+st.caption(f"PYTHONHASHSEED = {facts.seeds[0]} and {facts.seeds[1]}.")
+st.markdown(T.PY_HASH_TEXT)
+
+# ----------------------------------------------------------------------------- NONE_HASH
+st.subheader(T.NONE_HASH)
+st.markdown(T.NONE_HASH_TEXT)
+sample = tokenize(T.FORCED_DEFAULT_B, model_name=lm.source.key).ids
+demo = _none_demo(tuple(sample))
+cols = T.NONE_COLUMNS
+st.dataframe(pd.DataFrame([{
+    cols["setting"]: T.NONE_ROWS[k], cols["root"]: short_hash(demo.roots[k], 16),
+    cols["block0"]: short_hash(demo.chains[k][0], 16), cols["last"]: short_hash(demo.chains[k][-1], 16),
+} for k in T.NONE_ROWS]), hide_index=True, width="stretch")
+st.caption(T.NONE_VERDICT.format(same=T.YES if demo.seeded_equal else T.NO,
+                                 differ=T.YES if demo.random_all_differ else T.NO))
+
+# ----------------------------------------------------------------------------- a forced collision
+st.subheader(T.FORCED)
+bits = st.select_slider(T.FORCED_BITS, BITS_OPTIONS, value=16, key="col_bits")
+st.markdown(T.FORCED_INTRO.format(bits=bits, positions=2))
+c = st.columns(2)
+text_a = c[0].text_area(T.FORCED_A, T.FORCED_DEFAULT_A, key="col_a", height=110)
+text_b = c[1].text_area(T.FORCED_B, T.FORCED_DEFAULT_B, key="col_b", height=110)
+try:
+    ids_a = tuple(tokenize(text_a, model_name=lm.source.key, max_tokens=256).ids)
+    ids_b = tuple(tokenize(text_b, model_name=lm.source.key, max_tokens=256).ids)
+    col = _collision(ids_a, ids_b, bits, lm.info.vocab_size)
+except (InputError, ValueError) as exc:
+    ui.show_error(exc)
+    col = None
+
+if col is not None:
+    if not col.found:
+        st.warning(T.FORCED_NOT_FOUND.format(tries=col.tries), icon=":material/warning:")
+    else:
+        st.success(T.FORCED_FOUND.format(tries=col.tries, ms=col.search_ms, expected=col.expected_tries,
+                                         toy=col.toy_hashes_a[0].hex()), icon=":material/bolt:")
+        st.markdown(T.FORCED_SERVED.format(hit=col.hit_blocks, ids=list(col.served_block_ids),
+                                           sha_hit=col.sha_hit_blocks))
+        pieces_a = token_pieces(lm.tokenizer, list(col.tokens_a))
+        pieces_b = token_pieces(lm.tokenizer, list(col.tokens_b))
+        cols = T.FORCED_COLUMNS
+        rows = []
+        for i in range(min(len(col.sha_hashes_a), len(col.sha_hashes_b), 3)):
+            sl = slice(i * BLOCK, (i + 1) * BLOCK)
+            rows.append({
+                cols["index"]: i, cols["a"]: "|".join(ui.visible_piece(p) for p in pieces_a[sl]),
+                cols["b"]: "|".join(ui.visible_piece(p) for p in pieces_b[sl]),
+                cols["toy_a"]: col.toy_hashes_a[i].hex(), cols["toy_b"]: col.toy_hashes_b[i].hex(),
+                cols["sha_a"]: short_hash(col.sha_hashes_a[i], 12), cols["sha_b"]: short_hash(col.sha_hashes_b[i], 12),
+            })
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+        st.markdown(f"**{T.LEAK}**")
+        key = (lm.info.model_id, col.tokens_a, col.tokens_b, col.hit_blocks)
+        leak = _LEAKS.get(key)
+        if leak is None:
+            with st.spinner(T.LEAK_RUNNING):
+                leak = collision_leak(lm, col, new_tokens=6)
+            if len(_LEAKS) > 16:
+                _LEAKS.clear()
+            _LEAKS[key] = leak
+        st.markdown(T.LEAK_INTRO.format(n=len(leak.correct_ids)))
+        c = st.columns(2)
+        c[0].markdown(f"{T.LEAK_CORRECT}:")
+        c[0].code(leak.correct_text or "∅", language=None)
+        c[1].markdown(f"{T.LEAK_SERVED}:")
+        c[1].code(leak.served_text or "∅", language=None)
+        st.caption(T.LEAK_METRICS.format(diff=leak.logits_max_abs_diff,
+                                         changed=T.YES if leak.next_token_changed else T.NO))
+
+# ----------------------------------------------------------------------------- costs
+st.subheader(T.COSTS)
+if st.button(T.COSTS_AGAIN, key="col_costs_again", icon=":material/refresh:"):
+    st.session_state["col_costs_run"] = st.session_state.get("col_costs_run", 0) + 1
+costs = _costs(st.session_state.get("col_costs_run", 0))
+st.markdown(T.COSTS_INTRO.format(blocks=2000, block_size=BLOCK, repeats=5))
+left, right = st.columns(2)
+left.plotly_chart(F.hash_cost_figure(costs), width="stretch", key="col_costs")
+right.plotly_chart(F.birthday_figure(), width="stretch", key="col_birthday")
+right.caption(T.BIRTHDAY_NOTE)
+cols = T.COST_COLUMNS
+st.dataframe(pd.DataFrame([{
+    cols["name"]: c.name, cols["digest"]: c.digest_bytes or None, cols["ns_block"]: round(c.ns_per_block),
+    cols["ns_token"]: round(c.ns_per_token, 1), cols["ms_50k"]: round(c.ms_per_50k_tokens, 2),
+    cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else None,
+    cols["safe"]: T.SAFE.get(c.name, ""),
+} for c in costs]), hide_index=True, width="stretch")

@@ -1,0 +1,219 @@
+"""The shared room: one block pool for every browser session, the salt switch, the room's totals and the
+presenter's reset. UI only: the room is kvviz.core.room.get_room(); prompts go through
+kvviz.model.timing.room_prefill (the same path the concurrency benchmark drives)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.hashing import short_hash
+from kvviz.core.room import YOU, age_label, get_room, origin_label
+from kvviz.figures import security as F
+from kvviz.model.settings import InputError
+from kvviz.model.timing import room_kv_budget_bytes, room_prefill
+from kvviz.text import security as T
+
+_SID = "room_sid"
+_LAST = "room_last_prefill"
+_PRESETS = list(T.PRESETS)
+
+ui.page_header(T.ROOM_TITLE, T.ROOM_INTRO)
+room = get_room()
+sid = room.join(st.session_state.get(_SID))
+st.session_state[_SID] = sid
+lm = ui.get_model()
+
+
+def _fmt_ms(ms: float | None) -> str:
+    return T.NO_TIMING if ms is None else f"{ms:,.0f} ms"
+
+
+def _totals() -> None:
+    t = room.totals()
+    c = st.columns(6)
+    c[0].metric(T.M_SESSIONS, t.sessions_active,
+                help=T.M_SESSIONS_HELP.format(total=t.sessions_total, salted=t.salted_sessions))
+    c[1].metric(T.M_PROMPTS, f"{t.prompts:,}", help=T.M_PROMPTS_HELP.format(refused=t.refused))
+    c[2].metric(T.M_HIT_RATE, f"{t.hit_rate:.0%}", help=T.M_HIT_RATE_HELP.format(hit=t.hit_tokens, total=t.prompt_tokens))
+    c[3].metric(T.M_SHARED, f"{t.shared_blocks:,}", help=T.M_SHARED_HELP.format(hits=t.cross_session_hits))
+    c[4].metric(T.M_POOL, f"{t.cached_blocks:,} / {t.num_blocks:,}",
+                help=T.M_POOL_HELP.format(block_size=t.block_size, evictions=t.evictions))
+    c[5].metric(T.M_ROOM_TIMING, T.M_ROOM_TIMING_VALUE.format(hit=_fmt_ms(t.median_prefill_hit_ms),
+                                                              miss=_fmt_ms(t.median_prefill_miss_ms)),
+                help=T.M_ROOM_TIMING_HELP.format(n_hit=t.prefills_hit, n_miss=t.prefills_miss))
+
+
+def _feed() -> None:
+    entries = room.feed(sid, limit=20)
+    if not entries:
+        st.caption(T.FEED_EMPTY)
+        return
+    cols = T.FEED_COLUMNS
+    rows = [{
+        cols["who"]: T.WHO_YOU if e.who == YOU else T.WHO_OTHER,
+        cols["tokens"]: e.num_tokens,
+        cols["reused"]: e.hit_tokens,
+        cols["from_others"]: e.blocks_from_others,
+        cols["salted"]: T.YES if e.salted else T.NO,
+        cols["prefill"]: None if e.prefill_ms is None else round(e.prefill_ms, 1),
+        cols["age"]: age_label(e.age_s),
+    } for e in entries]
+    left, right = st.columns([3, 2])
+    left.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
+    right.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=300)
+
+
+# ----------------------------------------------------------------------------- the room's totals (live)
+st.subheader(T.ROOM_TOTALS)
+live = st.toggle(T.ROOM_LIVE, value=True, key="room_live")
+totals_area = st.container()  # filled at the end of the run, so a prompt sent now is counted
+
+# ----------------------------------------------------------------------------- your session
+st.subheader(T.YOUR_SESSION)
+if "room_text" not in st.session_state:
+    st.session_state["room_text"] = T.PRESETS[_PRESETS[0]]
+
+
+def _use_preset() -> None:
+    text = T.PRESETS.get(st.session_state.get("room_preset", ""), "")
+    st.session_state["room_text"] = text
+
+
+c = st.columns([2, 3])
+with c[0]:
+    mode = st.radio(T.SALT_LABEL, list(T.SALT_OPTIONS), format_func=T.SALT_OPTIONS.get, key="room_salt",
+                    help=T.SALT_HELP)
+    team = ""
+    if mode == "team":
+        team = st.text_input(T.TEAM_LABEL, key="room_team", help=T.TEAM_HELP, max_chars=room.limits.max_team_salt_chars)
+    try:
+        salt = room.set_salt(sid, mode, team)
+    except ValueError as exc:
+        st.warning(str(exc), icon=":material/warning:")
+        salt = room.session_view(sid).cache_salt
+    view = room.session_view(sid)
+    if view.salt_mode == "private" and salt:
+        st.caption(T.SALT_NOW_PRIVATE.format(salt=salt[:8]))
+    elif view.salt_mode == "team":
+        st.caption(T.SALT_NOW_TEAM.format(team=view.team_salt))
+    else:
+        st.caption(T.SALT_NOW_OFF)
+with c[1]:
+    st.selectbox(T.PRESET_LABEL, _PRESETS, key="room_preset", on_change=_use_preset)
+    text = st.text_area(T.PROMPT_LABEL, key="room_text", height=150,
+                        help=T.PROMPT_HELP.format(limit=room.limits.max_prompt_tokens))
+    if st.button(T.SEND, key="room_send", type="primary", icon=":material/send:"):
+        if not text.strip():
+            st.warning(T.PROMPT_EMPTY, icon=":material/warning:")
+        else:
+            try:
+                out = room_prefill(lm, room, sid, text=text)
+            except InputError as exc:
+                ui.show_error(exc)
+            else:
+                if not out.admission.ok:
+                    st.warning(out.admission.error or "", icon=":material/hourglass_top:")
+                else:
+                    st.session_state[_LAST] = {
+                        "prompt_no": out.admission.prompt_no, "latency_ms": out.latency_ms,
+                        "reused": out.reused_tokens, "computed": out.computed_tokens, "notice": out.notice,
+                    }
+
+# ----------------------------------------------------------------------------- your last prompt
+view = room.session_view(sid)
+last = view.last
+measured = st.session_state.get(_LAST)
+st.subheader(T.LAST_PROMPT)
+if last is None:
+    st.info(T.NO_PROMPT_YET, icon=":material/info:")
+else:
+    if measured is None or measured.get("prompt_no") != last.prompt_no:
+        measured = None
+    now = room.now()
+    bs = room.limits.block_size
+    from_others = last.blocks_from_others * bs
+    c = st.columns(5)
+    c[0].metric(T.M_TOKENS, f"{last.num_tokens:,}")
+    c[1].metric(T.M_FROM_OTHERS, f"{from_others:,}", help=T.M_FROM_OTHERS_HELP)
+    c[2].metric(T.M_FROM_YOU, f"{last.hit_tokens - from_others:,}")
+    c[3].metric(T.M_COMPUTED, f"{last.computed_tokens:,}", help=T.M_COMPUTED_HELP)
+    if measured is not None:
+        c[4].metric(T.M_PREFILL, f"{measured['latency_ms']:,.0f} ms",
+                    help=T.M_PREFILL_HELP.format(computed=measured["computed"], reused=measured["reused"]))
+    if last.truncated:
+        st.caption(T.TRUNCATED.format(before=last.num_tokens_before_truncation, kept=last.num_tokens))
+    st.plotly_chart(F.block_strip(last, now), width="stretch", key="room_strip")
+    with st.expander(T.BLOCK_TABLE):
+        cols = T.BLOCK_COLUMNS
+        rows = []
+        for b in last.blocks:
+            key = F.status_key(b.status, b.computed_by)
+            age = now - b.computed_at if b.computed_at is not None else None
+            rows.append({
+                cols["index"]: b.index, cols["tokens"]: f"{b.start}-{b.end - 1}", cols["status"]: T.STATUS_LABELS[key],
+                cols["origin"]: origin_label(b.computed_by, age) if b.status == "hit" else
+                (T.WHO_YOU if b.status == "computed" else ""),
+                cols["hash"]: short_hash(b.block_hash, 16),
+            })
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+    # ------------------------------------------------------------------------- why the salt isolates
+    st.subheader(T.SALT_WHY)
+    ids = list(last.token_ids)
+    session_salt = view.cache_salt
+    demo_salt = session_salt
+    if session_salt is None:
+        st.caption(T.SALT_WHY_OFF)
+        demo_salt = "private:" + sid[:4]  # an illustration only: this salt is never sent
+        salt_name = "a private salt"
+    else:
+        salt_name = "your team salt" if view.salt_mode == "team" else "your private salt"
+    plain = room.block_records(ids, None)
+    salted = room.block_records(ids, demo_salt)
+    plain_cached = [room.is_cached(r.hash) for r in plain if r.full]
+    salted_cached = [room.is_cached(r.hash) for r in salted if r.full]
+    st.markdown(T.SALT_WHY_INTRO.format(salt_name=salt_name))
+    st.plotly_chart(F.salt_chain(plain, salted, plain_cached, salted_cached, salt_name), width="stretch",
+                    key="room_salt_chain")
+    with st.expander(T.BLOCK_TABLE):
+        cols = T.SALT_COLUMNS
+        full_plain = [r for r in plain if r.full]
+        full_salted = [r for r in salted if r.full]
+        rows = [{
+            cols["index"]: p.index, cols["plain"]: short_hash(p.hash, 16),
+            cols["plain_cached"]: T.YES if pc else T.NO, cols["salted"]: short_hash(s.hash, 16),
+            cols["salted_cached"]: T.YES if sc else T.NO,
+            cols["extra"]: "salt" if s.extra_keys else "-",
+        } for p, s, pc, sc in zip(full_plain, full_salted, plain_cached, salted_cached, strict=True)]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+# ----------------------------------------------------------------------------- the room feed (live)
+st.subheader(T.FEED)
+st.fragment(run_every=5 if live else None)(_feed)()
+with totals_area:
+    st.fragment(run_every=5 if live else None)(_totals)()
+
+# ----------------------------------------------------------------------------- presenter
+flash = st.session_state.pop("room_flash", None)
+with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=flash is not None):
+    if flash is not None:
+        st.success(flash, icon=":material/check:")
+    lim = room.limits
+    st.markdown(T.PRESENTER_INTRO.format(
+        blocks=lim.num_blocks, block_size=lim.block_size, tokens=lim.num_blocks * lim.block_size,
+        kv=ui.fmt_bytes(room_kv_budget_bytes()), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
+        max_tokens=lim.max_prompt_tokens))
+    st.caption(T.WORKSHOP_HINT)
+    key = None
+    if room.presenter_key is not None:
+        key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)
+    if st.button(T.RESET, key="room_reset", icon=":material/restart_alt:"):
+        res = room.reset(key)
+        if res.ok:
+            st.session_state.pop(_LAST, None)
+            st.session_state["room_flash"] = T.RESET_DONE.format(dropped=res.dropped_blocks)
+            st.rerun()
+        else:
+            st.warning(res.error or "", icon=":material/warning:")

@@ -1,0 +1,143 @@
+"""The timing side channel, measured on the real model: cached vs uncached probe latencies with salts off
+and on, and the attacker game. UI only: every number comes from kvviz.model.timing."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.room import age_label
+from kvviz.figures import security as F
+from kvviz.model.settings import InputError
+from kvviz.model.timing import (
+    GAME_CANDIDATES,
+    GAME_TEMPLATE,
+    attacker_game,
+    latest_result,
+    measure_side_channel,
+    run_exclusive,
+)
+from kvviz.text import security as T
+
+ui.page_header(T.SC_TITLE, T.SC_INTRO)
+lm = ui.get_model()
+
+
+def _progress_bar(label: str, total_steps: int):
+    bar = st.progress(0.0, text=label.format(done=0, total=total_steps))
+    state = {"base": 0}
+
+    def report(done: int, total: int) -> None:
+        step = state["base"] + done
+        bar.progress(min(step / total_steps, 1.0), text=label.format(done=step, total=total_steps))
+        if done == total:
+            state["base"] += total
+
+    return bar, report
+
+
+def _latest_caption(name: str) -> None:
+    latest = latest_result(name)
+    if latest is not None:
+        finished, results = latest
+        secs = sum(r.seconds for r in results)
+        st.caption(T.SC_LATEST.format(ago=age_label(time.time() - finished), secs=secs))
+
+
+# ----------------------------------------------------------------------------- the measurement
+st.subheader(T.SC_SETUP)
+c = st.columns([1, 1, 1])
+trials = c[0].slider(T.SC_TRIALS, 3, 40, 10, key="sc_trials", help=T.SC_TRIALS_HELP)
+blocks = c[1].slider(T.SC_BLOCKS, 1, 6, 4, key="sc_blocks", help=T.SC_BLOCKS_HELP)
+st.caption(T.SC_HOW.format(blocks=blocks))
+if c[2].button(T.SC_RUN, key="sc_run", type="primary", icon=":material/timer:"):
+    bar, report = _progress_bar(T.SC_RUNNING, 2 * trials)
+
+    def _measure() -> list:
+        return [measure_side_channel(lm, trials=trials, prefix_blocks=blocks, salted=salted, progress=report)
+                for salted in (False, True)]
+
+    try:
+        if run_exclusive("side_channel", _measure) is None:
+            st.warning(T.SC_BUSY, icon=":material/hourglass_top:")
+    except InputError as exc:
+        ui.show_error(exc)
+    bar.empty()
+
+latest = latest_result("side_channel")
+if latest is None:
+    st.info(T.SC_NO_RESULTS, icon=":material/info:")
+else:
+    results = latest[1]
+    _latest_caption("side_channel")
+    st.plotly_chart(F.timing_figure(results), width="stretch", key="sc_violin")
+    for r in results:
+        st.markdown(f"**{T.SALT_ON if r.salted else T.SALT_OFF}**")
+        c = st.columns(4)
+        c[0].metric(T.M_MEDIAN_CACHED, f"{r.cached_median_ms:,.1f} ms")
+        c[1].metric(T.M_MEDIAN_UNCACHED, f"{r.uncached_median_ms:,.1f} ms")
+        c[2].metric(T.M_RATIO, f"{r.ratio:.2f}x", help=T.M_RATIO_HELP)
+        c[3].metric(T.M_AUC, f"{r.auc:.2f}", help=T.M_AUC_HELP.format(acc=r.threshold_accuracy))
+    r0 = results[0]
+    st.caption(T.TRIALS_NOTE.format(trials=r0.trials, n=sum(len(r.probes) for r in results),
+                                    device=f"{r0.device}, {r0.dtype}", probe_tokens=r0.probe_tokens,
+                                    reused=r0.reused_tokens_on_hit))
+    st.caption(T.SALT_NOTE.format(probe_tokens=r0.probe_tokens))
+
+# ----------------------------------------------------------------------------- the attacker game
+st.subheader(T.GAME)
+st.markdown(T.GAME_INTRO)
+template = st.text_area(T.GAME_TEMPLATE_LABEL, GAME_TEMPLATE, key="sc_template", height=100)
+c = st.columns([3, 1, 1])
+candidates_text = c[0].text_input(T.GAME_CANDIDATES_LABEL, ", ".join(GAME_CANDIDATES), key="sc_candidates")
+rounds = c[1].slider(T.GAME_ROUNDS, 2, 20, 6, key="sc_rounds")
+candidates = [x.strip() for x in candidates_text.split(",") if x.strip()]
+if c[2].button(T.GAME_RUN, key="sc_play", type="primary", icon=":material/sports_esports:"):
+    bar, report = _progress_bar(T.GAME_RUNNING, 2 * rounds)
+
+    def _play() -> list:
+        return [attacker_game(lm, rounds=rounds, salted=salted, template=template, candidates=candidates,
+                              progress=report) for salted in (False, True)]
+
+    try:
+        if run_exclusive("game", _play) is None:
+            st.warning(T.SC_BUSY, icon=":material/hourglass_top:")
+    except InputError as exc:
+        st.error(T.GAME_BAD.format(error=exc), icon=":material/error:")
+    bar.empty()
+
+latest = latest_result("game")
+if latest is None:
+    st.info(T.GAME_NO_RESULTS, icon=":material/info:")
+else:
+    games = latest[1]
+    _latest_caption("game")
+    c = st.columns(len(games) + 1)
+    for col, g in zip(c, games, strict=False):
+        col.metric(f"{T.M_GAME_ACC}, {T.SALT_ON if g.salted else T.SALT_OFF}",
+                   T.M_GAME_ACC_VALUE.format(correct=g.correct, rounds=len(g.rounds), acc=g.accuracy),
+                   help=T.M_GAME_ACC_HELP.format(n=len(g.candidates), chance=g.chance))
+    left, right = st.columns([1, 2])
+    left.plotly_chart(F.game_accuracy_figure(games), width="stretch", key="sc_game_acc")
+    right.plotly_chart(F.game_figure(games), width="stretch", key="sc_game_rounds")
+    cols = T.GAME_COLUMNS
+    rows = []
+    for g in games:
+        for rnd in g.rounds:
+            others = [ms for i, ms in enumerate(rnd.latencies_ms) if i != rnd.secret]
+            rows.append({
+                cols["round"]: rnd.round + 1, cols["salts"]: T.SALT_ON if g.salted else T.SALT_OFF,
+                cols["secret"]: g.candidates[rnd.secret], cols["guess"]: g.candidates[rnd.guess],
+                cols["correct"]: T.YES if rnd.correct else T.NO, cols["rank"]: rnd.secret_rank,
+                cols["secret_ms"]: round(rnd.latencies_ms[rnd.secret], 1),
+                cols["others_ms"]: round(statistics.median(others), 1),
+            })
+    with st.expander(T.BLOCK_TABLE):
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+st.subheader(T.DEFENCES)
+st.markdown(T.DEFENCES_TEXT)
