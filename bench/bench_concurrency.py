@@ -1,0 +1,123 @@
+"""Twenty sessions at once on one shared room, through the room page's code path, measured in this run.
+
+Each of ``SESSIONS`` threads joins one room and sends ``PROMPTS_PER_SESSION`` prompts through
+``kvviz.model.timing.room_prefill`` (room admission, K/V-store reuse, a real forward pass under the model
+lock, storing), with a cache lookup (``Room.peek``) before each. Prompts share a workshop system prompt,
+so sessions hit each other's blocks. Meanwhile a noisy thread sends thousands of one-token prompts and
+rapid resets with a wrong presenter key: they must be refused cheaply and change nothing.
+
+Keys: ``concurrent_sessions``, ``concurrent_requests``, ``concurrent_p50_ms``, ``concurrent_p95_ms``
+(wall time of each ``room_prefill`` call, waiting for the model included), ``concurrent_max_ms``,
+``concurrent_errors`` (exceptions + refused prompts of the twenty sessions), ``concurrent_hit_rate``,
+``concurrent_cross_session_blocks``, ``concurrent_invariants_ok``, ``concurrent_spam_refused``,
+``concurrent_spam_max_ms``, ``concurrent_wall_s``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+SESSIONS = 20
+PROMPTS_PER_SESSION = 3
+SPAM_PROMPTS = 2000
+SPAM_RESETS = 50
+SYSTEM = (
+    "You are the workshop assistant for a hands-on session on prompt caching in large language model servers. "
+    "Answer briefly, cite the block size when it matters, and say when you are unsure.\n\nQuestion: "
+)
+QUESTIONS = [
+    "why does one early edit break the cache?", "what is a cache salt?", "what is evicted first?",
+    "how big is one block?", "why are partial blocks never cached?", "what is NONE_HASH?",
+]
+
+TARGETS = [
+    ("concurrent_errors", "no errors or refusals among the 20 sessions", lambda r: r["concurrent_errors"] == 0),
+    ("concurrent_invariants_ok", "room and pool invariants hold after the run", lambda r: r["concurrent_invariants_ok"]),
+    ("concurrent_cross_session_blocks", "sessions reuse each other's blocks", lambda r: r["concurrent_cross_session_blocks"] > 0),
+]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def run(results: dict) -> None:
+    from kvviz.core.room import Room, RoomLimits
+    from kvviz.model import load_model, tokenize
+    from kvviz.model.timing import room_prefill
+
+    lm = load_model()
+    room = Room(RoomLimits(), presenter_key="bench-presenter")
+    latencies: list[float] = []
+    errors: list[str] = []
+    spam: dict[str, float] = {"refused": 0, "max_ms": 0.0}
+    lock = threading.Lock()
+    start_gate = threading.Barrier(SESSIONS + 1)
+
+    def session(i: int) -> None:
+        sid = room.join()
+        start_gate.wait()
+        for k in range(PROMPTS_PER_SESSION):
+            text = SYSTEM + QUESTIONS[(i + k) % len(QUESTIONS)] + f" (attendee {i})"
+            try:
+                room.peek(tokenize(text).ids)
+                t0 = time.perf_counter()
+                out = room_prefill(lm, room, sid, text=text)
+                ms = (time.perf_counter() - t0) * 1000.0
+                with lock:
+                    if out.ok:
+                        latencies.append(ms)
+                    else:
+                        errors.append(out.admission.error or "refused")
+            except Exception as exc:  # noqa: BLE001 - counted, the run goes on
+                with lock:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+
+    def noisy() -> None:
+        sid = room.join()
+        start_gate.wait()
+        worst = 0.0
+        refused = 0
+        for n in range(SPAM_PROMPTS):
+            t0 = time.perf_counter()
+            out = room_prefill(lm, room, sid, token_ids=[n % 40000])
+            if not out.admission.ok:  # refused before the model: must stay cheap
+                refused += 1
+                worst = max(worst, (time.perf_counter() - t0) * 1000.0)
+        for _ in range(SPAM_RESETS):
+            refused += 0 if room.reset("wrong key").ok else 1
+        spam["refused"], spam["max_ms"] = refused, worst
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(SESSIONS)]
+    threads.append(threading.Thread(target=noisy))
+    wall0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - wall0
+    try:
+        room.check_invariants()
+        invariants_ok = True
+    except AssertionError as exc:
+        invariants_ok = False
+        errors.append(f"invariant: {exc}")
+    totals = room.totals()
+    results["concurrent_sessions"] = SESSIONS
+    results["concurrent_requests"] = len(latencies)
+    results["concurrent_p50_ms"] = statistics.median(latencies) if latencies else float("nan")
+    results["concurrent_p95_ms"] = _percentile(latencies, 0.95) if latencies else float("nan")
+    results["concurrent_max_ms"] = max(latencies, default=float("nan"))
+    results["concurrent_errors"] = len(errors)
+    results["concurrent_hit_rate"] = round(totals.hit_rate, 4)
+    results["concurrent_cross_session_blocks"] = totals.cross_session_hits
+    results["concurrent_invariants_ok"] = invariants_ok
+    results["concurrent_spam_refused"] = int(spam["refused"])
+    results["concurrent_spam_max_ms"] = round(spam["max_ms"], 3)
+    results["concurrent_wall_s"] = round(wall, 2)
+    for e in errors[:5]:
+        print(f"[bench] concurrency error: {e}")
