@@ -1,0 +1,76 @@
+"""Real-browser test of the "Edit one character" page: the charts draw, the counts match the core, the
+cascade animation plays, and clicking a token of A switches to the one-character editor."""
+
+from __future__ import annotations
+
+import pytest
+from browser_util import (  # noqa: F401 - fixtures
+    app_server,
+    assert_no_errors,
+    browser,
+    metric_values,
+    open_page,
+    screenshot,
+    wait_idle,
+)
+
+from kvviz.core.compare import compare_prompts
+from kvviz.model import tokenize
+from kvviz.model.reuse import load_edit_presets
+from kvviz.text import common as C
+from kvviz.text import edit as T
+
+pytestmark = pytest.mark.browser
+
+TITLE = next(title for path, title, _ in C.PAGES if path == "pages/edit.py")
+
+
+def _open_edit_page(browser, base_url):  # noqa: F811
+    page = open_page(browser, base_url, "", wait_text=C.APP_TITLE, height=1400)
+    page.locator('[data-testid="stSidebarNav"]').get_by_text(TITLE, exact=True).click()
+    page.get_by_text(T.REUSE_EXACT_HEADER).first.wait_for()
+    page.locator('[data-testid="stPlotlyChart"]').nth(2).locator(".main-svg").first.wait_for()
+    wait_idle(page)
+    return page
+
+
+def test_edit_page_story_in_the_browser(app_server, browser):  # noqa: F811
+    page = _open_edit_page(browser, app_server)
+    try:
+        preset = {p.id: p for p in load_edit_presets()}["cat_window"]
+        cmp = compare_prompts(tokenize(preset.a).ids, tokenize(preset.b).ids, block_size=preset.block_size)
+        metrics = metric_values(page)
+        assert metrics[T.M_REUSED] == f"{cmp.reused_tokens} tokens"
+        assert metrics[T.M_RECOMPUTE] == f"{cmp.recompute_tokens} tokens"
+        assert metrics[T.M_FULL_MS].endswith(" ms") and metrics[T.M_REUSE_MS].endswith(" ms")
+        main = page.locator('[data-testid="stMain"]').inner_text()
+        assert "every layer is identical (max |Δ| = 0)" in main and T.WRONG_HEADER in main
+        assert_no_errors(page)
+        screenshot(page, "edit")
+
+        # the cascade animation: Play walks to the last block, one frame per block
+        chain = page.locator('[data-testid="stPlotlyChart"]').nth(1)
+        chain.scroll_into_view_if_needed()
+        chain.locator(".updatemenu-button").first.click()
+        last = len(cmp.blocks) - 1
+        title = chain.locator(".gtitle")
+        page.wait_for_function(
+            "([el, want]) => el && el.textContent.includes(want)",
+            arg=[title.element_handle(), f"Block #{last}"], timeout=30_000,
+        )
+        screenshot(page, "edit-cascade-played")
+
+        # clicking a token of A (row 1, column 3 of the left grid) opens the one-character editor there
+        tokens_chart = page.locator('[data-testid="stPlotlyChart"]').nth(0)
+        tokens_chart.scroll_into_view_if_needed()
+        box = tokens_chart.locator(".xy .nsewdrag").first.bounding_box()
+        rows = -(-max(len(tokenize(preset.a).ids), len(tokenize(preset.b).ids)) // 16)
+        page.mouse.click(box["x"] + box["width"] * 3.5 / 16, box["y"] + box["height"] * 1.5 / rows)
+        page.get_by_text(T.CHAR_POS_LABEL).first.wait_for(timeout=60_000)
+        wait_idle(page)
+        main = page.locator('[data-testid="stMain"]')
+        checked = main.locator('[data-testid="stRadio"] input[type="radio"]:checked').first
+        assert checked.evaluate("el => el.closest('label').innerText").strip() == T.MODE_CHAR
+        assert_no_errors(page)
+    finally:
+        page.close()
