@@ -68,9 +68,13 @@ others = [(path, title, icon) for path, title, icon in C.PAGES if path != "pages
 if others:
     st.subheader(T.PAGES_HEADER)
     st.caption(T.PAGES_INTRO)
-    for path, title, icon in others:
+    columns = st.columns(3)
+    for i, (path, title, icon) in enumerate(others):
         blurb = C.PAGE_BLURBS.get(path, "")
-        try:
-            st.page_link(path, label=f"{title}: {blurb}" if blurb else title, icon=icon)
-        except StreamlitAPIException:  # run alone (no navigation): plain text instead
-            st.markdown(f"- **{title}** {blurb}")
+        with columns[i % 3]:
+            try:
+                st.page_link(path, label=title, icon=icon)
+                if blurb:
+                    st.caption(blurb)
+            except StreamlitAPIException:  # run alone (no navigation): plain text instead
+                st.markdown(f"**{title}**" + (f": {blurb}" if blurb else ""))
