@@ -220,7 +220,7 @@ CHANCE = "chance"
 GAME_COLUMNS = {"round": "Round", "salts": "Salts", "secret": "Secret", "guess": "Fastest probe",
                 "correct": "Right?", "rank": "Secret's rank", "secret_ms": "Secret probe (ms)",
                 "others_ms": "Others, median (ms)"}
-GAME_BAD = "Give a template with one {secret} field and at least two different candidates: {error}"
+GAME_BAD = "Give a template with one {{secret}} field and at least two different candidates: {error}"
 DEFENCES = "Defences"
 DEFENCES_TEXT = (
     "- **Cache salt per tenant or user**: blocks are shared only within the same salt (vLLM's "

@@ -1,0 +1,89 @@
+"""The room's model path (``room_prefill``): K/V reused exactly as far as the room's hit, the store keyed
+like the pool, refusals before the model, reset clearing the room's K/V, and concurrent sessions."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from kvviz.core.room import Room, RoomLimits
+from kvviz.model import InputError, load_model, prefill
+from kvviz.model.timing import room_kv_store, room_prefill, store_hashes_match_room
+
+pytestmark = pytest.mark.model
+
+TEXT = "Shared system prompt: answer briefly and cite the block size. " * 3 + "Question: why?"
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model()
+
+
+def test_room_prefill_reuses_another_sessions_kv_exactly(lm):
+    room = Room(RoomLimits())
+    a, b = room.join(), room.join()
+    first = room_prefill(lm, room, a, text=TEXT)
+    assert first.ok and first.reused_tokens == 0 and first.stored_blocks == first.admission.num_tokens // 16
+    second = room_prefill(lm, room, b, text=TEXT)
+    assert second.ok and second.admission.blocks_from_others >= 2
+    assert second.reused_tokens == second.admission.hit_tokens > 0
+    assert second.computed_tokens == second.admission.num_tokens - second.reused_tokens
+    full = prefill(lm, token_ids=list(second.admission.token_ids))
+    assert torch.allclose(second.result.last_logits, full.last_logits, atol=1e-3)  # reuse is exact
+    assert store_hashes_match_room(room, second.admission.token_ids)
+    assert store_hashes_match_room(room, second.admission.token_ids, "salt")
+    assert room.totals().median_prefill_hit_ms is not None
+    room.check_invariants()
+
+
+def test_refused_and_bad_prompts_never_reach_the_model(lm):
+    room = Room(RoomLimits(burst=1, refill_per_s=0.001, max_prompt_tokens=8))
+    a = room.join()
+    ok = room_prefill(lm, room, a, text=TEXT)
+    assert ok.ok and ok.admission.truncated and ok.admission.num_tokens == 8 and ok.notice
+    refused = room_prefill(lm, room, a, text=TEXT)
+    assert not refused.ok and refused.result is None and "wait" in refused.admission.error
+    with pytest.raises(InputError):
+        room_prefill(lm, room, a, text="   ")
+    with pytest.raises(InputError):
+        room_prefill(lm, room, a)
+
+
+def test_reset_clears_the_rooms_kv_store(lm):
+    room = Room(RoomLimits())
+    a = room.join()
+    room_prefill(lm, room, a, text=TEXT)
+    store = room_kv_store(room)
+    assert len(store) > 0
+    assert room.reset(force=True).ok
+    assert len(store) == 0 and room.totals().cached_blocks == 0
+
+
+def test_concurrent_sessions_on_the_model_keep_the_room_consistent(lm):
+    room = Room(RoomLimits())
+    errors: list[BaseException] = []
+    outs = []
+
+    def session(i: int) -> None:
+        sid = room.join()
+        try:
+            for k in range(2):
+                out = room_prefill(lm, room, sid, text=TEXT + f" {i}-{k}")
+                assert out.ok, out.admission.error
+                outs.append(out)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    room.check_invariants()
+    t = room.totals()
+    assert t.prompts == 16 and t.cross_session_hits > 0
+    assert all(o.reused_tokens <= o.admission.hit_tokens for o in outs)

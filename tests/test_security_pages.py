@@ -1,0 +1,108 @@
+"""AppTests of the security pages. The room test runs two AppTest sessions in one process, i.e. two
+browsers on one server: B hits A's blocks, then loses them with its salt on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from kvviz.core.room import get_room
+from kvviz.text import security as T
+
+pytestmark = pytest.mark.model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _page(name: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=300).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_two_sessions_share_the_room_and_salt_isolates():
+    assert get_room().reset(force=True).ok
+    a = _page("room")
+    assert a.info and a.info[0].value == T.NO_PROMPT_YET
+    a.button(key="room_send").click().run()
+    assert not a.exception
+    ma = _metrics(a)
+    assert int(ma[T.M_FROM_OTHERS]) == 0 and int(ma[T.M_COMPUTED]) == int(ma[T.M_TOKENS]) > 32
+    assert ma[T.M_PROMPTS] == "1" and ma[T.M_PREFILL].endswith("ms")
+
+    b = _page("room")
+    b.button(key="room_send").click().run()  # the same preset text from another session
+    assert not b.exception
+    mb = _metrics(b)
+    assert int(mb[T.M_FROM_OTHERS]) >= 32 and int(mb[T.M_COMPUTED]) < int(mb[T.M_TOKENS])
+    assert mb[T.M_PROMPTS] == "2" and mb[T.M_SESSIONS] == "2" and mb[T.M_SHARED] != "0"
+    assert len(b.get("plotly_chart")) >= 3  # blocks, salt chain, feed
+
+    b.radio(key="room_salt").set_value("private").run()
+    b.button(key="room_send").click().run()
+    assert not b.exception
+    mb = _metrics(b)
+    assert int(mb[T.M_FROM_OTHERS]) == 0 and mb[T.M_COMPUTED] == mb[T.M_TOKENS]
+    assert any("Private salt" in c.value for c in b.caption)
+
+    # A's view: the room counted everything; the feed shows B only as "another session"
+    a.run()
+    assert _metrics(a)[T.M_PROMPTS] == "3"
+    feed = a.dataframe[-1].value
+    assert set(feed[T.FEED_COLUMNS["who"]]) == {T.WHO_YOU, T.WHO_OTHER}
+
+    # bad input: an empty prompt, a team salt without a name, a huge prompt (cut)
+    a.text_area(key="room_text").set_value("   ").run()
+    a.button(key="room_send").click().run()
+    assert a.warning and a.warning[0].value == T.PROMPT_EMPTY
+    a.radio(key="room_salt").set_value("team").run()
+    assert not a.exception and a.warning[0].value == T.ERR_TEAM_EMPTY
+    a.text_area(key="room_text").set_value("word " * 3000).run()
+    a.button(key="room_send").click().run()
+    assert not a.exception
+    assert int(_metrics(a)[T.M_TOKENS]) == get_room().limits.max_prompt_tokens
+    assert any("keeps the first" in c.value for c in a.caption)
+
+    a.button(key="room_reset").click().run()
+    assert not a.exception and "reset" in a.success[0].value
+    assert _metrics(a)[T.M_PROMPTS] == "0"
+    get_room().check_invariants()
+
+
+def test_side_channel_page_measures_and_plays():
+    at = _page("side_channel")
+    at.slider(key="sc_trials").set_value(3).run()
+    at.slider(key="sc_blocks").set_value(2).run()
+    at.button(key="sc_run").click().run()
+    assert not at.exception
+    m = _metrics(at)
+    assert m[T.M_MEDIAN_CACHED].endswith("ms") and m[T.M_RATIO].endswith("x")
+    assert any("3 trials per group (12 timed probes)" in c.value for c in at.caption)
+    at.text_input(key="sc_candidates").set_value("asthma, influenza, migraine").run()
+    at.slider(key="sc_rounds").set_value(2).run()
+    at.button(key="sc_play").click().run()
+    assert not at.exception
+    labels = [label for label in _metrics(at) if label.startswith(T.M_GAME_ACC)]
+    assert len(labels) == 2
+    assert len(at.get("plotly_chart")) == 3
+    at.text_area(key="sc_template").set_value("no field").run()
+    at.button(key="sc_play").click().run()
+    assert not at.exception and at.error and "{secret}" in at.error[0].value
+
+
+def test_collisions_page_shows_a_served_block_and_costs():
+    at = _page("collisions")
+    assert at.success and "Collision after" in at.success[0].value
+    assert any("serves B **1 block(s) of A's K/V**" in m.value for m in at.markdown)
+    assert len(at.code) == 2  # the two continuations
+    assert len(at.get("plotly_chart")) == 2
+    at.select_slider(key="col_bits").set_value(8).run()
+    assert not at.exception and at.success
+    at.text_area(key="col_a").set_value("short").run()
+    assert not at.exception and at.error  # prompts must be longer than one block
