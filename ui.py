@@ -123,7 +123,11 @@ def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel
     if find_loaded_model(model_name) is None:
         slot = area if area is not None else st.empty()
         shown = "SmolLM2-135M-Instruct" if is_embedded(model_name) else model_name
-        bar = slot.progress(0.0, text=T.MODEL_LOADING.format(name=shown, device=resolve_device()))
+        text = T.MODEL_LOADING.format(name=shown, device=resolve_device())
+        with slot.container():
+            st.markdown(f"**{text}**")
+            st.caption(T.MODEL_LOADING_NOTE)
+            bar = st.progress(0.0, text=text)
 
         def report(message: str, fraction: float) -> None:
             bar.progress(min(max(float(fraction), 0.0), 1.0), text=message)

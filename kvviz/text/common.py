@@ -68,6 +68,10 @@ MODEL_INPUT_HELP = (
 )
 MODEL_INPUT_SUBMIT = "Use this model"
 MODEL_LOADING = "Loading {name} on {device}..."
+MODEL_LOADING_NOTE = (
+    "kvviz runs a real model on this machine. The very first start de-quantises the embedded model once "
+    "and caches it (15-40 s on a CPU); later starts read the cached copy in a few seconds."
+)
 MODEL_LOAD_FAILED = "Could not load the model: {error}"
 MODEL_FALLBACK = "Still using {name}."
 MODEL_KV_MEASURED = "KV per token (measured)"
