@@ -32,11 +32,12 @@ def test_second_prompt_computes_only_its_tail_and_matches_a_full_prefill(lm):
     edited = ids[:-1] + [ids[-1] + 1]  # the last token changed
     second = prefill_cached(lm, edited, BS, store=store, owner="test")
     assert second.reused_tokens == ((n - 1) // BS) * BS and second.computed_tokens == n - second.reused_tokens
-    assert second.result.reused_tokens == second.reused_tokens
+    assert second.stored_blocks == (1 if n % BS == 0 else 0)
     full = prefill(lm, token_ids=edited)
-    assert float((full.last_logits - second.result.last_logits).abs().max()) < 1e-3
-    for k_full, k_reuse in zip(full.keys, second.result.keys, strict=True):
-        assert torch.allclose(k_full, k_reuse, atol=1e-3)
+    assert float((full.last_logits - second.last_logits).abs().max()) < 1e-3
+    for k_full, k_reuse, v_full, v_reuse in zip(full.keys, second.keys, full.values, second.values, strict=True):
+        assert k_reuse.shape == k_full.shape and torch.allclose(k_full, k_reuse.cpu(), atol=1e-3)
+        assert torch.allclose(v_full, v_reuse.cpu(), atol=1e-3)
     # the same prompt again: every full block is stored, yet the last token is recomputed
     again = prefill_cached(lm, edited, BS, store=store)
     assert again.computed_tokens == n - ((n - 1) // BS) * BS >= 1

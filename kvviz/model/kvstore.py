@@ -12,8 +12,8 @@ Invariants:
   exceed it, least-recently-used entries are evicted first;
 - a request's blocks are touched tail first, head last, so its head blocks are the most recently used
   and its tail is evicted before its head (as vLLM frees a request's blocks in reverse order);
-- stored tensors are private copies on the CPU and are never modified; callers must not modify the
-  tensors a lookup returns (``prefill_continue`` copies them before use);
+- stored tensors are private copies (on the CPU, or on the model's device when ``prefill_cached``
+  stores them) and are never modified; callers must not modify the tensors a lookup returns;
 - every method holds one re-entrant lock, so concurrent sessions see a consistent store.
 
 ``prefill_cached`` is the path a page uses when it wants a prompt's K/V: look up the longest stored
@@ -33,7 +33,7 @@ import torch
 
 from kvviz.core.hashing import hash_block_chain, init_none_hash, short_hash, validate_block_size
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
+from kvviz.model.prefill import prefill
 from kvviz.model.settings import InputError
 
 #: The store always keys blocks with this hash function and seed, whatever a page displays:
@@ -249,12 +249,15 @@ class KVStore:
         *,
         start_block: int = 0,
         owner: str | None = None,
+        device: torch.device | str | None = None,
     ) -> int:
         """Store blocks ``start_block ..`` of a prompt whose full-block hashes are ``block_hashes``.
 
         ``keys``/``values`` are the prompt's per-layer ``[kv_heads, tokens, head_dim]`` tensors covering
-        at least those blocks. Blocks already stored are only touched. Returns the number of new blocks.
+        at least those blocks; copies are kept on ``device`` (default: the CPU). Blocks already stored
+        are only touched. Returns the number of new blocks.
         """
+        target = torch.device(device) if device is not None else torch.device("cpu")
         validate_block_size(block_size)
         if len(keys) != len(values) or not keys:
             raise InputError("put needs one K and one V tensor per layer")
@@ -271,8 +274,8 @@ class KVStore:
         if missing:
             lo, hi = missing[0] * block_size, (missing[-1] + 1) * block_size
             with torch.inference_mode():
-                k = torch.stack([t[:, lo:hi].detach().to("cpu") for t in keys])
-                v = torch.stack([t[:, lo:hi].detach().to("cpu") for t in values])
+                k = torch.stack([t[:, lo:hi].detach().to(target) for t in keys])
+                v = torch.stack([t[:, lo:hi].detach().to(target) for t in values])
                 kv = torch.stack([k, v], dim=1)  # [layers, 2, kv_heads, tokens, head_dim]
                 for i in missing:
                     s = i * block_size - lo
@@ -321,11 +324,15 @@ class KVStore:
         return evicted
 
 
-def concat_blocks(blocks: Sequence[StoredBlock]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per-layer K and V ``[kv_heads, tokens, head_dim]`` of consecutive stored blocks."""
+def concat_blocks(blocks: Sequence[StoredBlock], device: torch.device | str | None = None,
+                  dtype: torch.dtype | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per-layer K and V ``[kv_heads, tokens, head_dim]`` of consecutive stored blocks, as a new tensor
+    (never a view of a stored block), on ``device`` in ``dtype`` when given."""
     if not blocks:
         return [], []
-    kv = torch.cat([b.kv for b in blocks], dim=3) if len(blocks) > 1 else blocks[0].kv
+    kv = torch.cat([b.kv for b in blocks], dim=3)
+    if device is not None or dtype is not None:
+        kv = kv.to(device=device, dtype=dtype)
     return [kv[layer, 0] for layer in range(kv.shape[0])], [kv[layer, 1] for layer in range(kv.shape[0])]
 
 
@@ -346,11 +353,16 @@ def get_kv_store() -> KVStore:
 class CachedPrefill:
     """A prompt's prefill through the store: which blocks came from it and what the model computed.
 
-    ``forward_ms`` times only the model (the non-reused tokens); ``lookup_ms`` the store lookup and the
-    concatenation of the reused K/V; ``total_ms`` the whole call, storing included.
+    ``keys``/``values`` cover the whole prompt (reused prefix + computed tail), per layer
+    ``[kv_heads, tokens, head_dim]``, on the model's device. ``forward_ms`` times only the model (the
+    non-reused tokens); ``lookup_ms`` the store lookup and the assembly of the reused K/V;
+    ``total_ms`` the whole call, storing included.
     """
 
-    result: PrefillResult
+    token_ids: list[int]
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    last_logits: torch.Tensor  # [vocab], float32, CPU
     block_size: int
     block_hashes: list[bytes]
     hit_blocks: int
@@ -363,13 +375,37 @@ class CachedPrefill:
 
     @property
     def num_tokens(self) -> int:
-        return self.result.num_tokens
+        return len(self.token_ids)
 
 
 def reusable_blocks(num_tokens: int, block_size: int, hit_blocks: int) -> int:
     """Hit blocks an engine may use: at most ``(num_tokens - 1) // block_size``, because the last
     prompt token is always recomputed to get a query for the next-token logits."""
     return max(0, min(hit_blocks, (num_tokens - 1) // block_size))
+
+
+def _cache_layers(cache: object) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(K, V) of every layer of a transformers cache, each ``[1, kv_heads, tokens, head_dim]``."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        return [(k, v) for k, v, *_ in cache]  # type: ignore[attr-defined]
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+def _continue(lm: LoadedModel, prefix_k: list[torch.Tensor], prefix_v: list[torch.Tensor],
+              new_ids: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, float]:
+    """Run ``new_ids`` after the given prefix K/V (already on the model's device, never modified: the
+    cache grows by concatenation into new tensors). Returns the whole K/V, the last logits and the
+    forward time; unlike ``prefill_continue`` it neither re-tokenizes nor copies the K/V to the CPU."""
+    from transformers import DynamicCache
+
+    from kvviz.model.prefill import _forward
+
+    data = [(k.unsqueeze(0), v.unsqueeze(0)) for k, v in zip(prefix_k, prefix_v, strict=True)]
+    cache = DynamicCache(data, config=lm.model.config)
+    out, logits, ms = _forward(lm, new_ids, cache)
+    pairs = _cache_layers(out)
+    return [k[0] for k, _ in pairs], [v[0] for _, v in pairs], logits, ms
 
 
 def prefill_cached(
@@ -386,32 +422,41 @@ def prefill_cached(
     """Prefill ``token_ids`` reusing the longest stored prefix (whole blocks, last token recomputed).
 
     ``max_reuse_tokens`` caps the reuse (an experiment that must recompute a given tail); ``save``
-    stores the prompt's new full blocks afterwards. The model runs under ``lm.lock``.
+    stores the prompt's new full blocks afterwards (on the model's device). The model runs under
+    ``lm.lock``.
     """
     start = time.perf_counter()
     store = get_kv_store() if store is None else store
     ids = [int(t) for t in token_ids]
     if not ids:
         raise InputError("no tokens: at least one token id is needed")
+    vocab = lm.info.vocab_size
+    if any(not 0 <= t < vocab for t in ids):
+        raise InputError(f"a token id is outside the vocabulary (0..{vocab - 1})")
     hashes = store_block_hashes(ids, block_size, cache_salt)
     key = model_key(lm)
     limit = reusable_blocks(len(ids), block_size, len(hashes))
     if max_reuse_tokens is not None:
         limit = min(limit, max(0, int(max_reuse_tokens)) // block_size)
     found = store.lookup(key, hashes, max_blocks=limit) if limit > 0 else []
-    prefix_k, prefix_v = concat_blocks(found)
-    lookup_ms = (time.perf_counter() - start) * 1000.0
     if found:
-        result = prefill_continue(lm, prefix_k, prefix_v, ids)
+        prefix_k, prefix_v = concat_blocks(found, device=lm.device, dtype=lm.torch_dtype)
+        lookup_ms = (time.perf_counter() - start) * 1000.0
+        keys, values, logits, forward_ms = _continue(lm, prefix_k, prefix_v, ids[len(found) * block_size :])
     else:
+        lookup_ms = (time.perf_counter() - start) * 1000.0
         result = prefill(lm, token_ids=ids, max_tokens=max(1, len(ids)))
+        keys, values, logits, forward_ms = result.keys, result.values, result.last_logits, result.prefill_ms
     stored = 0
     if save:
         # from block 0: reused blocks are only touched, so the head ends up most recently used
-        stored = store.put(key, hashes, result.keys, result.values, ids, block_size, owner=owner)
+        stored = store.put(key, hashes, keys, values, ids, block_size, owner=owner, device=lm.device)
     reused = len(found) * block_size
     return CachedPrefill(
-        result=result,
+        token_ids=ids,
+        keys=keys,
+        values=values,
+        last_logits=logits,
         block_size=block_size,
         block_hashes=hashes,
         hit_blocks=len(found),
@@ -419,7 +464,7 @@ def prefill_cached(
         computed_tokens=len(ids) - reused,
         stored_blocks=stored,
         lookup_ms=round(lookup_ms, 3),
-        forward_ms=result.prefill_ms,
+        forward_ms=round(forward_ms, 3),
         total_ms=round((time.perf_counter() - start) * 1000.0, 3),
     )
 

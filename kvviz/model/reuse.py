@@ -45,7 +45,7 @@ from kvviz.model.kvstore import (
 )
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
-from kvviz.model.settings import InputError
+from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.model.tokens import Tokenized, token_pieces, tokenize
 
 #: Layers from this index on count as "deep" for ``deep_layers_changed_after_edit``.
@@ -328,14 +328,35 @@ def clear_full_prefill_cache() -> None:
         _FULL_CACHE.clear()
 
 
+_TOKENIZED: OrderedDict[tuple[str, str, int], Tokenized] = OrderedDict()
+_TOKENIZED_SIZE = 8
+
+
+def _tokenize(lm: LoadedModel, text: str, max_tokens: int | None) -> Tokenized:
+    """``tokenize`` remembered for the last few texts: while B is edited, A is tokenized once."""
+    limit = max_tokens_default() if max_tokens is None else max_tokens
+    key = (lm.source.key, text, limit) if isinstance(text, str) else None
+    with _FULL_LOCK:
+        hit = _TOKENIZED.get(key) if key else None
+        if hit is not None:
+            _TOKENIZED.move_to_end(key)
+            return hit
+    tok = tokenize(text, model_name=lm.source.key, max_tokens=limit)
+    if key:
+        with _FULL_LOCK:
+            _TOKENIZED[key] = tok
+            while len(_TOKENIZED) > _TOKENIZED_SIZE:
+                _TOKENIZED.popitem(last=False)
+    return tok
+
+
 def _tokenize_pair(lm: LoadedModel, text_a: str, text_b: str, max_tokens: int | None) -> tuple[Tokenized, Tokenized]:
-    name = lm.source.key
     try:
-        tok_a = tokenize(text_a, model_name=name, max_tokens=max_tokens)
+        tok_a = _tokenize(lm, text_a, max_tokens)
     except InputError as exc:
         raise InputError(f"original prompt (A): {exc}") from exc
     try:
-        tok_b = tokenize(text_b, model_name=name, max_tokens=max_tokens)
+        tok_b = _tokenize(lm, text_b, max_tokens)
     except InputError as exc:
         raise InputError(f"edited prompt (B): {exc}") from exc
     return tok_a, tok_b
@@ -389,7 +410,7 @@ def run_edit(
         logits, b_reused, b_computed, b_ms = full_b.last_logits, 0, len(ids_b), full_b.prefill_ms
     else:
         cached_b = prefill_cached(lm, ids_b, block_size, store=store, max_reuse_tokens=comparison.reused_tokens)
-        logits, b_reused, b_computed = cached_b.result.last_logits, cached_b.reused_tokens, cached_b.computed_tokens
+        logits, b_reused, b_computed = cached_b.last_logits, cached_b.reused_tokens, cached_b.computed_tokens
         b_ms = cached_b.forward_ms
     edit_ms = (time.perf_counter() - start) * 1000.0
     next_id = int(torch.argmax(logits))
