@@ -134,8 +134,8 @@ def block_tables_figure(view: StepView) -> go.Figure:
             texts.append(text)
             fills.append(SOURCE_COLOURS[source])
             kinds = own.get((req.request_id, cell.block_id), ()) if cell.block_id is not None else ()
-            kind = next((k for k in EVENT_PRIORITY if k in kinds), None)
-            if kind is not None and kind != "free":
+            kind = next((k for k in ("touch", "hit", "allocate") if k in kinds), None)
+            if kind is not None:
                 shapes.append(dict(type="rect", x0=cell.index - 0.47, x1=cell.index + 0.47, y0=r_i - 0.44,
                                    y1=r_i + 0.44, line=dict(color=EVENT_COLOURS[kind], width=3)))
         z.append(row_z)
@@ -276,14 +276,18 @@ def timeline_figure(run: ScenarioRun, k: int) -> go.Figure:
     """Cumulative hit tokens, computed tokens and evictions after every step, with step ``k`` marked."""
     steps = list(range(run.num_steps + 1))
     counters = [run.counters_at(i) for i in steps]
-    fig = go.Figure()
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
     colours = {"hit_tokens": "#16a34a", "computed_tokens": "#2563eb", "evictions": "#dc2626"}
     for key, name in T.TIMELINE_SERIES.items():
         fig.add_trace(go.Scatter(x=steps, y=[c[key] for c in counters], name=name, mode="lines+markers",
-                                 line=dict(color=colours[key], shape="hv"), marker=dict(size=5)))
+                                 line=dict(color=colours[key], shape="hv", dash="dash" if key == "evictions" else None),
+                                 marker=dict(size=5)), secondary_y=key == "evictions")
     fig.add_vline(x=k, line=dict(color=INK, dash="dot"))
     fig.update_xaxes(title=T.TIMELINE_X, dtick=1 if run.num_steps <= 30 else None, showgrid=False)
-    fig.update_yaxes(title=T.TIMELINE_Y, gridcolor="#eef0f3", rangemode="tozero")
+    fig.update_yaxes(title=T.TIMELINE_Y, gridcolor="#eef0f3", rangemode="tozero", secondary_y=False)
+    most = max(c["evictions"] for c in counters)
+    fig.update_yaxes(title=T.TIMELINE_Y2, showgrid=False, rangemode="tozero", range=[0, max(most, 4) * 1.1],
+                     secondary_y=True, color="#dc2626")
     fig = _layout(fig, 300, T.TIMELINE_TITLE)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
     return fig
@@ -497,7 +501,7 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
     for row, n in ((1, heights[0]), (2, heights[1])):
         fig.update_yaxes(visible=False, autorange=False, range=[n - 0.5, -0.6], row=row, col=1)
         fig.update_xaxes(range=[-1, x_end + 1], tickvals=list(range(0, x_end + 1, bs)), showgrid=False, row=row,
-                         col=1, showticklabels=True, tickfont=dict(size=10))
+                         col=1, showticklabels=row == 2, tickfont=dict(size=10))
     fig.update_xaxes(title=dict(text=R.AXIS_TOKENS, font=dict(size=11)), row=2, col=1)
     legend = [(R.LEGEND_TREE[s], c) for s, c in RADIX_COLOURS.items()]
     legend += [(R.LEGEND_CHAIN[s], c) for s, c in CHAIN_COLOURS.items()]
@@ -506,9 +510,9 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
         fig.add_annotation(x=0.5, y=0.5, xref="x domain", yref="y domain", text=R.TREE_EMPTY, showarrow=False)
     if not chain_items:
         fig.add_annotation(x=0.5, y=0.5, xref="x2 domain", yref="y2 domain", text=R.CHAIN_EMPTY, showarrow=False)
-    fig = _layout(fig, 200 + 44 * (heights[0] + heights[1]))
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, xanchor="left", font=dict(size=11)),
-                      margin=dict(t=40, b=90))
+    fig = _layout(fig, 190 + 44 * (heights[0] + heights[1]))
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, x=1, xanchor="right", font=dict(size=11)),
+                      margin=dict(t=100, b=40))
     for ann in fig.layout.annotations[:2]:
         ann.update(x=0, xanchor="left", font=dict(size=13))
     return fig
@@ -587,6 +591,9 @@ def reuse_figure(comparison: RadixComparison, k: int) -> go.Figure:
                     add("reused", label, "window", i * bs, (i + 1) * bs,
                         R.HOVER_BLOCK_HIT.format(first=i * bs + 1, last=(i + 1) * bs))
             add("computed", label, "window", r.window_tokens, n, R.HOVER_PART["computed"].format(n=n - r.window_tokens))
+    if ylab0:  # fixes the row order (a multicategory axis orders rows by first appearance)
+        fig.add_trace(go.Bar(y=[ylab0, ylab1], x=[0] * len(ylab0), orientation="h", showlegend=False,
+                             hoverinfo="skip", marker=dict(color="rgba(0,0,0,0)")))
     for part, c in cats.items():
         if not c["x"]:
             continue
@@ -599,7 +606,7 @@ def reuse_figure(comparison: RadixComparison, k: int) -> go.Figure:
         ))
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_xaxes(title=R.AXIS_TOKENS, gridcolor="#eef0f3", dtick=bs, zeroline=False)
-    fig.update_yaxes(type="multicategory", categoryorder="array", categoryarray=[ylab0, ylab1])
+    fig.update_yaxes(type="multicategory")
     if not requests:
         fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text=R.REUSE_EMPTY, showarrow=False)
         fig.update_yaxes(visible=False)

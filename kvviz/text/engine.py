@@ -22,7 +22,7 @@ LEGEND = (
     "- **Pool**: every physical block with its short hash and ref_cnt. Blue = in use, teal = shared "
     "(ref_cnt > 1), amber = free but still cached (a future hit, or the next victim), grey = empty.\n"
     "- **Outlines** mark the blocks this step touched: green hit, blue allocated, purple cached, grey "
-    "freed, red evicted.\n"
+    "freed, red evicted (in the block tables: only what this step gave the request).\n"
     "- **Free queue**: the order in which free blocks are handed out. The head (left) is the **next "
     "eviction**; freed blocks join the tail."
 )
@@ -133,7 +133,8 @@ TIMELINE_HEADER = "The whole scenario"
 TIMELINE_TITLE = "Counters at every step (the dotted line is the step shown above)"
 TIMELINE_SERIES = {"hit_tokens": "hit tokens", "computed_tokens": "computed tokens", "evictions": "evictions (blocks)"}
 TIMELINE_X = "step"
-TIMELINE_Y = "tokens / blocks"
+TIMELINE_Y = "tokens"
+TIMELINE_Y2 = "evicted blocks"
 ANIMATION_TITLE = "The pool at every step (press ▶ to animate)"
 ANIMATION_PLAY = "▶"
 ANIMATION_PAUSE = "❚❚"
