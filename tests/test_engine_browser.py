@@ -1,0 +1,76 @@
+"""Real-browser test of the engine pages: the block-table player steps and plays in Chromium, the radix
+page draws the tree, the chain and the reuse lanes; no error boxes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from browser_util import (  # noqa: F401 - fixtures
+    app_server,
+    assert_no_errors,
+    browser,
+    metric_values,
+    open_page,
+    screenshot,
+    wait_idle,
+)
+
+from kvviz.text import common as C
+from kvviz.text import engine as T
+from kvviz.text import radix as R
+
+pytestmark = pytest.mark.browser
+
+
+def _title(path: str) -> str:
+    return next(title for p, title, _ in C.PAGES if p == path)
+
+
+def _step(page) -> str:
+    return page.locator("h3").filter(has_text="Step ").first.inner_text().strip()
+
+
+def test_block_table_page_in_the_browser(app_server, browser):  # noqa: F811
+    page = open_page(browser, app_server, "", wait_text=C.APP_TITLE)
+    try:
+        page.locator('[data-testid="stSidebarNav"]').get_by_text(_title("pages/block_table.py"), exact=True).click()
+        page.get_by_text(T.EVENTS_HEADER).first.wait_for()
+        page.wait_for_selector(".main-svg")
+        wait_idle(page)
+        assert _step(page) == "Step 0 of 15"
+        for _ in range(2):
+            page.get_by_role("button", name=T.FORWARD).click()
+            wait_idle(page)
+        page.get_by_text("Step 2 of 15").first.wait_for()
+        assert metric_values(page)[T.COUNTERS["hit_tokens"][0]] == "64"
+        page.get_by_role("button", name=T.PLAY).click()  # the fragment's timer advances the player
+        page.get_by_text("Step 4 of 15").first.wait_for(timeout=30_000)
+        page.get_by_role("button", name=T.PAUSE).click()
+        wait_idle(page)
+        paused = _step(page)
+        time.sleep(2.5)
+        assert _step(page) == paused  # Pause stops the timer
+        page.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for()
+        assert_no_errors(page)
+        screenshot(page, "block_table")
+    finally:
+        page.close()
+
+
+def test_radix_page_in_the_browser(app_server, browser):  # noqa: F811
+    page = open_page(browser, app_server, "", wait_text=C.APP_TITLE)
+    try:
+        page.locator('[data-testid="stSidebarNav"]').get_by_text(_title("pages/radix.py"), exact=True).click()
+        page.get_by_text(R.EVICTIONS_HEADER).first.wait_for()
+        page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for()
+        page.wait_for_selector(".main-svg")
+        wait_idle(page)
+        metrics = metric_values(page)
+        assert metrics[R.METRIC_RADIX] == "260 tokens" and metrics[R.METRIC_POOL] == "208 tokens"
+        main = page.locator('[data-testid="stMain"]').inner_text()
+        assert "Radix tree after step 11" in main and "Hash chain after step 11" in main
+        assert_no_errors(page)
+        screenshot(page, "radix")
+    finally:
+        page.close()
