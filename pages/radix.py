@@ -97,6 +97,13 @@ for col, (key, value) in zip(cols, totals.items(), strict=True):
 # ----------------------------------------------------------------------------- the structures
 st.subheader(T.STRUCTURES_HEADER)
 st.plotly_chart(F.radix_chain_figure(comparison, k), width="stretch", key="rx_structures")
+tree = comparison.radix_states[k]
+sizes = {node.id: node.num_tokens for node in tree.nodes}
+leaves = [T.LRU_ITEM.format(id=i, tokens=sizes[i]) for i in tree.lru_leaves]
+queued = sorted((c for c in comparison.chain_at(k) if c.queue_pos is not None), key=lambda c: c.queue_pos)
+st.caption(T.LRU_LINE.format(leaves=", ".join(leaves)) if leaves else T.LRU_NONE)
+st.caption(T.QUEUE_LINE.format(blocks=", ".join(T.QUEUE_ITEM.format(id=c.block_id, pos=c.queue_pos + 1)
+                                                for c in queued)) if queued else T.QUEUE_NONE)
 
 st.subheader(T.REUSE_HEADER)
 st.plotly_chart(F.reuse_figure(comparison, k), width="stretch", key="rx_reuse")

@@ -26,6 +26,7 @@ SOURCE_COLOURS = {"hit": "#16a34a", "new": "#2563eb", "partial": "#93c5fd", "ski
 POOL_COLOURS = {"used": "#2563eb", "shared": "#0d9488", "cached": "#f59e0b", "free": "#e5e7eb"}
 EVENT_COLOURS = {"hit": "#16a34a", "touch": "#16a34a", "allocate": "#1d4ed8", "cache": "#9333ea",
                  "free": "#6b7280", "evict": "#dc2626"}
+TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  # dark: visible on their fills
 # When a block saw several events in one step, the outline shows the most telling one.
 EVENT_PRIORITY = ("evict", "touch", "hit", "allocate", "cache", "free")
 DARK_FILLS = {"#16a34a", "#2563eb", "#0d9488", "#1d4ed8", "#0f766e", "#7c3aed", "#dc2626"}
@@ -137,7 +138,7 @@ def block_tables_figure(view: StepView) -> go.Figure:
             kind = next((k for k in ("touch", "hit", "allocate") if k in kinds), None)
             if kind is not None:
                 shapes.append(dict(type="rect", x0=cell.index - 0.47, x1=cell.index + 0.47, y0=r_i - 0.44,
-                                   y1=r_i + 0.44, line=dict(color=EVENT_COLOURS[kind], width=3)))
+                                   y1=r_i + 0.44, line=dict(color=TABLE_OUTLINES[kind], width=3)))
         z.append(row_z)
         hover.append(row_h)
     fig = go.Figure()
@@ -285,9 +286,9 @@ def timeline_figure(run: ScenarioRun, k: int) -> go.Figure:
     fig.add_vline(x=k, line=dict(color=INK, dash="dot"))
     fig.update_xaxes(title=T.TIMELINE_X, dtick=1 if run.num_steps <= 30 else None, showgrid=False)
     fig.update_yaxes(title=T.TIMELINE_Y, gridcolor="#eef0f3", rangemode="tozero", secondary_y=False)
-    most = max(c["evictions"] for c in counters)
-    fig.update_yaxes(title=T.TIMELINE_Y2, showgrid=False, rangemode="tozero", range=[0, max(most, 4) * 1.1],
-                     secondary_y=True, color="#dc2626")
+    most = max(max(c["evictions"] for c in counters), 4)
+    fig.update_yaxes(title=T.TIMELINE_Y2, showgrid=False, range=[0, most * 1.1], tickmode="linear", tick0=0,
+                     dtick=math.ceil(most / 4), secondary_y=True, color="#dc2626")
     fig = _layout(fig, 300, T.TIMELINE_TITLE)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
     return fig
@@ -454,8 +455,12 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
             label += R.NODE_LRU.format(rank=lru_rank[nid] + 1)
         if node.start == 0 and node.extra_key:
             label = R.NODE_SALT.format(salt=escape(node.extra_key)) + label
-        if not fits(label, node.num_tokens):
-            label = R.NODE_SHORT.format(id=nid) if fits(R.NODE_SHORT.format(id=nid), node.num_tokens) else ""
+        for option in (R.NODE_SHORT.format(id=nid) + (R.NODE_LRU.format(rank=lru_rank[nid] + 1) if nid in lru_rank
+                                                       else R.NODE_TOKENS.format(tokens=node.num_tokens)),
+                       R.NODE_SHORT.format(id=nid), ""):
+            if fits(label, node.num_tokens):
+                break
+            label = option
         text = comparison.text_of(node.start, node.tokens_preview, node.num_tokens)
         hover = R.HOVER_NODE.format(id=nid, first=x0 + 1, last=x1, tokens=node.num_tokens, lock=node.lock_ref,
                                     access=node.last_access, status=R.NODE_STATUS[status],
