@@ -205,3 +205,9 @@ def test_concurrent_tokenize_is_safe():
         t.join()
     assert not errors
     assert [got[i] for i in range(8)] == expected
+
+
+def test_huge_paste_is_cut_with_an_honest_notice():
+    tok = tokenize("x y " * 300_001)  # 1.2 M characters: only the first 1 M are tokenized
+    assert tok.truncated and len(tok.ids) == 2048
+    assert tok.notice.startswith("The input has more than ")
