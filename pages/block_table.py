@@ -41,6 +41,12 @@ def _play(scenario: Scenario) -> ScenarioRun:
     return play_scenario(scenario)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _counters(scenario: Scenario) -> list[dict]:
+    run_ = _play(scenario)
+    return [run_.counters_at(i) for i in range(run_.num_steps + 1)]
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def _animation(scenario: Scenario):
     return F.pool_animation_figure(_play(scenario))
@@ -303,7 +309,7 @@ def _player() -> None:
             st.dataframe(_table_rows(view), hide_index=True, width="stretch")
 
     st.markdown(f"**{T.TIMELINE_HEADER}**")
-    st.plotly_chart(F.timeline_figure(run, k), width="stretch", key="bt_timeline")
+    st.plotly_chart(F.timeline_figure(run, k, _counters(scenario)), width="stretch", key="bt_timeline")
 
 
 st.fragment(_player, run_every=interval if playing else None)()

@@ -273,10 +273,11 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
 # ----------------------------------------------------------------------------- over time
 
 
-def timeline_figure(run: ScenarioRun, k: int) -> go.Figure:
-    """Cumulative hit tokens, computed tokens and evictions after every step, with step ``k`` marked."""
+def timeline_figure(run: ScenarioRun, k: int, counters: Sequence[dict] | None = None) -> go.Figure:
+    """Cumulative hit tokens, computed tokens and evictions after every step, with step ``k`` marked
+    (``counters``: ``run.counters_at(i)`` for every step, when the caller already has them)."""
     steps = list(range(run.num_steps + 1))
-    counters = [run.counters_at(i) for i in steps]
+    counters = list(counters) if counters is not None else [run.counters_at(i) for i in steps]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     colours = {"hit_tokens": "#16a34a", "computed_tokens": "#2563eb", "evictions": "#dc2626"}
     for key, name in T.TIMELINE_SERIES.items():
