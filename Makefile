@@ -10,6 +10,7 @@ PORT   ?= 8501
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: run test bench lint install clean
 
