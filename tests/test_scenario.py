@@ -201,6 +201,8 @@ def test_user_request_steps_append_and_compose():
     assert next(r for r in same.requests if r.request_id == "you1").hit_tokens == 64
     with pytest.raises(ScenarioError, match="no tokens"):
         user_request_steps("x", [])
+    with pytest.raises(ScenarioError, match="more than 4,096 tokens"):
+        user_request_steps("x", [1] * 4097)
     dup = scenario.with_steps([ScenarioStep("add", "x", (1,)), ScenarioStep("add", "x", (2,))])
     with pytest.raises(ScenarioError, match="already running"):
         play_scenario(dup)

@@ -341,7 +341,7 @@ def user_request_steps(
     if not tokens:
         raise ScenarioError("the request has no tokens")
     if len(tokens) > MAX_REQUEST_TOKENS:
-        raise ScenarioError(f"the request has {len(tokens):,} tokens; at most {MAX_REQUEST_TOKENS:,} in one step")
+        raise ScenarioError(f"the request has more than {MAX_REQUEST_TOKENS:,} tokens, the most one step takes")
     steps = [ScenarioStep("add", request_id, tuple(tokens), salt or None, text,
                           tuple(pieces) if pieces is not None else None, note)]
     if answer_tokens:
