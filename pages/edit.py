@@ -17,12 +17,26 @@ BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 DEFAULT_PRESET = "cat_window"
 MODES = [T.MODE_PRESET, T.MODE_CHAR, T.MODE_FREE]
 STATUS_DOT = {"hit": "🟩", "miss": "🟥", "invalidated": "🟧", "partial": "⬜"}
-MAX_TOKEN_ROWS = 20
+MAX_TOKEN_ROWS = 16
 K_MODE, K_PRESET, K_TEXT, K_POS, K_REPL = "edit_mode", "edit_preset", "edit_char_text", "edit_char_pos", "edit_char_repl"
 K_FREE_A, K_FREE_B, K_BLOCK, K_HASH, K_SEED = "edit_free_a", "edit_free_b", "edit_block_size", "edit_hash", "edit_seed"
 K_CURRENT, K_CLICK, K_TOKENS = "edit_current", "edit_last_click", "edit_tokens_chart"
 
 ss = st.session_state
+_MD_SPECIAL = set("\\`*_{}[]<>()#+-.!|$~&")
+
+
+def md(text: str) -> str:
+    """User text made literal for st.markdown (ASCII punctuation escaped, so no markup, no LaTeX)."""
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
+
+
+def tok(piece: str) -> str:
+    """A token's text as an inline code span (repr, so spaces and controls show)."""
+    shown = repr(piece).replace("`", "ˋ")
+    return f"`{shown}`"
+
+
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()
 
@@ -133,8 +147,8 @@ elif mode == T.MODE_CHAR:
         ch = text_a[pos]
         before = text_a[max(0, pos - 20):pos].replace("\n", " ")
         after = text_a[pos + 1:pos + 21].replace("\n", " ")
-        st.caption(T.CHAR_AT.format(pos=pos, total=len(text_a), desc=R.describe_char(ch), before=before,
-                                    char=ch if ch.isprintable() and not ch.isspace() else "·", after=after))
+        st.caption(T.CHAR_AT.format(pos=pos, total=len(text_a), desc=md(R.describe_char(ch)), before=md(before),
+                                    char=md(ch) if ch.isprintable() and not ch.isspace() else "·", after=md(after)))
         if replacement == ch:
             st.caption(T.CHAR_NOOP)
 else:
@@ -197,7 +211,7 @@ cmp = edit.comparison
 st.subheader(T.STEP_CHANGE)
 for notice in edit.notices:
     st.warning(T.TRUNCATED.format(notice=notice), icon=":material/content_cut:")
-controls = sorted({R.describe_char(c) for c in text_a + text_b
+controls = sorted({md(R.describe_char(c)) for c in text_a + text_b
                    if unicodedata.category(c) in ("Cc", "Cf") and c not in "\n\t\r"})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
@@ -209,13 +223,13 @@ def _describe_change() -> list[str]:
     if not ce.identical:
         removed, added = text_a[ce.start:ce.end_a], text_b[ce.start:ce.end_b]
         if len(removed) == 1 and len(added) == 1:
-            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=R.describe_char(removed),
-                                                  added=R.describe_char(added)))
+            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=md(R.describe_char(removed)),
+                                                  added=md(R.describe_char(added))))
         elif not removed:
-            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=R.describe_char(added[:3])))
+            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=md(R.describe_char(added[:3]))))
         elif not added:
             lines.append(T.CHANGE_CHAR_DELETE.format(count=len(removed), pos=ce.start,
-                                                     removed=R.describe_char(removed[:3])))
+                                                     removed=md(R.describe_char(removed[:3]))))
         else:
             lines.append(T.CHANGE_CHAR_MANY.format(start=ce.start, end=ce.end_a - 1, removed_count=len(removed),
                                                    added_count=len(added)))
@@ -354,10 +368,10 @@ st.caption(T.PROOF_PAD_NOTE)
 
 st.markdown(f"**{T.REUSE_EXACT_HEADER}**")
 if cmp.reused_tokens and proof.logits_max_abs_diff_reuse == 0:
-    st.markdown(T.REUSE_IDENTICAL.format(reused=cmp.reused_tokens, token=f"`{proof.next_token_full!r}`"))
+    st.markdown(T.REUSE_IDENTICAL.format(reused=cmp.reused_tokens, token=tok(proof.next_token_full)))
 elif cmp.reused_tokens:
     st.markdown(T.REUSE_EXACT.format(reused=cmp.reused_tokens, diff=_fmt(proof.logits_max_abs_diff_reuse),
-                                     token=f"`{proof.next_token_full!r}`"))
+                                     token=tok(proof.next_token_full)))
 else:
     st.markdown(T.REUSE_EXACT_NONE.format(diff=_fmt(proof.logits_max_abs_diff_reuse)))
 
@@ -373,10 +387,10 @@ else:
     cols[1].metric(T.M_WRONG_KL, f"{wrong.kl:.3g} nats", help=T.M_WRONG_KL_HELP)
     cols[2].metric(T.M_WRONG_NEXT, T.M_WRONG_NEXT_CHANGED if wrong.next_token_changed else T.M_WRONG_NEXT_SAME)
     if wrong.next_token_changed:
-        st.markdown(T.WRONG_NEXT_CHANGED.format(wrong=f"`{wrong.next_token_wrong!r}`",
-                                                correct=f"`{wrong.next_token_correct!r}`"))
+        st.markdown(T.WRONG_NEXT_CHANGED.format(wrong=tok(wrong.next_token_wrong),
+                                                correct=tok(wrong.next_token_correct)))
     else:
-        st.markdown(T.WRONG_NEXT_SAME.format(correct=f"`{wrong.next_token_correct!r}`",
+        st.markdown(T.WRONG_NEXT_SAME.format(correct=tok(wrong.next_token_correct),
                                              p_ok=wrong.prob_correct_top, p_wrong=wrong.prob_wrong_of_correct_top))
     st.markdown(T.WRONG_CONCLUSION.format(exact=_fmt(proof.logits_max_abs_diff_reuse),
                                           wrong=_fmt(wrong.logits_max_abs_diff)))

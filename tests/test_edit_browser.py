@@ -60,17 +60,18 @@ def test_edit_page_story_in_the_browser(app_server, browser):  # noqa: F811
         )
         screenshot(page, "edit-cascade-played")
 
-        # clicking a token of A (row 1, column 3 of the left grid) opens the one-character editor there
+        # clicking a token of A (column 3 of the grid row "A t16") opens the one-character editor there
         tokens_chart = page.locator('[data-testid="stPlotlyChart"]').nth(0)
         tokens_chart.scroll_into_view_if_needed()
+        tick = tokens_chart.locator(".ytick text", has_text="A t16").first.bounding_box()
         box = tokens_chart.locator(".xy .nsewdrag").first.bounding_box()
-        rows = -(-max(len(tokenize(preset.a).ids), len(tokenize(preset.b).ids)) // 16)
-        page.mouse.click(box["x"] + box["width"] * 3.5 / 16, box["y"] + box["height"] * 1.5 / rows)
+        page.mouse.click(box["x"] + box["width"] * 3.5 / 16, tick["y"] + tick["height"] / 2)
         page.get_by_text(T.CHAR_POS_LABEL).first.wait_for(timeout=60_000)
         wait_idle(page)
         main = page.locator('[data-testid="stMain"]')
         checked = main.locator('[data-testid="stRadio"] input[type="radio"]:checked').first
         assert checked.evaluate("el => el.closest('label').innerText").strip() == T.MODE_CHAR
+        assert "Character " in main.inner_text()  # the caption naming the chosen character
         assert_no_errors(page)
     finally:
         page.close()

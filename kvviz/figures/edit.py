@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from kvviz.core.compare import PromptComparison
 from kvviz.core.hashing import short_hash
@@ -79,32 +78,7 @@ def first_changed_block(comparison: PromptComparison) -> int | None:
 # ----------------------------------------------------------------------------- token strips
 
 
-def _token_side(pieces: Sequence[str], ids: Sequence[int], categories: list[str], side: str,
-                block_size: int, width: int, rows: range) -> tuple[list, list, list, list]:
-    """z, text, hover grids for one side, plus the click targets [x, y, customdata]."""
-    codes = {"a": 0, "hit": 1, "miss": 2, "invalidated": 3, "partial": 4, "changed": 5}
-    z, text, hover = [], [], []
-    px, py, pdata = [], [], []
-    for r in rows:
-        zr, tr, hr = [], [], []
-        for c in range(width):
-            p = r * width + c
-            if p < len(pieces):
-                zr.append(codes[categories[p]])
-                tr.append(show_piece(pieces[p]))
-                hr.append(T.FIG_TOKEN_HOVER.format(side=side, pos=p, block=p // block_size,
-                                                   piece=hover_piece(pieces[p]), id=ids[p]))
-                px.append(c)
-                py.append(r)
-                pdata.append([side, p])
-            else:
-                zr.append(None)
-                tr.append("")
-                hr.append("")
-        z.append(zr)
-        text.append(tr)
-        hover.append(hr)
-    return z, text, hover, [px, py, pdata]
+_CODES = {"a": 0, "hit": 1, "miss": 2, "invalidated": 3, "partial": 4, "changed": 5}
 
 
 def token_strip_figure(
@@ -119,77 +93,86 @@ def token_strip_figure(
     row_end: int | None = None,
     width: int = TOKENS_PER_ROW,
 ) -> go.Figure:
-    """A (left) and B (right) as grids of ``width`` tokens per row; thick lines at block boundaries.
-
-    B's cells take their block's status colour, A's a neutral colour; changed tokens are magenta.
-    Invisible markers over the cells make tokens clickable (customdata = [side, position]).
-    """
+    """Both prompts as a grid of ``width`` tokens per row, A's row directly above B's row for the same
+    positions; thick lines at block boundaries. B's cells take their block's status colour, A's a
+    neutral colour; changed tokens are magenta. Invisible markers make tokens clickable
+    (customdata = [side, position])."""
     bs = comparison.block_size
     total_rows = max(math.ceil(len(pieces_a) / width), math.ceil(len(pieces_b) / width), 1)
     row_end = total_rows if row_end is None else max(row_start + 1, min(row_end, total_rows))
-    rows = range(max(0, row_start), row_end)
-    status_of = {}
-    for blk in comparison.blocks:
-        for p in range(blk.start, blk.end):
-            status_of[p] = blk.status
+    rows = list(range(max(0, row_start), row_end))
+    status_of = {p: blk.status for blk in comparison.blocks for p in range(blk.start, blk.end)}
     set_a, set_b = set(changed_a), set(changed_b)
-    cat_a = ["changed" if p in set_a else "a" for p in range(len(pieces_a))]
-    cat_b = ["changed" if p in set_b else status_of.get(p, "partial") for p in range(len(pieces_b))]
-
+    sides = (
+        ("A", pieces_a, ids_a, ["changed" if p in set_a else "a" for p in range(len(pieces_a))]),
+        ("B", pieces_b, ids_b, ["changed" if p in set_b else status_of.get(p, "partial") for p in range(len(pieces_b))]),
+    )
     colors = [A_LIGHT, STATUS_LIGHT["hit"], STATUS_LIGHT["miss"], STATUS_LIGHT["invalidated"],
               STATUS_LIGHT["partial"], CHANGED_COLOR]
     scale = []
     for i, col in enumerate(colors):
         scale += [[i / len(colors), col], [(i + 1) / len(colors), col]]
 
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.025, subplot_titles=(T.FIG_TOKENS_A, T.FIG_TOKENS_B))
-    for col, (pieces, ids, cats, side) in enumerate(
-        ((pieces_a, ids_a, cat_a, "A"), (pieces_b, ids_b, cat_b, "B")), start=1
-    ):
-        z, text, hover, (px, py, pdata) = _token_side(pieces, ids, cats, side, bs, width, rows)
-        fig.add_trace(go.Heatmap(
-            z=z, x=list(range(width)), y=list(rows), text=text, texttemplate="%{text}",
-            textfont={"family": FONT, "size": 11, "color": "#111827"}, colorscale=scale, zmin=-0.5,
-            zmax=len(colors) - 0.5, showscale=False, xgap=1, ygap=1, hoverinfo="skip",
-        ), row=1, col=col)
-        fig.add_trace(go.Scatter(
-            x=px, y=py, customdata=pdata, mode="markers", name=side, showlegend=False,
-            marker={"size": 16, "symbol": "square", "color": "#000000", "opacity": 0.0},
-            selected={"marker": {"opacity": 0.25, "color": "#000000"}},
-            unselected={"marker": {"opacity": 0.0}},
-            hovertext=[h for row in hover for h in row if h], hoverinfo="text",
-        ), row=1, col=col)
-        xref, yref = ("x", "y") if col == 1 else ("x2", "y2")
-        n = len(pieces)
-        for p in range(bs, n, bs):
-            r, c = divmod(p, width)
-            if r not in rows:
-                continue
-            if c == 0:
-                fig.add_shape(type="line", xref=xref, yref=yref, x0=-0.5, x1=width - 0.5, y0=r - 0.5, y1=r - 0.5,
-                              line={"color": BOUNDARY_COLOR, "width": 2.5})
-            else:
-                fig.add_shape(type="line", xref=xref, yref=yref, x0=c - 0.5, x1=c - 0.5, y0=r - 0.5, y1=r + 0.5,
-                              line={"color": BOUNDARY_COLOR, "width": 2.5})
-    # legend entries (invisible points) for the cell colours
+    z, text, ylabels = [], [], []
+    px, py, pdata, phover = [], [], [], []
+    for k, r in enumerate(rows):
+        for s_i, (side, pieces, ids, cats) in enumerate(sides):
+            y = 2 * k + s_i
+            zr, tr = [], []
+            for c in range(width):
+                p = r * width + c
+                if p < len(pieces):
+                    zr.append(_CODES[cats[p]])
+                    tr.append(show_piece(pieces[p], limit=8))
+                    px.append(c)
+                    py.append(y)
+                    pdata.append([side, p])
+                    phover.append(T.FIG_TOKEN_HOVER.format(side=side, pos=p, block=p // bs,
+                                                           piece=hover_piece(pieces[p]), id=ids[p]))
+                else:
+                    zr.append(None)
+                    tr.append("")
+            z.append(zr)
+            text.append(tr)
+            ylabels.append(f"{side} t{r * width}")
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(
+        z=z, x=list(range(width)), y=list(range(len(z))), text=text, texttemplate="%{text}",
+        textfont={"family": FONT, "size": 11, "color": "#111827"}, colorscale=scale, zmin=-0.5,
+        zmax=len(colors) - 0.5, showscale=False, xgap=1, ygap=0, hoverinfo="skip",
+    ))
+    fig.add_trace(go.Scatter(
+        x=px, y=py, customdata=pdata, mode="markers", name="tokens", showlegend=False,
+        marker={"size": 18, "symbol": "square", "color": "#000000", "opacity": 0.0},
+        selected={"marker": {"opacity": 0.25, "color": "#000000"}}, unselected={"marker": {"opacity": 0.0}},
+        hovertext=phover, hoverinfo="text",
+    ))
+    line = {"color": BOUNDARY_COLOR, "width": 2.5}
+    for k, r in enumerate(rows):
+        top, bottom = 2 * k - 0.5, 2 * k + 1.5
+        row_first = r * width
+        if k > 0:  # between pairs: thick when a block starts here, else a thin separator
+            thick = row_first % bs == 0
+            fig.add_shape(type="line", x0=-0.5, x1=width - 0.5, y0=top, y1=top,
+                          line=line if thick else {"color": "#ffffff", "width": 5})
+        for c in range(1, width):
+            if (row_first + c) % bs == 0:
+                fig.add_shape(type="line", x0=c - 0.5, x1=c - 0.5, y0=top, y1=bottom, line=line)
     legend = [(T.FIG_A_TOKEN, A_LIGHT)] + [(T.STATUS_MEANING[s], STATUS_LIGHT[s]) for s in STATUS_LIGHT]
     legend.append((T.FIG_CHANGED, CHANGED_COLOR))
     for name, color in legend:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
                                  marker={"size": 12, "symbol": "square", "color": color,
-                                         "line": {"color": "#9ca3af", "width": 1}}), row=1, col=1)
-    ticks = list(rows)
-    for axis in ("yaxis", "yaxis2"):
-        fig.layout[axis].update(autorange="reversed", tickvals=ticks, ticktext=[f"t{r * width}" for r in ticks],
-                                showgrid=False, zeroline=False, tickfont={"size": 10})
-    fig.layout.yaxis2.update(showticklabels=False)
-    for axis in ("xaxis", "xaxis2"):
-        fig.layout[axis].update(range=[-0.5, width - 0.5], showticklabels=False, showgrid=False, zeroline=False,
-                                fixedrange=True)
-    height = 90 + 24 * len(rows) + 40
-    fig.update_layout(height=height + 30, margin={"l": 40, "r": 10, "t": 40, "b": 10}, clickmode="event+select",
-                      dragmode=False, plot_bgcolor="#ffffff",
-                      legend={"orientation": "h", "y": -0.02, "yanchor": "top", "x": 0, "font": {"size": 11}})
+                                         "line": {"color": "#9ca3af", "width": 1}}))
+    fig.update_layout(
+        height=70 + 21 * len(z) + 40, margin={"l": 60, "r": 10, "t": 10, "b": 10}, clickmode="event+select",
+        dragmode=False, plot_bgcolor="#ffffff",
+        legend={"orientation": "h", "y": -0.01, "yanchor": "top", "x": 0, "font": {"size": 11}},
+        xaxis={"range": [-0.5, width - 0.5], "showticklabels": False, "showgrid": False, "zeroline": False,
+               "fixedrange": True},
+        yaxis={"autorange": "reversed", "tickvals": list(range(len(z))), "ticktext": ylabels, "showgrid": False,
+               "zeroline": False, "tickfont": {"size": 10, "family": FONT}, "fixedrange": True},
+    )
     return fig
 
 

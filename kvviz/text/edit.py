@@ -28,7 +28,7 @@ CHAR_POS_LABEL = "Position of the character to change"
 CHAR_POS_HELP = "Character index in A, counted from 0. Clicking a token of A in the token view jumps here."
 CHAR_REPL_LABEL = "Replace it with"
 CHAR_REPL_HELP = "One character (any script, emoji, or a space). Leave empty to delete the character."
-CHAR_AT = "Character {pos} of {total}: {desc}. Context: …{before}**[{char}]**{after}…"
+CHAR_AT = "Character {pos} of {total}: {desc}. Context: …{before}⟦{char}⟧{after}…"
 CHAR_AT_END = "The position is at the end of the text: the replacement is appended."
 CHAR_NOOP = "The replacement equals the current character, so A and B are the same prompt."
 FREE_A_LABEL = "Original prompt (A)"
@@ -100,8 +100,9 @@ CHANGE_NO_SHIFT = (
     "those blocks have the same tokens as before, and still cannot be reused."
 )
 TOKENS_CAPTION = (
-    "Each row holds {width} tokens; thick lines are block boundaries (every {block_size} tokens). Colours "
-    "on B are the block's status; magenta marks the changed tokens. Click a token of A to edit it."
+    "Rows of {width} tokens, A's row above B's row for the same positions; thick lines are block "
+    "boundaries (every {block_size} tokens). Colours on B are the block's status; magenta marks the "
+    "changed tokens. Hover a token for its id; click a token of A to edit it."
 )
 TOKENS_ROWS = "Rows shown (of {total})"
 
@@ -235,7 +236,7 @@ M_WRONG_NEXT = "Next token"
 M_WRONG_NEXT_CHANGED = "changed"
 M_WRONG_NEXT_SAME = "unchanged"
 WRONG_NEXT_CHANGED = (
-    "The wrong reuse predicts {wrong} instead of {correct}: stale K/V carried A's context into B's answer."
+    "The wrong reuse predicts {wrong} instead of {correct}: K/V computed after A's prefix changed B's answer."
 )
 WRONG_NEXT_SAME = (
     "The top token survived ({correct}), but its probability moved from {p_ok:.1%} to {p_wrong:.1%}: the "
