@@ -48,6 +48,8 @@ from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.model.tokens import Tokenized, token_pieces, tokenize
 
+#: The wrong reuse computes at most this many separate runs of changed blocks (one model call each).
+MAX_COMPUTED_RUNS = 8
 #: Layers from this index on count as "deep" for ``deep_layers_changed_after_edit``.
 FIRST_DEEP_LAYER = 1
 #: The keys ``python -m kvviz reuse --json`` prints, in order.
@@ -611,16 +613,31 @@ def _wrong_reuse(lm: LoadedModel, edit: EditReport, a_full: PrefillResult, b_ful
     wrong = [blk.index for blk in comp.blocks[:limit] if blk.status == "invalidated"]
     if not wrong:
         return None
-    last = wrong[-1] + 1  # blocks [0, last) are either reused from A or computed on top
+    # runs of blocks [i, j) that are all reused from A or all computed, up to the last invalidated one;
+    # at most MAX_COMPUTED_RUNS computed runs (each is a model call), the rest is the computed tail
+    runs: list[tuple[int, int, bool]] = []
+    i, end, computed_runs = 0, wrong[-1] + 1, 0
+    while i < end:
+        j = i
+        while j < end and usable[j] == usable[i]:
+            j += 1
+        if not usable[i]:
+            computed_runs += 1
+            if computed_runs > MAX_COMPUTED_RUNS:
+                break
+        runs.append((i, j, usable[i]))
+        i = j
+    while runs and not runs[-1][2]:
+        runs.pop()
+    last = runs[-1][1] if runs else 0
+    wrong = [b for b in wrong if b < last]
+    if not wrong:
+        return None
     keys: list[torch.Tensor] = []
     values: list[torch.Tensor] = []
-    i = 0
-    while i < last:
-        j = i
-        while j < last and usable[j] == usable[i]:
-            j += 1
+    for i, j, reuse in runs:
         lo, hi = i * bs, j * bs
-        if usable[i]:
+        if reuse:
             keys, values = _cat(keys, _slice(a_full.keys, lo, hi)), _cat(values, _slice(a_full.values, lo, hi))
         elif lo == 0:
             part = prefill(lm, token_ids=ids[:hi], max_tokens=hi)
@@ -628,7 +645,6 @@ def _wrong_reuse(lm: LoadedModel, edit: EditReport, a_full: PrefillResult, b_ful
         else:
             part = prefill_continue(lm, keys, values, ids[:hi])
             keys, values = list(part.keys), list(part.values)
-        i = j
     result = prefill_continue(lm, keys, values, ids)
     diff, kl = _distribution_gap(b_full.last_logits, result.last_logits)
     id_c, id_w = int(torch.argmax(b_full.last_logits)), int(torch.argmax(result.last_logits))
