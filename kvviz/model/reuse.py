@@ -375,7 +375,7 @@ def _ensure_in_store(lm: LoadedModel, ids: list[int], block_size: int, store: KV
         return stored, 0, 0.0
     if stored == 0:
         full = full_prefill(lm, ids)
-        store.put(key, hashes, full.keys, full.values, ids, block_size)
+        store.put(key, hashes, full.keys, full.values, ids, block_size, device=lm.device)
         return 0, len(ids), full.prefill_ms
     cached = prefill_cached(lm, ids, block_size, store=store)
     return stored, cached.computed_tokens, cached.forward_ms
@@ -408,7 +408,8 @@ def run_edit(
     if comparison.reused_tokens == 0:
         # nothing to reuse: the store path would be a plain full prefill; share the remembered one
         full_b = full_prefill(lm, ids_b)
-        store.put(model_key(lm), store_block_hashes(ids_b, block_size), full_b.keys, full_b.values, ids_b, block_size)
+        store.put(model_key(lm), store_block_hashes(ids_b, block_size), full_b.keys, full_b.values, ids_b, block_size,
+                  device=lm.device)
         logits, b_reused, b_computed, b_ms = full_b.last_logits, 0, len(ids_b), full_b.prefill_ms
     else:
         cached_b = prefill_cached(lm, ids_b, block_size, store=store, max_reuse_tokens=comparison.reused_tokens)
