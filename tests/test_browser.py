@@ -76,3 +76,22 @@ def test_unknown_model_in_the_sidebar_shows_one_clear_error(app_server, browser)
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         page.close()
+
+
+def test_first_deep_link_on_a_fresh_server_goes_through_app_navigation(browser):  # noqa: F811
+    """Opening /calculator before anyone opened / still shows app.py's sidebar and page titles."""
+    from browser_util import AppServer
+
+    server = AppServer()
+    try:
+        server.wait_until_up()
+        page = open_page(browser, server.url, "calculator", wait_text=C.MODEL_KV_MEASURED)
+        try:
+            nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+            calculator_title = next(title for path, title, _ in C.PAGES if path.endswith("calculator.py"))
+            assert calculator_title in nav and "app" not in nav.split()
+            assert_no_errors(page)
+        finally:
+            page.close()
+    finally:
+        server.stop()
