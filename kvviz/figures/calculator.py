@@ -15,31 +15,15 @@ import plotly.graph_objects as go
 
 from kvviz.core import kvsize
 from kvviz.core.kvsize import LayerKind, ModelShape, PagingComparison, format_bytes, format_exact
+from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
 from kvviz.text import calculator as T
 
-BLUE = "#2563eb"
-TEAL = "#0d9488"
 GREY = "#a3a3a3"
-ORANGE = "#f97316"
 LIGHT_BLUE = "#bfdbfe"
-INK = "#1f2937"
-GROUP_COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777")
+GROUP_COLOURS = (BLUE, RED, GREEN, PURPLE, "#ea580c", "#0891b2", "#ca8a04", "#db2777")
 KIND_COLOURS = {LayerKind.FULL: BLUE, LayerKind.SLIDING: TEAL, LayerKind.STATE: GREY}
 
 MAX_HEADS_DRAWN = 128
-
-
-def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    fig.update_layout(
-        height=height,
-        margin=dict(l=10, r=10, t=48 if title else 16, b=10),
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        font=dict(color=INK),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
-    )
-    return fig
 
 
 def _positions(n: int) -> list[float]:
@@ -100,14 +84,14 @@ def head_sharing_figure(shape: ModelShape) -> go.Figure:
     fig.update_xaxes(visible=False, range=[-0.17, 1.03])
     fig.update_yaxes(visible=False, range=[-0.55, 1.45])
     fig.add_annotation(x=-0.04, y=1.0, xref="x", yref="y", text=T.FIG_QUERY_ROW, showarrow=False,
-                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color="#6b7280"))
+                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color=MUTED))
     fig.add_annotation(x=-0.04, y=0.0, xref="x", yref="y", text=T.FIG_LATENT_ROW if shape.mla else T.FIG_KV_ROW,
                        showarrow=False,
-                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color="#6b7280"))
+                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color=MUTED))
     if drawn < heads:
         fig.add_annotation(x=1.03, y=1.0, xref="x", yref="y", text=T.FIG_HEADS_CAPPED.format(drawn=drawn, heads=heads),
                            showarrow=False, xanchor="right", yanchor="bottom", yshift=18, font=dict(size=11))
-    return _layout(fig, 300, head_sharing_title(shape))
+    return base_layout(fig, 300, head_sharing_title(shape))
 
 
 def head_sharing_title(shape: ModelShape) -> str:
@@ -146,7 +130,7 @@ def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
     fig.update_xaxes(title=T.FIG_LAYER_AXIS, range=[-0.6, shape.num_layers - 0.4], showgrid=False,
                      tickmode="auto", nticks=min(shape.num_layers, 16))
     fig.update_yaxes(visible=False, range=[0, 1])
-    return _layout(fig, 170, T.FIG_LAYERS_TITLE)
+    return base_layout(fig, 170, T.FIG_LAYERS_TITLE)
 
 
 @dataclass(frozen=True)
@@ -183,10 +167,10 @@ def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
             hoverinfo="text",
         ))
     top = max([float(r.all_layers) / 1024 for r in rows] + kib + [1.0])
-    fig.update_xaxes(title=T.FIG_BAR_AXIS.format(dtype=dtype), range=[0, top * 1.22], gridcolor="#e5e7eb")
+    fig.update_xaxes(title=T.FIG_BAR_AXIS.format(dtype=dtype), range=[0, top * 1.22], gridcolor=FREE_GREY)
     fig.update_yaxes(automargin=True, categoryorder="array", categoryarray=[r.label for r in rows])
     fig.update_layout(barmode="overlay")
-    return _layout(fig, 90 + 34 * len(rows), T.FIG_BAR_TITLE.format(dtype=dtype))
+    return base_layout(fig, 90 + 34 * len(rows), T.FIG_BAR_TITLE.format(dtype=dtype))
 
 
 def naive_vs_exact_figure(report: kvsize.KVReport) -> go.Figure:
@@ -200,8 +184,8 @@ def naive_vs_exact_figure(report: kvsize.KVReport) -> go.Figure:
         hovertext=[format_exact(v) for v in values], hoverinfo="text",
     ))
     top = max(float(v) / 1024 for v in values) or 1.0
-    fig.update_yaxes(title="KiB per token", range=[0, top * 1.2], gridcolor="#e5e7eb")
-    return _layout(fig, 300, T.FIG_NAIVE_TITLE)
+    fig.update_yaxes(title="KiB per token", range=[0, top * 1.2], gridcolor=FREE_GREY)
+    return base_layout(fig, 300, T.FIG_NAIVE_TITLE)
 
 
 def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: int,
@@ -219,13 +203,13 @@ def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: i
                              marker=dict(size=12, color=ORANGE, line=dict(color="white", width=2)),
                              hovertext=[f"{batch} x {tokens:,} tokens: {format_bytes(here)}"], hoverinfo="text"))
     for b in budgets_gib:
-        fig.add_hline(y=b, line=dict(color="#6b7280", dash="dash", width=1),
+        fig.add_hline(y=b, line=dict(color=MUTED, dash="dash", width=1),
                       annotation_text=f"{kvsize.format_value(b)} GiB", annotation_position="top left",
                       annotation_font=dict(size=11, color="#374151"))
     ymax = max(max(gib), max(budgets_gib)) * 1.1
-    fig.update_xaxes(title=T.FIG_MEM_X, gridcolor="#e5e7eb", range=[0, top_n])
-    fig.update_yaxes(title=T.FIG_MEM_Y, gridcolor="#e5e7eb", range=[0, ymax])
-    return _layout(fig, 340, T.FIG_MEM_TITLE.format(tokens=tokens))
+    fig.update_xaxes(title=T.FIG_MEM_X, gridcolor=FREE_GREY, range=[0, top_n])
+    fig.update_yaxes(title=T.FIG_MEM_Y, gridcolor=FREE_GREY, range=[0, ymax])
+    return base_layout(fig, 340, T.FIG_MEM_TITLE.format(tokens=tokens))
 
 
 def paging_figure(cmp: PagingComparison) -> go.Figure:
@@ -245,6 +229,6 @@ def paging_figure(cmp: PagingComparison) -> go.Figure:
                          cliponaxis=False))
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal"))
     total = max(cmp.contiguous_bytes, cmp.paged_bytes) / unit
-    fig.update_xaxes(title=unit_name, range=[0, total * 1.45 or 1], gridcolor="#e5e7eb")
+    fig.update_xaxes(title=unit_name, range=[0, total * 1.45 or 1], gridcolor=FREE_GREY)
     fig.update_yaxes(automargin=True)
-    return _layout(fig, 230, T.FIG_PAGE_TITLE.format(batch=cmp.batch, tokens=cmp.tokens))
+    return base_layout(fig, 230, T.FIG_PAGE_TITLE.format(batch=cmp.batch, tokens=cmp.tokens))

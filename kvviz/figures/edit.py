@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from kvviz.core.compare import PromptComparison
 from kvviz.core.hashing import short_hash
+from kvviz.figures.style import INK, MUTED, OUTLINE_GREY
 from kvviz.text import edit as T
 
 STATUS_COLORS = {"hit": "#2e9d5b", "miss": "#d64545", "invalidated": "#ef9a1a", "partial": "#9aa0a6"}
@@ -25,7 +26,7 @@ A_COLOR = "#5b8fd1"
 A_LIGHT = "#dde8f6"
 UNCHECKED_COLOR = "#e3e3e3"
 ZERO_COLOR = "#d5d9df"
-BOUNDARY_COLOR = "#1f2937"
+BOUNDARY_COLOR = INK
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 TOKENS_PER_ROW = 16
 B_X = 0.8  # x of B's chain in the chain figure (A's is 0)
@@ -163,7 +164,7 @@ def token_strip_figure(
     for name, color in legend:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
                                  marker={"size": 12, "symbol": "square", "color": color,
-                                         "line": {"color": "#9ca3af", "width": 1}}))
+                                         "line": {"color": OUTLINE_GREY, "width": 1}}))
     fig.update_layout(
         height=70 + 21 * len(z) + 40, margin={"l": 60, "r": 10, "t": 10, "b": 10}, clickmode="event+select",
         dragmode=False, plot_bgcolor="#ffffff",
@@ -292,7 +293,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[B_X / 2] * len(gap_rows), y=[-k for k, _ in gap_rows], mode="text",
             text=[f"<i>{_gap_text(comparison, row.gap)}</i>" for _, row in gap_rows],
-            textfont={"size": 12, "color": "#6b7280"}, hoverinfo="skip", showlegend=False,
+            textfont={"size": 12, "color": MUTED}, hoverinfo="skip", showlegend=False,
         ))
     for status in ("hit", "miss", "invalidated", "partial"):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.STATUS_MEANING[status],

@@ -17,33 +17,38 @@ from plotly.subplots import make_subplots
 from kvviz.core.hashing import short_hash
 from kvviz.core.radix_compare import ChainNode, RadixComparison, RadixState
 from kvviz.core.scenario import ScenarioRun, StepView
+from kvviz.figures.style import (
+    AMBER,
+    BLUE,
+    DARK_RED,
+    FREE_GREY,
+    GREEN,
+    INK,
+    LIGHT_BLUE,
+    MUTED,
+    OUTLINE_GREY,
+    PALE_GREY,
+    PURPLE,
+    RED,
+    TEAL,
+    base_layout,
+)
 from kvviz.text import engine as T
 from kvviz.text import radix as R
 
-INK = "#1f2937"
-MUTED = "#6b7280"
-SOURCE_COLOURS = {"hit": "#16a34a", "new": "#2563eb", "partial": "#93c5fd", "skipped": "#f3f4f6"}
-POOL_COLOURS = {"used": "#2563eb", "shared": "#0d9488", "cached": "#f59e0b", "free": "#e5e7eb"}
-EVENT_COLOURS = {"hit": "#16a34a", "touch": "#16a34a", "allocate": "#1d4ed8", "cache": "#9333ea",
-                 "free": "#6b7280", "evict": "#dc2626"}
+SOURCE_COLOURS = {"hit": GREEN, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
+POOL_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "free": FREE_GREY}
+EVENT_COLOURS = {"hit": GREEN, "touch": GREEN, "allocate": "#1d4ed8", "cache": PURPLE,
+                 "free": MUTED, "evict": RED}
 TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  # dark: visible on their fills
 # When a block saw several events in one step, the outline shows the most telling one.
 EVENT_PRIORITY = ("evict", "touch", "hit", "allocate", "cache", "free")
-DARK_FILLS = {"#16a34a", "#2563eb", "#0d9488", "#1d4ed8", "#0f766e", "#7c3aed", "#dc2626"}
+DARK_FILLS = {GREEN, BLUE, TEAL, "#1d4ed8", "#0f766e", "#7c3aed", RED}
 HASH_CHARS = 6
 
 
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    fig.update_layout(
-        height=height,
-        margin=dict(l=10, r=10, t=48 if title else 12, b=10),
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=14)) if title else None,
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        font=dict(color=INK),
-        hoverlabel=dict(align="left"),
-    )
-    return fig
+    return base_layout(fig, height, title, top=12, title_size=14, legend=None, hoverlabel=dict(align="left"))
 
 
 def _legend_entries(fig: go.Figure, items: Sequence[tuple[str, str]], symbol: str = "square",
@@ -51,7 +56,7 @@ def _legend_entries(fig: go.Figure, items: Sequence[tuple[str, str]], symbol: st
     """Legend-only traces (the cells themselves are a heatmap, which has no legend)."""
     for name, colour in items:
         trace = go.Scatter(x=[None], y=[None], mode="markers", name=name, showlegend=True,
-                           marker=dict(symbol=symbol, size=12, color=colour, line=dict(color="#9ca3af", width=1)))
+                           marker=dict(symbol=symbol, size=12, color=colour, line=dict(color=OUTLINE_GREY, width=1)))
         if row is None:
             fig.add_trace(trace)
         else:
@@ -236,7 +241,7 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
     title = T.QUEUE_TITLE.format(k=view.step, n=len(queue))
     if not queue:
         fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text=T.QUEUE_EMPTY, showarrow=False,
-                           font=dict(size=13, color="#b91c1c"))
+                           font=dict(size=13, color=DARK_RED))
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
         return _layout(fig, 130, title)
@@ -259,9 +264,9 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
         fills.append(POOL_COLOURS[st])
     fig.add_trace(_discrete_heatmap(z, [POOL_COLOURS["cached"], POOL_COLOURS["free"]], hover))
     _text_traces(fig, xs, ys, texts, fills, size=10)
-    fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color="#dc2626", width=3))
+    fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color=RED, width=3))
     fig.add_annotation(x=0, y=-0.5, yanchor="bottom", text="▼ " + T.QUEUE_HEAD, showarrow=False, xanchor="left",
-                       xshift=-18, font=dict(color="#dc2626", size=12))
+                       xshift=-18, font=dict(color=RED, size=12))
     last_r, last_c = divmod(len(queue) - 1, per_row)
     fig.add_annotation(x=last_c, y=last_r + 0.5, yanchor="top", text=T.QUEUE_TAIL + " ▲", showarrow=False,
                        xanchor="right", xshift=18, font=dict(color=MUTED, size=11))
@@ -279,7 +284,7 @@ def timeline_figure(run: ScenarioRun, k: int, counters: Sequence[dict] | None = 
     steps = list(range(run.num_steps + 1))
     counters = list(counters) if counters is not None else [run.counters_at(i) for i in steps]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    colours = {"hit_tokens": "#16a34a", "computed_tokens": "#2563eb", "evictions": "#dc2626"}
+    colours = {"hit_tokens": GREEN, "computed_tokens": BLUE, "evictions": RED}
     for key, name in T.TIMELINE_SERIES.items():
         fig.add_trace(go.Scatter(x=steps, y=[c[key] for c in counters], name=name, mode="lines+markers",
                                  line=dict(color=colours[key], shape="hv", dash="dash" if key == "evictions" else None),
@@ -289,7 +294,7 @@ def timeline_figure(run: ScenarioRun, k: int, counters: Sequence[dict] | None = 
     fig.update_yaxes(title=T.TIMELINE_Y, gridcolor="#eef0f3", rangemode="tozero", secondary_y=False)
     most = max(max(c["evictions"] for c in counters), 4)
     fig.update_yaxes(title=T.TIMELINE_Y2, showgrid=False, range=[0, most * 1.1], tickmode="linear", tick0=0,
-                     dtick=math.ceil(most / 4), secondary_y=True, color="#dc2626")
+                     dtick=math.ceil(most / 4), secondary_y=True, color=RED)
     fig = _layout(fig, 300, T.TIMELINE_TITLE)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
     return fig
@@ -336,8 +341,8 @@ def pool_animation_figure(run: ScenarioRun) -> go.Figure:
 
 # ----------------------------------------------------------------------------- radix vs chain
 
-RADIX_COLOURS = {"locked": "#0f766e", "evictable": "#f59e0b", "inner": "#99f6e4"}
-CHAIN_COLOURS = {"used": "#2563eb", "shared": "#0d9488", "cached": "#f59e0b", "partial": "#93c5fd"}
+RADIX_COLOURS = {"locked": "#0f766e", "evictable": AMBER, "inner": "#99f6e4"}
+CHAIN_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "partial": LIGHT_BLUE}
 
 
 def _tree_rows(items: dict, parent_of: dict, order_key) -> dict:
@@ -412,7 +417,7 @@ class _Bars:
 def _links(segments, row: int) -> list[dict]:
     xref, yref = ("x", "y") if row == 1 else (f"x{row}", f"y{row}")
     return [dict(type="line", xref=xref, yref=yref, x0=x, x1=x, y0=y0, y1=y1, layer="below",
-                 line=dict(color="#9ca3af", width=1.5)) for x, y0, y1 in segments]
+                 line=dict(color=OUTLINE_GREY, width=1.5)) for x, y0, y1 in segments]
 
 
 def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
@@ -492,7 +497,7 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
             label = f"#{bid}" if blk.queue_pos is None else f"#{bid} Q{blk.queue_pos + 1}"
         orphan = blk.parent is not None and chain_parent.get(bid) is None
         chain_bars.add(blk.start, blk.end, y, CHAIN_COLOURS[key], label, _chain_hover(blk, key), dashed=orphan,
-                       outline="#dc2626" if orphan else None)
+                       outline=RED if orphan else None)
         parent = chain_parent.get(bid)
         if parent is not None and chain_rows[parent] != y:
             segments.append((blk.start, chain_rows[parent], y))
@@ -607,7 +612,7 @@ def reuse_figure(comparison: RadixComparison, k: int) -> go.Figure:
             y=[c["y0"], c["y1"]], x=c["x"], base=c["base"], orientation="h", name=R.REUSE_PARTS[part],
             marker=dict(color=R_COLOURS[part], line=dict(color="white", width=1),
                         pattern=dict(shape="/" if part in ("skipped", "tail") else "", fillmode="overlay",
-                                     fgcolor="#6b7280" if part == "skipped" else "#9a3412", size=6, solidity=0.25)),
+                                     fgcolor=MUTED if part == "skipped" else "#9a3412", size=6, solidity=0.25)),
             hovertext=c["hover"], hovertemplate="%{hovertext}<extra></extra>",
         ))
     fig.update_layout(barmode="overlay", bargap=0.25)
@@ -622,5 +627,5 @@ def reuse_figure(comparison: RadixComparison, k: int) -> go.Figure:
     return fig
 
 
-R_COLOURS = {"reused": "#16a34a", "tail": "#fb923c", "evicted": "#dc2626", "skipped": "#f3f4f6",
+R_COLOURS = {"reused": GREEN, "tail": "#fb923c", "evicted": RED, "skipped": PALE_GREY,
              "computed": "#cbd5e1", "refused": "#111827"}

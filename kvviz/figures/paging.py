@@ -7,33 +7,24 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvviz.core.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS, LayoutResult, Snapshot
+from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, TEAL, base_layout
 from kvviz.text import paging as T
 
-INK = "#1f2937"
 KIND_COLOURS = {
-    "stored": "#16a34a",
+    "stored": GREEN,
     "duplicate": "#a855f7",
     "reserved": "#fbbf24",
     "internal": "#ef4444",
     "external": "#57534e",
-    "free": "#e5e7eb",
+    "free": FREE_GREY,
 }
-BLOCK_COLOURS = {"shared": "#0d9488", "full": "#16a34a", "partial": "#86efac", "free": "#e5e7eb"}
-LAYOUT_COLOURS = {"contiguous": "#f97316", "paged": "#2563eb"}
+BLOCK_COLOURS = {"shared": TEAL, "full": GREEN, "partial": "#86efac", "free": FREE_GREY}
+LAYOUT_COLOURS = {"contiguous": ORANGE, "paged": BLUE}
 MAX_ROWS = 16
 
 
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    fig.update_layout(
-        height=height,
-        margin=dict(l=10, r=10, t=56 if title else 16, b=10),
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        font=dict(color=INK),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
-    )
-    return fig
+    return base_layout(fig, height, title, title_top=56)
 
 
 def rows_for(num_blocks: int) -> int:
@@ -160,9 +151,9 @@ def over_time_figure(results: dict[str, LayoutResult], memory_tokens: int, step:
                         line=dict(color=colour, shape="hv"), row=2, col=1, legendgroup=name,
                         hovertemplate=f"{label}, step %{{x:,}}: %{{y}} running<extra></extra>")
     low, high = PAPER_UTILISATION_BAND
-    fig.add_hrect(y0=low, y1=high, fillcolor="#1f2937", opacity=0.08, line_width=0, row=1, col=1)
+    fig.add_hrect(y0=low, y1=high, fillcolor=INK, opacity=0.08, line_width=0, row=1, col=1)
     if step is not None:
-        fig.add_vline(x=step, line=dict(color="#6b7280", dash="dot"))
+        fig.add_vline(x=step, line=dict(color=MUTED, dash="dot"))
     fig.update_yaxes(title=T.TIME_UTIL_AXIS, tickformat=".0%", range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(title=T.TIME_RUNNING_AXIS, rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title=T.TIME_STEP_AXIS, row=2, col=1)

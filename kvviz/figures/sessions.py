@@ -11,27 +11,27 @@ import plotly.graph_objects as go
 
 from kvviz.core.providers import USAGE_FIELDS, USAGE_LABELS
 from kvviz.core.sessions import SessionResult, TurnUsage
+from kvviz.figures.style import (
+    BLUE,
+    DARK_RED,
+    LEGEND_ABOVE_LEFT,
+    ORANGE,
+    OUTLINE_GREY,
+    PALE_GREY,
+    RED,
+    base_layout,
+)
 from kvviz.text import sessions as T
 
-INK = "#1f2937"
-STATUS_COLOURS = {"read": "#2563eb", "written": "#f97316", "uncached": "#9ca3af"}
+STATUS_COLOURS = {"read": BLUE, "written": ORANGE, "uncached": OUTLINE_GREY}
 FIELD_STATUS = {"cache_read_input_tokens": "read", "cache_creation_input_tokens": "written",
                 "input_tokens": "uncached"}
-WITHOUT_COLOUR = "#dc2626"
-WITH_COLOUR = "#2563eb"
+WITHOUT_COLOUR = RED
+WITH_COLOUR = BLUE
 
 
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    fig.update_layout(
-        height=height,
-        margin=dict(l=10, r=10, t=64 if title else 30, b=10),
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        font=dict(color=INK),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-    )
-    return fig
+    return base_layout(fig, height, title, top=30, title_top=64, legend=LEGEND_ABOVE_LEFT)
 
 
 def status_ranges(turn: TurnUsage) -> list[tuple[str, int, int]]:
@@ -79,9 +79,9 @@ def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) ->
             notes.append(T.DIFF_NOTE.format(segment=turn.first_difference))
         if notes:
             fig.add_annotation(x=turn.prompt_tokens, y=ylabel, text=" · ".join(notes), showarrow=False,
-                               xanchor="left", xshift=6, font=dict(size=11, color="#b91c1c"))
+                               xanchor="left", xshift=6, font=dict(size=11, color=DARK_RED))
     fig.update_layout(barmode="overlay", uniformtext=dict(minsize=9, mode="hide"))
-    fig.update_xaxes(title=T.TOKEN_AXIS, range=[0, longest * 1.32], showgrid=True, gridcolor="#f3f4f6")
+    fig.update_xaxes(title=T.TOKEN_AXIS, range=[0, longest * 1.32], showgrid=True, gridcolor=PALE_GREY)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels)
     return _layout(fig, 120 + 34 * len(result.turns), title)
 
@@ -97,7 +97,7 @@ def usage_figure(result: SessionResult, title: str | None = T.USAGE_TITLE) -> go
                     hovertemplate=f"turn %{{x}}<br>{field}: %{{y:,}} tokens<extra></extra>")
     fig.update_layout(barmode="stack", legend=dict(y=-0.22, yanchor="top", traceorder="normal"))
     fig.update_xaxes(title=T.TURN_AXIS, dtick=1)
-    fig.update_yaxes(title=T.USAGE_AXIS, gridcolor="#f3f4f6", tickformat=",")
+    fig.update_yaxes(title=T.USAGE_AXIS, gridcolor=PALE_GREY, tickformat=",")
     fig = _layout(fig, 400, title)
     fig.update_layout(legend=dict(y=-0.22, yanchor="top"), margin=dict(b=90))
     return fig
@@ -111,5 +111,5 @@ def work_figure(turns: list[int], without: list[int], with_cache: list[int], tit
     fig.add_scatter(x=turns, y=with_cache, mode="lines+markers", name=T.WORK_WITH,
                     line=dict(color=WITH_COLOUR), hovertemplate="turn %{x}: %{y:,} tokens<extra></extra>")
     fig.update_xaxes(title=T.TURN_AXIS)
-    fig.update_yaxes(title=T.WORK_AXIS, rangemode="tozero", gridcolor="#f3f4f6", tickformat=",")
+    fig.update_yaxes(title=T.WORK_AXIS, rangemode="tozero", gridcolor=PALE_GREY, tickformat=",")
     return _layout(fig, 340, title)

@@ -1,0 +1,55 @@
+"""The look every kvviz figure shares: ink and palette colours, and one base layout (white background,
+title flush left). Figure modules keep their own meaning-named colour maps built from this palette."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+INK = "#1f2937"
+MUTED = "#6b7280"
+BLUE = "#2563eb"
+TEAL = "#0d9488"
+GREEN = "#16a34a"
+RED = "#dc2626"
+DARK_RED = "#b91c1c"
+ORANGE = "#f97316"
+AMBER = "#f59e0b"
+PURPLE = "#9333ea"
+LIGHT_BLUE = "#93c5fd"
+OUTLINE_GREY = "#9ca3af"
+FREE_GREY = "#e5e7eb"  # free memory, empty slots; also the grid of the calculator's charts
+PALE_GREY = "#f3f4f6"  # skipped / missing cells; light grid lines
+
+#: Horizontal legend just above the plot, at its right or left edge.
+LEGEND_ABOVE_RIGHT: dict[str, Any] = dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1)
+LEGEND_ABOVE_LEFT: dict[str, Any] = dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0)
+
+
+def base_layout(
+    fig: go.Figure,
+    height: int,
+    title: str | None = None,
+    *,
+    top: int = 16,
+    title_top: int = 48,
+    title_size: int = 15,
+    legend: dict[str, Any] | None = LEGEND_ABOVE_RIGHT,
+    **extra: Any,
+) -> go.Figure:
+    """Apply the shared layout: ``height`` px, top margin ``title_top`` with a title and ``top`` without,
+    the given legend placement (None leaves Plotly's), plus any ``extra`` layout keys. Returns ``fig``."""
+    layout: dict[str, Any] = dict(
+        height=height,
+        margin=dict(l=10, r=10, t=title_top if title else top, b=10),
+        title=dict(text=title, x=0, xanchor="left", font=dict(size=title_size)) if title else None,
+        plot_bgcolor="white",
+        paper_bgcolor="white",
+        font=dict(color=INK),
+    )
+    if legend is not None:
+        layout["legend"] = dict(legend)
+    layout.update(extra)
+    fig.update_layout(**layout)
+    return fig
