@@ -4,6 +4,7 @@ captured tensors (short prompts), the CLI's keys, presets, and bad input."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -187,3 +188,16 @@ def test_cli_errors_are_one_line(capsys):
     assert err.startswith("error:") and "\n" not in err and "empty" in err
     assert cli_main(["reuse", "--a", "x", "--b", "y", "--block-size", "999"]) == 2
     assert cli_main(["reuse", "--a", "x", "--b", "y", "--hash", "md5"]) == 2
+
+
+def test_next_token_piece_shows_split_bytes_as_escapes(lm):
+    """reuse's one-token display shares tokens.byte_decoder: a token holding only the first byte of a
+    multi-byte character shows as <0xNN>, a whole character as itself."""
+    from kvviz.model.reuse import _piece
+    from kvviz.model.tokens import byte_decoder
+
+    assert sorted(byte_decoder().values()) == list(range(256))
+    split = next(i for i, t in enumerate(lm.tokenizer.convert_ids_to_tokens(list(range(len(lm.tokenizer)))))
+                 if t and len(t) == 1 and byte_decoder().get(t, 0) >= 0xF0)
+    assert re.fullmatch(r"<0xF[0-9A-F]>", _piece(lm, split))
+    assert _piece(lm, lm.tokenizer.convert_tokens_to_ids("Ġcache")) == " cache"

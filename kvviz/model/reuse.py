@@ -46,7 +46,7 @@ from kvviz.model.kvstore import (
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
 from kvviz.model.settings import InputError, max_tokens_default
-from kvviz.model.tokens import Tokenized, token_pieces, tokenize
+from kvviz.model.tokens import Tokenized, byte_decoder, token_pieces, tokenize
 
 #: The wrong reuse computes at most this many separate runs of changed blocks (one model call each).
 MAX_COMPUTED_RUNS = 8
@@ -449,22 +449,6 @@ def run_edit(
     )
 
 
-def _gpt2_byte_decoder() -> dict[str, int]:
-    """GPT-2's byte-level alphabet, inverted: stand-in character -> byte."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    chars = list(printable)
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
-
-
-_BYTE_DECODER = _gpt2_byte_decoder()
-
-
 def _bytes_text(raw: bytes) -> str:
     """UTF-8 text of ``raw``, with bytes that are not part of a whole character as ``<0xNN>``."""
     out: list[str] = []
@@ -490,8 +474,9 @@ def _piece(lm: LoadedModel, token_id: int) -> str:
         if "\ufffd" not in text:
             return text
         raw_token = lm.tokenizer.convert_ids_to_tokens([token_id])[0]
-        if raw_token and all(ch in _BYTE_DECODER for ch in raw_token):
-            raw = bytes(_BYTE_DECODER[ch] for ch in raw_token)
+        byte_map = byte_decoder()
+        if raw_token and all(ch in byte_map for ch in raw_token):
+            raw = bytes(byte_map[ch] for ch in raw_token)
             return _bytes_text(raw)
         return token_pieces(lm.tokenizer, [token_id])[0]
     except Exception:  # noqa: BLE001 - display only

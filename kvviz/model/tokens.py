@@ -43,8 +43,8 @@ class Tokenized:
 
 
 @lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """Inverse of the GPT-2 byte-level alphabet: printable stand-in character -> byte value."""
+def byte_decoder() -> dict[str, int]:
+    """Inverse of the GPT-2 byte-level alphabet: printable stand-in character -> byte value (all 256)."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
     chars = list(printable)
     extra = 0
@@ -78,7 +78,7 @@ def _token_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
     tokens = tokenizer.convert_ids_to_tokens(list(ids))
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    byte_map = _byte_decoder()
+    byte_map = byte_decoder()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pieces: list[str] = []
     for token_id, token in zip(ids, tokens, strict=True):
