@@ -1,18 +1,19 @@
 """Real-browser testing: one ``streamlit run app.py`` server and one headless Chromium per test process.
 
-Use from any test module (import the fixtures so pytest sees them)::
+tests/conftest.py registers this module as a pytest plugin, so the ``app_server`` and ``browser``
+fixtures need no import; import only the helpers::
 
-    from browser_util import app_server, browser, open_page, assert_no_errors, screenshot  # noqa: F401
+    from browser_util import assert_no_errors, open_via_nav, screenshot
 
     def test_my_page(app_server, browser):
-        page = open_page(browser, app_server, "my_page", wait_text="Some heading")
+        page = open_via_nav(browser, app_server, "pages/my_page.py", wait_text="Some heading")
         page.wait_for_selector(".main-svg")          # Plotly charts draw a moment after the text
         assert_no_errors(page)
         screenshot(page, "my_page")
         page.close()
 
 The server and the browser are process-wide singletons (started on first use, stopped at exit), so
-every browser test shares them no matter which module imports the fixtures. Without
+every browser test shares them (modules that still import the fixtures explicitly keep working). Without
 /usr/bin/chromium the tests are skipped, unless the CI environment variable is set: then they fail.
 """
 
@@ -186,6 +187,25 @@ def open_page(browser: Any, base_url: str, url_path: str = "", wait_text: str | 
     if wait_text:
         page.get_by_text(wait_text, exact=False).first.wait_for(state="visible")
     wait_idle(page, timeout_ms)
+    return page
+
+
+def page_title(path: str) -> str:
+    """The sidebar title of a page file (``"pages/paging.py"``), from kvviz.text.common.PAGES."""
+    from kvviz.text.common import PAGES
+
+    return next(title for p, title, _ in PAGES if p == path)
+
+
+def open_via_nav(browser: Any, base_url: str, path: str, wait_text: str | None = None, **kwargs: Any) -> Any:
+    """Open the app's landing page, then click ``path``'s entry in the sidebar navigation, as a user gets
+    there (sidebar, wide layout); wait for ``wait_text`` when given. ``kwargs`` go to :func:`open_page`."""
+    from kvviz.text.common import APP_TITLE
+
+    page = open_page(browser, base_url, "", wait_text=APP_TITLE, **kwargs)
+    page.locator('[data-testid="stSidebarNav"]').get_by_text(page_title(path), exact=True).click()
+    if wait_text:
+        page.get_by_text(wait_text).first.wait_for()
     return page
 
 

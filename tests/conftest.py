@@ -1,4 +1,4 @@
-"""Test-wide settings: offline, the repo on sys.path, a repo-local model cache folder."""
+"""Test-wide settings: offline, the repo on sys.path, a repo-local model cache folder, browser fixtures."""
 
 from __future__ import annotations
 
@@ -16,3 +16,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning slows prefill.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("KVVIZ_CACHE_DIR", str(ROOT / ".cache" / "kvviz"))
+
+# The real-browser fixtures (app_server, browser) for every test module, with no import needed.
+pytest_plugins = ["browser_util"]

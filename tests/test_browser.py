@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_util import (  # noqa: F401 - fixtures
+from browser_util import (
     ROOT,
-    app_server,
+    AppServer,
     assert_no_errors,
-    browser,
     metric_values,
     open_page,
+    page_title,
     screenshot,
     wait_idle,
 )
@@ -22,7 +22,7 @@ from kvviz.text import home as T
 pytestmark = pytest.mark.browser
 
 
-def test_landing_page_shows_the_real_model_card(app_server, browser):  # noqa: F811
+def test_landing_page_shows_the_real_model_card(app_server, browser):
     page = open_page(browser, app_server, "", wait_text=C.MODEL_KV_MEASURED)
     try:
         main = page.locator('[data-testid="stMain"]')
@@ -40,7 +40,7 @@ def test_landing_page_shows_the_real_model_card(app_server, browser):  # noqa: F
         page.close()
 
 
-def test_measure_a_prompt_and_navigation(app_server, browser):  # noqa: F811
+def test_measure_a_prompt_and_navigation(app_server, browser):
     page = open_page(browser, app_server, "", wait_text=T.TRY_HEADER)
     try:
         page.get_by_role("button", name=T.TRY_BUTTON).click()
@@ -60,7 +60,7 @@ def test_measure_a_prompt_and_navigation(app_server, browser):  # noqa: F811
         page.close()
 
 
-def test_unknown_model_in_the_sidebar_shows_one_clear_error(app_server, browser):  # noqa: F811
+def test_unknown_model_in_the_sidebar_shows_one_clear_error(app_server, browser):
     page = open_page(browser, app_server, "", wait_text=C.MODEL_KV_MEASURED)
     try:
         sidebar = page.locator('[data-testid="stSidebar"]')
@@ -78,17 +78,15 @@ def test_unknown_model_in_the_sidebar_shows_one_clear_error(app_server, browser)
         page.close()
 
 
-def test_first_deep_link_on_a_fresh_server_goes_through_app_navigation(browser):  # noqa: F811
+def test_first_deep_link_on_a_fresh_server_goes_through_app_navigation(browser):
     """Opening /calculator before anyone opened / still shows app.py's sidebar and page titles."""
-    from browser_util import AppServer
-
     server = AppServer()
     try:
         server.wait_until_up()
         page = open_page(browser, server.url, "calculator", wait_text=C.MODEL_KV_MEASURED)
         try:
             nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
-            calculator_title = next(title for path, title, _ in C.PAGES if path.endswith("calculator.py"))
+            calculator_title = page_title("pages/calculator.py")
             assert calculator_title in nav and "app" not in nav.split()
             assert_no_errors(page)
         finally:

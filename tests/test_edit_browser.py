@@ -4,37 +4,23 @@ cascade animation plays, and clicking a token of A switches to the one-character
 from __future__ import annotations
 
 import pytest
-from browser_util import (  # noqa: F401 - fixtures
-    app_server,
-    assert_no_errors,
-    browser,
-    metric_values,
-    open_page,
-    screenshot,
-    wait_idle,
-)
+from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
 from kvviz.core.compare import compare_prompts
 from kvviz.model import tokenize
 from kvviz.model.reuse import load_edit_presets
-from kvviz.text import common as C
 from kvviz.text import edit as T
 
 pytestmark = pytest.mark.browser
 
-TITLE = next(title for path, title, _ in C.PAGES if path == "pages/edit.py")
-
-
-def _open_edit_page(browser, base_url):  # noqa: F811
-    page = open_page(browser, base_url, "", wait_text=C.APP_TITLE, height=1400)
-    page.locator('[data-testid="stSidebarNav"]').get_by_text(TITLE, exact=True).click()
-    page.get_by_text(T.REUSE_EXACT_HEADER).first.wait_for()
+def _open_edit_page(browser, base_url):
+    page = open_via_nav(browser, base_url, "pages/edit.py", wait_text=T.REUSE_EXACT_HEADER, height=1400)
     page.locator('[data-testid="stPlotlyChart"]').nth(2).locator(".main-svg").first.wait_for()
     wait_idle(page)
     return page
 
 
-def test_edit_page_story_in_the_browser(app_server, browser):  # noqa: F811
+def test_edit_page_story_in_the_browser(app_server, browser):
     page = _open_edit_page(browser, app_server)
     try:
         preset = {p.id: p for p in load_edit_presets()}["cat_window"]

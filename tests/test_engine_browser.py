@@ -6,36 +6,21 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_util import (  # noqa: F401 - fixtures
-    app_server,
-    assert_no_errors,
-    browser,
-    metric_values,
-    open_page,
-    screenshot,
-    wait_idle,
-)
+from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
-from kvviz.text import common as C
 from kvviz.text import engine as T
 from kvviz.text import radix as R
 
 pytestmark = pytest.mark.browser
 
 
-def _title(path: str) -> str:
-    return next(title for p, title, _ in C.PAGES if p == path)
-
-
 def _step(page) -> str:
     return page.locator("h3").filter(has_text="Step ").first.inner_text().strip()
 
 
-def test_block_table_page_in_the_browser(app_server, browser):  # noqa: F811
-    page = open_page(browser, app_server, "", wait_text=C.APP_TITLE)
+def test_block_table_page_in_the_browser(app_server, browser):
+    page = open_via_nav(browser, app_server, "pages/block_table.py", wait_text=T.EVENTS_HEADER)
     try:
-        page.locator('[data-testid="stSidebarNav"]').get_by_text(_title("pages/block_table.py"), exact=True).click()
-        page.get_by_text(T.EVENTS_HEADER).first.wait_for()
         page.wait_for_selector(".main-svg")
         wait_idle(page)
         assert _step(page) == "Step 0 of 15"
@@ -58,11 +43,9 @@ def test_block_table_page_in_the_browser(app_server, browser):  # noqa: F811
         page.close()
 
 
-def test_radix_page_in_the_browser(app_server, browser):  # noqa: F811
-    page = open_page(browser, app_server, "", wait_text=C.APP_TITLE)
+def test_radix_page_in_the_browser(app_server, browser):
+    page = open_via_nav(browser, app_server, "pages/radix.py", wait_text=R.EVICTIONS_HEADER)
     try:
-        page.locator('[data-testid="stSidebarNav"]').get_by_text(_title("pages/radix.py"), exact=True).click()
-        page.get_by_text(R.EVICTIONS_HEADER).first.wait_for()
         page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for()
         page.wait_for_selector(".main-svg")
         wait_idle(page)

@@ -3,32 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from browser_util import (  # noqa: F401 - fixtures
-    app_server,
-    assert_no_errors,
-    browser,
-    metric_values,
-    open_page,
-    screenshot,
-    wait_idle,
-)
+from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
-from kvviz.text import common as C
 from kvviz.text import paging as T
 
 pytestmark = pytest.mark.browser
 
 
-def _title(path: str) -> str:
-    return next(title for p, title, _ in C.PAGES if p == path)
-
-
-def test_paging_page_in_the_browser(app_server, browser):  # noqa: F811
-    page = open_page(browser, app_server, "", wait_text=C.APP_TITLE)
+def test_paging_page_in_the_browser(app_server, browser):
+    page = open_via_nav(browser, app_server, "pages/paging.py", wait_text=T.WASTE_HEADER)
     try:
-        # through the app's navigation, as a user gets there (sidebar, wide layout)
-        page.locator('[data-testid="stSidebarNav"]').get_by_text(_title("pages/paging.py"), exact=True).click()
-        page.get_by_text(T.WASTE_HEADER).first.wait_for()
         page.wait_for_selector(".main-svg")
         page.locator('[data-testid="stPlotlyChart"]').nth(3).wait_for()
         wait_idle(page)
