@@ -79,7 +79,7 @@ c = st.columns(3)
 c[0].metric(T.M_UTIL, T.M_UTIL_VALUE.format(cont=cont.utilisation, paged=paged.utilisation), help=T.M_UTIL_HELP)
 c[1].metric(T.M_FIT, T.M_FIT_VALUE.format(cont=cont.requests_fit_at_start, paged=paged.requests_fit_at_start),
             help=T.M_FIT_HELP)
-c[2].metric(T.M_SPEEDUP, T.M_SPEEDUP_VALUE.format(ratio=cont.steps / max(1, paged.steps)), help=T.M_SPEEDUP_HELP)
+c[2].metric(T.M_SPEEDUP, T.M_SPEEDUP_VALUE.format(ratio=overview.speedup_steps), help=T.M_SPEEDUP_HELP)
 table = pd.DataFrame(
     {T.TABLE_COLUMNS[name]: [
         f"{res.utilisation:.1%}", f"{res.requests_fit_at_start:,}", f"{res.max_running:,}",

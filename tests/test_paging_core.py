@@ -128,6 +128,10 @@ def test_default_stream_matches_the_paper_story():
     assert set(cmp.contiguous.waste_share) == set(WASTE_KINDS)
     assert sum(cmp.contiguous.waste_share.values()) == pytest.approx(1.0)
     assert low < high
+    # the headline ratios the page shows are the comparison's own, and the CLI rounds the same numbers
+    assert cmp.speedup_steps == cmp.contiguous.steps / cmp.paged.steps > 1
+    assert cmp.fit_ratio == cmp.paged.requests_fit_at_start / cmp.contiguous.requests_fit_at_start > 2
+    assert cmp.to_dict()["speedup_steps"] == round(cmp.speedup_steps, 3)
 
 
 def test_seeded_stream_is_reproducible_and_seed_sensitive():

@@ -542,14 +542,24 @@ class PagingComparison:
     contiguous: LayoutResult
     paged: LayoutResult
 
+    @property
+    def fit_ratio(self) -> float:
+        """How many times more requests fit at once when paged (at the start of the stream)."""
+        return self.paged.requests_fit_at_start / max(1, self.contiguous.requests_fit_at_start)
+
+    @property
+    def speedup_steps(self) -> float:
+        """Steps the contiguous layout needs to serve the stream, per step the paged one needs."""
+        return self.contiguous.steps / max(1, self.paged.steps)
+
     def to_dict(self, records: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "config": asdict(self.config),
             "contiguous": self.contiguous.summary(),
             "paged": self.paged.summary(),
             "paper_band": list(PAPER_UTILISATION_BAND),
-            "fit_ratio": round(self.paged.requests_fit_at_start / max(1, self.contiguous.requests_fit_at_start), 3),
-            "speedup_steps": round(self.contiguous.steps / max(1, self.paged.steps), 3),
+            "fit_ratio": round(self.fit_ratio, 3),
+            "speedup_steps": round(self.speedup_steps, 3),
         }
         if records:
             for name in LAYOUTS:
