@@ -96,10 +96,9 @@ if choice == _UPLOAD:
         st.info(T.UPLOAD_NONE, icon=":material/upload_file:")
         st.stop()
     try:
-        session = load_session_text(upload.getvalue().decode("utf-8"), upload.name.rsplit(".", 1)[0])
-    except (SessionError, UnicodeDecodeError) as exc:
-        message = "the file is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
-        st.error(T.UPLOAD_ERROR.format(error=message), icon=":material/error:")
+        session = load_session_text(upload.getvalue(), upload.name.rsplit(".", 1)[0], where=upload.name)
+    except SessionError as exc:
+        st.error(T.UPLOAD_ERROR.format(error=exc), icon=":material/error:")
         st.stop()
 else:
     session = _example(choice)

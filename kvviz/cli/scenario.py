@@ -13,8 +13,10 @@ import sys
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
+from kvviz.core.jsonio import read_stream_limited
 from kvviz.core.radix_compare import DEFAULT_WINDOW, compare_radix_pool
 from kvviz.core.scenario import (
+    MAX_SCENARIO_BYTES,
     ScenarioError,
     builtin_names,
     default_tokenizer,
@@ -55,7 +57,8 @@ def _load(args: argparse.Namespace):
     if args.name is not None:
         return load_builtin(args.name)
     if args.file == "-":
-        return parse_scenario_text(sys.stdin.buffer.read(), "stdin", _LazyTokenizer(), where="stdin")
+        raw = read_stream_limited(sys.stdin, MAX_SCENARIO_BYTES, "scenario", error=ScenarioError)
+        return parse_scenario_text(raw, "stdin", _LazyTokenizer(), where="stdin")
     return load_scenario(args.file, _LazyTokenizer())
 
 

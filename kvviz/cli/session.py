@@ -7,7 +7,6 @@ real token counts from the embedded model's tokenizer.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
@@ -15,18 +14,15 @@ from kvviz.core.providers import DEFAULT_POLICY, POLICIES
 from kvviz.core.sessions import (
     DEFAULT_PAUSE_S,
     MARKS,
-    MAX_TEXT_CHARS,
     SessionError,
     SessionEvents,
     example_names,
     load_example,
-    load_session_text,
+    load_session_file,
     projected_work,
     run_session,
     session_increment,
 )
-
-MAX_FILE_BYTES = 2_000_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,20 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace):
-    if args.example:
+    if args.example is not None:
         return load_example(args.example)
-    path = Path(args.file)
-    if not path.is_file():
-        raise CliError(f"no such file: {args.file}")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise CliError(f"{args.file} is larger than {MAX_FILE_BYTES:,} bytes")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise CliError(f"{args.file} is not UTF-8 text") from None
-    if len(text) > 20 * MAX_TEXT_CHARS:
-        raise CliError(f"{args.file} is too long")
-    return load_session_text(text, path.stem)
+    return load_session_file(args.file)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.core.trace import TraceError, load_trace, parse_trace, run_trace
+from kvviz.core.jsonio import read_stream_limited
+from kvviz.core.trace import MAX_TRACE_BYTES, TraceError, load_trace, parse_trace_text, run_trace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,13 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         if args.trace == "-":
-            try:
-                obj = json.loads(sys.stdin.read())
-            except UnicodeDecodeError as exc:
-                raise TraceError(f"stdin is not UTF-8 text (byte {exc.start})") from None
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"stdin is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-            trace = parse_trace(obj)
+            raw = read_stream_limited(sys.stdin, MAX_TRACE_BYTES, "trace", error=TraceError)
+            trace = parse_trace_text(raw, "stdin")
         else:
             trace = load_trace(args.trace)
         return run_trace(trace).to_dict()

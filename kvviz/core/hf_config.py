@@ -12,12 +12,12 @@ Invariant: the result either is a valid shape with notes on every default or fal
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvviz.core.jsonio import parse_json
 from kvviz.core.kvsize import (
     MAX_HEAD_DIM,
     MAX_HEADS,
@@ -101,13 +101,7 @@ def parse_config_text(text: str | bytes, name: str = "config.json") -> ParsedCon
         raise ConfigError(f"{name} looks binary, not a JSON text file")
     if not text.strip():
         raise ConfigError(f"{name} is empty; paste the contents of a config.json")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except (RecursionError, ValueError) as exc:
-        raise ConfigError(f"{name} is not valid JSON: {type(exc).__name__}") from None
-    return parse_config(data, name)
+    return parse_config(parse_json(text, name, ConfigError), name)
 
 
 def load_config_file(path: str | os.PathLike[str], name: str | None = None) -> ParsedConfig:

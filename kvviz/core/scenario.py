@@ -15,7 +15,6 @@ steps). ``scenario_state`` is the one function both the page and ``python -m kvv
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from kvviz.core.events import Event, EventKind, PoolCounters, PoolState, replay
 from kvviz.core.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH, DEFAULT_SEED
+from kvviz.core.jsonio import parse_json, read_limited
 from kvviz.core.manager import KVCacheManager
 from kvviz.core.trace import StepOutcome, Trace, TraceError, TraceStep, parse_trace, run_trace
 
@@ -228,36 +228,14 @@ def _renumber(message: str) -> str:
 
 def load_scenario(path: str | Path, tokenizer: Tokenizer | None = None) -> Scenario:
     """Read and validate a scenario file; ScenarioError (one line) for unreadable or malformed files."""
-    p = Path(path)
-    try:
-        if p.is_dir():
-            raise ScenarioError(f"{p} is a directory, not a scenario file")
-        size = p.stat().st_size
-        if size > MAX_SCENARIO_BYTES:
-            raise ScenarioError(f"{p}: {size:,} bytes is too large for a scenario (at most {MAX_SCENARIO_BYTES:,})")
-        raw = p.read_bytes()
-    except ScenarioError:
-        raise
-    except OSError as exc:
-        raise ScenarioError(f"cannot read {p}: {exc.strerror or exc}") from None
-    return parse_scenario_text(raw, p.stem, tokenizer, where=str(p))
+    raw = read_limited(path, MAX_SCENARIO_BYTES, "scenario file", ScenarioError)
+    return parse_scenario_text(raw, Path(path).stem, tokenizer, where=str(path))
 
 
 def parse_scenario_text(raw: bytes | str, name: str = "custom", tokenizer: Tokenizer | None = None,
                         where: str = "the scenario") -> Scenario:
     """Decode and validate scenario JSON given as bytes or text (an uploaded file, stdin)."""
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ScenarioError(f"{where} is not UTF-8 text (byte {exc.start})") from None
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    except RecursionError:
-        raise ScenarioError(f"{where} is nested too deeply") from None
-    return parse_scenario(obj, name, tokenizer)
+    return parse_scenario(parse_json(raw, where, ScenarioError), name, tokenizer)
 
 
 BUILTIN_ORDER = ("shared_prompt", "tenant_salts", "pool_pressure", "branching_prompts")

@@ -33,6 +33,7 @@ from typing import Any
 
 from kvviz.core.events import EventKind
 from kvviz.core.hashing import get_hash_fn, hash_block_chain, hash_block_tokens, init_none_hash
+from kvviz.core.jsonio import parse_json, read_limited
 from kvviz.core.manager import MAX_NUM_BLOCKS, KVCacheManager
 from kvviz.core.providers import USAGE_FIELDS, CachePolicy, get_policy
 
@@ -40,6 +41,7 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets" / "sessions"
 
 MAX_TURNS = 60
 MAX_TEXT_CHARS = 60_000
+MAX_SESSION_BYTES = 2_000_000  # a session file or upload; each text in it is capped by MAX_TEXT_CHARS
 MAX_SESSION_TOKENS = 400_000
 MAX_PAUSE_S = 7 * 24 * 3600.0
 DEFAULT_GAP_S = 30.0
@@ -189,13 +191,20 @@ def session_from_dict(data: Any, name: str = "custom") -> Session:
     )
 
 
-def load_session_text(text: str, name: str = "custom") -> Session:
-    """Parse a session from JSON text; SessionError (one line) for bad JSON or a bad shape."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SessionError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    return session_from_dict(data, name)
+def load_session_text(text: str | bytes, name: str = "custom", where: str = "the session") -> Session:
+    """Parse a session from JSON text or UTF-8 bytes (an upload); SessionError (one line) for content
+    over MAX_SESSION_BYTES, bytes that are not UTF-8, bad JSON or a bad shape."""
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SESSION_BYTES:
+        raise SessionError(f"{where} is larger than {MAX_SESSION_BYTES:,} bytes")
+    return session_from_dict(parse_json(text, where, SessionError), name)
+
+
+def load_session_file(path: str | Path) -> Session:
+    """Read a session JSON file (named after the file); SessionError (one line) for a missing file, a
+    directory, or anything :func:`load_session_text` refuses."""
+    raw = read_limited(path, MAX_SESSION_BYTES, "session file", SessionError)
+    return load_session_text(raw, Path(path).stem, where=str(path))
 
 
 def example_names() -> list[str]:

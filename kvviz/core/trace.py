@@ -9,7 +9,6 @@ step (``error``); later steps on that id are reported as skipped, not failed.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from kvviz.core.hashing import (
     validate_block_size,
     validate_token_ids,
 )
+from kvviz.core.jsonio import parse_json, read_limited
 from kvviz.core.manager import MAX_NUM_BLOCKS, AddResult, KVCacheManager
 
 MAX_TRACE_BYTES = 16 * 1024 * 1024
@@ -194,29 +194,13 @@ def _parse_step(i: int, raw: Any) -> TraceStep:
 
 def load_trace(path: str | Path) -> Trace:
     """Read and validate a trace file; TraceError for unreadable, non-UTF-8 or malformed files."""
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > MAX_TRACE_BYTES:
-            raise TraceError(f"{p}: {size:,} bytes is too large for a trace (at most {MAX_TRACE_BYTES:,})")
-        raw = p.read_bytes()
-    except TraceError:
-        raise
-    except IsADirectoryError:
-        raise TraceError(f"{p} is a directory, not a trace file") from None
-    except OSError as exc:
-        raise TraceError(f"cannot read {p}: {exc.strerror or exc}") from None
-    try:
-        content = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{p} is not UTF-8 text (byte {exc.start})") from None
-    try:
-        obj = json.loads(content)
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{p} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
-    except RecursionError:
-        raise TraceError(f"{p} is nested too deeply") from None
-    return parse_trace(obj)
+    raw = read_limited(path, MAX_TRACE_BYTES, "trace file", TraceError)
+    return parse_trace_text(raw, str(path))
+
+
+def parse_trace_text(raw: bytes | str, where: str = "the trace") -> Trace:
+    """Decode and validate trace JSON given as bytes or text (a file's content, stdin)."""
+    return parse_trace(parse_json(raw, where, TraceError))
 
 
 def run_trace(trace: Trace, manager: KVCacheManager | None = None) -> TraceRun:

@@ -1,0 +1,64 @@
+"""Reading user-supplied JSON (trace, scenario and session files, uploads, stdin) with one-line errors.
+
+Every failure raises the caller's error class (a ValueError subclass) with a single line that names
+the source: a directory, a missing or unreadable file, a file over the size limit, bytes that are not
+UTF-8, invalid JSON, or JSON nested too deeply to decode. A UTF-8 byte-order mark is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+
+def read_limited(path: str | os.PathLike[str], max_bytes: int, what: str,
+                 error: type[Exception] = ValueError) -> bytes:
+    """The bytes of file ``path`` (a ``what``, e.g. "trace file"); ``error`` if it is not a readable
+    regular file or is larger than ``max_bytes`` (checked before reading)."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise error(f"{p} is a directory, not a {what}")
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise error(f"{p}: {size:,} bytes is too large for a {what} (at most {max_bytes:,})")
+        with p.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise error(f"cannot read {p}: no such file") from None
+    except OSError as exc:
+        raise error(f"cannot read {p}: {exc.strerror or type(exc).__name__}") from None
+    if len(raw) > max_bytes:  # grew while we read it, or a special file that reports size 0
+        raise error(f"{p} is too large for a {what} (at most {max_bytes:,} bytes)")
+    return raw
+
+
+def read_stream_limited(stream: IO[Any], max_bytes: int, what: str, where: str = "stdin",
+                        error: type[Exception] = ValueError) -> bytes | str:
+    """At most ``max_bytes`` from a stream such as stdin (its binary buffer when it has one, so that
+    non-UTF-8 input is reported, not raised while reading); ``error`` if there is more."""
+    raw = getattr(stream, "buffer", stream).read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise error(f"{where} is too large for a {what} (at most {max_bytes:,} bytes)")
+    return raw
+
+
+def parse_json(raw: bytes | str, where: str, error: type[Exception] = ValueError) -> Any:
+    """Decode JSON given as bytes (UTF-8, optional BOM) or text; ``where`` names the source in errors."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise error(f"{where} is not UTF-8 text (byte {exc.start})") from None
+    if raw.startswith("\ufeff"):
+        raw = raw[1:]
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise error(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise error(f"{where} is nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python's 4,300-digit limit
+        raise error(f"{where} is not valid JSON: {str(exc).splitlines()[0] if str(exc) else 'bad value'}") from None
