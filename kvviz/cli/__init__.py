@@ -35,6 +35,12 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def check_model_option(value: str | None, flag: str = "--model") -> None:
+    """Refuse an empty or blank ``--model`` (the default is simply to leave the flag out)."""
+    if value is not None and not value.strip():
+        raise CliError(f"{flag} is empty: give 'embedded', a Hugging Face id (owner/name) or a local folder")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand module registered."""
     parser = _Parser(prog="python -m kvviz", description="kvviz: prompt caching, measured.")

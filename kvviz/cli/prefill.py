@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_json_flag, check_model_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,12 +45,16 @@ def _read_text(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Load the model, prefill the text, and return the model card plus the measurements."""
+    check_model_option(args.model)
     text = _read_text(args)
     from kvviz.model import InputError, ModelLoadError, load_model, prefill  # torch only when needed
+    from kvviz.model.settings import check_max_tokens
     from kvviz.model.tokens import clean_text
 
     try:
-        clean_text(text)  # reject empty input before paying for a model load
+        clean_text(text)  # reject empty input and a bad limit before paying for a model load
+        if args.max_tokens is not None:
+            check_max_tokens(args.max_tokens)
         lm = load_model(args.model, device=args.device, dtype=args.dtype)
         result = prefill(lm, text=text, max_tokens=args.max_tokens)
     except (InputError, ModelLoadError) as exc:

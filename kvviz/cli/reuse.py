@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_json_flag, check_model_option
 from kvviz.core.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
 
 
@@ -36,10 +36,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the experiment; truncation notices go to stderr so stdout keeps exactly the listed keys."""
     if not 1 <= args.block_size <= 256:
         raise CliError(f"--block-size must be between 1 and 256, got {args.block_size}")
+    check_model_option(args.model)
     from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
-    from kvviz.model.reuse import cli_summary, run_reuse_experiment
+    from kvviz.model.reuse import check_reuse_inputs, cli_summary, run_reuse_experiment
 
     try:
+        check_reuse_inputs(args.a, args.b, args.max_tokens)  # before paying for a model load
         lm = load_model(args.model)
         edit, proof = run_reuse_experiment(
             lm, args.a, args.b, block_size=args.block_size, hash_name=args.hash, seed=args.seed,

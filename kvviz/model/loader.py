@@ -152,6 +152,8 @@ def resolve_model(model_name: str | None = None) -> ModelSource:
         if not (folder / "config.json").is_file():
             raise ModelLoadError(f"folder {folder} has no config.json: it is not a Hugging Face model folder")
         return ModelSource(str(folder), "folder", folder.name, str(folder))
+    if path.exists():
+        raise ModelLoadError(f"{name!r} is a file, not a model folder (a folder with config.json)")
     if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
         raise ModelLoadError(f"model folder {name!r} does not exist")
     if not _HUB_ID.match(name) or len(name) > 200:

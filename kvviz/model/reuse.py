@@ -45,8 +45,8 @@ from kvviz.model.kvstore import (
 )
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
-from kvviz.model.settings import InputError, max_tokens_default
-from kvviz.model.tokens import Tokenized, byte_decoder, token_pieces, tokenize
+from kvviz.model.settings import InputError, check_max_tokens, max_tokens_default
+from kvviz.model.tokens import Tokenized, byte_decoder, clean_text, token_pieces, tokenize
 
 #: The wrong reuse computes at most this many separate runs of changed blocks (one model call each).
 MAX_COMPUTED_RUNS = 8
@@ -352,15 +352,30 @@ def _tokenize(lm: LoadedModel, text: str, max_tokens: int | None) -> Tokenized:
     return tok
 
 
+_LABEL_A, _LABEL_B = "original prompt (A)", "edited prompt (B)"
+
+
+def check_reuse_inputs(text_a: object, text_b: object, max_tokens: int | None = None) -> None:
+    """The input checks ``run_edit`` makes (a bad token limit, empty or non-text prompts), with the same
+    messages, but without a model: callers reject bad input before paying for a model load."""
+    for label, text in ((_LABEL_A, text_a), (_LABEL_B, text_b)):
+        try:
+            if max_tokens is not None:
+                check_max_tokens(max_tokens)
+            clean_text(text)
+        except InputError as exc:
+            raise InputError(f"{label}: {exc}") from exc
+
+
 def _tokenize_pair(lm: LoadedModel, text_a: str, text_b: str, max_tokens: int | None) -> tuple[Tokenized, Tokenized]:
     try:
         tok_a = _tokenize(lm, text_a, max_tokens)
     except InputError as exc:
-        raise InputError(f"original prompt (A): {exc}") from exc
+        raise InputError(f"{_LABEL_A}: {exc}") from exc
     try:
         tok_b = _tokenize(lm, text_b, max_tokens)
     except InputError as exc:
-        raise InputError(f"edited prompt (B): {exc}") from exc
+        raise InputError(f"{_LABEL_B}: {exc}") from exc
     return tok_a, tok_b
 
 
@@ -758,6 +773,7 @@ __all__ = [
     "ProofReport",
     "TokenEdit",
     "WrongReuse",
+    "check_reuse_inputs",
     "char_diff",
     "clear_full_prefill_cache",
     "cli_summary",
