@@ -232,11 +232,10 @@ def _table_rows(view) -> pd.DataFrame:
     cols = T.TABLE_COLUMNS
     for req in view.requests:
         for cell in req.rows:
-            source = "partial" if cell.source == "new" and cell.hash is None else cell.source
             rows.append({
                 cols["request"]: req.request_id,
                 cols["mapping"]: cell.label,
-                cols["source"]: T.SOURCE_LABELS[source],
+                cols["source"]: T.SOURCE_LABELS[cell.shown_source],
                 cols["ref_cnt"]: cell.ref_cnt,
                 cols["hash"]: short_hash(cell.hash) or "-",
                 cols["text"]: cell.excerpt.replace("\n", "↵"),

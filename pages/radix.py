@@ -33,15 +33,9 @@ def _extra(name: str) -> tuple:
     return tuple(st.session_state.get("bt_extra", {}).get(name, ()))
 
 
-def _default_step(scenario: Scenario) -> int:
-    """The last arrival: the most telling moment (requests still hold their blocks)."""
-    arrivals = [i + 1 for i, s in enumerate(scenario.steps) if s.op == "add"]
-    return arrivals[-1] if arrivals else scenario.num_steps
-
-
 def _on_scenario() -> None:
     name = st.session_state[K_NAME]
-    st.session_state[K_STEP] = _default_step(_scenario(name, _extra(name)))
+    st.session_state[K_STEP] = _scenario(name, _extra(name)).last_arrival_step  # the most telling moment
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -63,7 +57,7 @@ except ScenarioError as exc:
     st.stop()
 n = comparison.num_steps
 if K_STEP not in st.session_state:
-    st.session_state[K_STEP] = _default_step(scenario)
+    st.session_state[K_STEP] = scenario.last_arrival_step
 st.session_state[K_STEP] = max(0, min(int(st.session_state[K_STEP]), n))
 st.markdown(_scenario(name, ()).description)
 k = st.slider(T.STEP, 0, max(n, 1), key=K_STEP, help=T.STEP_HELP)
@@ -83,12 +77,7 @@ if comparison.radix_errors[k]:
 # ----------------------------------------------------------------------------- totals
 requests = comparison.requests_until(k)
 st.markdown(f"**{T.METRICS_HEADER}**")
-totals = {
-    "radix": sum(r.radix_tokens or 0 for r in requests),
-    "pool": sum(r.pool_tokens or 0 for r in requests),
-    "window": sum(r.window_tokens or 0 for r in requests),
-    "tail": sum(r.partial_tail_tokens for r in requests),
-}
+totals = comparison.reuse_totals(k)
 labels = {"radix": T.METRIC_RADIX, "pool": T.METRIC_POOL, "window": T.METRIC_WINDOW, "tail": T.METRIC_TAIL}
 cols = st.columns(4)
 for col, (key, value) in zip(cols, totals.items(), strict=True):
@@ -111,7 +100,6 @@ st.plotly_chart(F.reuse_figure(comparison, k), width="stretch", key="rx_reuse")
 cols_t = T.TABLE_COLUMNS
 rows = []
 for r in requests:
-    kept = sum(1 for b in r.window_block_ids if b is not None)
     rows.append({
         cols_t["step"]: r.step,
         cols_t["request"]: r.request_id + (f" [{r.salt}]" if r.salt else ""),
@@ -121,8 +109,8 @@ for r in requests:
         cols_t["pool"]: T.TABLE_REFUSED if r.pool_tokens is None else r.pool_tokens,
         cols_t["tail"]: r.partial_tail_tokens,
         cols_t["window"]: T.TABLE_REFUSED if r.window_tokens is None else r.window_tokens,
-        cols_t["window_blocks"]: (T.WINDOW_BLOCKS.format(kept=kept, total=len(r.window_block_ids),
-                                                         skipped=len(r.window_block_ids) - kept)
+        cols_t["window_blocks"]: (T.WINDOW_BLOCKS.format(kept=r.window_kept_blocks, total=len(r.window_block_ids),
+                                                         skipped=len(r.window_block_ids) - r.window_kept_blocks)
                                   if r.window_block_ids else T.WINDOW_NONE),
     })
 if rows:

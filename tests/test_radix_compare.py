@@ -75,6 +75,22 @@ def test_branching_tree_and_chain():
     assert any(n.hash is None for n in chain)  # the partly filled last blocks of running requests
 
 
+def test_totals_and_default_step_the_radix_page_shows():
+    scenario = load_builtin("branching_prompts")
+    k = scenario.last_arrival_step
+    assert scenario.steps[k - 1].op == "add" and all(s.op != "add" for s in scenario.steps[k:])
+    c = compare_radix_pool(scenario, 32)
+    requests = c.requests_until(k)
+    totals = c.reuse_totals(k)
+    assert totals == {"radix": 260, "pool": 208, "window": 224, "tail": 36}  # the radix page's metrics
+    assert totals["radix"] == sum(r.radix_tokens or 0 for r in requests)
+    assert totals["radix"] - totals["tail"] >= totals["pool"]  # the pool reuses whole blocks only
+    assert c.reuse_totals(0) == {"radix": 0, "pool": 0, "window": 0, "tail": 0}
+    for r in requests:
+        assert 0 <= r.window_kept_blocks <= len(r.window_block_ids)
+    assert any(r.window_kept_blocks < len(r.window_block_ids) for r in requests)  # some blocks skipped
+
+
 def test_eviction_radix_drops_whole_lru_leaf_pool_evicts_tail_first():
     c = compare_radix_pool(load_builtin("pool_pressure"), 32)
     at4 = c.evictions[4]

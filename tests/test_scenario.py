@@ -80,6 +80,8 @@ def test_shared_prompt_blocks_are_shared_with_ref_cnt_4():
     assert [row.source for row in u4.rows[:4]] == ["hit"] * 4 and u4.hit_tokens == 64
     assert u4.rows[0].label == "tokens 1-16 -> block 0" and u4.rows[0].excerpt.startswith("<|im_start|>system")
     assert u4.rows[-1].hash is None  # the partly filled last block is never cached
+    assert u4.rows[-1].source == "new" and u4.rows[-1].shown_source == "partial"
+    assert [row.shown_source for row in u4.rows[:4]] == ["hit"] * 4
     kinds = {e.kind for e in view.events}
     assert kinds == {EventKind.HIT, EventKind.MISS, EventKind.TOUCH, EventKind.ALLOCATE, EventKind.CACHE}
     assert set(view.touched[0]) == {"hit", "touch"}

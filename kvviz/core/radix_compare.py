@@ -191,6 +191,11 @@ class RequestReuse:
         return (self.radix_tokens or 0) - self.partial_tail_tokens
 
     @property
+    def window_kept_blocks(self) -> int:
+        """Blocks of the window engine's hit that hold K/V (the rest are null blocks, skipped)."""
+        return sum(1 for b in self.window_block_ids if b is not None)
+
+    @property
     def eviction_gap_tokens(self) -> int:
         """Block-aligned radix reuse minus pool reuse: > 0 when the pool evicted what the tree kept,
         < 0 when the tree evicted what the pool kept."""
@@ -264,6 +269,18 @@ class RadixComparison:
 
     def requests_until(self, k: int) -> tuple[RequestReuse, ...]:
         return tuple(r for r in self.requests if r.step <= k)
+
+    def reuse_totals(self, k: int) -> dict[str, int]:
+        """Prompt tokens reused by the requests that arrived up to step ``k``, per engine (``radix``,
+        ``pool``, ``window``; a refused request counts 0) and ``tail``: the radix reuse inside partial
+        blocks, which no block cache can reuse."""
+        requests = self.requests_until(k)
+        return {
+            "radix": sum(r.radix_tokens or 0 for r in requests),
+            "pool": sum(r.pool_tokens or 0 for r in requests),
+            "window": sum(r.window_tokens or 0 for r in requests),
+            "tail": sum(r.partial_tail_tokens for r in requests),
+        }
 
     def evictions_until(self, k: int) -> tuple[EvictedRun, ...]:
         return tuple(e for step in self.evictions[1: k + 1] for e in step)

@@ -93,6 +93,13 @@ class Scenario:
     def num_steps(self) -> int:
         return len(self.steps)
 
+    @property
+    def last_arrival_step(self) -> int:
+        """The step (1-based) of the last ``add``, where requests still hold their blocks; the last step
+        when nothing arrives."""
+        arrivals = [i + 1 for i, s in enumerate(self.steps) if s.op == "add"]
+        return arrivals[-1] if arrivals else self.num_steps
+
     def trace(self) -> Trace:
         """The bare request trace the core replays."""
         return Trace(self.num_blocks, tuple(TraceStep(s.op, s.id, s.tokens, s.salt, s.note) for s in self.steps),
@@ -347,6 +354,12 @@ class BlockTableRow:
     hash: bytes | None
     ref_cnt: int
     excerpt: str
+
+    @property
+    def shown_source(self) -> str:
+        """``source`` as the pictures colour it: a ``new`` block without a hash is ``partial`` (its
+        tokens do not fill it yet, so it is not cached)."""
+        return "partial" if self.source == "new" and self.hash is None else self.source
 
     @property
     def label(self) -> str:

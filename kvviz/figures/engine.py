@@ -119,9 +119,7 @@ def block_tables_figure(view: StepView) -> go.Figure:
         row_z: list[int | None] = [None] * width
         row_h = [""] * width
         for cell in req.rows:
-            source = cell.source
-            if source == "new" and cell.hash is None:
-                source = "partial"
+            source = cell.shown_source
             row_z[cell.index] = source_keys.index(source)
             block = cell.block_id if cell.block_id is not None else T.CELL_NULL
             row_h[cell.index] = T.HOVER_CELL.format(
