@@ -7,7 +7,8 @@ so sessions hit each other's blocks. Meanwhile a noisy thread sends thousands of
 rapid resets with a wrong presenter key: they must be refused cheaply and change nothing.
 
 Keys: ``concurrent_sessions``, ``concurrent_requests``, ``concurrent_p50_ms``, ``concurrent_p95_ms``
-(wall time of each ``room_prefill`` call, waiting for the model included), ``concurrent_max_ms``,
+(wall time of each ``room_prefill`` call, waiting for the model included), ``concurrent_max_ms``, ``concurrent_forward_p50_ms`` (the model alone: calls are serialised by its lock,
+so p50 is mostly waiting for the other nineteen sessions),
 ``concurrent_errors`` (exceptions + refused prompts of the twenty sessions), ``concurrent_hit_rate``,
 ``concurrent_cross_session_blocks``, ``concurrent_invariants_ok``, ``concurrent_spam_refused``,
 ``concurrent_spam_max_ms``, ``concurrent_wall_s``.
@@ -53,6 +54,7 @@ def run(results: dict) -> None:
     lm = load_model()
     room = Room(RoomLimits(), presenter_key="bench-presenter")
     latencies: list[float] = []
+    forwards: list[float] = []
     errors: list[str] = []
     spam: dict[str, float] = {"refused": 0, "max_ms": 0.0}
     lock = threading.Lock()
@@ -71,6 +73,7 @@ def run(results: dict) -> None:
                 with lock:
                     if out.ok:
                         latencies.append(ms)
+                        forwards.append(out.forward_ms)
                     else:
                         errors.append(out.admission.error or "refused")
             except Exception as exc:  # noqa: BLE001 - counted, the run goes on
@@ -112,6 +115,7 @@ def run(results: dict) -> None:
     results["concurrent_p50_ms"] = statistics.median(latencies) if latencies else float("nan")
     results["concurrent_p95_ms"] = _percentile(latencies, 0.95) if latencies else float("nan")
     results["concurrent_max_ms"] = max(latencies, default=float("nan"))
+    results["concurrent_forward_p50_ms"] = statistics.median(forwards) if forwards else float("nan")
     results["concurrent_errors"] = len(errors)
     results["concurrent_hit_rate"] = round(totals.hit_rate, 4)
     results["concurrent_cross_session_blocks"] = totals.cross_session_hits

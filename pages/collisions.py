@@ -63,9 +63,9 @@ st.markdown(T.PY_HASH_INTRO.format(version=facts.python_version))
 cols = T.PY_COLUMNS
 st.dataframe(pd.DataFrame([{
     cols["expr"]: r.expr, cols["run1"]: r.run1, cols["run2"]: r.run2, cols["same"]: T.YES if r.same else T.NO,
-    cols["note"]: T.PY_NOTES[r.expr],
 } for r in facts.rows]), hide_index=True, width="stretch")
-st.caption(f"PYTHONHASHSEED = {facts.seeds[0]} and {facts.seeds[1]}.")
+st.caption(T.PY_SEEDS.format(a=facts.seeds[0], b=facts.seeds[1]))
+st.markdown("\n".join(f"- `{r.expr}`: {T.PY_NOTES[r.expr]}" for r in facts.rows))
 st.markdown(T.PY_HASH_TEXT)
 
 # ----------------------------------------------------------------------------- NONE_HASH
@@ -107,16 +107,18 @@ if col is not None:
         pieces_a = token_pieces(lm.tokenizer, list(col.tokens_a))
         pieces_b = token_pieces(lm.tokenizer, list(col.tokens_b))
         cols = T.FORCED_COLUMNS
-        rows = []
-        for i in range(min(len(col.sha_hashes_a), len(col.sha_hashes_b), 3)):
+        n = min(len(col.sha_hashes_a), len(col.sha_hashes_b), 3)
+        tokens, hashes = [], []
+        for i in range(n):
             sl = slice(i * BLOCK, (i + 1) * BLOCK)
-            rows.append({
-                cols["index"]: i, cols["a"]: "|".join(ui.visible_piece(p) for p in pieces_a[sl]),
-                cols["b"]: "|".join(ui.visible_piece(p) for p in pieces_b[sl]),
-                cols["toy_a"]: col.toy_hashes_a[i].hex(), cols["toy_b"]: col.toy_hashes_b[i].hex(),
-                cols["sha_a"]: short_hash(col.sha_hashes_a[i], 12), cols["sha_b"]: short_hash(col.sha_hashes_b[i], 12),
-            })
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+            tokens.append({cols["index"]: i, cols["a"]: "|".join(ui.visible_piece(p) for p in pieces_a[sl]),
+                           cols["b"]: "|".join(ui.visible_piece(p) for p in pieces_b[sl])})
+            hashes.append({cols["index"]: i, cols["toy_a"]: col.toy_hashes_a[i].hex(),
+                           cols["toy_b"]: col.toy_hashes_b[i].hex(), cols["sha_a"]: short_hash(col.sha_hashes_a[i], 16),
+                           cols["sha_b"]: short_hash(col.sha_hashes_b[i], 16)})
+        st.dataframe(pd.DataFrame(tokens), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame(hashes), hide_index=True, width="stretch")
+        st.caption(T.FORCED_PIECES)
 
         st.markdown(f"**{T.LEAK}**")
         key = (lm.info.model_id, col.tokens_a, col.tokens_b, col.hit_blocks)
@@ -148,8 +150,9 @@ right.plotly_chart(F.birthday_figure(), width="stretch", key="col_birthday")
 right.caption(T.BIRTHDAY_NOTE)
 cols = T.COST_COLUMNS
 st.dataframe(pd.DataFrame([{
-    cols["name"]: c.name, cols["digest"]: c.digest_bytes or None, cols["ns_block"]: round(c.ns_per_block),
-    cols["ns_token"]: round(c.ns_per_token, 1), cols["ms_50k"]: round(c.ms_per_50k_tokens, 2),
-    cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else None,
+    cols["name"]: c.name, cols["digest"]: str(c.digest_bytes) if c.digest_bytes else "-",
+    cols["ns_block"]: round(c.ns_per_block), cols["ns_token"]: round(c.ns_per_token, 1),
+    cols["ms_50k"]: round(c.ms_per_50k_tokens, 2),
+    cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else "-",
     cols["safe"]: T.SAFE.get(c.name, ""),
 } for c in costs]), hide_index=True, width="stretch")

@@ -27,12 +27,12 @@ lm = ui.get_model()
 
 
 def _fmt_ms(ms: float | None) -> str:
-    return T.NO_TIMING if ms is None else f"{ms:,.0f} ms"
+    return T.NO_TIMING if ms is None else f"{ms:,.0f}"
 
 
 def _totals() -> None:
     t = room.totals()
-    c = st.columns(6)
+    c = st.columns(3) + st.columns(3)
     c[0].metric(T.M_SESSIONS, t.sessions_active,
                 help=T.M_SESSIONS_HELP.format(total=t.sessions_total, salted=t.salted_sessions))
     c[1].metric(T.M_PROMPTS, f"{t.prompts:,}", help=T.M_PROMPTS_HELP.format(refused=t.refused))
@@ -60,9 +60,9 @@ def _feed() -> None:
         cols["prefill"]: None if e.prefill_ms is None else round(e.prefill_ms, 1),
         cols["age"]: age_label(e.age_s),
     } for e in entries]
-    left, right = st.columns([3, 2])
-    left.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
-    right.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=300)
+    st.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
+    with st.expander(T.FEED_TABLE):
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 # ----------------------------------------------------------------------------- the room's totals (live)

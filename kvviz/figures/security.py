@@ -91,8 +91,10 @@ def salt_chain(plain: Sequence[BlockHashRecord], salted: Sequence[BlockHashRecor
     n = min(max_blocks, max(len([r for r in plain if r.full]), 1))
     for label, records, cached, y in rows:
         full = [r for r in records if r.full][:n]
-        fig.add_annotation(x=-0.6, y=y, text=f"<b>{label}</b>", showarrow=False, xanchor="right", font=dict(size=12))
-        fig.add_annotation(x=-0.35, y=y, text="NONE_HASH", showarrow=False, xanchor="right", font=dict(size=10, color=MUTED))
+        fig.add_annotation(x=-1.45, y=y, text=f"<b>{label}</b>", showarrow=False, xanchor="right", font=dict(size=12))
+        fig.add_shape(type="rect", x0=-1.3, x1=-0.75, y0=y - 0.18, y1=y + 0.18, fillcolor="white",
+                      line=dict(color=MUTED, dash="dot"))
+        fig.add_annotation(x=-1.025, y=y, text="NONE_HASH", showarrow=False, font=dict(size=10, color=MUTED))
         for i, rec in enumerate(full):
             hit = bool(cached[i]) if i < len(cached) else False
             fig.add_shape(type="rect", x0=i - 0.4, x1=i + 0.4, y0=y - 0.3, y1=y + 0.3,
@@ -102,13 +104,13 @@ def salt_chain(plain: Sequence[BlockHashRecord], salted: Sequence[BlockHashRecor
                                font=dict(family="monospace", size=11))
             fig.add_annotation(x=i, y=y - 0.15, text=f"block {i}" + (f" + {extra}" if extra else ""), showarrow=False,
                                font=dict(size=10, color=MUTED))
-            fig.add_annotation(x=i - 0.4, y=y, ax=(i - 0.6) if i else -0.35, ay=y, xref="x", yref="y", axref="x",
+            fig.add_annotation(x=i - 0.4, y=y, ax=(i - 0.6) if i else -0.75, ay=y, xref="x", yref="y", axref="x",
                                ayref="y", showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, arrowcolor=MUTED, text="")
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=CACHED_FILL, size=12, symbol="square",
                              line=dict(color="#16a34a", width=1)), name="in the room's pool"))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=MISSING_FILL, size=12, symbol="square",
                              line=dict(color="#9ca3af", width=1)), name="not in the pool"))
-    fig.update_xaxes(visible=False, range=[-2.2, n - 0.4])
+    fig.update_xaxes(visible=False, range=[-3.3, max(n, 4) - 0.4])
     fig.update_yaxes(visible=False, range=[-0.55, 1.55])
     return _layout(fig, 250)
 
@@ -166,7 +168,10 @@ def game_figure(results: Sequence[object]) -> go.Figure:
         fig.update_xaxes(title_text="round", dtick=1, row=1, col=col)
     fig.update_yaxes(title_text="probe latency (ms, log)", type="log", gridcolor="#e5e7eb", row=1, col=1)
     fig.update_yaxes(type="log", gridcolor="#e5e7eb")
-    return _layout(fig, 380, T.GAME_CHART_TITLE)
+    _layout(fig, 400, T.GAME_CHART_TITLE)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+                      margin=dict(l=10, r=10, t=70, b=10))
+    return fig
 
 
 def game_accuracy_figure(results: Sequence[object]) -> go.Figure:
@@ -201,7 +206,7 @@ def hash_cost_figure(costs: Sequence[HashCost]) -> go.Figure:
 
 def birthday_figure(bits_list: Sequence[int] = (16, 32, 64, 128, 256)) -> go.Figure:
     """1 - exp(-n²/2^(b+1)) against the number of cached blocks n (log axis), one line per hash size."""
-    ns = [10 ** (k / 4) for k in range(0, 4 * 13 + 1)]
+    ns = [10 ** (k / 4) for k in range(0, 4 * 24 + 1)]
     fig = go.Figure()
     palette = {16: "#9ca3af", 32: "#f59e0b", 64: "#dc2626", 128: "#2563eb", 256: "#16a34a"}
     for bits in bits_list:
@@ -213,7 +218,9 @@ def birthday_figure(bits_list: Sequence[int] = (16, 32, 64, 128, 256)) -> go.Fig
     fig.update_xaxes(type="log", title_text="cached blocks n", exponentformat="power", gridcolor="#e5e7eb",
                      range=[0, math.log10(ns[-1])])
     fig.update_yaxes(title_text="P(any collision)", range=[0, 1.02], tickformat=".0%", gridcolor="#e5e7eb")
-    return _layout(fig, 320, T.BIRTHDAY_TITLE)
+    _layout(fig, 340, T.BIRTHDAY_TITLE)
+    fig.update_layout(legend=dict(orientation="v", yanchor="middle", y=0.5, xanchor="left", x=1.02))
+    return fig
 
 
 __all__ = [

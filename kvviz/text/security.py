@@ -46,8 +46,8 @@ M_POOL_HELP = (
     "Cached blocks / pool size ({block_size} tokens per block). Beyond it, the least recently used "
     "blocks are evicted ({evictions:,} so far). No timer: vLLM evicts only when it needs a block."
 )
-M_ROOM_TIMING = "Median prefill, hit vs miss"
-M_ROOM_TIMING_VALUE = "{hit} vs {miss}"
+M_ROOM_TIMING = "Prefill: hit / miss"
+M_ROOM_TIMING_VALUE = "{hit} / {miss} ms"
 M_ROOM_TIMING_HELP = (
     "Measured in this room: median prefill time of prompts that reused blocks ({n_hit}) vs prompts that "
     "reused none ({n_miss}). Different lengths are mixed here; the side-channel page compares like with like."
@@ -128,6 +128,7 @@ NO = "no"
 FEED = "Room feed (anonymised, newest first)"
 FEED_COLUMNS = {"who": "Who", "tokens": "Tokens", "reused": "Reused", "from_others": "Blocks from others",
                 "salted": "Salted", "prefill": "Prefill (ms)", "age": "When"}
+FEED_TABLE = "Prompt by prompt"
 FEED_EMPTY = "Nobody has sent a prompt since the last reset."
 FEED_CHART_TITLE = "Last prompts: reused vs computed tokens"
 
@@ -243,7 +244,8 @@ PY_HASH_INTRO = (
     "Measured in two fresh Python processes with different `PYTHONHASHSEED` values (this server runs "
     "Python {version}):"
 )
-PY_COLUMNS = {"expr": "Expression", "run1": "Process 1", "run2": "Process 2", "same": "Same?", "note": "Why it matters"}
+PY_COLUMNS = {"expr": "Expression", "run1": "Process 1", "run2": "Process 2", "same": "Same?"}
+PY_SEEDS = "Process 1: PYTHONHASHSEED={a}; process 2: PYTHONHASHSEED={b}."
 PY_NOTES = {
     "hash(None)": "Address-based before Python 3.12, a fixed constant from 3.12 on: a predictable chain root.",
     "hash((1, 2, 3))": "Tuples of ints are not randomised by PYTHONHASHSEED: token blocks hash the same everywhere.",
@@ -293,6 +295,7 @@ FORCED_SERVED = (
     "The pool keyed by the toy hash serves B **{hit} block(s) of A's K/V** (block ids {ids}). With the full "
     "SHA-256 the same B hits {sha_hit} block(s)."
 )
+FORCED_PIECES = "Tokens separated by |; · is a space. The forged tokens are whatever ids made the toy hash match."
 FORCED_COLUMNS = {"index": "Block", "a": "Prompt A's tokens", "b": "Prompt B's tokens (forged)",
                   "toy_a": "A toy hash", "toy_b": "B toy hash", "sha_a": "A SHA-256", "sha_b": "B SHA-256"}
 LEAK = "What the model answers with A's K/V"

@@ -1,0 +1,88 @@
+"""Two real browsers (two Chromium contexts = two Streamlit sessions) on one server: B reuses the blocks
+A computed, then loses them when it turns its salt on; A's live totals count B's prompts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from browser_util import (  # noqa: F401 - fixtures
+    PAGE_TIMEOUT_MS,
+    app_server,
+    assert_no_errors,
+    browser,
+    metric_values,
+    screenshot,
+    wait_idle,
+)
+
+from kvviz.text import security as T
+
+pytestmark = pytest.mark.browser
+
+
+def _open(browser, base_url: str):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1400, "height": 2600})
+    page = context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    page.goto(f"{base_url}/room", wait_until="domcontentloaded")
+    page.get_by_text(T.LAST_PROMPT).first.wait_for()  # drawn once the model is loaded
+    wait_idle(page)
+    return context, page
+
+
+def _send(page) -> dict[str, str]:
+    before = metric_values(page).get(T.M_PREFILL)
+    page.get_by_role("button", name=T.SEND).click()
+    page.get_by_text(T.M_COMPUTED).first.wait_for()
+    deadline = time.monotonic() + PAGE_TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:  # the metric row is rebuilt once the prefill has run
+        wait_idle(page)
+        values = metric_values(page)
+        if T.M_PREFILL in values and values[T.M_PREFILL] != before:
+            return values
+        time.sleep(0.3)
+    raise AssertionError("the prompt was not sent")
+
+
+def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # noqa: F811
+    ctx_a, a = _open(browser, app_server)
+    ctx_b, b = _open(browser, app_server)
+    try:
+        a.get_by_text(T.PRESENTER).first.click()
+        for attempt in range(3):  # a click that lands while the script reruns can be lost: retry
+            a.get_by_role("button", name=T.RESET).click()
+            try:
+                a.get_by_text("The room was reset").first.wait_for(timeout=30_000)
+                break
+            except Exception:
+                if attempt == 2:
+                    screenshot(a, "room-reset-debug")
+                    raise
+        wait_idle(a)
+        first = _send(a)
+        assert first[T.M_FROM_OTHERS] == "0" and first[T.M_COMPUTED] == first[T.M_TOKENS]
+
+        second = _send(b)  # the same preset from the other browser
+        assert int(second[T.M_FROM_OTHERS]) >= 32
+        assert int(second[T.M_COMPUTED]) < int(second[T.M_TOKENS])
+        b.locator(".main-svg").first.wait_for(state="attached")
+        assert_no_errors(b)
+        screenshot(b, "room-shared-hit")
+
+        b.get_by_text(T.SALT_OPTIONS["private"]).click()
+        wait_idle(b)
+        salted = _send(b)
+        assert salted[T.M_FROM_OTHERS] == "0" and salted[T.M_COMPUTED] == salted[T.M_TOKENS]
+        assert_no_errors(b)
+        screenshot(b, "room-salted")
+
+        # A's totals refresh by themselves (live fragment) and count all three prompts
+        deadline = time.monotonic() + 30
+        while metric_values(a).get(T.M_PROMPTS) != "3" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert metric_values(a)[T.M_PROMPTS] == "3"
+        assert_no_errors(a)
+    finally:
+        ctx_a.close()
+        ctx_b.close()
