@@ -32,7 +32,7 @@ def test_room_prefill_reuses_another_sessions_kv_exactly(lm):
     assert second.reused_tokens == second.admission.hit_tokens > 0
     assert second.computed_tokens == second.admission.num_tokens - second.reused_tokens
     full = prefill(lm, token_ids=list(second.admission.token_ids))
-    assert torch.allclose(second.result.last_logits, full.last_logits, atol=1e-3)  # reuse is exact
+    assert torch.allclose(second.last_logits, full.last_logits, atol=1e-3)  # reuse is exact
     assert store_hashes_match_room(room, second.admission.token_ids)
     assert store_hashes_match_room(room, second.admission.token_ids, "salt")
     assert room.totals().median_prefill_hit_ms is not None
@@ -45,7 +45,7 @@ def test_refused_and_bad_prompts_never_reach_the_model(lm):
     ok = room_prefill(lm, room, a, text=TEXT)
     assert ok.ok and ok.admission.truncated and ok.admission.num_tokens == 8 and ok.notice
     refused = room_prefill(lm, room, a, text=TEXT)
-    assert not refused.ok and refused.result is None and "wait" in refused.admission.error
+    assert not refused.ok and refused.cached is None and "wait" in refused.admission.error
     with pytest.raises(InputError):
         room_prefill(lm, room, a, text="   ")
     with pytest.raises(InputError):

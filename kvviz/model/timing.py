@@ -27,7 +27,7 @@ import torch
 
 from kvviz.core.collisions import CollisionDemo
 from kvviz.core.room import Admission, Room, RoomLimits
-from kvviz.model.kvstore import KVStore, model_key, prefill_cached, store_block_hashes
+from kvviz.model.kvstore import CachedPrefill, KVStore, model_key, prefill_cached, store_block_hashes
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
 from kvviz.model.settings import InputError
@@ -100,7 +100,7 @@ class RoomPrefill:
     model alone; ``reused_tokens``: K/V taken from the store (at most the room's hit)."""
 
     admission: Admission
-    result: PrefillResult | None = None
+    cached: CachedPrefill | None = None
     latency_ms: float = 0.0
     forward_ms: float = 0.0
     reused_tokens: int = 0
@@ -110,7 +110,12 @@ class RoomPrefill:
 
     @property
     def ok(self) -> bool:
-        return self.admission.ok and self.result is not None
+        return self.admission.ok and self.cached is not None
+
+    @property
+    def last_logits(self) -> torch.Tensor | None:
+        """The next-token logits after the prompt (None when the room refused it)."""
+        return None if self.cached is None else self.cached.last_logits
 
 
 def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None = None,
@@ -142,10 +147,10 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
     latency = (time.perf_counter() - start) * 1000.0
     stored = 0
     if save:
-        stored = store.put(model_key(lm), cached.block_hashes, cached.result.keys, cached.result.values,
-                           list(adm.token_ids), room.limits.block_size)
+        stored = store.put(model_key(lm), cached.block_hashes, cached.keys, cached.values,
+                           list(adm.token_ids), room.limits.block_size, device=lm.device)
     room.record_prefill(session_id, adm.prompt_no, latency, cached.reused_tokens)
-    return RoomPrefill(adm, cached.result, round(latency, 3), cached.forward_ms, cached.reused_tokens,
+    return RoomPrefill(adm, cached, round(latency, 3), cached.forward_ms, cached.reused_tokens,
                        cached.computed_tokens, stored, notice)
 
 
