@@ -48,29 +48,11 @@ def _clear_events() -> None:
         st.session_state[key] = False
 
 
-def _duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:,.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:,.1f} min"
-    return f"{seconds:,.0f} s"
-
-
 def _why(turn, result: SessionResult) -> str:
-    """One line saying why this turn read what it read (from the result's own fields)."""
-    reasons = []
-    if turn.turn == 1:
-        reasons.append(T.WHY_FIRST)
-    if turn.first_difference:
-        reasons.append(T.WHY_DIFF.format(segment=turn.first_difference, pos=turn.common_prefix))
-    if turn.expired_entries:
-        reasons.append(T.WHY_EXPIRED.format(count=turn.expired_entries))
-    if (result.policy.is_policy and turn.prompt_tokens < result.min_cacheable_tokens
-            and turn.cache_read_input_tokens == turn.cache_creation_input_tokens == 0):
-        reasons.append(T.WHY_BELOW_MIN)
-    if not reasons:
-        reasons.append(T.WHY_APPEND)
-    return "; ".join(reasons)
+    """One line saying why this turn read what it read (the result's own reason codes, as text)."""
+    return T.WHY_SEPARATOR.join(T.WHY[code].format(segment=turn.first_difference, pos=turn.common_prefix,
+                                                   count=turn.expired_entries)
+                                for code in result.turn_reasons(turn))
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -119,7 +101,7 @@ else:
         c[0].caption(T.AUTOMATIC_NOTE.format(block=16))
     min_len = int(c[1].number_input(T.MIN_LABEL, 0, 8192, policy.min_cacheable_tokens, step=64, key="ss_min",
                                     help=T.MIN_HELP))
-    c[2].markdown(f"**{T.TTL_LABEL}**  \n" + (T.TTL_VALUE.format(ttl=_duration(policy.ttl_s)) if policy.ttl_s
+    c[2].markdown(f"**{T.TTL_LABEL}**  \n" + (T.TTL_VALUE.format(ttl=T.duration(policy.ttl_s)) if policy.ttl_s
                                                else T.TTL_NONE))
 
 # ----------------------------------------------------------------------------- events
@@ -180,7 +162,7 @@ for name in events.active():
     expired = T.EXPIRED_SUFFIX.format(count=t.expired_entries) if t.expired_entries else ""
     lines.append(T.EVENT_LINES[name].format(
         turn=t.turn, read=t.cache_read_input_tokens, prompt=t.prompt_tokens, new=t.computed_tokens,
-        gap=_duration(result.turns[t.turn - 1].at_s - result.turns[t.turn - 2].at_s) if t.turn > 1 else "",
+        gap=T.duration(result.gap_before(t.turn)) if t.turn > 1 else "",
         expired=expired,
     ))
 if lines:
@@ -197,7 +179,7 @@ st.markdown(T.USAGE_INTRO)
 st.plotly_chart(F.usage_figure(result), width="stretch", key="ss_usage")
 rows = []
 for t in result.turns:
-    row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: _duration(t.at_s),
+    row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: T.duration(t.at_s),
            T.USAGE_TABLE["why"]: _why(t, result), T.USAGE_TABLE["prompt"]: t.prompt_tokens}
     row.update({T.USAGE_TABLE[f]: getattr(t, f) for f in USAGE_FIELDS})
     row[T.USAGE_TABLE["answer"]] = t.answer_tokens
@@ -224,10 +206,10 @@ c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
 
 # ----------------------------------------------------------------------------- policy values
 st.subheader(T.POLICY_HEADER)
-st.caption(f"{T.MECHANICS_BADGE if not policy.is_policy else T.POLICY_BADGE}: {policy.label}")
+st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=policy.label))
 st.markdown("\n".join(T.POLICY_LINE.format(name=v.name, value=v.value, source=v.source, as_of=v.as_of)
                        for v in policy.values))
-used = {part.strip() for v in policy.values for part in v.source.split(";")}
-st.caption(T.SOURCES_LINE.format(sources="; ".join(f"{k} = {SOURCE_NAMES[k]}" for k in SOURCE_NAMES if k in used)))
+st.caption(T.SOURCES_LINE.format(sources=T.SOURCE_SEPARATOR.join(
+    T.SOURCE_ITEM.format(key=k, name=SOURCE_NAMES[k]) for k in SOURCE_NAMES if k in policy.sources_used)))
 if policy.is_policy:
     st.caption(T.POLICY_CAVEAT)

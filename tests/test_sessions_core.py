@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from kvviz.core.providers import POLICIES, USAGE_FIELDS, get_policy
+from kvviz.core.providers import POLICIES, SOURCE_NAMES, USAGE_FIELDS, get_policy
 from kvviz.core.sessions import (
     SessionError,
     SessionEvents,
@@ -93,6 +93,21 @@ def test_ttl_expires_after_a_pause_but_hits_refresh_it():
     assert run("anthropic-1h", SessionEvents(pause_at=3, pause_s=301)).turns[2].cache_read_input_tokens > 0
     # the engine has no TTL at all
     assert run("vllm", SessionEvents(pause_at=3, pause_s=86_400)).turns[2].cache_read_input_tokens > 0
+
+
+def test_turn_reasons_and_gaps_the_usage_table_shows():
+    steady = run("anthropic-5m")
+    assert [steady.turn_reasons(t) for t in steady.turns] == [("first",), ("append",), ("append",), ("append",)]
+    assert [steady.gap_before(t.turn) for t in steady.turns] == [None, 30, 30, 30]
+    paused = run("anthropic-5m", SessionEvents(pause_at=3, pause_s=301))
+    assert paused.turn_reasons(paused.turns[2]) == ("expired",) and paused.gap_before(3) == 301
+    restarted = run("anthropic-5m", SessionEvents(restart_tools_at=3))
+    assert restarted.turn_reasons(restarted.turns[2]) == ("diff",)
+    small = run("anthropic-5m", min_cacheable_tokens=10_000)
+    assert small.turn_reasons(small.turns[0]) == ("first", "below_min")
+    assert small.turn_reasons(small.turns[1]) == ("below_min",)
+    engine = run("vllm", min_cacheable_tokens=10_000)  # the engine has no minimum: not a reason there
+    assert "below_min" not in engine.turn_reasons(engine.turns[1])
 
 
 def test_restart_with_changed_tools_misses_from_the_start():
@@ -189,6 +204,7 @@ def test_policies_are_dated_sourced_and_labelled_as_policy():
     assert USAGE_FIELDS == ("cache_read_input_tokens", "cache_creation_input_tokens", "input_tokens")
     for p in POLICIES.values():
         assert p.values and all(v.source and v.as_of for v in p.values)
+        assert p.sources_used and p.sources_used <= set(SOURCE_NAMES)  # every cited source is named
         assert p.is_policy == (p.key != "vllm")
     assert get_policy("anthropic-5m").ttl_s == 300 and get_policy("anthropic-1h").ttl_s == 3600
     assert get_policy("openai-newer").ttl_s == 1800 and get_policy("vllm").ttl_s is None

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from kvviz.text import sessions as T
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "pages" / "sessions.py")
 
@@ -17,6 +19,9 @@ def test_sessions_page_defaults_events_and_policies():
     assert int(metrics["Prompt tokens sent"].replace(",", "")) > int(metrics["Prompt tokens computed"].replace(",", ""))
     assert len(at.get("plotly_chart")) == 4
     assert not at.info  # no event yet
+    why = at.dataframe[0].value[T.USAGE_TABLE["why"]].tolist()
+    assert why[0] == T.WHY_FIRST and set(why[1:]) == {T.WHY_APPEND}
+    assert T.duration(45) == "45 s" and T.duration(600) == "10.0 min" and T.duration(5400) == "1.5 h"
 
     at.toggle(key="ss_ev_restart_tools").set_value(True).run()
     assert not at.exception

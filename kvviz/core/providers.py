@@ -68,6 +68,11 @@ class CachePolicy:
     values: tuple[PolicyValue, ...]
     is_policy: bool = True
 
+    @property
+    def sources_used(self) -> set[str]:
+        """The source keys (of SOURCE_NAMES) its values cite; a value may cite several, ``;``-separated."""
+        return {part.strip() for v in self.values for part in v.source.split(";")}
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["values"] = [asdict(v) for v in self.values]

@@ -448,6 +448,29 @@ class SessionResult:
     def total_read_tokens(self) -> int:
         return sum(t.cache_read_input_tokens for t in self.turns)
 
+    def gap_before(self, turn: int) -> float | None:
+        """Seconds between turn ``turn - 1`` and turn ``turn`` (1-based); None for the first turn."""
+        if turn <= 1:
+            return None
+        return self.turns[turn - 1].at_s - self.turns[turn - 2].at_s
+
+    def turn_reasons(self, turn: TurnUsage) -> tuple[str, ...]:
+        """Why ``turn`` read what it read, as codes in display order: ``first`` (nothing cached yet),
+        ``diff`` (the prompt differs from the previous request: ``turn.first_difference`` at token
+        ``turn.common_prefix``), ``expired`` (entries outlived their TTL), ``below_min`` (a policy's
+        minimum cacheable length: nothing read or written); ``append`` when none of these holds."""
+        reasons = []
+        if turn.turn == 1:
+            reasons.append("first")
+        if turn.first_difference:
+            reasons.append("diff")
+        if turn.expired_entries:
+            reasons.append("expired")
+        if (self.policy.is_policy and turn.prompt_tokens < self.min_cacheable_tokens
+                and turn.cache_read_input_tokens == turn.cache_creation_input_tokens == 0):
+            reasons.append("below_min")
+        return tuple(reasons) or ("append",)
+
     def to_dict(self, segments: bool = False) -> dict[str, Any]:
         turns = []
         for t in self.turns:

@@ -152,6 +152,20 @@ WHY_BELOW_MIN = "prompt below the minimum cacheable length"
 WHY_DIFF = "prompt differs from the previous one in “{segment}” (token {pos:,})"
 WHY_EXPIRED = "{count} cache entries expired before this request"
 WHY_APPEND = "previous prompt + answer re-sent unchanged"
+#: SessionResult.turn_reasons codes -> text (``diff`` takes segment and pos, ``expired`` takes count).
+WHY = {"first": WHY_FIRST, "diff": WHY_DIFF, "expired": WHY_EXPIRED, "below_min": WHY_BELOW_MIN,
+       "append": WHY_APPEND}
+WHY_SEPARATOR = "; "
+
+
+def duration(seconds: float) -> str:
+    """A time span the way people read it: ``45 s``, ``5.0 min``, ``1.5 h``."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:,.1f} min"
+    return f"{seconds:,.0f} s"
+
 
 WORK_HEADER = "Cumulative prefill work"
 WORK_INTRO = (
@@ -169,6 +183,9 @@ PROJECT_TURNS = "Project to this many turns"
 POLICY_HEADER = "The policy values used"
 POLICY_LINE = "- **{name}**: {value} _({source}; as of {as_of})_"
 SOURCES_LINE = "Sources: {sources}."
+SOURCE_ITEM = "{key} = {name}"
+SOURCE_SEPARATOR = "; "
+BADGE_LINE = "{badge}: {label}"
 POLICY_CAVEAT = (
     "Provider values change and differ per model; check the provider's current documentation before "
     "you budget with them."
