@@ -97,14 +97,14 @@ def _config_input() -> ParsedConfig | None:
                 st.caption(T.UPLOAD_WINS.format(name=upload.name))
             parsed = parse_config_text(upload.getvalue(), upload.name)
         elif text.strip():
-            parsed = parse_config_text(text, "the pasted config")
+            parsed = parse_config_text(text, T.PASTED_NAME)
         else:
             st.info(T.CONFIG_EMPTY, icon=":material/upload_file:")
             return None
     except KVSizeError as exc:
         st.error(T.CONFIG_ERROR.format(error=exc), icon=":material/error:")
         return None
-    st.caption(T.CONFIG_READ.format(family=parsed.family, model_type=parsed.model_type or "?"))
+    st.caption(T.CONFIG_READ.format(family=parsed.family, model_type=parsed.model_type or T.UNKNOWN_MODEL_TYPE))
     return parsed
 
 
@@ -231,7 +231,7 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
     c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
     rows = kvsize.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
-        T.BUDGET_COL: [f"{kvsize.format_value(r.budget_gib)} GiB" for r in rows],
+        T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=kvsize.format_value(r.budget_gib)) for r in rows],
         T.NEEDED_COL: [format_bytes(r.needed_bytes) for r in rows],
         T.SHARE_COL: [f"{100 * r.share:,.1f}%" for r in rows],
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
@@ -244,15 +244,16 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
 def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> None:
     st.subheader(T.CAPACITY_TITLE)
     c = st.columns(3)
-    choices = [f"{b} GiB" for b in kvsize.GPU_BUDGETS_GIB] + [T.BUDGET_CUSTOM]
-    choice = c[0].radio(T.BUDGET_LABEL, choices, index=1, horizontal=True, key="calc_budget")
-    if choice == T.BUDGET_CUSTOM:
+    choices: list[float | None] = [*kvsize.GPU_BUDGETS_GIB, None]  # None: a custom budget
+    choice = c[0].radio(T.BUDGET_LABEL, choices, index=1, horizontal=True, key="calc_budget",
+                        format_func=lambda b: T.BUDGET_CUSTOM if b is None else T.BUDGET_OPTION.format(gib=b))
+    if choice is None:
         gib = c[0].number_input(T.BUDGET_CUSTOM_LABEL, 0.01, 1_000_000.0, 40.0, key="calc_budget_custom")
     else:
-        gib = float(choice.split()[0])
+        gib = float(choice)
     block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=kvsize.DEFAULT_BLOCK_SIZE, key="calc_block")
     reserve = c[2].select_slider(T.RESERVE_LABEL, RESERVE_OPTIONS, value=4.0, key="calc_reserve",
-                                 format_func=lambda f: f"{f:g}x")
+                                 format_func=T.RESERVE_OPTION.format)
     if kvsize.bytes_per_token(shape, dtype) == 0:
         st.info(T.NO_KV)
         return
@@ -271,8 +272,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     cmp = kvsize.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
     c = st.columns([3, 2])
     c[0].plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
-    per_layer = kvsize.bytes_per_layer_per_token(shape, dtype)
-    bound = format_bytes(per_layer * (int(block) - 1) * shape.num_kv_layers * batch)
+    bound = format_bytes(kvsize.paged_waste_bound(shape, dtype, int(block), batch))
     c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
                                        paged=100 * cmp.paged_utilisation, block=int(block), bound=bound))
 
@@ -281,9 +281,9 @@ def articles_section() -> None:
     with st.expander(T.ARTICLES_TITLE):
         lines = []
         for check in article_checks():
-            mark = "✅" if check.exact else "≈"
-            lines.append(f"- {mark} **{check.claim}**: kvviz computes {format_exact(check.computed_bytes)} "
-                         f"({format_bytes(check.computed_bytes)}); {check.note}.")
+            lines.append(T.ARTICLE_CHECK.format(
+                mark=T.ARTICLE_EXACT if check.exact else T.ARTICLE_CLOSE, claim=check.claim,
+                exact=format_exact(check.computed_bytes), human=format_bytes(check.computed_bytes), note=check.note))
         st.markdown("\n".join(lines))
 
 

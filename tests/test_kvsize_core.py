@@ -220,6 +220,19 @@ def test_paging_waste_is_below_one_block_per_request():
     assert (low, high) == (0.204, 0.382) and low <= cmp.contiguous_utilisation <= high
     with pytest.raises(KVSizeError, match="max_len"):
         kvsize.paging_comparison(LLAMA2, "fp16", 1000, 999)
+    # the bound the calculator states: one partly filled block (15 of 16 slots) per request and layer
+    bound = kvsize.paged_waste_bound(LLAMA2, "fp16", 16, 100)
+    assert bound == 100 * 15 * 524_288 and cmp.paged_waste <= bound
+    assert kvsize.paged_waste_bound(LLAMA2, "fp16", 1, 100) == 0  # one-token blocks waste nothing
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(PRESETS), st.sampled_from(kvsize.DTYPES), st.integers(1, 70_000),
+       st.sampled_from([1, 8, 16, 256]), st.integers(1, 64))
+def test_paged_waste_never_exceeds_its_bound(preset, dtype, tokens, block, batch):
+    shape = preset.shape()
+    cmp = kvsize.paging_comparison(shape, dtype, tokens, tokens, batch, block)
+    assert 0 <= cmp.paged_waste <= kvsize.paged_waste_bound(shape, dtype, block, batch)
 
 
 def test_budget_rows():

@@ -450,6 +450,14 @@ def paged_request_bytes(shape: ModelShape, dtype: str, tokens: int, block_size: 
     return math.ceil(per_layer * slots)
 
 
+def paged_waste_bound(shape: ModelShape, dtype: str, block_size: int = DEFAULT_BLOCK_SIZE, batch: int = 1) -> Fraction:
+    """The most paging can leave unused: one partly filled block per request and KV layer, i.e.
+    ``block_size - 1`` token slots each (exact; allocations round up to a whole byte per request)."""
+    block_size = check_count("block_size", block_size, high=MAX_BLOCK_SIZE)
+    batch = check_count("batch", batch, high=MAX_BATCH)
+    return bytes_per_layer_per_token(shape, dtype) * (block_size - 1) * shape.num_kv_layers * batch
+
+
 def max_context(shape: ModelShape, dtype: str, budget_bytes: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int | None:
     """Longest single request whose paged KV fits in ``budget_bytes``; None when KV stops growing
     (no full-attention layers) and its cap fits."""

@@ -155,7 +155,7 @@ def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
             y=[r.label for r in part], x=[float(r.exact) / 1024 for r in part], orientation="h",
             marker=dict(color=colour), name=name, text=[format_bytes(r.exact) for r in part],
             textposition="outside", cliponaxis=False,
-            hovertext=[f"{r.label}: {format_exact(r.exact)} per token" for r in part], hoverinfo="text",
+            hovertext=[T.FIG_BAR_HOVER.format(label=r.label, exact=format_exact(r.exact)) for r in part], hoverinfo="text",
         ))
     kib = [float(r.exact) / 1024 for r in rows]
     diff = [r for r in rows if r.all_layers != r.exact]
@@ -163,7 +163,7 @@ def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             y=[r.label for r in diff], x=[float(r.all_layers) / 1024 for r in diff], mode="markers",
             marker=dict(symbol="line-ns", size=16, line=dict(width=3, color=INK)), name=T.FIG_BAR_ALL_LAYERS,
-            hovertext=[f"{r.label}: {format_exact(r.all_layers)} if every layer cached K/V" for r in diff],
+            hovertext=[T.FIG_BAR_ALL_HOVER.format(label=r.label, exact=format_exact(r.all_layers)) for r in diff],
             hoverinfo="text",
         ))
     top = max([float(r.all_layers) / 1024 for r in rows] + kib + [1.0])
@@ -184,7 +184,7 @@ def naive_vs_exact_figure(report: kvsize.KVReport) -> go.Figure:
         hovertext=[format_exact(v) for v in values], hoverinfo="text",
     ))
     top = max(float(v) / 1024 for v in values) or 1.0
-    fig.update_yaxes(title="KiB per token", range=[0, top * 1.2], gridcolor=FREE_GREY)
+    fig.update_yaxes(title=T.FIG_NAIVE_AXIS, range=[0, top * 1.2], gridcolor=FREE_GREY)
     return base_layout(fig, 300, T.FIG_NAIVE_TITLE)
 
 
@@ -197,14 +197,14 @@ def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: i
     gib = [kvsize.total_bytes(shape, dtype, tokens, n) / kvsize.GIB for n in ns]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=ns, y=gib, mode="lines", line=dict(color=BLUE, width=3), name=T.FIG_MEM_LINE,
-                             hovertemplate="%{x} requests: %{y:.2f} GiB<extra></extra>"))
+                             hovertemplate=T.FIG_MEM_HOVER))
     here = kvsize.total_bytes(shape, dtype, tokens, batch)
     fig.add_trace(go.Scatter(x=[batch], y=[here / kvsize.GIB], mode="markers", name=T.FIG_MEM_HERE,
                              marker=dict(size=12, color=ORANGE, line=dict(color="white", width=2)),
-                             hovertext=[f"{batch} x {tokens:,} tokens: {format_bytes(here)}"], hoverinfo="text"))
+                             hovertext=[T.FIG_MEM_HERE_HOVER.format(batch=batch, tokens=tokens, bytes=format_bytes(here))], hoverinfo="text"))
     for b in budgets_gib:
         fig.add_hline(y=b, line=dict(color=MUTED, dash="dash", width=1),
-                      annotation_text=f"{kvsize.format_value(b)} GiB", annotation_position="top left",
+                      annotation_text=T.FIG_GIB.format(value=kvsize.format_value(b)), annotation_position="top left",
                       annotation_font=dict(size=11, color="#374151"))
     ymax = max(max(gib), max(budgets_gib)) * 1.1
     fig.update_xaxes(title=T.FIG_MEM_X, gridcolor=FREE_GREY, range=[0, top_n])
@@ -219,7 +219,7 @@ def paging_figure(cmp: PagingComparison) -> go.Figure:
     waste = [cmp.contiguous_waste, cmp.paged_waste]
     util = [cmp.contiguous_utilisation, cmp.paged_utilisation]
     unit = kvsize.GIB if max(cmp.contiguous_bytes, 1) >= kvsize.GIB else (1 << 20)
-    unit_name = "GiB" if unit == kvsize.GIB else "MiB"
+    unit_name = T.UNIT_GIB if unit == kvsize.GIB else T.UNIT_MIB
     fig = go.Figure()
     fig.add_trace(go.Bar(y=names, x=[u / unit for u in used], orientation="h", name=T.FIG_PAGE_USED,
                          marker=dict(color=BLUE), hovertext=[format_bytes(u) for u in used], hoverinfo="text"))
