@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from kvviz.model.settings import EMBEDDED_MODEL, InputError, ModelLoadError, default_model, is_embedded
+from kvviz.model.settings import (
+    EMBEDDED_DISPLAY_NAME,
+    EMBEDDED_MODEL,
+    InputError,
+    ModelLoadError,
+    default_model,
+    is_embedded,
+)
 from kvviz.text import common as T
 
 if TYPE_CHECKING:  # torch is imported only when a model is actually needed
@@ -58,10 +65,12 @@ def visible_piece(piece: str) -> str:
 def token_chips_html(pieces: list[str], limit: int = 256) -> str:
     """HTML for a run of token chips (escaped); at most ``limit`` chips."""
     spans = [
-        f'<span class="kvviz-tok" title="token {i}">{html.escape(visible_piece(p))}</span>'
+        f'<span class="kvviz-tok" title="{html.escape(T.TOKEN_CHIP_TITLE.format(i=i))}">'
+        f'{html.escape(visible_piece(p))}</span>'
         for i, p in enumerate(pieces[:limit])
     ]
-    more = f'<span class="kvviz-more"> ... {len(pieces) - limit:,} more</span>' if len(pieces) > limit else ""
+    more = (f'<span class="kvviz-more">{html.escape(T.TOKENS_MORE.format(count=len(pieces) - limit))}</span>'
+            if len(pieces) > limit else "")
     style = (
         "<style>.kvviz-tok{display:inline-block;margin:2px;padding:1px 5px;border-radius:4px;"
         "background:#eef2ff;border:1px solid #c7d2fe;font-family:monospace;font-size:0.85em;"
@@ -122,7 +131,7 @@ def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel
 
     if find_loaded_model(model_name) is None:
         slot = area if area is not None else st.empty()
-        shown = "SmolLM2-135M-Instruct" if is_embedded(model_name) else model_name
+        shown = EMBEDDED_DISPLAY_NAME if is_embedded(model_name) else model_name
         text = T.MODEL_LOADING.format(name=shown, device=resolve_device())
         with slot.container():
             st.markdown(f"**{text}**")
@@ -198,7 +207,7 @@ def kv_help(lm: LoadedModel, probe: ModelProbe) -> str:
 def model_caption(lm: LoadedModel) -> str:
     """One line naming the model, device and dtype (for page captions)."""
     info = lm.info
-    return f"{info.name} · {info.device} · {info.dtype}"
+    return T.MODEL_CAPTION.format(name=info.name, device=info.device, dtype=info.dtype)
 
 
 def render_model_card(lm: LoadedModel) -> None:

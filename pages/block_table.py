@@ -219,7 +219,8 @@ def _metrics(view, previous) -> None:
         now, before = view.counters[key], previous[key] if previous is not None else None
         if key == "hit_rate":
             value = f"{now:.0%}"
-            delta = f"{(now - before) * 100:+.0f} pt" if before is not None and abs(now - before) >= 0.005 else None
+            delta = (T.DELTA_POINTS.format(points=(now - before) * 100)
+                     if before is not None and abs(now - before) >= 0.005 else None)
         else:
             value = f"{now:,}"
             delta = f"{now - before:+,}" if before is not None and now != before else None
@@ -256,7 +257,7 @@ def _player() -> None:
     previous = run.view_at(k - 1).counters if k > 0 else None
 
     if ss[K_PLAYING]:
-        st.progress(k / max(n, 1), text=T.STEP_HEADER.format(k=k, n=n) + " · " + T.PLAYING)
+        st.progress(k / max(n, 1), text=T.PLAYING_PROGRESS.format(step=T.STEP_HEADER.format(k=k, n=n)))
     else:
         ss[K_JUMP] = k
         st.slider(T.JUMP, 0, max(n, 1), key=K_JUMP, on_change=_jump, help=T.JUMP_HELP, disabled=n == 0)

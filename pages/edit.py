@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import unicodedata
 
 import pandas as pd
 import streamlit as st
@@ -211,8 +210,7 @@ cmp = edit.comparison
 st.subheader(T.STEP_CHANGE)
 for notice in edit.notices:
     st.warning(T.TRUNCATED.format(notice=notice), icon=":material/content_cut:")
-controls = sorted({md(R.describe_char(c)) for c in text_a + text_b
-                   if unicodedata.category(c) in ("Cc", "Cf") and c not in "\n\t\r"})
+controls = sorted({md(R.describe_char(c)) for c in R.invisible_chars(text_a + text_b)})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
 
@@ -235,7 +233,8 @@ def _describe_change() -> list[str]:
                                                    added_count=len(added)))
     if te.identical:
         return lines
-    span = lambda lo, hi: f"t{lo}–t{hi - 1}" if hi - lo > 1 else (f"t{lo}" if hi > lo else "none")  # noqa: E731
+    span = lambda lo, hi: (T.TOKEN_SPAN.format(lo=lo, hi=hi - 1) if hi - lo > 1  # noqa: E731
+                           else T.TOKEN_ONE.format(i=lo) if hi > lo else T.TOKEN_NONE)
     lines.append(T.CHANGE_TOKENS.format(a_span=span(te.start, te.end_a), b_span=span(te.start, te.end_b),
                                         first=cmp.first_changed_token))
     if len(ce.added) <= 1 and len(text_a[ce.start:ce.end_a]) <= 1 and max(te.removed_tokens, te.added_tokens) > 1:
@@ -283,7 +282,7 @@ cols[2].metric(T.M_RECOMPUTE, T.TOKENS_UNIT.format(n=cmp.recompute_tokens), help
 saved_slot = cols[3].empty()
 saved_slot.metric(T.M_SAVED, T.M_SAVED_VALUE.format(pct=100.0 * cmp.reused_tokens / n_b), help=T.M_SAVED_HELP)
 cols = st.columns(2)
-cols[0].metric(T.M_REUSE_MS, f"{edit.reuse_prefill_ms:,.1f} ms", help=T.M_REUSE_MS_HELP)
+cols[0].metric(T.M_REUSE_MS, T.MS_VALUE.format(ms=edit.reuse_prefill_ms), help=T.M_REUSE_MS_HELP)
 full_slot = cols[1].empty()
 full_slot.metric(T.M_FULL_MS, T.M_FULL_PENDING, help=T.M_FULL_MS_HELP)
 if edit.a_computed_tokens == 0:
@@ -333,7 +332,7 @@ except (InputError, ValueError) as exc:
 
 full_ms = proof.full_prefill_ms
 speedup = full_ms / edit.reuse_prefill_ms if edit.reuse_prefill_ms > 0 else 0.0
-full_slot.metric(T.M_FULL_MS, f"{full_ms:,.1f} ms", delta=T.M_SPEEDUP.format(x=speedup) if cmp.reused_tokens else None,
+full_slot.metric(T.M_FULL_MS, T.MS_VALUE.format(ms=full_ms), delta=T.M_SPEEDUP.format(x=speedup) if cmp.reused_tokens else None,
                  delta_color="off", delta_arrow="off", help=T.M_FULL_MS_HELP)
 saved_slot.metric(T.M_SAVED, T.M_SAVED_VALUE.format(pct=100.0 * cmp.reused_tokens / n_b),
                   delta=T.M_SAVED_MS.format(ms=full_ms * cmp.reused_tokens / n_b), delta_color="off",
@@ -380,11 +379,12 @@ wrong = proof.wrong_reuse
 if wrong is None:
     st.info(T.WRONG_NONE, icon=":material/info:")
 else:
-    blocks = ", ".join(f"#{i}" for i in wrong.blocks[:12]) + (" …" if len(wrong.blocks) > 12 else "")
+    blocks = T.LIST_SEPARATOR.join(T.BLOCK_REF.format(i=i) for i in wrong.blocks[:12]) + (
+        T.LIST_MORE if len(wrong.blocks) > 12 else "")
     st.markdown(T.WRONG_INTRO.format(blocks=blocks))
     cols = st.columns(3)
     cols[0].metric(T.M_WRONG_DIFF, _fmt(wrong.logits_max_abs_diff), help=T.M_WRONG_DIFF_HELP)
-    cols[1].metric(T.M_WRONG_KL, f"{wrong.kl:.3g} nats", help=T.M_WRONG_KL_HELP)
+    cols[1].metric(T.M_WRONG_KL, T.KL_VALUE.format(kl=wrong.kl), help=T.M_WRONG_KL_HELP)
     cols[2].metric(T.M_WRONG_NEXT, T.M_WRONG_NEXT_CHANGED if wrong.next_token_changed else T.M_WRONG_NEXT_SAME)
     if wrong.next_token_changed:
         st.markdown(T.WRONG_NEXT_CHANGED.format(wrong=tok(wrong.next_token_wrong),

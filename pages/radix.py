@@ -102,7 +102,7 @@ rows = []
 for r in requests:
     rows.append({
         cols_t["step"]: r.step,
-        cols_t["request"]: r.request_id + (f" [{r.salt}]" if r.salt else ""),
+        cols_t["request"]: T.REQUEST_SALT.format(id=r.request_id, salt=r.salt) if r.salt else r.request_id,
         cols_t["tokens"]: r.num_tokens,
         cols_t["history"]: r.history_prefix_tokens,
         cols_t["radix"]: T.TABLE_REFUSED if r.radix_tokens is None else r.radix_tokens,

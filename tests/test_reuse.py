@@ -18,6 +18,7 @@ from kvviz.model.reuse import (
     char_diff,
     cli_summary,
     describe_char,
+    invisible_chars,
     load_edit_presets,
     replace_char,
     run_edit,
@@ -66,6 +67,9 @@ def test_replace_char_and_diffs():
     assert t.changed_positions_a == [2] and t.changed_positions_b == [2, 3]
     assert token_diff([1, 2], [1, 2]).identical
     assert "CYRILLIC" in describe_char("о") and "LATIN" in describe_char("o") and "U+0007" in describe_char("\a")
+    # the page's notice about invisible characters: zero-width space, BOM, bell; not newline or tab
+    assert invisible_chars("a\u200bb\ufeff\n\tc\a\u200b") == ["\u200b", "\ufeff", "\a"]
+    assert invisible_chars("plain text\r\n") == []
 
 
 # ----------------------------------------------------------------------------- the rules on real tensors

@@ -265,7 +265,8 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         text=[label_a(i) for i in a_has], textposition="middle right",
         marker={"size": 18, "symbol": "square", "color": [A_COLOR if blocks[i].hash_a else STATUS_COLORS["partial"] for i in a_has]},
         textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
-        hovertext=[f"A · block {i}<br>hash {short_hash(blocks[i].hash_a, 16)}<br>parent {short_hash(blocks[i].parent_a, 16)}" for i in a_has],
+        hovertext=[T.FIG_HOVER_A.format(index=i, hash=short_hash(blocks[i].hash_a, 16),
+                                         parent=short_hash(blocks[i].parent_a, 16)) for i in a_has],
     ))
 
     def b_trace(revealed_upto: int | None, current: int | None) -> go.Scatter:
@@ -282,8 +283,8 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
                 "line": {"color": [BOUNDARY_COLOR if i == current else "rgba(0,0,0,0)" for i in idx], "width": 2},
             },
             textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
-            hovertext=[f"B · block {i}: {T.STATUS_MEANING[blocks[i].status]}<br>{html.escape(blocks[i].reason)}"
-                       for i in idx],
+            hovertext=[T.FIG_HOVER_B.format(index=i, meaning=T.STATUS_MEANING[blocks[i].status],
+                                             reason=html.escape(blocks[i].reason)) for i in idx],
         )
 
     fig.add_trace(b_trace(None, None))

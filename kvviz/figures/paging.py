@@ -43,7 +43,7 @@ def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
             y=names, x=shares, orientation="h", name=T.KIND_LABELS[kind], marker_color=KIND_COLOURS[kind],
             text=[f"{s:.0%}" if s >= 0.04 else "" for s in shares], textposition="inside",
             insidetextanchor="middle",
-            hovertemplate=f"{T.KIND_LABELS[kind]}: %{{x:.1%}}<br>{T.KIND_HELP[kind]}<extra>%{{y}}</extra>",
+            hovertemplate=T.HOVER_WASTE.format(kind=T.KIND_LABELS[kind], help=T.KIND_HELP[kind]),
         )
     low, high = PAPER_UTILISATION_BAND
     fig.add_vrect(x0=low, x1=high, fillcolor="rgba(0,0,0,0)", line=dict(color=INK, width=1.5, dash="dash"),
@@ -146,10 +146,10 @@ def over_time_figure(results: dict[str, LayoutResult], memory_tokens: int, step:
         label = T.LAYOUT_LABELS[name]
         fig.add_scatter(x=steps, y=[r.slots["stored"] / memory_tokens for r in recs], mode="lines", name=label,
                         line=dict(color=colour), row=1, col=1, legendgroup=name,
-                        hovertemplate=f"{label}, step %{{x:,}}: %{{y:.1%}}<extra></extra>")
+                        hovertemplate=T.HOVER_STORED.format(layout=label))
         fig.add_scatter(x=steps, y=[r.running for r in recs], mode="lines", name=label, showlegend=False,
                         line=dict(color=colour, shape="hv"), row=2, col=1, legendgroup=name,
-                        hovertemplate=f"{label}, step %{{x:,}}: %{{y}} running<extra></extra>")
+                        hovertemplate=T.HOVER_RUNNING.format(layout=label))
     low, high = PAPER_UTILISATION_BAND
     fig.add_hrect(y0=low, y1=high, fillcolor=INK, opacity=0.08, line_width=0, row=1, col=1)
     if step is not None:

@@ -92,9 +92,9 @@ def usage_figure(result: SessionResult, title: str | None = T.USAGE_TITLE) -> go
     turns = [t.turn for t in result.turns]
     for field in USAGE_FIELDS:
         values = [getattr(t, field) for t in result.turns]
-        fig.add_bar(x=turns, y=values, name=f"{field} ({USAGE_LABELS[field]})",
+        fig.add_bar(x=turns, y=values, name=T.USAGE_LEGEND.format(field=field, label=USAGE_LABELS[field]),
                     marker_color=STATUS_COLOURS[FIELD_STATUS[field]],
-                    hovertemplate=f"turn %{{x}}<br>{field}: %{{y:,}} tokens<extra></extra>")
+                    hovertemplate=T.HOVER_USAGE.format(field=field))
     fig.update_layout(barmode="stack", legend=dict(y=-0.22, yanchor="top", traceorder="normal"))
     fig.update_xaxes(title=T.TURN_AXIS, dtick=1)
     fig.update_yaxes(title=T.USAGE_AXIS, gridcolor=PALE_GREY, tickformat=",")
@@ -107,9 +107,9 @@ def work_figure(turns: list[int], without: list[int], with_cache: list[int], tit
     """Cumulative prefill tokens per turn, without and with a cache."""
     fig = go.Figure()
     fig.add_scatter(x=turns, y=without, mode="lines+markers", name=T.WORK_WITHOUT,
-                    line=dict(color=WITHOUT_COLOUR), hovertemplate="turn %{x}: %{y:,} tokens<extra></extra>")
+                    line=dict(color=WITHOUT_COLOUR), hovertemplate=T.HOVER_WORK)
     fig.add_scatter(x=turns, y=with_cache, mode="lines+markers", name=T.WORK_WITH,
-                    line=dict(color=WITH_COLOUR), hovertemplate="turn %{x}: %{y:,} tokens<extra></extra>")
+                    line=dict(color=WITH_COLOUR), hovertemplate=T.HOVER_WORK)
     fig.update_xaxes(title=T.TURN_AXIS)
     fig.update_yaxes(title=T.WORK_AXIS, rangemode="tozero", gridcolor=PALE_GREY, tickformat=",")
     return _layout(fig, 340, title)

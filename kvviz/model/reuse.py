@@ -195,6 +195,12 @@ def describe_char(ch: str) -> str:
     return ", ".join(parts)
 
 
+def invisible_chars(text: str) -> list[str]:
+    """The distinct control and format characters in ``text`` (Unicode Cc/Cf: zero-width spaces, BOMs,
+    bidi marks...), other than newline, tab and carriage return, in order of first appearance."""
+    return list(dict.fromkeys(c for c in text if unicodedata.category(c) in ("Cc", "Cf") and c not in "\n\t\r"))
+
+
 # ----------------------------------------------------------------------------- presets
 
 
@@ -774,6 +780,7 @@ __all__ = [
     "TokenEdit",
     "WrongReuse",
     "check_reuse_inputs",
+    "invisible_chars",
     "char_diff",
     "clear_full_prefill_cache",
     "cli_summary",

@@ -74,6 +74,9 @@ MODEL_LOADING_NOTE = (
 )
 MODEL_LOAD_FAILED = "Could not load the model: {error}"
 MODEL_FALLBACK = "Still using {name}."
+MODEL_CAPTION = "{name} · {device} · {dtype}"
+TOKENS_MORE = " ... {count:,} more"
+TOKEN_CHIP_TITLE = "token {i}"
 MODEL_KV_MEASURED = "KV per token (measured)"
 MODEL_KV_MEASURED_HELP = (
     "Bytes of the K and V tensors the model actually produced for a {tokens}-token prompt, divided by "

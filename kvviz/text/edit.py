@@ -77,6 +77,14 @@ IDENTICAL_TEXT_ONLY = (
 NOTHING_COMMON = "A and B differ from their very first token: nothing can be reused, every block is computed."
 TRUNCATED = "{notice} Both prompts are compared after this cut."
 CONTROL_CHARS = "The prompts contain control or invisible characters ({names}); they are tokens like any other."
+TOKEN_SPAN = "t{lo}–t{hi}"
+TOKEN_ONE = "t{i}"
+TOKEN_NONE = "none"
+MS_VALUE = "{ms:,.1f} ms"
+KL_VALUE = "{kl:.3g} nats"
+BLOCK_REF = "#{i}"
+LIST_SEPARATOR = ", "
+LIST_MORE = " …"
 
 # --- 2. what changed --------------------------------------------------------------------------------
 STEP_CHANGE = "2 · What the edit did to the tokens"
@@ -275,6 +283,8 @@ FIG_CHAIN_B = "B's chain (looked up): #block · tokens · hash ← parent hash �
 FIG_BLOCK_LABEL = "#{index} · {start}–{end} · {hash}"
 FIG_BLOCK_PARTIAL = "#{index} · {start}–{end} · partial, no hash"
 FIG_PARENT = "{parent}"
+FIG_HOVER_A = "A · block {index}<br>hash {hash}<br>parent {parent}"
+FIG_HOVER_B = "B · block {index}: {meaning}<br>{reason}"
 FIG_BLOCK_LABEL_B = "#{index} · {start}–{end} · {hash} ← {parent} · {status}"
 FIG_NO_HASH = "no hash"
 FIG_CASCADE_SUMMARY = (

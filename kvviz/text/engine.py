@@ -43,6 +43,8 @@ JUMP_HELP = "Drag to any step; the state is replayed from the events of the step
 STEP_HEADER = "Step {k} of {n}"
 STEP_START = "Start: an empty pool of {blocks} free blocks. Press **Step forward** or **Play**."
 PLAYING = "Playing..."
+PLAYING_PROGRESS = "{step} · " + PLAYING
+DELTA_POINTS = "{points:+.0f} pt"  # change of a rate, in percentage points
 AT_END = "End of the scenario. **Reset** or step back to look again."
 
 ACTION = {

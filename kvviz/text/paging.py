@@ -156,4 +156,8 @@ TIME_HEADER = "Over time"
 TIME_TITLE = "Token states as a share of memory, and requests running"
 TIME_UTIL_AXIS = "token states / memory"
 TIME_RUNNING_AXIS = "running"
+# Plotly hover templates (%{...} is filled in by Plotly, {...} by kvviz)
+HOVER_WASTE = "{kind}: %{{x:.1%}}<br>{help}<extra>%{{y}}</extra>"
+HOVER_STORED = "{layout}, step %{{x:,}}: %{{y:.1%}}<extra></extra>"
+HOVER_RUNNING = "{layout}, step %{{x:,}}: %{{y}} running<extra></extra>"
 TIME_STEP_AXIS = "scheduler step"

@@ -120,6 +120,7 @@ TABLE_COLUMNS = {
     "window_blocks": "Window blocks kept",
 }
 TABLE_REFUSED = "refused"
+REQUEST_SALT = "{id} [{salt}]"
 WINDOW_BLOCKS = "{kept} of {total} ({skipped} null)"
 WINDOW_NONE = "-"
 TABLE_NOTE = (

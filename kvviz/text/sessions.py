@@ -178,6 +178,10 @@ WORK_WITHOUT = "without cache"
 WORK_WITH = "with cache"
 WORK_AXIS = "tokens computed (cumulative)"
 TURN_AXIS = "turn"
+USAGE_LEGEND = "{field} ({label})"
+# Plotly hover templates (%{...} is filled in by Plotly, {...} by kvviz)
+HOVER_USAGE = "turn %{{x}}<br>{field}: %{{y:,}} tokens<extra></extra>"
+HOVER_WORK = "turn %{x}: %{y:,} tokens<extra></extra>"
 PROJECT_TURNS = "Project to this many turns"
 
 POLICY_HEADER = "The policy values used"
