@@ -52,7 +52,7 @@ def _latest_caption(name: str) -> None:
 st.subheader(T.SC_SETUP)
 c = st.columns([1, 1, 1])
 trials = c[0].slider(T.SC_TRIALS, 3, 40, 10, key="sc_trials", help=T.SC_TRIALS_HELP)
-blocks = c[1].slider(T.SC_BLOCKS, 1, 6, 4, key="sc_blocks", help=T.SC_BLOCKS_HELP)
+blocks = c[1].select_slider(T.SC_BLOCKS, [1, 2, 4, 8, 16, 32, 64], value=4, key="sc_blocks", help=T.SC_BLOCKS_HELP)
 st.caption(T.SC_HOW.format(blocks=blocks))
 if c[2].button(T.SC_RUN, key="sc_run", type="primary", icon=":material/timer:"):
     bar, report = _progress_bar(T.SC_RUNNING, 2 * trials)

@@ -78,7 +78,7 @@ def test_two_sessions_share_the_room_and_salt_isolates():
 def test_side_channel_page_measures_and_plays():
     at = _page("side_channel")
     at.slider(key="sc_trials").set_value(3).run()
-    at.slider(key="sc_blocks").set_value(2).run()
+    at.select_slider(key="sc_blocks").set_value(2).run()
     at.button(key="sc_run").click().run()
     assert not at.exception
     m = _metrics(at)

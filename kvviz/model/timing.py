@@ -259,10 +259,11 @@ def _check_count(name: str, value: object, lo: int, hi: int) -> int:
 
 
 def _secret_ids(lm: LoadedModel, text: str, need: int) -> list[int]:
+    """The victim prompt's tokens, repeated (a longer document) when the probe needs more of them."""
     ids = list(tokenize(text, model_name=lm.source.key, max_tokens=4096).ids)
-    if len(ids) < need:
-        raise InputError(f"the secret prompt has {len(ids)} tokens; the probe needs at least {need}")
-    return ids
+    if len(ids) < 2:
+        raise InputError(f"the secret prompt has {len(ids)} token(s); give a longer one")
+    return (ids * (need // len(ids) + 1))[: max(need, len(ids))]
 
 
 def _alt_first_tokens(first: int, vocab: int, count: int, rng: random.Random) -> list[int]:
@@ -280,12 +281,12 @@ def measure_side_channel(lm: LoadedModel, *, trials: int = 12, prefix_blocks: in
     _check_count("trials", trials, 1, 500)
     _check_count("prefix_blocks", prefix_blocks, 1, 64)
     need = prefix_blocks * block_size + 1
-    ids = _secret_ids(lm, text, need)
+    ids = _secret_ids(lm, text, need + block_size)
     rng = random.Random(seed)
     prefix = ids[: prefix_blocks * block_size]
     suffix = ids[prefix_blocks * block_size]
     alts = _alt_first_tokens(ids[0], lm.info.vocab_size, trials, rng)
-    victim_ids = ids[: need + block_size]
+    victim_ids = ids[: need + block_size]  # the victim's prompt goes on past what the attacker probes
     result = SideChannelResult(salted, trials, block_size, prefix_blocks, need, lm.info.device, lm.info.dtype)
     start = time.perf_counter()
     prefill(lm, token_ids=[alts[0]] + prefix[1:] + [suffix], max_tokens=need)  # warm-up, outside any room

@@ -161,7 +161,10 @@ SC_SETUP = "Experiment"
 SC_TRIALS = "Trials per group"
 SC_TRIALS_HELP = "Each trial times one probe whose prefix is cached and one whose prefix is not, in random order."
 SC_BLOCKS = "Probe prefix (blocks of 16 tokens)"
-SC_BLOCKS_HELP = "How much of the victim's prompt the probe repeats. Longer prefixes skip more work on a hit."
+SC_BLOCKS_HELP = (
+    "How much of the victim's prompt the probe repeats. Longer prefixes skip more work on a hit. On a GPU a "
+    "short prefill costs about the same as a one-token step, so use 16 or more blocks there."
+)
 SC_RUN = "Measure"
 SC_RUNNING = "Timing probes on the model: {done}/{total}"
 SC_HOW = (
