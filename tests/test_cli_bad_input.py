@@ -94,7 +94,7 @@ def test_bad_files(capsys, bad, argv, kind):
     ("missing", "no such file"),
     ("directory", "is a directory"),
     ("big", "too large"),  # 5 MB: over the scenario (4 MiB) and session (2 MB) limits; a trace may be 16 MiB
-    ("huge_int", "not valid JSON"),
+    ("huge_int", "number too long"),
 ])
 def test_file_messages_say_what_is_wrong(capsys, bad, kind, message):
     commands = [["scenario", "--file"], ["session", "--file"]] + ([] if kind == "big" else [["simulate", "--trace"]])

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
+_MAX_DIGITS = 4300  # sys.get_int_max_str_digits() default
+
 
 def read_limited(path: str | os.PathLike[str], max_bytes: int, what: str,
                  error: type[Exception] = ValueError) -> bytes:
@@ -60,5 +62,5 @@ def parse_json(raw: bytes | str, where: str, error: type[Exception] = ValueError
         raise error(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except RecursionError:
         raise error(f"{where} is nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer literal longer than Python's 4,300-digit limit
-        raise error(f"{where} is not valid JSON: {str(exc).splitlines()[0] if str(exc) else 'bad value'}") from None
+    except ValueError:  # json's only other failure: an integer literal over Python's 4,300-digit limit
+        raise error(f"{where} holds a number too long to read (over {_MAX_DIGITS:,} digits)") from None
