@@ -575,7 +575,7 @@ class Room:
     def reset(self, presenter_key: str | None = None, *, force: bool = False) -> ResetResult:
         """The presenter's reset: an empty pool, no origins, zero totals (sessions and their salt
         settings stay). Needs ``presenter_key`` when the room has one; refused within the cool-down.
-        ``force`` skips both checks (tests, the CLI)."""
+        ``force`` skips both checks and starts no cool-down (tests, the CLI)."""
         with self._lock:
             now = self._clock()
             if not force:
@@ -592,7 +592,8 @@ class Room:
                 s.last = None
             self.generation += 1
             self._resets += 1
-            self._last_reset = now
+            if not force:  # a forced reset (tests, the CLI) does not start the presenter's cool-down
+                self._last_reset = now
             hooks = list(self._reset_hooks)
         for hook in hooks:
             hook()
