@@ -13,27 +13,31 @@ from plotly.subplots import make_subplots
 from kvviz.core.collisions import HashCost, birthday_probability
 from kvviz.core.hashing import BlockHashRecord, short_hash
 from kvviz.core.room import Admission, FeedEntry, origin_label
+from kvviz.figures.style import (
+    AMBER,
+    BLUE,
+    FREE_GREY,
+    GREEN,
+    INK,
+    LEGEND_ABOVE_RIGHT,
+    MUTED,
+    ORANGE,
+    OUTLINE_GREY,
+    PALE_GREY,
+    RED,
+    base_layout,
+)
 from kvviz.text import security as T
 
-INK = "#1f2937"
-MUTED = "#6b7280"
-STATUS_COLOURS = {"hit_other": "#16a34a", "hit_you": "#2563eb", "computed": "#f97316", "partial": "#d1d5db"}
-GROUP_COLOURS = {"cached": "#16a34a", "uncached": "#dc2626"}
+STATUS_COLOURS = {"hit_other": GREEN, "hit_you": BLUE, "computed": ORANGE, "partial": "#d1d5db"}
+GROUP_COLOURS = {"cached": GREEN, "uncached": RED}
 CACHED_FILL = "#dcfce7"
-MISSING_FILL = "#f3f4f6"
+MISSING_FILL = PALE_GREY
 
 
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    fig.update_layout(
-        height=height,
-        margin=dict(l=10, r=10, t=56 if title else 20, b=10),
-        title=dict(text=title, x=0, xanchor="left", font=dict(size=15)) if title else None,
-        plot_bgcolor="white",
-        paper_bgcolor="white",
-        font=dict(color=INK),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
-    )
-    return fig
+    """The shared base layout with this chapter's margins and its legend just above the plot."""
+    return base_layout(fig, height, title, top=20, title_top=56, legend={**LEGEND_ABOVE_RIGHT, "y": 1.02})
 
 
 def status_key(status: str, computed_by: str | None) -> str:
@@ -52,8 +56,9 @@ def block_strip(adm: Admission, now: float) -> go.Figure:
         key = status_key(b.status, b.computed_by)
         age = now - b.computed_at if b.computed_at is not None else None
         origin = origin_label(b.computed_by, age) if b.status == "hit" else (T.WHO_YOU if b.status == "computed" else "")
-        hover = (f"block {b.index}: tokens {b.start}-{b.end - 1}<br>{T.STATUS_LABELS[key]}"
-                 + (f"<br>{origin}" if origin else "") + (f"<br>hash {short_hash(b.block_hash, 12)}" if b.block_hash else ""))
+        hover = (T.FIG_STRIP_HOVER.format(index=b.index, first=b.start, last=b.end - 1, status=T.STATUS_LABELS[key])
+                 + (f"<br>{origin}" if origin else "")
+                 + (T.FIG_STRIP_HASH.format(hash=short_hash(b.block_hash, 12)) if b.block_hash else ""))
         fig.add_bar(
             x=[b.end - b.start], y=[""], base=[b.start], orientation="h", marker_color=STATUS_COLOURS[key],
             marker_line=dict(color="white", width=2), name=T.STATUS_LABELS[key], legendgroup=key,
@@ -62,7 +67,7 @@ def block_strip(adm: Admission, now: float) -> go.Figure:
         )
         seen.add(key)
     fig.update_layout(barmode="overlay", bargap=0.15)
-    fig.update_xaxes(title_text="token position", range=[0, max(adm.num_tokens, 1)], showgrid=False)
+    fig.update_xaxes(title_text=T.FIG_TOKEN_POSITION, range=[0, max(adm.num_tokens, 1)], showgrid=False)
     fig.update_yaxes(showticklabels=False)
     return _layout(fig, 190, T.STRIP_TITLE)
 
@@ -72,12 +77,12 @@ def feed_chart(entries: Sequence[FeedEntry]) -> go.Figure:
     items = list(reversed(entries))
     labels = [f"#{e.prompt_no} {T.WHO_YOU if e.who == 'you' else T.WHO_OTHER}" for e in items]
     fig = go.Figure()
-    fig.add_bar(x=labels, y=[e.hit_tokens for e in items], name="reused tokens", marker_color="#16a34a",
-                hovertemplate="%{x}: %{y} tokens reused<extra></extra>")
-    fig.add_bar(x=labels, y=[e.num_tokens - e.hit_tokens for e in items], name="computed tokens",
-                marker_color="#f97316", hovertemplate="%{x}: %{y} tokens computed<extra></extra>")
+    fig.add_bar(x=labels, y=[e.hit_tokens for e in items], name=T.FIG_REUSED_TOKENS, marker_color=GREEN,
+                hovertemplate=T.FIG_REUSED_HOVER)
+    fig.add_bar(x=labels, y=[e.num_tokens - e.hit_tokens for e in items], name=T.FIG_COMPUTED_TOKENS,
+                marker_color=ORANGE, hovertemplate=T.FIG_COMPUTED_HOVER)
     fig.update_layout(barmode="stack")
-    fig.update_yaxes(title_text="tokens", gridcolor="#e5e7eb")
+    fig.update_yaxes(title_text=T.FIG_TOKENS, gridcolor=FREE_GREY)
     fig.update_xaxes(tickangle=-30)
     return _layout(fig, 300, T.FEED_CHART_TITLE)
 
@@ -87,29 +92,29 @@ def salt_chain(plain: Sequence[BlockHashRecord], salted: Sequence[BlockHashRecor
     """Two rows of chained blocks (no salt, salted): each box shows its short hash, green when the room
     holds it; arrows are parent links. The salted row differs from block 0 on."""
     fig = go.Figure()
-    rows = [(T.SALT_COLUMNS["plain"], plain, plain_cached, 1.0), (f"with {salt_name}", salted, salted_cached, 0.0)]
+    rows = [(T.SALT_COLUMNS["plain"], plain, plain_cached, 1.0), (T.FIG_WITH_SALT.format(salt=salt_name), salted, salted_cached, 0.0)]
     n = min(max_blocks, max(len([r for r in plain if r.full]), 1))
     for label, records, cached, y in rows:
         full = [r for r in records if r.full][:n]
         fig.add_annotation(x=-1.45, y=y, text=f"<b>{label}</b>", showarrow=False, xanchor="right", font=dict(size=12))
         fig.add_shape(type="rect", x0=-1.3, x1=-0.75, y0=y - 0.18, y1=y + 0.18, fillcolor="white",
                       line=dict(color=MUTED, dash="dot"))
-        fig.add_annotation(x=-1.025, y=y, text="NONE_HASH", showarrow=False, font=dict(size=10, color=MUTED))
+        fig.add_annotation(x=-1.025, y=y, text=T.FIG_NONE_HASH, showarrow=False, font=dict(size=10, color=MUTED))
         for i, rec in enumerate(full):
             hit = bool(cached[i]) if i < len(cached) else False
             fig.add_shape(type="rect", x0=i - 0.4, x1=i + 0.4, y0=y - 0.3, y1=y + 0.3,
-                          fillcolor=CACHED_FILL if hit else MISSING_FILL, line=dict(color="#16a34a" if hit else "#9ca3af"))
-            extra = "salt" if (rec.extra_keys and i == 0) else ""
+                          fillcolor=CACHED_FILL if hit else MISSING_FILL, line=dict(color=GREEN if hit else OUTLINE_GREY))
+            extra = T.FIG_SALT_KEY if (rec.extra_keys and i == 0) else ""
             fig.add_annotation(x=i, y=y + 0.08, text=f"<b>{short_hash(rec.hash)}</b>", showarrow=False,
                                font=dict(family="monospace", size=11))
-            fig.add_annotation(x=i, y=y - 0.15, text=f"block {i}" + (f" + {extra}" if extra else ""), showarrow=False,
+            fig.add_annotation(x=i, y=y - 0.15, text=T.FIG_BLOCK.format(i=i) + (f" + {extra}" if extra else ""), showarrow=False,
                                font=dict(size=10, color=MUTED))
             fig.add_annotation(x=i - 0.4, y=y, ax=(i - 0.6) if i else -0.75, ay=y, xref="x", yref="y", axref="x",
                                ayref="y", showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, arrowcolor=MUTED, text="")
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=CACHED_FILL, size=12, symbol="square",
-                             line=dict(color="#16a34a", width=1)), name="in the room's pool"))
+                             line=dict(color=GREEN, width=1)), name=T.FIG_IN_POOL))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=MISSING_FILL, size=12, symbol="square",
-                             line=dict(color="#9ca3af", width=1)), name="not in the pool"))
+                             line=dict(color=OUTLINE_GREY, width=1)), name=T.FIG_NOT_IN_POOL))
     fig.update_xaxes(visible=False, range=[-3.3, max(n, 4) - 0.4])
     fig.update_yaxes(visible=False, range=[-0.55, 1.55])
     return _layout(fig, 250)
@@ -129,10 +134,10 @@ def timing_figure(results: Sequence[object]) -> go.Figure:
         fig.add_trace(go.Violin(
             x=xs, y=ys, name=name, legendgroup=group, marker_color=GROUP_COLOURS[group], box_visible=True,
             meanline_visible=False, points="all", pointpos=0, jitter=0.3, spanmode="hard", scalemode="width",
-            hovertemplate="%{y:.1f} ms<extra>" + name + "</extra>",
+            hovertemplate=T.FIG_LATENCY_HOVER.format(name=name),
         ))
     fig.update_layout(violinmode="group", violingap=0.25)
-    fig.update_yaxes(title_text="latency to first-token logits (ms, log)", type="log", gridcolor="#e5e7eb")
+    fig.update_yaxes(title_text=T.FIG_LATENCY_AXIS, type="log", gridcolor=FREE_GREY)
     return _layout(fig, 420, T.SC_RESULTS)
 
 
@@ -159,15 +164,15 @@ def game_figure(results: Sequence[object]) -> go.Figure:
                     ox.append(rnd.round + 1)
                     oy.append(ms)
                     otext.append(names[i])
-        fig.add_trace(go.Scatter(x=ox, y=oy, mode="markers", marker=dict(color="#9ca3af", size=8), text=otext,
-                                 name="other candidates", legendgroup="o", showlegend=col == 1,
-                                 hovertemplate="round %{x}: %{text} %{y:.1f} ms<extra></extra>"), row=1, col=col)
-        fig.add_trace(go.Scatter(x=sx, y=sy, mode="markers", marker=dict(color="#dc2626", size=14, symbol="star"),
-                                 text=stext, name="the secret", legendgroup="s", showlegend=col == 1,
-                                 hovertemplate="round %{x}: secret %{text} %{y:.1f} ms<extra></extra>"), row=1, col=col)
-        fig.update_xaxes(title_text="round", dtick=1, row=1, col=col)
-    fig.update_yaxes(title_text="probe latency (ms, log)", type="log", gridcolor="#e5e7eb", row=1, col=1)
-    fig.update_yaxes(type="log", gridcolor="#e5e7eb")
+        fig.add_trace(go.Scatter(x=ox, y=oy, mode="markers", marker=dict(color=OUTLINE_GREY, size=8), text=otext,
+                                 name=T.FIG_OTHER_CANDIDATES, legendgroup="o", showlegend=col == 1,
+                                 hovertemplate=T.FIG_OTHER_HOVER), row=1, col=col)
+        fig.add_trace(go.Scatter(x=sx, y=sy, mode="markers", marker=dict(color=RED, size=14, symbol="star"),
+                                 text=stext, name=T.FIG_SECRET, legendgroup="s", showlegend=col == 1,
+                                 hovertemplate=T.FIG_SECRET_HOVER), row=1, col=col)
+        fig.update_xaxes(title_text=T.FIG_ROUND, dtick=1, row=1, col=col)
+    fig.update_yaxes(title_text=T.FIG_PROBE_AXIS, type="log", gridcolor=FREE_GREY, row=1, col=1)
+    fig.update_yaxes(type="log", gridcolor=FREE_GREY)
     _layout(fig, 400, T.GAME_CHART_TITLE)
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
                       margin=dict(l=10, r=10, t=70, b=10))
@@ -180,25 +185,25 @@ def game_accuracy_figure(results: Sequence[object]) -> go.Figure:
     acc = [r.accuracy for r in results]  # type: ignore[attr-defined]
     text = [f"{r.correct}/{len(r.rounds)}" for r in results]  # type: ignore[attr-defined]
     fig = go.Figure(go.Bar(x=labels, y=acc, text=text, textposition="outside",
-                           marker_color=["#dc2626" if not r.salted else "#16a34a" for r in results],  # type: ignore[attr-defined]
-                           hovertemplate="%{x}: %{y:.0%}<extra></extra>", showlegend=False))
+                           marker_color=[RED if not r.salted else GREEN for r in results],  # type: ignore[attr-defined]
+                           hovertemplate=T.FIG_ACC_HOVER, showlegend=False))
     if results:
         chance = results[0].chance  # type: ignore[attr-defined]
         fig.add_hline(y=chance, line=dict(color=INK, dash="dash"), annotation_text=f"{T.CHANCE} {chance:.0%}",
                       annotation_position="top left")
-    fig.update_yaxes(range=[0, 1.15], tickformat=".0%", gridcolor="#e5e7eb")
+    fig.update_yaxes(range=[0, 1.15], tickformat=".0%", gridcolor=FREE_GREY)
     return _layout(fig, 300, T.GAME_ACC_TITLE)
 
 
 def hash_cost_figure(costs: Sequence[HashCost]) -> go.Figure:
     """Measured ns per block for each hash (and CBOR encoding alone); unsafe hashes in red."""
-    colours = ["#dc2626" if c.unsafe else "#9ca3af" if c.name == "cbor_only" else "#2563eb" for c in costs]
+    colours = [RED if c.unsafe else OUTLINE_GREY if c.name == "cbor_only" else BLUE for c in costs]
     fig = go.Figure(go.Bar(
         x=[c.ns_per_block for c in costs], y=[c.name for c in costs], orientation="h", marker_color=colours,
-        text=[f"{c.ns_per_block:,.0f} ns" for c in costs], textposition="outside", showlegend=False,
-        hovertemplate="%{y}: %{x:,.0f} ns per block<extra></extra>",
+        text=[T.FIG_NS.format(ns=c.ns_per_block) for c in costs], textposition="outside", showlegend=False,
+        hovertemplate=T.FIG_COST_HOVER,
     ))
-    fig.update_xaxes(title_text="ns per block (measured)", gridcolor="#e5e7eb",
+    fig.update_xaxes(title_text=T.FIG_COST_AXIS, gridcolor=FREE_GREY,
                      range=[0, max((c.ns_per_block for c in costs), default=1) * 1.25])
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, 260, T.COST_TITLE)
@@ -208,16 +213,16 @@ def birthday_figure(bits_list: Sequence[int] = (16, 32, 64, 128, 256)) -> go.Fig
     """1 - exp(-n²/2^(b+1)) against the number of cached blocks n (log axis), one line per hash size."""
     ns = [10 ** (k / 4) for k in range(0, 4 * 24 + 1)]
     fig = go.Figure()
-    palette = {16: "#9ca3af", 32: "#f59e0b", 64: "#dc2626", 128: "#2563eb", 256: "#16a34a"}
+    palette = {16: OUTLINE_GREY, 32: AMBER, 64: RED, 128: BLUE, 256: GREEN}
     for bits in bits_list:
         fig.add_trace(go.Scatter(
-            x=ns, y=[birthday_probability(n, bits) for n in ns], mode="lines", name=f"{bits}-bit",
+            x=ns, y=[birthday_probability(n, bits) for n in ns], mode="lines", name=T.FIG_BITS.format(bits=bits),
             line=dict(color=palette.get(bits, INK), width=2),
-            hovertemplate=f"{bits}-bit: %{{x:.3g}} blocks, P = %{{y:.3g}}<extra></extra>",
+            hovertemplate=T.FIG_BIRTHDAY_HOVER.format(bits=bits),
         ))
-    fig.update_xaxes(type="log", title_text="cached blocks n", exponentformat="power", gridcolor="#e5e7eb",
+    fig.update_xaxes(type="log", title_text=T.FIG_BLOCKS_N, exponentformat="power", gridcolor=FREE_GREY,
                      range=[0, math.log10(ns[-1])])
-    fig.update_yaxes(title_text="P(any collision)", range=[0, 1.02], tickformat=".0%", gridcolor="#e5e7eb")
+    fig.update_yaxes(title_text=T.FIG_P_COLLISION, range=[0, 1.02], tickformat=".0%", gridcolor=FREE_GREY)
     _layout(fig, 340, T.BIRTHDAY_TITLE)
     fig.update_layout(legend=dict(orientation="v", yanchor="middle", y=0.5, xanchor="left", x=1.02))
     return fig
