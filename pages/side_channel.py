@@ -3,7 +3,6 @@ and on, and the attacker game. UI only: every number comes from kvviz.model.timi
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import pandas as pd
@@ -40,12 +39,15 @@ def _progress_bar(label: str, total_steps: int):
     return bar, report
 
 
-def _latest_caption(name: str) -> None:
+def _latest_results(name: str, empty_text: str) -> list | None:
+    """The latest shared results of experiment ``name`` with their age caption, or an info box and None."""
     latest = latest_result(name)
-    if latest is not None:
-        finished, results = latest
-        secs = sum(r.seconds for r in results)
-        st.caption(T.SC_LATEST.format(ago=age_label(time.time() - finished), secs=secs))
+    if latest is None:
+        st.info(empty_text, icon=":material/info:")
+        return None
+    finished, results = latest
+    st.caption(T.SC_LATEST.format(ago=age_label(time.time() - finished), secs=sum(r.seconds for r in results)))
+    return results
 
 
 # ----------------------------------------------------------------------------- the measurement
@@ -68,12 +70,8 @@ if c[2].button(T.SC_RUN, key="sc_run", type="primary", icon=":material/timer:"):
         ui.show_error(exc)
     bar.empty()
 
-latest = latest_result("side_channel")
-if latest is None:
-    st.info(T.SC_NO_RESULTS, icon=":material/info:")
-else:
-    results = latest[1]
-    _latest_caption("side_channel")
+results = _latest_results("side_channel", T.SC_NO_RESULTS)
+if results is not None:
     st.plotly_chart(F.timing_figure(results), width="stretch", key="sc_violin")
     for r in results:
         st.markdown(f"**{T.SALT_ON if r.salted else T.SALT_OFF}**")
@@ -110,12 +108,8 @@ if c[2].button(T.GAME_RUN, key="sc_play", type="primary", icon=":material/sports
         st.error(T.GAME_BAD.format(error=exc), icon=":material/error:")
     bar.empty()
 
-latest = latest_result("game")
-if latest is None:
-    st.info(T.GAME_NO_RESULTS, icon=":material/info:")
-else:
-    games = latest[1]
-    _latest_caption("game")
+games = _latest_results("game", T.GAME_NO_RESULTS)
+if games is not None:
     c = st.columns(len(games) + 1)
     for col, g in zip(c, games, strict=False):
         col.metric(f"{T.M_GAME_ACC}, {T.SALT_ON if g.salted else T.SALT_OFF}",
@@ -128,13 +122,12 @@ else:
     rows = []
     for g in games:
         for rnd in g.rounds:
-            others = [ms for i, ms in enumerate(rnd.latencies_ms) if i != rnd.secret]
             rows.append({
                 cols["round"]: rnd.round + 1, cols["salts"]: T.SALT_ON if g.salted else T.SALT_OFF,
                 cols["secret"]: g.candidates[rnd.secret], cols["guess"]: g.candidates[rnd.guess],
                 cols["correct"]: T.YES if rnd.correct else T.NO, cols["rank"]: rnd.secret_rank,
                 cols["secret_ms"]: round(rnd.latencies_ms[rnd.secret], 1),
-                cols["others_ms"]: round(statistics.median(others), 1),
+                cols["others_ms"]: round(rnd.others_median_ms, 1),
             })
     with st.expander(T.BLOCK_TABLE):
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

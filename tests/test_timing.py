@@ -11,7 +11,14 @@ import pytest
 from kvviz.cli import main
 from kvviz.core.collisions import force_collision
 from kvviz.model import InputError, load_model, tokenize
-from kvviz.model.timing import attacker_game, auc, collision_leak, measure_side_channel, threshold_accuracy
+from kvviz.model.timing import (
+    GameRound,
+    attacker_game,
+    auc,
+    collision_leak,
+    measure_side_channel,
+    threshold_accuracy,
+)
 from kvviz.text import security as T
 
 pytestmark = pytest.mark.model
@@ -63,6 +70,12 @@ def test_attacker_game_structure_and_salt(lm):
 def test_statistics():
     assert auc([1, 2], [3, 4]) == 1.0 and auc([3, 4], [1, 2]) == 0.0 and auc([1], [1]) == 0.5
     assert threshold_accuracy([1, 2], [3, 4]) == 1.0 and threshold_accuracy([1, 3], [2, 4]) == 0.75
+
+
+def test_game_round_median_of_the_other_candidates():
+    rnd = GameRound(round=0, salted=False, secret=1, latencies_ms=(9.0, 1.0, 4.0, 6.0), hit_blocks=(0, 1, 0, 0))
+    assert rnd.others_median_ms == 6.0  # median of 9, 4, 6: the secret's 1.0 is left out
+    assert GameRound(0, False, 0, (1.0, 3.0, 5.0), (1, 0, 0)).others_median_ms == 4.0
 
 
 def test_a_collision_serves_a_s_kv_to_b(lm):

@@ -339,6 +339,11 @@ class GameRound:
         mine = self.latencies_ms[self.secret]
         return 1 + sum(1 for x in self.latencies_ms if x < mine)
 
+    @property
+    def others_median_ms(self) -> float:
+        """Median latency of every candidate probe but the secret's (a round has at least two candidates)."""
+        return statistics.median(ms for i, ms in enumerate(self.latencies_ms) if i != self.secret)
+
 
 @dataclass
 class GameResult:
