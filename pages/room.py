@@ -9,7 +9,7 @@ import streamlit as st
 
 import ui
 from kvviz.core.hashing import short_hash
-from kvviz.core.room import YOU, age_label, get_room, origin_label
+from kvviz.core.room import YOU, age_label, get_room, origin_label, salt_for_view
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
 from kvviz.model.timing import room_kv_budget_bytes, room_prefill
@@ -162,14 +162,12 @@ else:
     # ------------------------------------------------------------------------- why the salt isolates
     st.subheader(T.SALT_WHY)
     ids = list(last.token_ids)
-    session_salt = view.cache_salt
-    demo_salt = session_salt
-    if session_salt is None:
+    demo_salt, illustrative = salt_for_view(sid, view.cache_salt)
+    if illustrative:
         st.caption(T.SALT_WHY_OFF)
-        demo_salt = "private:" + sid[:4]  # an illustration only: this salt is never sent
-        salt_name = "a private salt"
+        salt_name = T.SALT_NAME_ILLUSTRATIVE
     else:
-        salt_name = "your team salt" if view.salt_mode == "team" else "your private salt"
+        salt_name = T.SALT_NAME_TEAM if view.salt_mode == "team" else T.SALT_NAME_PRIVATE
     plain = room.block_records(ids, None)
     salted = room.block_records(ids, demo_salt)
     plain_cached = [room.is_cached(r.hash) for r in plain if r.full]
@@ -185,7 +183,7 @@ else:
             cols["index"]: p.index, cols["plain"]: short_hash(p.hash, 16),
             cols["plain_cached"]: T.YES if pc else T.NO, cols["salted"]: short_hash(s.hash, 16),
             cols["salted_cached"]: T.YES if sc else T.NO,
-            cols["extra"]: "salt" if s.extra_keys else "-",
+            cols["extra"]: T.SALT_EXTRA_KEY if s.extra_keys else "-",
         } for p, s, pc, sc in zip(full_plain, full_salted, plain_cached, salted_cached, strict=True)]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 

@@ -3,6 +3,7 @@ memory bound, bad-input bounds, presenter reset, and invariants under threads an
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 
@@ -10,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvviz.core.room import Room, RoomLimits, age_label, get_room, origin_label, with_limits
+from kvviz.cli import main
+from kvviz.core.room import Room, RoomLimits, age_label, get_room, origin_label, salt_for_view, with_limits
 from kvviz.text import security as T
 
 PROMPT = list(range(1, 41))  # 2 full blocks of 16 + a partial block of 8
@@ -257,3 +259,20 @@ def test_invariants_hold_after_any_sequence(steps):
         room.check_invariants()
         t = room.totals()
         assert t.cached_blocks <= 8 and 0 <= t.hit_rate <= 1
+
+
+def test_salt_for_view_is_the_session_salt_or_an_illustrative_one():
+    assert salt_for_view("abcdef", "team:x") == ("team:x", False)
+    assert salt_for_view("abcdef", None) == ("private:abcd", True)
+
+
+def test_room_cli_salt_view(capsys):
+    text = "The same shared system prompt, long enough to fill two whole blocks of sixteen tokens each. " * 2
+    argv = ["room", "--prompt", f"a:{text}", "--prompt", f"b:{text}", "--salt", "b:private", "--json"]
+    assert main(argv) == 0
+    a, b = json.loads(capsys.readouterr().out)["prompts"]
+    full = a["salt_view"]["cached_blocks_without_salt"]
+    assert full >= 2 and a["salt_view"] == {"salt": "illustrative", "cached_blocks_without_salt": full,
+                                            "cached_blocks_with_salt": 0}
+    assert b["hit_tokens"] == 0 and b["salt_view"] == {"salt": "own", "cached_blocks_without_salt": full,
+                                                        "cached_blocks_with_salt": full}

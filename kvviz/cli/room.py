@@ -23,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="several sessions sending prompts to one shared block pool, with cache salts",
         description="Each --prompt SESSION:TEXT is sent in order by the named session (sessions join on first "
         "use). --salt SESSION:MODE[:TEAM] sets a session's salt first (off, private, team). Prints, per "
-        "prompt, the tokens reused from other sessions and each block's anonymised origin, then the room's "
-        "totals and whether its invariants hold.",
+        "prompt, the tokens reused from other sessions, each block's anonymised origin and how many of its "
+        "blocks the pool holds without and with a salt, then the room's totals and whether its invariants hold.",
     )
     p.add_argument("--prompt", action="append", default=[], metavar="SESSION:TEXT", help="a prompt (repeatable)")
     p.add_argument("--salt", action="append", default=[], metavar="SESSION:MODE[:TEAM]", help="a session's salt")
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--blocks must be between 1 and 65536, got {args.blocks}")
     prompts = [_pair(v, "--prompt") for v in args.prompt]
     salts = [_pair(v, "--salt") for v in args.salt]
-    from kvviz.core.room import Room, RoomLimits
+    from kvviz.core.room import Room, RoomLimits, salt_for_view
     from kvviz.model import InputError, ModelLoadError, tokenize
 
     room = Room(RoomLimits(num_blocks=args.blocks, burst=10_000, room_burst=100_000))
@@ -95,6 +95,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         }
         if latency is not None:
             row["prefill_ms"] = latency
+        salt, illustrative = salt_for_view(sid(name), adm.cache_salt)
+        row["salt_view"] = {  # the page's "why the salt isolates": full blocks in the pool, without / with a salt
+            "salt": "illustrative" if illustrative else "own",
+            "cached_blocks_without_salt": sum(room.is_cached(r.hash) for r in room.block_records(adm.token_ids) if r.full),
+            "cached_blocks_with_salt": sum(room.is_cached(r.hash) for r in room.block_records(adm.token_ids, salt) if r.full),
+        }
         rows.append(row)
     try:
         room.check_invariants()

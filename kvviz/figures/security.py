@@ -104,7 +104,7 @@ def salt_chain(plain: Sequence[BlockHashRecord], salted: Sequence[BlockHashRecor
             hit = bool(cached[i]) if i < len(cached) else False
             fig.add_shape(type="rect", x0=i - 0.4, x1=i + 0.4, y0=y - 0.3, y1=y + 0.3,
                           fillcolor=CACHED_FILL if hit else MISSING_FILL, line=dict(color=GREEN if hit else OUTLINE_GREY))
-            extra = T.FIG_SALT_KEY if (rec.extra_keys and i == 0) else ""
+            extra = T.SALT_EXTRA_KEY if (rec.extra_keys and i == 0) else ""
             fig.add_annotation(x=i, y=y + 0.08, text=f"<b>{short_hash(rec.hash)}</b>", showarrow=False,
                                font=dict(family="monospace", size=11))
             fig.add_annotation(x=i, y=y - 0.15, text=T.FIG_BLOCK.format(i=i) + (f" + {extra}" if extra else ""), showarrow=False,

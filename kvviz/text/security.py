@@ -120,6 +120,10 @@ SALT_WHY_OFF = (
     "Your salt is off. Below: your last prompt without a salt (as sent) and with a private salt, to show "
     "what switching it on would do."
 )
+SALT_NAME_ILLUSTRATIVE = "a private salt"
+SALT_NAME_TEAM = "your team salt"
+SALT_NAME_PRIVATE = "your private salt"
+SALT_EXTRA_KEY = "salt"
 SALT_COLUMNS = {"index": "Block", "plain": "Hash without salt", "plain_cached": "In the room?",
                 "salted": "Hash with salt", "salted_cached": "In the room?", "extra": "Extra keys (salted)"}
 YES = "yes"
@@ -335,7 +339,6 @@ FIG_COMPUTED_HOVER = "%{x}: %{y} tokens computed<extra></extra>"
 FIG_TOKENS = "tokens"
 FIG_WITH_SALT = "with {salt}"
 FIG_NONE_HASH = "NONE_HASH"
-FIG_SALT_KEY = "salt"
 FIG_BLOCK = "block {i}"
 FIG_IN_POOL = "in the room's pool"
 FIG_NOT_IN_POOL = "not in the pool"
