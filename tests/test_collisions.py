@@ -106,7 +106,7 @@ def test_collisions_cli_json(capsys):
     assert out["python_hash"]["hash((1, 2, 3))"]["same"] is True
 
 
-@pytest.mark.parametrize("argv", [["--bits", "99"], ["--blocks", "0"], ["--a", "   "]])
+@pytest.mark.parametrize("argv", [["--bits", "99"], ["--blocks", "0"], ["--a", "   "], ["--model", ""], ["--model", "  "]])
 def test_collisions_cli_errors_are_one_line(argv, capsys):
     assert main(["collisions", *argv]) == 2
     err = capsys.readouterr().err.strip()

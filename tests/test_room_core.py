@@ -276,3 +276,10 @@ def test_room_cli_salt_view(capsys):
                                             "cached_blocks_with_salt": 0}
     assert b["hit_tokens"] == 0 and b["salt_view"] == {"salt": "own", "cached_blocks_without_salt": full,
                                                         "cached_blocks_with_salt": full}
+
+
+@pytest.mark.parametrize("model", ["", "   "])
+def test_room_cli_empty_model_is_one_line(model, capsys):
+    assert main(["room", "--prompt", "a:hello", "--model", model]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --model is empty") and "\n" not in err

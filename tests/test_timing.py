@@ -95,5 +95,7 @@ def test_timing_cli_json_and_errors(capsys):
     assert out["salted"]["probes"] == 4 and out["salted"]["cached_hit_blocks"] == [0]
     assert main(["timing", "--trials", "0"]) == 2
     assert main(["timing", "--game-rounds", "1", "--candidates", "x", "--trials", "1", "--salt", "off"]) == 2
+    assert main(["timing", "--model", " "]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert all(line.startswith("error:") for line in err) and len(err) == 2
+    assert all(line.startswith("error:") for line in err) and len(err) == 3
+    assert "--model is empty" in err[-1]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_json_flag, check_model_option
 from kvviz.core.collisions import MAX_TOY_BITS, MIN_TOY_BITS
 
 
@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    check_model_option(args.model)
     if not MIN_TOY_BITS <= args.bits <= MAX_TOY_BITS:
         raise CliError(f"--bits must be between {MIN_TOY_BITS} and {MAX_TOY_BITS}, got {args.bits}")
     if not 1 <= args.blocks <= 1_000_000:

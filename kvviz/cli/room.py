@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_json_flag, check_model_option
 from kvviz.core.room import SALT_MODES
 
 
@@ -36,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    check_model_option(args.model)
     if not args.prompt:
         raise CliError("give at least one --prompt SESSION:TEXT")
     if not 1 <= args.blocks <= 65536:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_json_flag, check_model_option
 
 SALT_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
 
@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    check_model_option(args.model)
     if not 1 <= args.trials <= 500:
         raise CliError(f"--trials must be between 1 and 500, got {args.trials}")
     if not 1 <= args.prefix_blocks <= 64:
