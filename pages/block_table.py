@@ -214,8 +214,10 @@ def _event_lines(view, owners) -> list[str]:
 
 
 def _metrics(view, previous) -> None:
-    cols = st.columns(len(T.COUNTERS))
-    for col, (key, (label, help_text)) in zip(cols, T.COUNTERS.items(), strict=True):
+    # two rows of three, so labels stay whole on a laptop screen or a projector
+    per_row = (len(T.COUNTERS) + 1) // 2
+    cols = [col for _ in range(2) for col in st.columns(per_row)]
+    for col, (key, (label, help_text)) in zip(cols, T.COUNTERS.items(), strict=False):
         now, before = view.counters[key], previous[key] if previous is not None else None
         if key == "hit_rate":
             value = f"{now:.0%}"

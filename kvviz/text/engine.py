@@ -112,7 +112,7 @@ HOVER_CELL = (
 )
 
 POOL_HEADER = "Physical block pool"
-POOL_TITLE = "Pool after step {k}: {used} in use, {cached} cached in the free queue, {free} empty"
+POOL_TITLE = "Step {k}: {used} in use, {cached} cached, {free} empty"
 POOL_STATE_LABELS = {"used": "in use", "shared": "shared (ref_cnt > 1)", "cached": "free, still cached",
                      "free": "empty"}
 TOUCH_LABELS = {"hit": "hit", "touch": "hit", "allocate": "allocated", "cache": "cached", "free": "freed",
@@ -124,7 +124,7 @@ HOVER_NOT_TOUCHED = "not touched this step"
 NO_HASH = "no hash"
 
 QUEUE_HEADER = "Free queue (LRU order)"
-QUEUE_TITLE = "Free queue after step {k}: {n} block(s), head first"
+QUEUE_TITLE = "Step {k}: {n} free block(s), head first"
 QUEUE_EMPTY = "The free queue is empty: the next request that needs a block is refused."
 QUEUE_HEAD = "head: next eviction"
 QUEUE_TAIL = "tail: freed last"
