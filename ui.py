@@ -96,9 +96,18 @@ def _leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
+# Metric labels and values wrap instead of ending in "…" on a laptop screen or a projector.
+_METRIC_WRAP_CSS = (
+    "<style>[data-testid='stMetricLabel'] *, [data-testid='stMetricValue'],"
+    " [data-testid='stMetricValue'] * {white-space: normal !important; overflow: visible !important;"
+    " text-overflow: clip !important; overflow-wrap: anywhere;}</style>"
+)
+
+
 def page_header(title: str, intro: str | None = None) -> None:
     """The standard page title and a short introduction under it."""
     _leave_legacy_pages_mode()
+    st.html(_METRIC_WRAP_CSS)
     st.title(title)
     if intro:
         st.markdown(intro)
