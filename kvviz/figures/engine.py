@@ -619,9 +619,10 @@ def reuse_figure(comparison: RadixComparison, k: int) -> go.Figure:
     if not requests:
         fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text=R.REUSE_EMPTY, showarrow=False)
         fig.update_yaxes(visible=False)
-    fig = _layout(fig, 120 + 66 * max(len(requests), 1), R.REUSE_TITLE.format(k=k))
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"),
-                      margin=dict(t=70))
+    fig = _layout(fig, 160 + 66 * max(len(requests), 1), R.REUSE_TITLE.format(k=k))
+    # legend under the title, left-aligned, so neither covers the other when it wraps
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, xanchor="left"),
+                      margin=dict(t=110), title=dict(y=1.0, yref="container", yanchor="top", pad=dict(t=8)))
     return fig
 
 
