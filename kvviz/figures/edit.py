@@ -29,7 +29,7 @@ ZERO_COLOR = "#d5d9df"
 BOUNDARY_COLOR = INK
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 TOKENS_PER_ROW = 16
-B_X = 0.8  # x of B's chain in the chain figure (A's is 0)
+B_X = 0.75  # x of B's chain in the chain figure (A's is 0)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -264,7 +264,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         x=[0.0] * len(a_has), y=[ys[i] for i in a_has], mode="markers+text",
         text=[label_a(i) for i in a_has], textposition="middle right",
         marker={"size": 18, "symbol": "square", "color": [A_COLOR if blocks[i].hash_a else STATUS_COLORS["partial"] for i in a_has]},
-        textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
+        textfont={"family": FONT, "size": 11}, hoverinfo="text", showlegend=False,
         hovertext=[T.FIG_HOVER_A.format(index=i, hash=short_hash(blocks[i].hash_a, 16),
                                          parent=short_hash(blocks[i].parent_a, 16)) for i in a_has],
     ))
@@ -282,7 +282,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
                 "color": [STATUS_COLORS[blocks[i].status] if shown(i) else UNCHECKED_COLOR for i in idx],
                 "line": {"color": [BOUNDARY_COLOR if i == current else "rgba(0,0,0,0)" for i in idx], "width": 2},
             },
-            textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
+            textfont={"family": FONT, "size": 11}, hoverinfo="text", showlegend=False,
             hovertext=[T.FIG_HOVER_B.format(index=i, meaning=T.STATUS_MEANING[blocks[i].status],
                                              reason=html.escape(blocks[i].reason)) for i in idx],
         )
@@ -357,7 +357,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
             ],
         }],
         sliders=[{
-            "active": len(frames) - 1, "x": 0.24, "len": 0.76, "y": -0.01, "yanchor": "top",
+            "active": len(frames) - 1, "x": 0.3, "len": 0.7, "y": -0.01, "yanchor": "top",
             "currentvalue": {"prefix": T.FIG_SLIDER, "font": {"size": 12}}, "pad": {"t": 4},
             "steps": [{"label": f.name if f.name == "start" else f"#{f.name[1:]}", "method": "animate",
                        "args": [[f.name], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
