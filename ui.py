@@ -107,7 +107,7 @@ _METRIC_WRAP_CSS = (
 def page_header(title: str, intro: str | None = None) -> None:
     """The standard page title and a short introduction under it."""
     _leave_legacy_pages_mode()
-    st.html(_METRIC_WRAP_CSS)
+    st.markdown(_METRIC_WRAP_CSS, unsafe_allow_html=True)
     st.title(title)
     if intro:
         st.markdown(intro)
