@@ -50,6 +50,14 @@ PAGE_BLURBS["pages/side_channel.py"] = (
     "Cached prefixes answer sooner, measurably: latency distributions of cached vs uncached probes on the "
     "real model, an attacker guessing another session's secret by timing, and salts making the signal vanish."
 )
+PAGE_BLURBS["pages/block_table.py"] = (
+    "Requests arrive, decode and finish in a small block pool: block tables, ref_cnt, the LRU free queue "
+    "and every eviction, replayed step by step from the block manager's events."
+)
+PAGE_BLURBS["pages/radix.py"] = (
+    "One request history fed to SGLang's radix tree, vLLM's block pool and the sliding-window search: "
+    "the same reused prefix, the partial tail that blocks lose, and what each evicts."
+)
 PAGE_BLURBS["pages/collisions.py"] = (
     "Why block hashes are SHA-256 over CBOR: Python's hash in fresh processes, NONE_HASH and the seed, a "
     "forced collision that serves another prompt's K/V, and each hash's measured cost."
