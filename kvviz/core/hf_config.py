@@ -13,7 +13,7 @@ Invariant: the result either is a valid shape with notes on every default or fal
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,18 +169,7 @@ def parse_config(data: Any, name: str = "config.json") -> ParsedConfig:
             except KVSizeError:
                 dtype = None
             break
-    shape = ModelShape(
-        name=shape.name,
-        num_layers=shape.num_layers,
-        num_heads=shape.num_heads,
-        num_kv_heads=shape.num_kv_heads,
-        head_dim=shape.head_dim,
-        d_model=shape.d_model,
-        layer_kinds=shape.layer_kinds,
-        sliding_window=shape.sliding_window,
-        mla=shape.mla,
-        notes=tuple(notes),
-    )
+    shape = replace(shape, notes=tuple(notes))
     return ParsedConfig(shape=shape, model_type=model_type, family=family, notes=tuple(notes), config_dtype=dtype)
 
 
