@@ -4,7 +4,7 @@ The only kvviz package that imports torch. Public API::
 
     tokenize(text, model_name=None, max_tokens=2048) -> Tokenized
     load_tokenizer(model_name=None)
-    load_model(model_name=None, device=None, dtype=None, progress=None) -> LoadedModel
+    load_model(model_name=None, device=None, dtype=None, progress=None, backend=None) -> LoadedModel
     prefill(lm, text=None, token_ids=None, max_tokens=2048) -> PrefillResult
     prefill_continue(lm, prefix_keys, prefix_values, token_ids) -> PrefillResult
 """
@@ -28,6 +28,7 @@ from kvviz.model.loader import (  # noqa: E402 - after the OpenMP setting above
     load_model,
     load_tokenizer,
     loaded_models,
+    resolve_backend,
     resolve_device,
     resolve_dtype,
     resolve_model,
@@ -68,6 +69,7 @@ __all__ = [
     "loaded_models",
     "prefill",
     "prefill_continue",
+    "resolve_backend",
     "resolve_device",
     "resolve_dtype",
     "resolve_model",

@@ -385,7 +385,7 @@ def reusable_blocks(num_tokens: int, block_size: int, hit_blocks: int) -> int:
 
 
 def _cache_layers(cache: object) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(K, V) of every layer of a transformers cache, each ``[1, kv_heads, tokens, head_dim]``."""
+    """(K, V) of every layer of a KV cache (transformers' or the native one), each ``[1, kv_heads, tokens, head_dim]``."""
     layers = getattr(cache, "layers", None)
     if layers is None:
         return [(k, v) for k, v, *_ in cache]  # type: ignore[attr-defined]
@@ -397,12 +397,10 @@ def _continue(lm: LoadedModel, prefix_k: list[torch.Tensor], prefix_v: list[torc
     """Run ``new_ids`` after the given prefix K/V (already on the model's device, never modified: the
     cache grows by concatenation into new tensors). Returns the whole K/V, the last logits and the
     forward time; unlike ``prefill_continue`` it neither re-tokenizes nor copies the K/V to the CPU."""
-    from transformers import DynamicCache
-
     from kvviz.model.prefill import _forward
 
     data = [(k.unsqueeze(0), v.unsqueeze(0)) for k, v in zip(prefix_k, prefix_v, strict=True)]
-    cache = DynamicCache(data, config=lm.model.config)
+    cache = lm.new_cache(data)
     out, logits, ms = _forward(lm, new_ids, cache)
     pairs = _cache_layers(out)
     return [k[0] for k, _ in pairs], [v[0] for _, v in pairs], logits, ms

@@ -35,6 +35,7 @@ from kvviz.model.settings import (
     env_device,
     env_dtype,
     is_embedded,
+    normalise_backend,
     normalise_dtype,
 )
 
@@ -80,6 +81,7 @@ class ModelInfo:
     max_position_embeddings: int | None = None
     element_size: int = 4
     from_cache: bool = True
+    backend: str = "transformers"  # "native" (kvviz.model.llama) or "transformers"
 
     @property
     def attention_kind(self) -> str:
@@ -118,6 +120,15 @@ class LoadedModel:
     @property
     def torch_dtype(self) -> torch.dtype:
         return _TORCH_DTYPES[self.info.dtype]
+
+    def new_cache(self, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
+        """An empty KV cache for this model, or one holding per-layer (K, V) ``[1, kv_heads, P, head_dim]``
+        (used as given, never written to: the cache grows by concatenation into new tensors)."""
+        if self.info.backend == "native":
+            return self.model.new_cache(data)
+        from transformers import DynamicCache
+
+        return DynamicCache(data, config=self.model.config) if data else DynamicCache(config=self.model.config)
 
 
 # ----------------------------------------------------------------------------- resolution
@@ -181,6 +192,20 @@ def resolve_device(device: str | None = None) -> str:
         mps = getattr(torch.backends, "mps", None)
         if mps is None or not mps.is_available():
             raise InputError("device 'mps' requested but Apple MPS is not available on this machine")
+    return requested
+
+
+def resolve_backend(source: ModelSource, backend: str | None = None) -> str:
+    """How to compute the forward pass: explicit > ``KVVIZ_BACKEND`` > native for the embedded model,
+    transformers otherwise. The native decoder reads local files only (no hub ids)."""
+    requested = normalise_backend(backend)
+    if requested == "auto":
+        return "native" if source.kind == "embedded" else "transformers"
+    if requested == "native" and source.kind == "hub":
+        raise InputError(
+            f"the native backend reads local model folders, not hub ids like {source.key!r}: "
+            "use --backend transformers or a local folder"
+        )
     return requested
 
 
@@ -389,8 +414,8 @@ def _invalidate(folder: Path) -> None:
 # ----------------------------------------------------------------------------- models
 
 
-_MODELS: dict[tuple[str, str, str], LoadedModel] = {}
-_MODEL_LOCKS: dict[tuple[str, str, str], threading.Lock] = {}
+_MODELS: dict[tuple[str, str, str, str], LoadedModel] = {}
+_MODEL_LOCKS: dict[tuple[str, str, str, str], threading.Lock] = {}
 _MODELS_LOCK = threading.Lock()
 
 
@@ -399,17 +424,20 @@ def load_model(
     device: str | None = None,
     dtype: str | None = None,
     progress: Progress | None = None,
+    backend: str | None = None,
 ) -> LoadedModel:
     """Load (once per process) and return a model ready for prefill.
 
     ``progress(message, fraction)`` is called at each stage; fraction goes from 0 to 1.
-    Raises InputError for bad device/dtype names and ModelLoadError when the model cannot be loaded.
+    Raises InputError for bad device/dtype/backend names and ModelLoadError when the model cannot be
+    loaded.
     """
     report = progress or (lambda _m, _f: None)
     source = resolve_model(model_name)
     dev = resolve_device(device)
     dt = resolve_dtype(dev, dtype)
-    key = (source.key, dev, dt)
+    be = resolve_backend(source, backend)
+    key = (source.key, dev, dt, be)
     with _MODELS_LOCK:
         loaded = _MODELS.get(key)
         if loaded is not None:
@@ -419,7 +447,7 @@ def load_model(
     with key_lock:  # concurrent sessions wait for the one load
         loaded = _MODELS.get(key)
         if loaded is None:
-            loaded = _load_uncached(source, dev, dt, report)
+            loaded = _load_uncached(source, dev, dt, be, report)
             with _MODELS_LOCK:
                 _MODELS[key] = loaded
     report("Model ready", 1.0)
@@ -427,12 +455,13 @@ def load_model(
 
 
 def find_loaded_model(model_name: str | None = None, device: str | None = None,
-                      dtype: str | None = None) -> LoadedModel | None:
+                      dtype: str | None = None, backend: str | None = None) -> LoadedModel | None:
     """The model ``load_model`` would return, if it is already loaded in this process; else None."""
     source = resolve_model(model_name)
     dev = resolve_device(device)
+    key = (source.key, dev, resolve_dtype(dev, dtype), resolve_backend(source, backend))
     with _MODELS_LOCK:
-        return _MODELS.get((source.key, dev, resolve_dtype(dev, dtype)))
+        return _MODELS.get(key)
 
 
 def loaded_models() -> list[LoadedModel]:
@@ -450,9 +479,24 @@ def clear_model_cache() -> None:
         _TOKENIZERS.clear()
 
 
-def _load_uncached(source: ModelSource, device: str, dtype: str, report: Progress) -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _load_weights(model_location: str, tokenizer_location: str, torch_dtype: torch.dtype, device: str,
+                  backend: str) -> tuple[Any, Any]:
+    """(model, tokenizer) from a folder or hub id; the native backend loads straight onto ``device``."""
+    from transformers import AutoTokenizer
 
+    if backend == "native":
+        from kvviz.model.llama import load_native_llama
+
+        model: Any = load_native_llama(Path(model_location), torch_dtype, device)
+    else:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(model_location, dtype=torch_dtype, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_location, trust_remote_code=False)
+    return model, tokenizer
+
+
+def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, report: Progress) -> LoadedModel:
     _silence_transformers()
     start = time.perf_counter()
     torch_dtype = _TORCH_DTYPES[dtype]
@@ -462,23 +506,20 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, report: Progres
         tok_dir, model_dir, built = ensure_embedded_cache(report)
         report("Loading the cached weights", 0.8)
         try:
-            model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch_dtype, trust_remote_code=False)
-            tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), trust_remote_code=False)
+            model, tokenizer = _load_weights(str(model_dir), str(tok_dir), torch_dtype, device, backend)
         except Exception:  # noqa: BLE001 - manifest intact but unloadable: rebuild once, then give up loudly
             _invalidate(model_dir)
             _invalidate(tok_dir)
             tok_dir, model_dir, built = ensure_embedded_cache(report)
             try:
-                model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch_dtype, trust_remote_code=False)
-                tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), trust_remote_code=False)
+                model, tokenizer = _load_weights(str(model_dir), str(tok_dir), torch_dtype, device, backend)
             except Exception as exc:  # noqa: BLE001
                 raise ModelLoadError(f"the rebuilt cache in {model_dir.parent} does not load: {exc}") from exc
         description = f"embedded GGUF Q4_1 ({EMBEDDED_PIP}), de-quantised to a safetensors copy in {model_dir.parent}"
     else:
         report(f"Loading {source.display_name}", 0.3)
         try:
-            model = AutoModelForCausalLM.from_pretrained(source.location, dtype=torch_dtype, trust_remote_code=False)
-            tokenizer = AutoTokenizer.from_pretrained(source.location, trust_remote_code=False)
+            model, tokenizer = _load_weights(source.location, source.location, torch_dtype, device, backend)
         except Exception as exc:  # noqa: BLE001
             raise _explain_load_error(source, exc) from exc
         description = f"local folder {source.location}" if source.kind == "folder" else f"Hugging Face hub id {source.key}"
@@ -491,7 +532,7 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, report: Progres
     model.requires_grad_(False)
     report("Warming up (one tiny forward pass)", 0.96)
     _warm_up(model, device)
-    info = _model_info(model, source, description, device, dtype, time.perf_counter() - start, not built)
+    info = _model_info(model, source, description, device, dtype, time.perf_counter() - start, not built, backend)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info, source=source)
 
 
@@ -506,7 +547,7 @@ def _warm_up(model: Any, device: str) -> None:
 
 
 def _model_info(model: Any, source: ModelSource, description: str, device: str, dtype: str,
-                load_s: float, from_cache: bool) -> ModelInfo:
+                load_s: float, from_cache: bool, backend: str) -> ModelInfo:
     config = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
     num_heads = int(config.num_attention_heads)
     num_kv_heads = int(getattr(config, "num_key_value_heads", None) or num_heads)
@@ -531,4 +572,5 @@ def _model_info(model: Any, source: ModelSource, description: str, device: str, 
         max_position_embeddings=getattr(config, "max_position_embeddings", None),
         element_size=_TORCH_DTYPES[dtype].itemsize,
         from_cache=from_cache,
+        backend=backend,
     )

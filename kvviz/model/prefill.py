@@ -86,8 +86,6 @@ def _sync(device: torch.device) -> None:
 
 def _forward(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, float]:
     """Run ``new_ids`` through the model after ``cache`` (None = empty); (cache, last logits, ms)."""
-    from transformers import DynamicCache
-
     model = lm.model
     device = lm.device
     past = cache.get_seq_length() if cache is not None else 0
@@ -95,7 +93,7 @@ def _forward(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[An
     if max_pos and past + len(new_ids) > max_pos:
         raise InputError(f"{past + len(new_ids):,} tokens exceed the model's {max_pos:,} positions")
     if cache is None:
-        cache = DynamicCache(config=model.config)
+        cache = lm.new_cache()
     input_ids = torch.tensor([new_ids], dtype=torch.long, device=device)
     kwargs = {_cache_kwarg(model): cache, "use_cache": True, "logits_to_keep": 1}
     with lm.lock, torch.inference_mode():
@@ -114,7 +112,7 @@ def _forward(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[An
 
 
 def _capture(cache: Any, num_layers: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Every layer's K and V from a transformers cache, as CPU tensors [kv_heads, tokens, head_dim]."""
+    """Every layer's K and V from a KV cache (transformers' or the native one), as CPU tensors [kv_heads, tokens, head_dim]."""
     layers = getattr(cache, "layers", None)
     # new-style caches have .layers; legacy ones iterate as (key, value) pairs
     pairs = [(k, v) for k, v, *_ in cache] if layers is None else [(la.keys, la.values) for la in layers]
@@ -222,8 +220,6 @@ def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_va
     if p == 0:
         cache = None
     else:
-        from transformers import DynamicCache
-
         device, dtype = lm.device, lm.torch_dtype
         # Fresh copies on the model's device: the cache grows by concatenation and must never
         # alias the caller's tensors.
@@ -232,7 +228,7 @@ def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_va
              v.detach().to(device=device, dtype=dtype, copy=True).unsqueeze(0))
             for k, v in zip(prefix_keys, prefix_values, strict=True)
         ]
-        cache = DynamicCache(data, config=lm.model.config)
+        cache = lm.new_cache(data)
     out_cache, logits, ms = _forward(lm, tok.ids[p:], cache)
     keys, values = _capture(out_cache, lm.info.num_layers)
     return _result(lm, tok, keys, values, logits, ms, reused=p)

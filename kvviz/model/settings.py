@@ -24,6 +24,10 @@ MAX_TOKENS_CEILING = 32768
 MAX_INPUT_CHARS = 1_000_000
 
 DEVICES = ("cpu", "cuda", "mps")
+#: How a model's forward pass is computed: ``native`` is kvviz's plain-PyTorch Llama decoder (same
+#: parameters, same logits and K/V as transformers, no transformers import when loading), ``auto``
+#: uses it for the embedded model and transformers for everything else.
+BACKENDS = ("auto", "native", "transformers")
 DTYPE_ALIASES = {
     "float32": "float32", "fp32": "float32", "float": "float32", "f32": "float32",
     "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -63,6 +67,19 @@ def env_device() -> str | None:
 def env_dtype() -> str | None:
     """``KVVIZ_DTYPE`` if set (validated later), else None (auto)."""
     return os.environ.get("KVVIZ_DTYPE", "").strip() or None
+
+
+def env_backend() -> str | None:
+    """``KVVIZ_BACKEND`` if set (validated later), else None (auto)."""
+    return os.environ.get("KVVIZ_BACKEND", "").strip() or None
+
+
+def normalise_backend(backend: str | None) -> str:
+    """Canonical backend name (auto, native, transformers) or InputError."""
+    key = str(backend or env_backend() or "auto").strip().lower()
+    if key not in BACKENDS:
+        raise InputError(f"unknown backend {backend or key!r}: use one of {', '.join(BACKENDS)}")
+    return key
 
 
 def max_tokens_default() -> int:

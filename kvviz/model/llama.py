@@ -1,0 +1,310 @@
+"""A Llama decoder in plain PyTorch, for loading the embedded model without importing transformers.
+
+The computation is the Llama architecture as transformers implements it (RMSNorm in float32, rotary
+embeddings computed in float32 and cast to the compute dtype, grouped-query attention with scale
+head_dim^-1/2, SiLU-gated MLP, tied LM head); parameter names equal transformers' so the same
+safetensors file loads into either. Only plain configs qualify (``native_llama_supported``); any
+other model goes through transformers. Tests check both give the same logits and K/V.
+
+Invariant: a ``KVCache`` grows by concatenation into new tensors, so tensors handed to it (a reused
+prefix) are never modified; its K are post-rotary, exactly what an engine stores.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_SUPPORTED_MODEL_TYPES = ("llama",)
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """The fields of a Llama ``config.json`` the forward pass uses (names as in transformers)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int | None = None
+    tie_word_embeddings: bool = True
+    model_type: str = "llama"
+    architectures: list[str] = field(default_factory=lambda: ["LlamaForCausalLM"])
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LlamaConfig:
+        heads = int(raw["num_attention_heads"])
+        hidden = int(raw["hidden_size"])
+        return cls(
+            vocab_size=int(raw["vocab_size"]),
+            hidden_size=hidden,
+            intermediate_size=int(raw["intermediate_size"]),
+            num_hidden_layers=int(raw["num_hidden_layers"]),
+            num_attention_heads=heads,
+            num_key_value_heads=int(raw.get("num_key_value_heads") or heads),
+            head_dim=int(raw.get("head_dim") or hidden // heads),
+            rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+            rope_theta=float(_rope(raw).get("rope_theta", raw.get("rope_theta", 10000.0))),
+            max_position_embeddings=raw.get("max_position_embeddings"),
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", True)),
+        )
+
+
+def _rope(raw: dict[str, Any]) -> dict[str, Any]:
+    """The rotary settings of a config (``rope_parameters`` in new configs, ``rope_scaling`` in old)."""
+    return dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+
+
+def native_llama_supported(raw: dict[str, Any]) -> str | None:
+    """None when this ``config.json`` is a plain Llama the native decoder computes exactly; else why not."""
+    checks = [
+        (raw.get("model_type") in _SUPPORTED_MODEL_TYPES, f"model_type {raw.get('model_type')!r}"),
+        (_rope(raw).get("rope_type", "default") == "default" and "factor" not in _rope(raw), "scaled rotary embeddings"),
+        (not raw.get("attention_bias") and not raw.get("mlp_bias"), "bias terms"),
+        (raw.get("hidden_act", "silu") == "silu", f"activation {raw.get('hidden_act')!r}"),
+        (int(raw.get("pretraining_tp", 1) or 1) == 1, "pretraining_tp > 1"),
+        (raw.get("tie_word_embeddings", True) is not False, "an untied LM head"),
+    ]
+    for ok, reason in checks:
+        if not ok:
+            return reason
+    return None
+
+
+def _unset(*shape: int) -> nn.Parameter:
+    """A parameter with a shape and no storage (meta device), filled by ``load_state_dict(assign=True)``;
+    no initialisation work, which would cost more than reading the weights."""
+    return nn.Parameter(torch.empty(*shape, device="meta"), requires_grad=False)
+
+
+class Linear(nn.Module):
+    """y = x W^T (no bias), W ``[out, in]`` as in ``nn.Linear``."""
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.weight = _unset(out_features, in_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight)
+
+
+class Embedding(nn.Module):
+    """Row lookup in a ``[vocab, hidden]`` table."""
+
+    def __init__(self, vocab_size: int, dim: int) -> None:
+        super().__init__()
+        self.weight = _unset(vocab_size, dim)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight, normalised in float32 and cast back before the weight."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = _unset(dim)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin tables for positions, computed in float32 and returned in the compute dtype."""
+
+    def __init__(self, head_dim: int, theta: float) -> None:
+        super().__init__()
+        exponent = torch.arange(0, head_dim, 2, dtype=torch.int64).to(torch.float32) / head_dim
+        self.register_buffer("inv_freq", 1.0 / (theta**exponent), persistent=False)
+
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions.to(torch.float32)[:, None] * self.inv_freq.to(positions.device)[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+class KVCacheLayer:
+    """One layer's cached K and V, ``[batch, kv_heads, tokens, head_dim]`` (None until first use)."""
+
+    def __init__(self, keys: torch.Tensor | None = None, values: torch.Tensor | None = None) -> None:
+        self.keys = keys
+        self.values = values
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append new positions (a new tensor: earlier ones are never written to); the whole K, V."""
+        if self.keys is None or self.values is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = torch.cat((self.keys, keys), dim=-2)
+            self.values = torch.cat((self.values, values), dim=-2)
+        return self.keys, self.values
+
+
+class KVCache:
+    """Per-layer K/V of the positions computed so far (the layout of transformers' DynamicCache)."""
+
+    def __init__(self, num_layers: int, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+        if data is not None and len(data) != num_layers:
+            raise ValueError(f"{len(data)} layers of K/V for a {num_layers}-layer model")
+        self.layers = [KVCacheLayer(*pair) for pair in data] if data else [KVCacheLayer() for _ in range(num_layers)]
+
+    def get_seq_length(self) -> int:
+        keys = self.layers[0].keys if self.layers else None
+        return 0 if keys is None else int(keys.shape[-2])
+
+
+class Attention(nn.Module):
+    """Grouped-query self-attention with rotary positions; K/V heads shared by groups of query heads."""
+
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.q_proj = Linear(cfg.hidden_size, self.heads * self.head_dim)
+        self.k_proj = Linear(cfg.hidden_size, self.kv_heads * self.head_dim)
+        self.v_proj = Linear(cfg.hidden_size, self.kv_heads * self.head_dim)
+        self.o_proj = Linear(self.heads * self.head_dim, cfg.hidden_size)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
+                layer_cache: KVCacheLayer | None) -> torch.Tensor:
+        batch, n, _ = x.shape
+        q = self.q_proj(x).view(batch, n, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        if layer_cache is not None:
+            k, v = layer_cache.update(k, v)
+        group = self.heads // self.kv_heads
+        if group > 1:
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
+                                             scale=self.head_dim ** -0.5)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, n, self.heads * self.head_dim))
+
+
+class MLP(nn.Module):
+    """down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.self_attn = Attention(cfg)
+        self.mlp = MLP(cfg)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
+                layer_cache: KVCacheLayer | None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, layer_cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaBody(nn.Module):
+    """Embedding, decoder layers and the final norm (``model.*`` in transformers' parameter names)."""
+
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rotary_emb = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)
+
+
+class NativeLlamaForCausalLM(nn.Module):
+    """A Llama causal LM whose call matches the subset of transformers' API kvviz uses:
+    ``model(input_ids=..., past_key_values=cache, use_cache=..., logits_to_keep=k)`` returns an
+    object with ``logits`` ``[batch, k or tokens, vocab]`` and ``past_key_values`` (a KVCache)."""
+
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.model = LlamaBody(cfg)
+        self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size)
+        self.lm_head.weight = self.model.embed_tokens.weight  # tied, as in the checkpoint
+
+    def get_input_embeddings(self) -> Embedding:
+        return self.model.embed_tokens
+
+    def new_cache(self, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> KVCache:
+        """An empty cache, or one holding the given per-layer (K, V) ``[1, kv_heads, P, head_dim]``."""
+        return KVCache(self.config.num_hidden_layers, data)
+
+    def forward(self, input_ids: torch.Tensor, past_key_values: KVCache | None = None, use_cache: bool = True,
+                logits_to_keep: int = 0) -> SimpleNamespace:
+        if use_cache and past_key_values is None:
+            past_key_values = self.new_cache()
+        cache = past_key_values if use_cache else None
+        past = cache.get_seq_length() if cache is not None else 0
+        n = input_ids.shape[1]
+        device = input_ids.device
+        positions = torch.arange(past, past + n, device=device)
+        x = self.model.embed_tokens(input_ids)
+        cos, sin = self.model.rotary_emb(positions, x.dtype)
+        # Causal mask: query at position past+i sees keys 0..past+i. With no past, SDPA's is_causal
+        # is the same mask; with a past, its top-left alignment is not, so it is given explicitly.
+        mask = None
+        if past and n > 1:
+            mask = torch.arange(past + n, device=device)[None, :] <= positions[:, None]
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
+        x = self.model.norm(x)
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
+        return SimpleNamespace(logits=self.lm_head(x), past_key_values=cache)
+
+
+def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLlamaForCausalLM:
+    """Build the decoder from ``config.json`` and ``model.safetensors`` in ``folder``; exact parameter
+    names and shapes are required (a missing, extra or misshapen tensor raises)."""
+    from safetensors.torch import load_file
+
+    raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    why_not = native_llama_supported(raw)
+    if why_not is not None:
+        raise ValueError(f"the native Llama decoder does not support {why_not}")
+    cfg = LlamaConfig.from_dict(raw)
+    model = NativeLlamaForCausalLM(cfg)
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        raise ValueError(f"the native Llama decoder needs one model.safetensors file in {folder}")
+    state = {k: v.to(dtype) for k, v in load_file(str(weights), device=device).items()}
+    if "lm_head.weight" not in state and "model.embed_tokens.weight" in state:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    model.load_state_dict(state, strict=True, assign=True)
+    model.lm_head.weight = model.model.embed_tokens.weight
+    model.model.rotary_emb.to(device)
+    return model
