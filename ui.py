@@ -234,7 +234,8 @@ def render_model_card(lm: LoadedModel) -> None:
     cols[1].metric(f["device"], info.device)
     cols[2].metric(f["dtype"], info.dtype)
     cols[3].metric(f["params"], fmt_count(info.num_params))
-    st.caption(T.MODEL_SOURCE.format(source=info.source, load_s=info.load_s))
+    st.caption(T.MODEL_SOURCE.format(source=info.source, load_s=info.load_s,
+                                     backend=T.BACKEND_NAMES.get(info.backend, info.backend)))
 
 
 def _sidebar_card(lm: LoadedModel) -> None:

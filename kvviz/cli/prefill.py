@@ -24,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="'embedded' (default), a Hugging Face id, or a local folder")
     p.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", default=None, help="auto (default: bf16 on CUDA, fp32 otherwise), float32, bfloat16, float16")
+    p.add_argument("--backend", default=None, choices=("auto", "native", "transformers"),
+                   help="forward pass: auto (default: kvviz's native Llama decoder for the embedded model, "
+                   "transformers otherwise), native, transformers; both give the same logits and K/V")
     p.add_argument("--max-tokens", type=int, default=None, help="token limit; longer input is truncated (default 2048)")
     p.add_argument("--tokens", action="store_true", help="also list token ids and their text pieces")
     add_json_flag(p)
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         clean_text(text)  # reject empty input and a bad limit before paying for a model load
         if args.max_tokens is not None:
             check_max_tokens(args.max_tokens)
-        lm = load_model(args.model, device=args.device, dtype=args.dtype)
+        lm = load_model(args.model, device=args.device, dtype=args.dtype, backend=args.backend)
         result = prefill(lm, text=text, max_tokens=args.max_tokens)
     except (InputError, ModelLoadError) as exc:
         raise CliError(str(exc)) from exc
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "source": info.source,
         "device": result.device,
         "dtype": result.dtype,
+        "backend": info.backend,
         "num_tokens": result.num_tokens,
         "num_tokens_before_truncation": result.num_tokens_before_truncation,
         "truncated": result.truncated,

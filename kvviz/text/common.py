@@ -107,4 +107,9 @@ SIDEBAR_CARD = (
     "KV per token (measured): **{kv}** ({kv_exact} B)"
 )
 MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
-MODEL_SOURCE = "Loaded in {load_s:.2f} s from {source}."
+MODEL_SOURCE = "Loaded in {load_s:.2f} s from {source}. Forward pass: {backend}."
+#: How each backend is named on the model card.
+BACKEND_NAMES = {
+    "native": "kvviz's PyTorch Llama decoder (same weights, logits and K/V as transformers; tested equal)",
+    "transformers": "transformers",
+}
