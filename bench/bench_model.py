@@ -2,8 +2,10 @@
 
 Keys: ``cold_start_s`` (fresh process, empty cache folder: de-quantise the GGUF and write the cache),
 ``warm_start_s`` (fresh process, cache present; median of 3), both timing ``load_model()`` inside the
-child process (after ``import kvviz.model``, which imports torch; transformers' imports are included),
-plus the child processes' whole wall times; ``prefill_1024_ms`` and ``matmul_gflops`` from 5
+child process (after ``import kvviz.model``, which imports torch; every import ``load_model`` triggers,
+transformers' included, is inside the timing), plus the child processes' whole wall times and, for
+comparison, ``warm_start_transformers_s`` (the same warm start with ``KVVIZ_BACKEND=transformers``);
+``prefill_1024_ms`` and ``matmul_gflops`` from 5
 interleaved rounds (best of each, medians beside them): ``prefill_gflops`` = 2 x per-token matmul
 parameters x 1,024 tokens / time, and ``matmul_gflops`` = one decoder layer's seven projections as bare
 ``torch.nn.functional.linear`` calls at 1,024 tokens, same device and dtype.
@@ -31,24 +33,20 @@ import json, sys, time
 t0 = time.perf_counter()
 from kvviz.model import load_model
 t1 = time.perf_counter()
-if "--pre-import" in sys.argv:  # split off the one-time library import cost, for the breakdown
-    import transformers.models.llama.modeling_llama  # noqa: F401
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache  # noqa: F401
-t2 = time.perf_counter()
 lm = load_model()
-t3 = time.perf_counter()
-print("KVVIZ_BENCH " + json.dumps({"import_s": t1 - t0, "transformers_import_s": t2 - t1, "load_s": t3 - t2,
-                                   "from_cache": lm.info.from_cache}))
+t2 = time.perf_counter()
+print("KVVIZ_BENCH " + json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "from_cache": lm.info.from_cache,
+                                   "backend": lm.info.backend}))
 """
 
 
-def _child_load(cache_dir: Path, *flags: str) -> dict:
+def _child_load(cache_dir: Path, backend: str = "auto") -> dict:
     """Run one fresh process that loads the default model with ``cache_dir``; its timings."""
     env = dict(os.environ, KVVIZ_CACHE_DIR=str(cache_dir), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               KVVIZ_BACKEND=backend, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("KVVIZ_MODEL", None)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _CHILD, *flags], cwd=ROOT, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=900)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
@@ -111,9 +109,9 @@ def run(results: dict) -> None:
         results["cold_start_process_s"] = round(cold["process_s"], 3)
         results["warm_start_process_s"] = round(statistics.median(w["process_s"] for w in warms), 3)
         results["warm_vs_cold_x"] = round(cold["load_s"] / warm_s, 2)
-        split = _child_load(tmp, "--pre-import")  # breakdown: how much of a warm start is library import
-        results["warm_start_transformers_import_s"] = round(split["transformers_import_s"], 3)
-        results["warm_start_after_import_s"] = round(split["load_s"], 3)
+        results["warm_start_backend"] = warms[0]["backend"]
+        # for comparison: the same warm start through transformers' modeling stack
+        results["warm_start_transformers_s"] = round(_child_load(tmp, "transformers")["load_s"], 3)
 
         os.environ["KVVIZ_CACHE_DIR"] = str(tmp)
         lm = load_model()
