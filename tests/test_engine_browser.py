@@ -24,10 +24,11 @@ def test_block_table_page_in_the_browser(app_server, browser):
         page.wait_for_selector(".main-svg")
         wait_idle(page)
         assert _step(page) == "Step 0 of 15"
-        for _ in range(2):
+        for k in (1, 2):  # each click is one step; wait for it before the next (a click that lands while
+            # the previous rerun is still starting can be merged into it by Streamlit)
             page.get_by_role("button", name=T.FORWARD).click()
+            page.get_by_text(f"Step {k} of 15").first.wait_for(timeout=60_000)
             wait_idle(page)
-        page.get_by_text("Step 2 of 15").first.wait_for()
         assert metric_values(page)[T.COUNTERS["hit_tokens"][0]] == "64"
         page.get_by_role("button", name=T.PLAY).click()  # the fragment's timer advances the player
         page.get_by_text("Step 4 of 15").first.wait_for(timeout=30_000)
