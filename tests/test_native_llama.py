@@ -60,8 +60,9 @@ def pair(request, tmp_path_factory):
 
 
 def _run(model: torch.nn.Module, ids: list[int], cache=None):
+    kwargs = {} if cache is None else {"past_key_values": cache}
     with torch.inference_mode():
-        return model(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        return model(input_ids=torch.tensor([ids]), use_cache=True, **kwargs)
 
 
 def _layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
