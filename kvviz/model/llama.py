@@ -301,10 +301,12 @@ def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLl
     weights = folder / "model.safetensors"
     if not weights.is_file():
         raise ValueError(f"the native Llama decoder needs one model.safetensors file in {folder}")
-    state = {k: v.to(dtype) for k, v in load_file(str(weights), device=device).items()}
+    # straight onto CUDA or the CPU; other devices (MPS) get the CPU copy moved by the caller
+    target = device if device.split(":")[0] in ("cpu", "cuda") else "cpu"
+    state = {k: v.to(dtype) for k, v in load_file(str(weights), device=target).items()}
     if "lm_head.weight" not in state and "model.embed_tokens.weight" in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
     model.load_state_dict(state, strict=True, assign=True)
     model.lm_head.weight = model.model.embed_tokens.weight
-    model.model.rotary_emb.to(device)
+    model.model.rotary_emb.to(target)
     return model
