@@ -237,7 +237,9 @@ def _table_rows(view) -> pd.DataFrame:
         for cell in req.rows:
             rows.append({
                 cols["request"]: req.request_id,
-                cols["mapping"]: cell.label,
+                cols["mapping"]: T.MAPPING.format(
+                    first=cell.start + 1, last=cell.end,
+                    target=T.CELL_BLOCK.format(block=cell.block_id) if cell.block_id is not None else T.MAPPING_NULL),
                 cols["source"]: T.SOURCE_LABELS[cell.shown_source],
                 cols["ref_cnt"]: cell.ref_cnt,
                 cols["hash"]: short_hash(cell.hash) or "-",

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from kvviz.core.providers import POLICIES, SOURCE_NAMES, USAGE_FIELDS, get_policy
+from kvviz.core.providers import POLICIES, USAGE_FIELDS, get_policy
 from kvviz.core.sessions import (
     SessionError,
     SessionEvents,
@@ -24,6 +24,7 @@ from kvviz.core.sessions import (
     run_session,
     session_from_dict,
 )
+from kvviz.text.sessions import SOURCE_NAMES, USAGE_LABELS
 
 
 def chars(text: str) -> list[int]:
@@ -206,6 +207,7 @@ def test_policies_are_dated_sourced_and_labelled_as_policy():
         assert p.values and all(v.source and v.as_of for v in p.values)
         assert p.sources_used and p.sources_used <= set(SOURCE_NAMES)  # every cited source is named
         assert p.is_policy == (p.key != "vllm")
+    assert set(USAGE_LABELS) == set(USAGE_FIELDS)  # every usage field has words for the chart legend
     assert get_policy("anthropic-5m").ttl_s == 300 and get_policy("anthropic-1h").ttl_s == 3600
     assert get_policy("openai-newer").ttl_s == 1800 and get_policy("vllm").ttl_s is None
 

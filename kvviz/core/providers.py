@@ -16,22 +16,11 @@ AS_OF = "2026-11"
 SOURCE_SEED = "seed article 003"
 SOURCE_BRIEF = "BRIEF §5"
 SOURCE_ENGINE = "seed article 000; BRIEF §4"
-# What the short source names above refer to.
-SOURCE_NAMES = {
-    "seed article 003": "'Prompt caching: what is actually documented' (seeds/003, Russian)",
-    "seed article 000": "'Why one character breaks the cache: prompt caching under the hood' (seeds/000, Russian)",
-    "BRIEF §5": "kvviz BRIEF section 5, providers: policy, not mechanics",
-    "BRIEF §4": "kvviz BRIEF section 4, chained block hashes (vLLM v1)",
-}
+# The short source names above are spelled out for readers in kvviz.text.sessions.SOURCE_NAMES.
 SOURCE_BOTH = f"{SOURCE_SEED}; {SOURCE_BRIEF}"
 
 # Anthropic's per-response usage fields, in the order a turn's prompt is laid out.
 USAGE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_tokens", "input_tokens")
-USAGE_LABELS = {
-    "cache_read_input_tokens": "read from cache",
-    "cache_creation_input_tokens": "written to cache",
-    "input_tokens": "uncached input",
-}
 
 # The documented range of the minimum cacheable prompt ("from about 500 to a few thousand tokens").
 MIN_CACHEABLE_RANGE = (500, 4096)
@@ -70,7 +59,7 @@ class CachePolicy:
 
     @property
     def sources_used(self) -> set[str]:
-        """The source keys (of SOURCE_NAMES) its values cite; a value may cite several, ``;``-separated."""
+        """The source keys (of kvviz.text.sessions.SOURCE_NAMES) its values cite; a value may cite several, ``;``-separated."""
         return {part.strip() for v in self.values for part in v.source.split(";")}
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from kvviz.core.providers import USAGE_FIELDS, USAGE_LABELS
+from kvviz.core.providers import USAGE_FIELDS
 from kvviz.core.sessions import SessionResult, TurnUsage
 from kvviz.figures.style import (
     BLUE,
@@ -92,7 +92,7 @@ def usage_figure(result: SessionResult, title: str | None = T.USAGE_TITLE) -> go
     turns = [t.turn for t in result.turns]
     for field in USAGE_FIELDS:
         values = [getattr(t, field) for t in result.turns]
-        fig.add_bar(x=turns, y=values, name=T.USAGE_LEGEND.format(field=field, label=USAGE_LABELS[field]),
+        fig.add_bar(x=turns, y=values, name=T.USAGE_LEGEND.format(field=field, label=T.USAGE_LABELS[field]),
                     marker_color=STATUS_COLOURS[FIELD_STATUS[field]],
                     hovertemplate=T.HOVER_USAGE.format(field=field))
     fig.update_layout(barmode="stack", legend=dict(y=-0.22, yanchor="top", traceorder="normal"))

@@ -206,3 +206,17 @@ EVENT_LINES = {
                      "reads {read:,} of {prompt:,} tokens on turn {turn}.",
 }
 EXPIRED_SUFFIX = " ({count} entries had expired)"
+
+# What the short source names of kvviz.core.providers refer to.
+SOURCE_NAMES = {
+    "seed article 003": "'Prompt caching: what is actually documented' (seeds/003, Russian)",
+    "seed article 000": "'Why one character breaks the cache: prompt caching under the hood' (seeds/000, Russian)",
+    "BRIEF §5": "kvviz BRIEF section 5, providers: policy, not mechanics",
+    "BRIEF §4": "kvviz BRIEF section 4, chained block hashes (vLLM v1)",
+}
+# Anthropic's usage fields (kvviz.core.providers.USAGE_FIELDS) in words.
+USAGE_LABELS = {
+    "cache_read_input_tokens": "read from cache",
+    "cache_creation_input_tokens": "written to cache",
+    "input_tokens": "uncached input",
+}
