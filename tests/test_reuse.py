@@ -118,6 +118,9 @@ def test_tail_edit_reuses_whole_blocks_and_reuse_is_exact(lm, store):
     assert proof.next_token_id_full == edit.next_token_id_reuse
     assert proof.wrong_reuse is None  # nothing after the edit: no invalidated block
     assert proof.full_prefill_ms > 0 and edit.reuse_prefill_ms > 0
+    assert edit.reused_share == edit.reused_tokens / n
+    assert proof.speedup == proof.full_prefill_ms / proof.reuse_prefill_ms
+    assert proof.saved_ms == proof.full_prefill_ms - proof.reuse_prefill_ms
 
 
 def test_identical_prompts_reuse_all_but_the_last_token(lm, store):
@@ -133,6 +136,7 @@ def test_nothing_in_common_and_shifted_tokens(lm, store):
     edit, proof = run_reuse_experiment(lm, "Hello there.", "Goodbye, my dear friend, see you soon.",
                                        block_size=4, store=store)
     assert edit.first_changed_token == 0 and edit.reused_tokens == 0
+    assert edit.reused_share == 0.0
     assert all(b.status in ("miss", "partial") for b in edit.comparison.blocks)
     assert proof.wrong_reuse is None and proof.prefix_max_abs_diff is None
 

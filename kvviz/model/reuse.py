@@ -305,6 +305,11 @@ class EditReport:
         return self.comparison.recompute_tokens
 
     @property
+    def reused_share(self) -> float:
+        """Fraction of B's tokens whose K/V are reused rather than computed (0 for an empty B)."""
+        return self.reused_tokens / self.num_tokens_b if self.num_tokens_b else 0.0
+
+    @property
     def identical(self) -> bool:
         return self.ids_a == self.ids_b
 
@@ -559,6 +564,16 @@ class ProofReport:
         if self.layer0_after_max_abs_diff is None:
             return None
         return self.layer0_after_max_abs_diff == 0.0
+
+    @property
+    def speedup(self) -> float | None:
+        """Measured full prefill of B / measured prefill of B on top of the reused K/V."""
+        return self.full_prefill_ms / self.reuse_prefill_ms if self.reuse_prefill_ms > 0 else None
+
+    @property
+    def saved_ms(self) -> float:
+        """Measured time the reuse saved: full prefill of B minus B on top of the reused K/V."""
+        return self.full_prefill_ms - self.reuse_prefill_ms
 
     @property
     def deep_layers_changed_after_edit(self) -> bool | None:
