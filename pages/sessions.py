@@ -92,16 +92,16 @@ if not policy.is_policy:
     st.markdown(T.MECHANICS_NOTE.format(block=16))
 else:
     st.markdown(T.POLICY_NOTE.format(label=policy.label))
-    c = st.columns([2, 1, 1])
-    if policy.checkpoints == "explicit":
-        chosen = c[0].pills(T.MARKS_LABEL, MARKS, selection_mode="multi", default=list(MARKS), key="ss_marks",
-                            format_func=T.MARK_LABELS.get, help=T.MARKS_HELP)
+    if policy.checkpoints == "explicit":  # the pills get the whole width: in a column they scroll out of sight
+        chosen = st.pills(T.MARKS_LABEL, MARKS, selection_mode="multi", default=list(MARKS), key="ss_marks",
+                          format_func=T.MARK_LABELS.get, help=T.MARKS_HELP)
         marks = tuple(m for m in MARKS if m in (chosen or []))
     else:
-        c[0].caption(T.AUTOMATIC_NOTE.format(block=16))
-    min_len = int(c[1].number_input(T.MIN_LABEL, 0, 8192, policy.min_cacheable_tokens, step=64, key="ss_min",
+        st.caption(T.AUTOMATIC_NOTE.format(block=16))
+    c = st.columns([1, 1])
+    min_len = int(c[0].number_input(T.MIN_LABEL, 0, 8192, policy.min_cacheable_tokens, step=64, key="ss_min",
                                     help=T.MIN_HELP))
-    c[2].markdown(f"**{T.TTL_LABEL}**  \n" + (T.TTL_VALUE.format(ttl=T.duration(policy.ttl_s)) if policy.ttl_s
+    c[1].markdown(f"**{T.TTL_LABEL}**  \n" + (T.TTL_VALUE.format(ttl=T.duration(policy.ttl_s)) if policy.ttl_s
                                                else T.TTL_NONE))
 
 # ----------------------------------------------------------------------------- events
