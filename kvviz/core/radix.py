@@ -140,28 +140,18 @@ class RadixCache:
         return MatchResult(length, tuple(path), node)
 
     def insert(self, tokens: Sequence[int], extra_key: str | None = None) -> int:
-        """Add ``tokens`` (page-aligned); return how many leading tokens were already in the tree."""
-        key = self._align(tokens)
-        self.clock += 1
-        node = self.root_node
-        node.last_access = self.clock
-        prefix = 0
-        while key:
-            child = node.children.get(self._child_key(key, extra_key))
-            if child is None:
-                break
-            child.last_access = self.clock
-            matched = self._key_match(child.key, key)
-            prefix += matched
-            key = key[matched:]
-            node = self._split_node(child, matched) if matched < len(child.key) else child
+        """Add ``tokens`` (page-aligned); return how many leading tokens were already in the tree.
+        The walk is ``match_prefix``'s (same access times, same split); the rest hangs off its end."""
+        match = self.match_prefix(tokens, extra_key)
+        key = self._align(tokens)[match.length :]
+        node = match.last_node
         if key:
             leaf = self._new_node(key=key, parent=node, last_access=self.clock, extra_key=extra_key)
             node.children[self._child_key(key, extra_key)] = leaf
             self.evictable_size_ += len(key)
             self._update_leaf_status(node)
             self._update_leaf_status(leaf)
-        return prefix
+        return match.length
 
     def inc_lock_ref(self, node: RadixNode) -> int:
         """Pin ``node`` and its ancestors against eviction; returns the change in evictable tokens."""
