@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+TESTS = ROOT / "tests"
+# The repo root (for ``import kvviz``) and tests/ (for ``import browser_util`` from tests/<layer>/).
+for _path in (ROOT, TESTS):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

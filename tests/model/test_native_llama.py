@@ -28,7 +28,7 @@ from kvviz.model import (
 )
 from kvviz.model.llama import KVCache, LlamaConfig, load_native_llama, native_llama_supported
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-5  # fp32 on the CPU; in practice the two agree bit for bit
 
 

@@ -16,7 +16,7 @@ from kvviz.core.scenario import (
     parse_scenario,
     play_scenario,
 )
-from tests.test_scenario import scenarios
+from tests.core.test_scenario import scenarios
 
 
 def make(num_blocks: int, block_size: int, *steps: tuple) -> Scenario:

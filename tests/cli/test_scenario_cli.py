@@ -13,7 +13,7 @@ import pytest
 from kvviz.cli import main
 from kvviz.core.scenario import SCENARIO_DIR, builtin_names, load_builtin, play_scenario
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_json(capsys, *argv: str) -> dict:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODULES = [
     "kvviz.core", "kvviz.core.hashing", "kvviz.core.events", "kvviz.core.block_pool", "kvviz.core.manager",
     "kvviz.core.radix", "kvviz.core.compare", "kvviz.core.trace", "kvviz.cli.hash", "kvviz.cli.diff",

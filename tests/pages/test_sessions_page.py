@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from kvviz.text import sessions as T
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "sessions.py")
 
 

@@ -21,7 +21,7 @@ from kvviz.text import engine as G
 from kvviz.text import paging as P
 from kvviz.text import sessions as S
 
-PAGES = Path(__file__).resolve().parent.parent / "pages"
+PAGES = Path(__file__).resolve().parents[2] / "pages"
 CONTROL = "\x00\x07\u200b\u202e"  # NUL, bell, zero-width space, right-to-left override
 
 

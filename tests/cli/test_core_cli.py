@@ -13,7 +13,7 @@ import pytest
 
 from kvviz.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRACES = sorted((ROOT / "assets" / "traces").glob("*.json"))
 
 

@@ -13,7 +13,7 @@ from kvviz.text import security as T
 
 pytestmark = pytest.mark.model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _page(name: str) -> AppTest:

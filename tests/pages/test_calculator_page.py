@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from kvviz.core.hf_config import MAX_CONFIG_BYTES
 from kvviz.core.presets import CONFIG_DIR, PRESETS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "calculator.py")
 
 

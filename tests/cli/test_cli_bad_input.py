@@ -19,7 +19,7 @@ import pytest
 
 from kvviz.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIG = "1" + "0" * 100  # 10**100
 FILE_CASES = ("empty", "blank", "binary", "malformed", "list", "string", "null", "deep", "deep_object",
               "big", "bom_list", "huge_int", "missing", "directory")

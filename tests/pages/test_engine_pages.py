@@ -14,7 +14,7 @@ from kvviz.core.scenario import load_builtin, play_scenario
 from kvviz.text import engine as T
 from kvviz.text import radix as R
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BLOCK_PAGE = str(ROOT / "pages" / "block_table.py")
 RADIX_PAGE = str(ROOT / "pages" / "radix.py")
 

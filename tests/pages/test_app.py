@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from kvviz.text import common as C
 from kvviz.text import home as T
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.model
 
 
