@@ -47,9 +47,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def run(results: dict) -> None:
-    from kvviz.core.room import Room, RoomLimits
     from kvviz.model import load_model, tokenize
     from kvviz.model.timing import room_prefill
+    from kvviz.security.room import Room, RoomLimits
 
     lm = load_model()
     room = Room(RoomLimits(), presenter_key="bench-presenter")

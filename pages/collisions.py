@@ -1,6 +1,6 @@
 """Hash collisions: why the block identity is SHA-256 over canonical CBOR, what NONE_HASH and the seed do,
 what a (forced) collision serves, and each hash function's measured cost. UI only: every number comes
-from kvviz.core.collisions and kvviz.model.timing.collision_leak."""
+from kvviz.security.collisions and kvviz.model.timing.collision_leak."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core.collisions import (
+from kvviz.core.hashing import short_hash
+from kvviz.figures import security as F
+from kvviz.model import token_pieces, tokenize
+from kvviz.model.settings import InputError
+from kvviz.model.timing import CollisionLeak, collision_leak
+from kvviz.security.collisions import (
     CollisionDemo,
     HashCost,
     NoneHashDemo,
@@ -19,11 +24,6 @@ from kvviz.core.collisions import (
     none_hash_demo,
     python_hash_facts,
 )
-from kvviz.core.hashing import short_hash
-from kvviz.figures import security as F
-from kvviz.model import token_pieces, tokenize
-from kvviz.model.settings import InputError
-from kvviz.model.timing import CollisionLeak, collision_leak
 from kvviz.text import security as T
 
 BITS_OPTIONS = [8, 12, 16, 20]

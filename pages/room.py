@@ -1,5 +1,5 @@
 """The shared room: one block pool for every browser session, the salt switch, the room's totals and the
-presenter's reset. UI only: the room is kvviz.core.room.get_room(); prompts go through
+presenter's reset. UI only: the room is kvviz.security.room.get_room(); prompts go through
 kvviz.model.timing.room_prefill (the same path the concurrency benchmark drives)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import streamlit as st
 
 import ui
 from kvviz.core.hashing import short_hash
-from kvviz.core.room import YOU, age_label, get_room, origin_label, salt_for_view
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
 from kvviz.model.timing import room_kv_budget_bytes, room_prefill
+from kvviz.security.room import YOU, age_label, get_room, origin_label, salt_for_view
 from kvviz.text import security as T
 
 _SID = "room_sid"

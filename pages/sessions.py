@@ -1,6 +1,6 @@
 """Multi-turn sessions and agents: per-turn cache reads and writes on real token counts, provider
 policies, events to try, quadratic vs linear prefill work. UI only: numbers come from
-kvviz.core.sessions (which runs the real block manager and tokenizer)."""
+kvviz.sessions.runner (which runs the real block manager and tokenizer)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import streamlit as st
 
 import ui
 from kvviz.core.providers import DEFAULT_POLICY, POLICIES, USAGE_FIELDS
-from kvviz.core.sessions import (
+from kvviz.figures import sessions as F
+from kvviz.sessions.runner import (
     DEFAULT_PAUSE_S,
     EVENT_NAMES,
     MARKS,
@@ -25,7 +26,6 @@ from kvviz.core.sessions import (
     run_session,
     session_increment,
 )
-from kvviz.figures import sessions as F
 from kvviz.text import sessions as T
 
 _UPLOAD = "__upload__"

@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core.room import age_label
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
 from kvviz.model.timing import (
@@ -20,6 +19,7 @@ from kvviz.model.timing import (
     measure_side_channel,
     run_exclusive,
 )
+from kvviz.security.room import age_label
 from kvviz.text import security as T
 
 ui.page_header(T.SC_TITLE, T.SC_INTRO)

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.core.collisions import MAX_TOY_BITS, MIN_TOY_BITS
+from kvviz.security.collisions import MAX_TOY_BITS, MIN_TOY_BITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +37,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--blocks must be between 1 and 1000000, got {args.blocks}")
     if not 1 <= args.repeats <= 100:
         raise CliError(f"--repeats must be between 1 and 100, got {args.repeats}")
-    from kvviz.core.collisions import force_collision, measure_hash_costs, none_hash_demo, python_hash_facts
     from kvviz.model import InputError, ModelLoadError, load_tokenizer, tokenize
+    from kvviz.security.collisions import (
+        force_collision,
+        measure_hash_costs,
+        none_hash_demo,
+        python_hash_facts,
+    )
     from kvviz.text import security as T
 
     text_a = T.FORCED_DEFAULT_A if args.a is None else args.a

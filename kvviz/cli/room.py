@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.core.room import SALT_MODES
+from kvviz.security.room import SALT_MODES
 
 
 def _pair(value: str, what: str) -> tuple[str, str]:
@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--blocks must be between 1 and 65536, got {args.blocks}")
     prompts = [_pair(v, "--prompt") for v in args.prompt]
     salts = [_pair(v, "--salt") for v in args.salt]
-    from kvviz.core.room import Room, RoomLimits, salt_for_view
     from kvviz.model import InputError, ModelLoadError, tokenize
+    from kvviz.security.room import Room, RoomLimits, salt_for_view
 
     room = Room(RoomLimits(num_blocks=args.blocks, burst=10_000, room_burst=100_000))
     sessions: dict[str, str] = {}

@@ -1,6 +1,6 @@
 """Figures of the security chapter: a prompt's blocks by origin, the room feed, the salt's effect on the
 hash chain, timing distributions, the attacker game, hash costs and the birthday bound. Data in (from
-kvviz.core.room, kvviz.core.collisions, kvviz.model.timing), ``go.Figure`` out; nothing recomputed."""
+kvviz.security.room, kvviz.security.collisions, kvviz.model.timing), ``go.Figure`` out; nothing recomputed."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvviz.core.collisions import HashCost, birthday_probability
 from kvviz.core.hashing import BlockHashRecord, short_hash
-from kvviz.core.room import Admission, FeedEntry, origin_label
 from kvviz.figures.style import (
     AMBER,
     BLUE,
@@ -27,6 +25,8 @@ from kvviz.figures.style import (
     RED,
     base_layout,
 )
+from kvviz.security.collisions import HashCost, birthday_probability
+from kvviz.security.room import Admission, FeedEntry, origin_label
 from kvviz.text import security as T
 
 STATUS_COLOURS = {"hit_other": GREEN, "hit_you": BLUE, "computed": ORANGE, "partial": "#d1d5db"}

@@ -1,7 +1,7 @@
 """Figures of the sessions page: each turn's prompt by cache status (the seed article's three-turn
 picture, to scale), the usage fields per turn, and cumulative prefill work with and without a cache.
 
-Builders take kvviz.core.sessions results and return ``go.Figure``; the split of a prompt into read /
+Builders take kvviz.sessions.runner results and return ``go.Figure``; the split of a prompt into read /
 written / uncached tokens is the result's own numbers, only drawn here.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from kvviz.core.providers import USAGE_FIELDS
-from kvviz.core.sessions import SessionResult, TurnUsage
 from kvviz.figures.style import (
     BLUE,
     DARK_RED,
@@ -21,6 +20,7 @@ from kvviz.figures.style import (
     RED,
     base_layout,
 )
+from kvviz.sessions.runner import SessionResult, TurnUsage
 from kvviz.text import sessions as T
 
 STATUS_COLOURS = {"read": BLUE, "written": ORANGE, "uncached": OUTLINE_GREY}

@@ -25,13 +25,13 @@ from typing import Any
 
 import torch
 
-from kvviz.core.collisions import CollisionDemo
-from kvviz.core.room import Admission, Room, RoomLimits
 from kvviz.model.kvstore import CachedPrefill, KVStore, model_key, prefill_cached, store_block_hashes
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
 from kvviz.model.settings import InputError
 from kvviz.model.tokens import tokenize
+from kvviz.security.collisions import CollisionDemo
+from kvviz.security.room import Admission, Room, RoomLimits
 
 ENV_ROOM_KV_MB = "KVVIZ_ROOM_KV_MB"
 DEFAULT_ROOM_KV_MB = 384

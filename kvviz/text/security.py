@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# ----------------------------------------------------------------------------- room core (kvviz.core.room)
+# ----------------------------------------------------------------------------- room core (kvviz.security.room)
 WHO_YOU = "you"
 WHO_OTHER = "another session"
 AGE_NOW = "just now"

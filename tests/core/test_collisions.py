@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kvviz.cli import main
-from kvviz.core.collisions import (
+from kvviz.security.collisions import (
     birthday_blocks,
     birthday_probability,
     force_collision,

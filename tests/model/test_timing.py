@@ -9,7 +9,6 @@ import json
 import pytest
 
 from kvviz.cli import main
-from kvviz.core.collisions import force_collision
 from kvviz.model import InputError, load_model, tokenize
 from kvviz.model.timing import (
     GameRound,
@@ -19,6 +18,7 @@ from kvviz.model.timing import (
     measure_side_channel,
     threshold_accuracy,
 )
+from kvviz.security.collisions import force_collision
 from kvviz.text import security as T
 
 pytestmark = pytest.mark.model
