@@ -1,6 +1,6 @@
 """Multi-turn sessions and agents: per-turn cache reads and writes on real token counts, provider
 policies, events to try, quadratic vs linear prefill work. UI only: numbers come from
-kvviz.sessions.runner (which runs the real block manager and tokenizer)."""
+kvviz.sessions (which runs the real block manager and tokenizer)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import streamlit as st
 import ui
 from kvviz.core.providers import DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.figures import sessions as F
-from kvviz.sessions.runner import (
+from kvviz.sessions import (
     DEFAULT_PAUSE_S,
     EVENT_NAMES,
     MARKS,

@@ -1,6 +1,6 @@
 """``python -m kvviz session``: per-turn cache reads, writes and uncached input of a chat or agent session.
 
-Calls the same function the "Multi-turn sessions" page calls (kvviz.sessions.runner.run_session) on
+Calls the same function the "Multi-turn sessions" page calls (kvviz.sessions.run_session) on
 real token counts from the embedded model's tokenizer.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
 from kvviz.core.providers import DEFAULT_POLICY, POLICIES
-from kvviz.sessions.runner import (
+from kvviz.sessions import (
     DEFAULT_PAUSE_S,
     MARKS,
     SessionError,

@@ -1,7 +1,7 @@
 """Figures of the sessions page: each turn's prompt by cache status (the seed article's three-turn
 picture, to scale), the usage fields per turn, and cumulative prefill work with and without a cache.
 
-Builders take kvviz.sessions.runner results and return ``go.Figure``; the split of a prompt into read /
+Builders take kvviz.sessions results and return ``go.Figure``; the split of a prompt into read /
 written / uncached tokens is the result's own numbers, only drawn here.
 """
 
@@ -20,7 +20,7 @@ from kvviz.figures.style import (
     RED,
     base_layout,
 )
-from kvviz.sessions.runner import SessionResult, TurnUsage
+from kvviz.sessions import SessionResult, TurnUsage
 from kvviz.text import sessions as T
 
 STATUS_COLOURS = {"read": BLUE, "written": ORANGE, "uncached": OUTLINE_GREY}

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from kvviz.core.providers import POLICIES, USAGE_FIELDS, get_policy
-from kvviz.sessions.runner import (
+from kvviz.sessions import (
     SessionError,
     SessionEvents,
     apply_events,

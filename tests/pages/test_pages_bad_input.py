@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.core.scenario import MAX_REQUEST_TOKENS
-from kvviz.sessions.runner import MAX_SESSION_BYTES
+from kvviz.sessions import MAX_SESSION_BYTES
 from kvviz.text import calculator as C
 from kvviz.text import edit as E
 from kvviz.text import engine as G
