@@ -16,10 +16,10 @@ from kvviz.cli import CliError, add_json_flag
 from kvviz.core.jsonio import read_stream_limited
 from kvviz.core.radix_compare import DEFAULT_WINDOW, compare_radix_pool
 from kvviz.core.scenario import (
+    MAX_REQUEST_TOKENS,
     MAX_SCENARIO_BYTES,
     ScenarioError,
     builtin_names,
-    default_tokenizer,
     load_builtin,
     load_scenario,
     parse_scenario_text,
@@ -70,7 +70,10 @@ class _LazyTokenizer:
 
     def __call__(self, text: str):
         if self._tok is None:
-            self._tok = default_tokenizer()
+            from kvviz.model.tokens import pieces_tokenizer  # loads transformers: only when needed
+
+            # one token over the step limit, so parsing rejects a text that is too long
+            self._tok = pieces_tokenizer(MAX_REQUEST_TOKENS + 1)
         return self._tok(text)
 
 

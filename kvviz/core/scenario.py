@@ -277,18 +277,6 @@ def tokenize_scenario(obj: dict[str, Any], tokenizer: Tokenizer) -> dict[str, An
     return out
 
 
-def default_tokenizer() -> Tokenizer:
-    """The embedded model's tokenizer as ``text -> (ids, pieces)`` (imported lazily: it loads
-    transformers). Texts longer than one step allows come back too long, so parsing rejects them."""
-    from kvviz.model import tokenize
-
-    def tok(text: str) -> tuple[list[int], list[str]]:
-        t = tokenize(text, max_tokens=MAX_REQUEST_TOKENS + 1)
-        return t.ids, t.pieces
-
-    return tok
-
-
 def running_ids(scenario: Scenario) -> set[str]:
     """Request ids still running after the last step (added, not freed)."""
     running: set[str] = set()
@@ -611,7 +599,7 @@ def step_summary(step: ScenarioStep | None) -> str:
 
 __all__ = [
     "BlockTableRow", "RequestView", "Scenario", "ScenarioError", "ScenarioRun", "ScenarioStep", "StepView",
-    "block_owner_spans", "builtin_names", "counters_of", "default_tokenizer", "load_builtin", "load_scenario", "next_request_id",
+    "block_owner_spans", "builtin_names", "counters_of", "load_builtin", "load_scenario", "next_request_id",
     "parse_scenario", "parse_scenario_text", "play_scenario", "running_ids", "scenario_state",
     "step_summary", "tokenize_scenario", "user_request_steps",
 ]

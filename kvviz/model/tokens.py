@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -173,3 +174,14 @@ def _limit(tokenizer: Any, ids: list[int], limit: int, chars_cut: bool, model_na
         max_tokens=limit,
         model_name=model_name,
     )
+
+
+def pieces_tokenizer(max_tokens: int) -> Callable[[str], tuple[list[int], list[str]]]:
+    """The embedded tokenizer as ``text -> (ids, pieces)``, the shape kvviz.core takes when a tokenizer is
+    passed in (scenario texts). Texts longer than ``max_tokens`` come back cut to ``max_tokens``."""
+
+    def tok(text: str) -> tuple[list[int], list[str]]:
+        t = tokenize(text, max_tokens=max_tokens)
+        return t.ids, t.pieces
+
+    return tok

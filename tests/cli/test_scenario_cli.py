@@ -108,10 +108,11 @@ def test_trace_file_and_stdin():
 @pytest.mark.parametrize("name", builtin_names())
 def test_builtin_tokens_match_the_tokenizer(name):
     """The stored ids are what the embedded tokenizer gives for the stored text (regenerate with
-    kvviz.core.scenario.tokenize_scenario(obj, default_tokenizer()) after editing a text)."""
-    from kvviz.core.scenario import default_tokenizer
+    kvviz.core.scenario.tokenize_scenario(obj, pieces_tokenizer(MAX_REQUEST_TOKENS)) after editing a text)."""
+    from kvviz.core.scenario import MAX_REQUEST_TOKENS
+    from kvviz.model.tokens import pieces_tokenizer
 
-    tok = default_tokenizer()
+    tok = pieces_tokenizer(MAX_REQUEST_TOKENS + 1)
     scenario = load_builtin(name)
     for step in scenario.steps:
         if step.text is not None:
