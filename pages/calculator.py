@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core import kvsize
+from kvviz.core import kv_capacity, kvsize, units
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
-from kvviz.core.kvsize import KVSizeError, ModelShape, format_bytes, format_exact
+from kvviz.core.kvsize import KVSizeError, ModelShape
 from kvviz.core.presets import (
     EXAMPLE_CONFIGS,
     PRESETS,
@@ -20,6 +20,7 @@ from kvviz.core.presets import (
     article_checks,
     example_config_text,
 )
+from kvviz.core.units import format_bytes, format_exact
 from kvviz.figures import calculator as F
 from kvviz.text import calculator as T
 
@@ -129,7 +130,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
         (T.M_PER_REQUEST.format(tokens=rep.tokens), format_bytes(rep.request_bytes), format_exact(rep.request_bytes), None),
         (T.M_TOTAL.format(batch=rep.batch), format_bytes(rep.total_bytes), format_exact(rep.total_bytes), None),
         (T.M_ATTENTION, shape.attention,
-         T.ATTENTION_DETAIL[shape.attention].format(group=kvsize.format_value(shape.group_size), heads=shape.num_heads),
+         T.ATTENTION_DETAIL[shape.attention].format(group=units.format_value(shape.group_size), heads=shape.num_heads),
          None),
     ])
 
@@ -193,7 +194,7 @@ def naive_section(rep: kvsize.KVReport) -> None:
         reason = ""
     text = T.NAIVE_BODY.format(naive=format_bytes(rep.naive_bytes_per_token),
                                naive_exact=format_exact(rep.naive_bytes_per_token),
-                               factor=kvsize.format_value(round(Fraction(factor), 2)),
+                               factor=units.format_value(round(Fraction(factor), 2)),
                                exact=format_bytes(rep.bytes_per_token), reason=reason)
     if shape.num_state_layers:
         text += T.NAIVE_STATE.format(state=shape.num_state_layers)
@@ -229,9 +230,9 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
     st.caption(T.MEMORY_CAPTION)
     c = st.columns([1, 1])
     c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
-    rows = kvsize.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
+    rows = kv_capacity.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
-        T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=kvsize.format_value(r.budget_gib)) for r in rows],
+        T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=units.format_value(r.budget_gib)) for r in rows],
         T.NEEDED_COL: [format_bytes(r.needed_bytes) for r in rows],
         T.SHARE_COL: [f"{100 * r.share:,.1f}%" for r in rows],
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
@@ -244,21 +245,21 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
 def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> None:
     st.subheader(T.CAPACITY_TITLE)
     c = st.columns(3)
-    choices: list[float | None] = [*kvsize.GPU_BUDGETS_GIB, None]  # None: a custom budget
+    choices: list[float | None] = [*kv_capacity.GPU_BUDGETS_GIB, None]  # None: a custom budget
     choice = c[0].radio(T.BUDGET_LABEL, choices, index=1, horizontal=True, key="calc_budget",
                         format_func=lambda b: T.BUDGET_CUSTOM if b is None else T.BUDGET_OPTION.format(gib=b))
     if choice is None:
         gib = c[0].number_input(T.BUDGET_CUSTOM_LABEL, 0.01, 1_000_000.0, 40.0, key="calc_budget_custom")
     else:
         gib = float(choice)
-    block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=kvsize.DEFAULT_BLOCK_SIZE, key="calc_block")
+    block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=kv_capacity.DEFAULT_BLOCK_SIZE, key="calc_block")
     reserve = c[2].select_slider(T.RESERVE_LABEL, RESERVE_OPTIONS, value=4.0, key="calc_reserve",
                                  format_func=T.RESERVE_OPTION.format)
     if kvsize.bytes_per_token(shape, dtype) == 0:
         st.info(T.NO_KV)
         return
-    budget = int(Fraction(gib) * kvsize.GIB)
-    cap = kvsize.capacity(shape, dtype, budget, tokens, int(block))
+    budget = int(Fraction(gib) * units.GIB)
+    cap = kv_capacity.capacity(shape, dtype, budget, tokens, int(block))
     stat_row([
         (T.C_MAX_TOKENS, f"{cap.max_tokens:,}" if cap.max_tokens is not None else "-", None, T.C_MAX_TOKENS_HELP),
         (T.C_MAX_REQUESTS, f"{cap.max_requests:,}" if cap.max_requests is not None else "-",
@@ -269,10 +270,10 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
         (T.C_BLOCK_BYTES, format_bytes(cap.bytes_per_block), format_exact(cap.bytes_per_block), T.C_BLOCK_BYTES_HELP),
     ], width=172)
     max_len = max(tokens, int(round(tokens * reserve)))
-    cmp = kvsize.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
+    cmp = kv_capacity.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
     c = st.columns([3, 2])
     c[0].plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
-    bound = format_bytes(kvsize.paged_waste_bound(shape, dtype, int(block), batch))
+    bound = format_bytes(kv_capacity.paged_waste_bound(shape, dtype, int(block), batch))
     c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
                                        paged=100 * cmp.paged_utilisation, block=int(block), bound=bound))
 
@@ -356,7 +357,7 @@ if shape is not None:
     naive_section(report)
     sharing_section(shape, dtype)
     compare_section(shape, dtype, preset)
-    memory_section(shape, dtype, tokens, batch, int(st.session_state.get("calc_block", kvsize.DEFAULT_BLOCK_SIZE)))
+    memory_section(shape, dtype, tokens, batch, int(st.session_state.get("calc_block", kv_capacity.DEFAULT_BLOCK_SIZE)))
     capacity_section(shape, dtype, tokens, batch)
 articles_section()
 model_section()

@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.core import kvsize
+from kvviz.core import kv_capacity, kvsize, units
 from kvviz.core.hf_config import MAX_CONFIG_BYTES, ParsedConfig, load_config_file, parse_config_text
 from kvviz.core.kvsize import KVSizeError, ModelShape
 from kvviz.core.presets import PRESETS, get_preset
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="fp16", help=f"KV dtype: {', '.join(kvsize.DTYPES)} (default fp16)")
     p.add_argument("--tokens", type=int, default=1, help="tokens per request (default 1)")
     p.add_argument("--batch", type=int, default=1, help="concurrent requests (default 1)")
-    p.add_argument("--block-size", type=int, default=kvsize.DEFAULT_BLOCK_SIZE, help="tokens per KV block (default 16)")
+    p.add_argument("--block-size", type=int, default=kv_capacity.DEFAULT_BLOCK_SIZE, help="tokens per KV block (default 16)")
     p.add_argument("--budget-gib", type=float, help="memory budget in GiB: report max tokens and max requests")
     p.add_argument("--max-len", type=int, help="contiguous reservation per request: compare its waste with paging")
     add_json_flag(p)
@@ -59,7 +59,7 @@ def _list_presets() -> dict[str, Any]:
             "key": preset.key,
             "label": preset.label,
             "attention": shape.attention,
-            "bytes_per_token_fp16": kvsize.as_number(kvsize.bytes_per_token(shape, "fp16")),
+            "bytes_per_token_fp16": units.as_number(kvsize.bytes_per_token(shape, "fp16")),
             "article_bytes_per_token": preset.article_bytes_per_token,
             "source": preset.source,
         })
@@ -136,23 +136,23 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     rep = kvsize.report(shape, dtype, tokens, batch)
     out: dict[str, Any] = rep.to_dict()
     out.update(info)
-    out["all_layers_factor"] = kvsize.ratio(rep.all_layers_factor)
+    out["all_layers_factor"] = units.ratio(rep.all_layers_factor)
     out["rounding"] = ("bytes_per_token is exact (a float only for int4 with an odd value count); "
                        "totals round up to a whole byte; *_human fields use binary units, ≈ marks rounding")
     out["block_size"] = block_size
-    out["bytes_per_block"] = kvsize.as_number(rep.bytes_per_token * block_size)
+    out["bytes_per_block"] = units.as_number(rep.bytes_per_token * block_size)
     out["blocks_per_request"] = -(-tokens // block_size)
-    out["paged_request_bytes"] = kvsize.paged_request_bytes(shape, dtype, tokens, block_size)
+    out["paged_request_bytes"] = kv_capacity.paged_request_bytes(shape, dtype, tokens, block_size)
     if args.budget_gib is not None:
         gib = args.budget_gib
         if not math.isfinite(gib) or gib <= 0:
             raise CliError(f"--budget-gib must be a positive number, got {gib}")
         if gib > 1 << 30:
             raise CliError(f"--budget-gib {gib:g} is absurd (the limit is {1 << 30:,} GiB)")
-        budget = int(Fraction(gib) * kvsize.GIB)
-        out["capacity"] = kvsize.capacity(shape, dtype, budget, tokens, block_size).to_dict()
+        budget = int(Fraction(gib) * units.GIB)
+        out["capacity"] = kv_capacity.capacity(shape, dtype, budget, tokens, block_size).to_dict()
     if args.max_len is not None:
-        out["paging"] = kvsize.paging_comparison(shape, dtype, tokens, args.max_len, batch, block_size).to_dict()
+        out["paging"] = kv_capacity.paging_comparison(shape, dtype, tokens, args.max_len, batch, block_size).to_dict()
     for warning in shape.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return out

@@ -146,7 +146,8 @@ class ArticleCheck:
 
 def article_checks() -> list[ArticleCheck]:
     """The articles' per-token and total figures, recomputed (fp16, as the articles assume)."""
-    from kvviz.core.kvsize import GIB, all_layers_bytes_per_token, bytes_per_token, format_bytes, total_bytes
+    from kvviz.core.kvsize import all_layers_bytes_per_token, bytes_per_token, total_bytes
+    from kvviz.core.units import GIB, format_bytes
 
     llama = get_preset("llama-2-7b").shape()
     q27 = get_preset("qwen3.6-27b").shape()

@@ -13,8 +13,10 @@ from fractions import Fraction
 
 import plotly.graph_objects as go
 
-from kvviz.core import kvsize
-from kvviz.core.kvsize import LayerKind, ModelShape, PagingComparison, format_bytes, format_exact
+from kvviz.core import kv_capacity, kvsize, units
+from kvviz.core.kv_capacity import PagingComparison
+from kvviz.core.kvsize import LayerKind, ModelShape
+from kvviz.core.units import format_bytes, format_exact
 from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
 from kvviz.text import calculator as T
 
@@ -103,7 +105,7 @@ def head_sharing_title(shape: ModelShape) -> str:
     if shape.attention == "MQA":
         return T.FIG_TITLE_MQA.format(heads=shape.num_heads)
     return T.FIG_TITLE_GQA.format(heads=shape.num_heads, kv=shape.num_kv_heads,
-                                  group=kvsize.format_value(shape.group_size))
+                                  group=units.format_value(shape.group_size))
 
 
 def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
@@ -189,22 +191,22 @@ def naive_vs_exact_figure(report: kvsize.KVReport) -> go.Figure:
 
 
 def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: int,
-                            budgets_gib: Sequence[float] = kvsize.GPU_BUDGETS_GIB) -> go.Figure:
+                            budgets_gib: Sequence[float] = kv_capacity.GPU_BUDGETS_GIB) -> go.Figure:
     """KV memory (GiB) against concurrency for one context length, with GPU budget lines."""
     top_n = max(8, batch * 2)
     step = max(1, top_n // 200)
     ns = list(range(1, top_n + 1, step))
-    gib = [kvsize.total_bytes(shape, dtype, tokens, n) / kvsize.GIB for n in ns]
+    gib = [kvsize.total_bytes(shape, dtype, tokens, n) / units.GIB for n in ns]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=ns, y=gib, mode="lines", line=dict(color=BLUE, width=3), name=T.FIG_MEM_LINE,
                              hovertemplate=T.FIG_MEM_HOVER))
     here = kvsize.total_bytes(shape, dtype, tokens, batch)
-    fig.add_trace(go.Scatter(x=[batch], y=[here / kvsize.GIB], mode="markers", name=T.FIG_MEM_HERE,
+    fig.add_trace(go.Scatter(x=[batch], y=[here / units.GIB], mode="markers", name=T.FIG_MEM_HERE,
                              marker=dict(size=12, color=ORANGE, line=dict(color="white", width=2)),
                              hovertext=[T.FIG_MEM_HERE_HOVER.format(batch=batch, tokens=tokens, bytes=format_bytes(here))], hoverinfo="text"))
     for b in budgets_gib:
         fig.add_hline(y=b, line=dict(color=MUTED, dash="dash", width=1),
-                      annotation_text=T.FIG_GIB.format(value=kvsize.format_value(b)), annotation_position="top left",
+                      annotation_text=T.FIG_GIB.format(value=units.format_value(b)), annotation_position="top left",
                       annotation_font=dict(size=11, color="#374151"))
     ymax = max(max(gib), max(budgets_gib)) * 1.1
     fig.update_xaxes(title=T.FIG_MEM_X, gridcolor=FREE_GREY, range=[0, top_n])
@@ -218,8 +220,8 @@ def paging_figure(cmp: PagingComparison) -> go.Figure:
     used = [cmp.used_bytes, cmp.used_bytes]
     waste = [cmp.contiguous_waste, cmp.paged_waste]
     util = [cmp.contiguous_utilisation, cmp.paged_utilisation]
-    unit = kvsize.GIB if max(cmp.contiguous_bytes, 1) >= kvsize.GIB else (1 << 20)
-    unit_name = T.UNIT_GIB if unit == kvsize.GIB else T.UNIT_MIB
+    unit = units.GIB if max(cmp.contiguous_bytes, 1) >= units.GIB else (1 << 20)
+    unit_name = T.UNIT_GIB if unit == units.GIB else T.UNIT_MIB
     fig = go.Figure()
     fig.add_trace(go.Bar(y=names, x=[u / unit for u in used], orientation="h", name=T.FIG_PAGE_USED,
                          marker=dict(color=BLUE), hovertext=[format_bytes(u) for u in used], hoverinfo="text"))

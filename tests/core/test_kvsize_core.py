@@ -10,22 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.core import kvsize
+from kvviz.core import kv_capacity, kvsize, units
 from kvviz.core.kvsize import (
-    GIB,
     MLA,
     KVSizeError,
     LayerKind,
     ModelShape,
     all_layers_bytes_per_token,
     bytes_per_token,
-    format_bytes,
-    format_exact,
     naive_bytes_per_token,
     shape_from_counts,
     total_bytes,
 )
 from kvviz.core.presets import EXAMPLE_CONFIGS, PRESETS, article_checks, example_config_text, get_preset
+from kvviz.core.units import GIB, format_bytes, format_exact
 
 LLAMA2 = shape_from_counts("llama-2-7b", 32, 32, 128)
 
@@ -124,7 +122,7 @@ def test_unknown_dtype():
 def test_int4_fractional_bytes_round_up_in_totals():
     s = ModelShape("odd", 1, 1, 1, 1, mla=MLA(2, 1))  # 3 values per token
     assert bytes_per_token(s, "int4") == Fraction(3, 2)
-    assert kvsize.as_number(bytes_per_token(s, "int4")) == 1.5
+    assert units.as_number(bytes_per_token(s, "int4")) == 1.5
     assert total_bytes(s, "int4", 3) == 5  # 4.5 B rounds up
     assert format_exact(Fraction(3, 2)) == "1.5 B"
 
@@ -185,7 +183,7 @@ def test_model_without_per_token_kv():
     s = ModelShape("mamba", 4, 4, 4, 64, layer_kinds=(LayerKind.STATE,) * 4)
     rep = kvsize.report(s, "fp16", 1000, 2)
     assert rep.bytes_per_token == 0 and rep.total_bytes == 0 and rep.naive_factor is None
-    cap = kvsize.capacity(s, "fp16", GIB, 1000)
+    cap = kv_capacity.capacity(s, "fp16", GIB, 1000)
     assert cap.max_tokens is None and cap.max_requests is None and cap.max_context is None
 
 
@@ -193,37 +191,37 @@ def test_model_without_per_token_kv():
 
 
 def test_capacity_for_a_budget():
-    cap = kvsize.capacity(LLAMA2, "fp16", 80 * GIB, 4096, 16)
+    cap = kv_capacity.capacity(LLAMA2, "fp16", 80 * GIB, 4096, 16)
     assert cap.bytes_per_block == 16 * 524_288 == 8 * 2**20
     assert cap.blocks_per_request == 256
     assert cap.max_tokens == 80 * GIB // 524_288 == 163_840
     assert cap.max_requests == 40
     assert cap.max_context == 163_840
-    cap = kvsize.capacity(LLAMA2, "fp16", 80 * GIB, 1000, 16)
+    cap = kv_capacity.capacity(LLAMA2, "fp16", 80 * GIB, 1000, 16)
     assert cap.blocks_per_request == 63 and cap.request_bytes_paged == 63 * 16 * 524_288
     assert cap.max_requests == 80 * GIB // (63 * 16 * 524_288)
 
 
 def test_max_context_with_sliding_layers_only_is_unbounded_when_the_window_fits():
     s = get_preset("mistral-7b").shape()
-    assert kvsize.max_context(s, "fp16", 80 * GIB) is None
+    assert kv_capacity.max_context(s, "fp16", 80 * GIB) is None
     tiny = 4096 * bytes_per_token(s, "fp16") - 1
-    assert kvsize.max_context(s, "fp16", int(tiny)) == 4080  # whole 16-token blocks below the window
+    assert kv_capacity.max_context(s, "fp16", int(tiny)) == 4080  # whole 16-token blocks below the window
 
 
 def test_paging_waste_is_below_one_block_per_request():
-    cmp = kvsize.paging_comparison(LLAMA2, "fp16", 1000, 4000, 100, 16)
+    cmp = kv_capacity.paging_comparison(LLAMA2, "fp16", 1000, 4000, 100, 16)
     assert cmp.contiguous_utilisation == pytest.approx(0.25)
     assert cmp.paged_waste == 100 * 8 * 524_288  # 1,008 - 1,000 tokens per request
     assert cmp.paged_waste < 100 * 16 * 524_288
-    low, high = kvsize.PAGED_ATTENTION_UTILISATION
+    low, high = kv_capacity.PAGED_ATTENTION_UTILISATION
     assert (low, high) == (0.204, 0.382) and low <= cmp.contiguous_utilisation <= high
     with pytest.raises(KVSizeError, match="max_len"):
-        kvsize.paging_comparison(LLAMA2, "fp16", 1000, 999)
+        kv_capacity.paging_comparison(LLAMA2, "fp16", 1000, 999)
     # the bound the calculator states: one partly filled block (15 of 16 slots) per request and layer
-    bound = kvsize.paged_waste_bound(LLAMA2, "fp16", 16, 100)
+    bound = kv_capacity.paged_waste_bound(LLAMA2, "fp16", 16, 100)
     assert bound == 100 * 15 * 524_288 and cmp.paged_waste <= bound
-    assert kvsize.paged_waste_bound(LLAMA2, "fp16", 1, 100) == 0  # one-token blocks waste nothing
+    assert kv_capacity.paged_waste_bound(LLAMA2, "fp16", 1, 100) == 0  # one-token blocks waste nothing
 
 
 @settings(max_examples=40, deadline=None)
@@ -231,12 +229,12 @@ def test_paging_waste_is_below_one_block_per_request():
        st.sampled_from([1, 8, 16, 256]), st.integers(1, 64))
 def test_paged_waste_never_exceeds_its_bound(preset, dtype, tokens, block, batch):
     shape = preset.shape()
-    cmp = kvsize.paging_comparison(shape, dtype, tokens, tokens, batch, block)
-    assert 0 <= cmp.paged_waste <= kvsize.paged_waste_bound(shape, dtype, block, batch)
+    cmp = kv_capacity.paging_comparison(shape, dtype, tokens, tokens, batch, block)
+    assert 0 <= cmp.paged_waste <= kv_capacity.paged_waste_bound(shape, dtype, block, batch)
 
 
 def test_budget_rows():
-    rows = kvsize.budget_rows(LLAMA2, "fp16", 1000, 100)
+    rows = kv_capacity.budget_rows(LLAMA2, "fp16", 1000, 100)
     assert [r.budget_gib for r in rows] == [24, 80, 141]
     assert [r.fits for r in rows] == [False, True, True]
     assert rows[1].needed_bytes == 52_428_800_000

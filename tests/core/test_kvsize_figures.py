@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.core import kvsize
+from kvviz.core import kv_capacity, kvsize, units
 from kvviz.core.presets import get_preset
 from kvviz.figures import calculator as F
 
@@ -59,8 +59,8 @@ def test_memory_and_paging_figures_use_library_totals():
     shape = get_preset("llama-2-7b").shape()
     fig = F.memory_vs_budget_figure(shape, "fp16", 1000, 100)
     here = fig.data[1]
-    assert here.y[0] == kvsize.total_bytes(shape, "fp16", 1000, 100) / kvsize.GIB
+    assert here.y[0] == kvsize.total_bytes(shape, "fp16", 1000, 100) / units.GIB
     assert {s.y0 for s in fig.layout.shapes} == {24, 80, 141}
-    cmp = kvsize.paging_comparison(shape, "fp16", 1000, 4000, 100)
+    cmp = kv_capacity.paging_comparison(shape, "fp16", 1000, 4000, 100)
     fig = F.paging_figure(cmp)
     assert "25.0% used" in list(fig.data[1].text)
