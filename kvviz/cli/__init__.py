@@ -2,7 +2,9 @@
 
 Each module in this package that defines ``register(subparsers)`` adds one subcommand; its handler
 returns a dict (printed as JSON with ``--json``, as ``key: value`` lines otherwise). Errors become
-one line on stderr and a non-zero exit code, never a traceback.
+one line on stderr and a non-zero exit code, never a traceback. When the reader of stdout goes away
+(``python -m kvviz bytes ... | head -c 100``) the command stops quietly with status 141 (128 + SIGPIPE,
+what a shell reports for a command killed by a closed pipe).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
@@ -60,8 +63,30 @@ def _print_human(result: dict[str, Any]) -> None:
         print(f"{key}: {value}")
 
 
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one subcommand; return the process exit code."""
+    """Run one subcommand; return the process exit code (141, silently, when stdout's reader is gone)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE_CLOSED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise again at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture): nothing is flushed at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -70,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         result = handler(args)
+    except BrokenPipeError:
+        raise  # help text written to a closed pipe: handled by main()
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -84,4 +111,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(result, ensure_ascii=False))
     else:
         _print_human(result)
+    sys.stdout.flush()  # a closed pipe shows up here, inside main(), not at interpreter exit
     return 0
