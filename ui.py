@@ -292,3 +292,24 @@ def render_model_sidebar() -> LoadedModel | None:
             st.caption(T.MODEL_FALLBACK.format(name=lm.info.name))
         _sidebar_card(lm)
     return lm
+
+
+# ----------------------------------------------------------------------------- requests added to a scenario
+USER_STEPS_KEY = "kvviz_user_steps"
+"""Session key owned by this module: built-in scenario name -> the steps this session added to it."""
+
+
+def user_steps(scenario_name: str) -> tuple:
+    """The requests this session added to a built-in scenario (on the block-table page). Every page that
+    replays the scenario reads them here, so no page reads another page's widget keys."""
+    return tuple(st.session_state.setdefault(USER_STEPS_KEY, {}).get(scenario_name, ()))
+
+
+def set_user_steps(scenario_name: str, steps: tuple | list) -> None:
+    """Replace the added requests of one scenario (an empty sequence clears them)."""
+    current = dict(st.session_state.get(USER_STEPS_KEY, {}))
+    if steps:
+        current[scenario_name] = tuple(steps)
+    else:
+        current.pop(scenario_name, None)
+    st.session_state[USER_STEPS_KEY] = current

@@ -27,8 +27,8 @@ from kvviz.figures import engine as F
 from kvviz.text import engine as T
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
-K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_EXTRA, K_NSTEPS, K_MSG = (
-    "bt_name", "bt_step", "bt_playing", "bt_tick", "bt_speed", "bt_jump", "bt_extra", "bt_nsteps", "bt_msg")
+K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_NSTEPS, K_MSG = (
+    "bt_name", "bt_step", "bt_playing", "bt_tick", "bt_speed", "bt_jump", "bt_nsteps", "bt_msg")
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -64,7 +64,6 @@ ss = st.session_state
 ss.setdefault(K_STEP, 0)
 ss.setdefault(K_PLAYING, False)
 ss.setdefault(K_TICK, 0.0)
-ss.setdefault(K_EXTRA, {})
 
 
 def _set_step(k: int) -> None:
@@ -117,7 +116,7 @@ names = builtin_names()
 name = st.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
                     format_func=lambda n: _builtin(n).title)
 base = _builtin(name)
-extra: list[ScenarioStep] = list(ss[K_EXTRA].get(name, []))
+extra: list[ScenarioStep] = list(ui.user_steps(name))  # shared with the radix page through ui
 scenario = base.with_steps(extra)
 run = _play(scenario)
 n_steps = run.num_steps
@@ -160,7 +159,7 @@ with st.expander(T.ADD_HEADER, expanded=False):
             except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
                 ui.show_error(exc, T.ADD_FAILED)
             else:
-                ss[K_EXTRA] = {**ss[K_EXTRA], name: extra + steps}
+                ui.set_user_steps(name, extra + steps)
                 ss[K_MSG] = T.ADD_DONE.format(id=rid, tokens=len(ids), step=n_steps + 1)
                 ss[K_STEP] = n_steps + 1
                 ss[K_PLAYING] = False
@@ -171,7 +170,7 @@ with st.expander(T.ADD_HEADER, expanded=False):
         mine = sorted({s.id for s in extra})
         st.caption(T.ADD_MINE.format(ids=", ".join(mine)))
         if st.button(T.ADD_CLEAR, key="bt_add_clear"):
-            ss[K_EXTRA] = {k: v for k, v in ss[K_EXTRA].items() if k != name}
+            ui.set_user_steps(name, ())
             ss[K_MSG] = None
             _reset()
             st.rerun()

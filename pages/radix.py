@@ -29,8 +29,8 @@ def _compare(scenario: Scenario, window: int, page_size: int) -> RadixComparison
 
 
 def _extra(name: str) -> tuple:
-    """Requests the user added on the block-table page join the same history here."""
-    return tuple(st.session_state.get("bt_extra", {}).get(name, ()))
+    """Requests the user added to this scenario (on the block-table page) join the same history here."""
+    return ui.user_steps(name)
 
 
 def _on_scenario() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import ui
 from kvviz.core.radix_compare import compare_radix_pool
 from kvviz.core.scenario import load_builtin, play_scenario
 from kvviz.text import engine as T
@@ -121,7 +122,7 @@ def test_block_page_add_a_request(bt):
     assert metrics(bt)[T.COUNTERS["hit_tokens"][0]] == str(before + 64)  # unchanged: no hit for tenant-b
     # the radix page replays the same history, including these requests
     radix = AppTest.from_file(RADIX_PAGE, default_timeout=120)
-    radix.session_state["bt_extra"] = bt.session_state["bt_extra"]
+    radix.session_state[ui.USER_STEPS_KEY] = bt.session_state[ui.USER_STEPS_KEY]
     radix.session_state["rx_name"] = "shared_prompt"
     radix.run()
     assert not radix.exception

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import ui
 from kvviz.core.scenario import MAX_REQUEST_TOKENS
 from kvviz.sessions import MAX_SESSION_BYTES
 from kvviz.text import calculator as C
@@ -138,9 +139,9 @@ def test_block_table_blank_huge_and_control_requests():
     add_request(at, "word " * (2 * MAX_REQUEST_TOKENS))  # a paste far over one step's token limit
     only_error(at, f"more than {MAX_REQUEST_TOKENS:,} tokens")
     assert values(at.error)[0].startswith(G.ADD_FAILED)
-    assert not at.session_state["bt_extra"]  # nothing was added
+    assert not at.session_state[ui.USER_STEPS_KEY]  # nothing was added
     add_request(at, f"Hello{CONTROL}there", salt="\x00\x01")  # odd but valid: tokens like any other
-    assert not at.error and len(at.session_state["bt_extra"]["shared_prompt"]) >= 1
+    assert not at.error and len(at.session_state[ui.USER_STEPS_KEY]["shared_prompt"]) >= 1
 
 
 # ----------------------------------------------------------------------------- paging and radix: absurd settings
