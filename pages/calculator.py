@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core import kv_capacity, kvsize, units
+from kvviz.core import kv_capacity, kvsize, limits, units
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
 from kvviz.core.kvsize import KVSizeError, ModelShape
 from kvviz.core.presets import (
@@ -25,7 +25,7 @@ from kvviz.figures import calculator as F
 from kvviz.text import calculator as T
 
 CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
-BLOCK_OPTIONS = [1, 8, 16, 32, 64, 128, 256]
+BLOCK_OPTIONS = list(limits.BLOCK_SIZE_CHOICES)  # typed BlockSize values
 RESERVE_OPTIONS = [1.0, 1.5, 2.0, 4.0, 8.0]
 _MODEL_RESULT = "calc_model_result"
 
@@ -252,7 +252,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
         gib = c[0].number_input(T.BUDGET_CUSTOM_LABEL, 0.01, 1_000_000.0, 40.0, key="calc_budget_custom")
     else:
         gib = float(choice)
-    block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=kv_capacity.DEFAULT_BLOCK_SIZE, key="calc_block")
+    block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=limits.DEFAULT_BLOCK_SIZE, key="calc_block")
     reserve = c[2].select_slider(T.RESERVE_LABEL, RESERVE_OPTIONS, value=4.0, key="calc_reserve",
                                  format_func=T.RESERVE_OPTION.format)
     if kvsize.bytes_per_token(shape, dtype) == 0:
@@ -357,7 +357,7 @@ if shape is not None:
     naive_section(report)
     sharing_section(shape, dtype)
     compare_section(shape, dtype, preset)
-    memory_section(shape, dtype, tokens, batch, int(st.session_state.get("calc_block", kv_capacity.DEFAULT_BLOCK_SIZE)))
+    memory_section(shape, dtype, tokens, batch, int(st.session_state.get("calc_block", limits.DEFAULT_BLOCK_SIZE)))
     capacity_section(shape, dtype, tokens, batch)
 articles_section()
 model_section()

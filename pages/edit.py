@@ -8,11 +8,12 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from kvviz.core import limits
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
 
-BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
+BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
 DEFAULT_PRESET = "cat_window"
 MODES = [T.MODE_PRESET, T.MODE_CHAR, T.MODE_FREE]
 STATUS_DOT = {"hit": "🟩", "miss": "🟥", "invalidated": "🟧", "partial": "⬜"}

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from kvviz.core import limits
 from kvviz.core.paging import (
     PAPER_UTILISATION_BAND,
     RESERVATION_POLICIES,
@@ -21,7 +22,7 @@ from kvviz.figures import paging as F
 from kvviz.text import paging as T
 
 MEMORY_OPTIONS = [2048, 4096, 8192, 16384, 32768, 65536]
-BLOCK_OPTIONS = [1, 4, 8, 16, 32, 64, 128]
+BLOCK_OPTIONS = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
 MAX_LEN_OPTIONS = [1024, 2048, 4096, 8192]
 _D = PagingConfig()
 

@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kvviz.core import limits
+
 
 class CliError(Exception):
     """A user-facing error: printed as one line on stderr, exit code 2."""
@@ -36,6 +38,24 @@ Handler = Callable[[argparse.Namespace], dict[str, Any]]
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     """Add the ``--json`` flag every subcommand has."""
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def block_size_arg(text: str) -> limits.BlockSize:
+    """argparse type for ``--block-size``: the one check of the block size on the command line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    try:
+        return limits.block_size(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_block_size_flag(parser: argparse.ArgumentParser, default: int = limits.DEFAULT_BLOCK_SIZE) -> None:
+    """Add ``--block-size`` (tokens per KV block), parsed into a ``BlockSize`` by :func:`block_size_arg`."""
+    parser.add_argument("--block-size", type=block_size_arg, default=limits.block_size(default), metavar="N",
+                        help=f"tokens per KV block, {limits.MIN_BLOCK_SIZE}..{limits.MAX_BLOCK_SIZE} (default {default})")
 
 
 def check_model_option(value: str | None, flag: str = "--model") -> None:

@@ -12,7 +12,7 @@ import sys
 from fractions import Fraction
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_block_size_flag, add_json_flag
 from kvviz.core import kv_capacity, kvsize, units
 from kvviz.core.hf_config import MAX_CONFIG_BYTES, ParsedConfig, load_config_file, parse_config_text
 from kvviz.core.kvsize import KVSizeError, ModelShape
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="fp16", help=f"KV dtype: {', '.join(kvsize.DTYPES)} (default fp16)")
     p.add_argument("--tokens", type=int, default=1, help="tokens per request (default 1)")
     p.add_argument("--batch", type=int, default=1, help="concurrent requests (default 1)")
-    p.add_argument("--block-size", type=int, default=kv_capacity.DEFAULT_BLOCK_SIZE, help="tokens per KV block (default 16)")
+    add_block_size_flag(p)
     p.add_argument("--budget-gib", type=float, help="memory budget in GiB: report max tokens and max requests")
     p.add_argument("--max-len", type=int, help="contiguous reservation per request: compare its waste with paging")
     add_json_flag(p)
@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     dtype = kvsize.normalize_dtype(args.dtype)
     tokens = kvsize.check_count("--tokens", args.tokens, high=kvsize.MAX_TOKENS)
     batch = kvsize.check_count("--batch", args.batch, high=kvsize.MAX_BATCH)
-    block_size = kvsize.check_count("--block-size", args.block_size, high=kvsize.MAX_BLOCK_SIZE)
+    block_size = args.block_size  # a BlockSize: checked when the arguments were parsed
     rep = kvsize.report(shape, dtype, tokens, batch)
     out: dict[str, Any] = rep.to_dict()
     out.update(info)

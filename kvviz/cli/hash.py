@@ -6,9 +6,8 @@ import argparse
 import re
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_block_size_flag, add_json_flag
 from kvviz.core.hashing import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
     HASH_FUNCTIONS,
@@ -17,7 +16,6 @@ from kvviz.core.hashing import (
     get_hash_fn,
     hash_request_blocks,
     init_none_hash,
-    validate_block_size,
 )
 
 MAX_CLI_TOKENS = 1_000_000
@@ -66,8 +64,7 @@ def tokens_from_text(text: str, flag: str = "--text") -> tuple[list[int], str | 
 
 def add_hash_options(p: argparse.ArgumentParser) -> None:
     """--block-size, --hash, --seed and --no-seed, shared by ``hash`` and ``diff``."""
-    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE,
-                   help=f"tokens per block, 1..256 (default {DEFAULT_BLOCK_SIZE})")
+    add_block_size_flag(p)
     p.add_argument("--hash", default=DEFAULT_HASH,
                    help=f"hash function: {', '.join(HASH_FUNCTIONS)} (default {DEFAULT_HASH})")
     p.add_argument("--seed", default=DEFAULT_SEED,
@@ -79,7 +76,6 @@ def add_hash_options(p: argparse.ArgumentParser) -> None:
 def check_hash_options(args: argparse.Namespace) -> tuple[Any, str | None]:
     """Validate the shared options; return (hash function, seed or None)."""
     try:
-        validate_block_size(args.block_size)
         hash_fn = get_hash_fn(args.hash)
     except ValueError as exc:
         raise CliError(str(exc)) from exc

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_block_size_flag, add_json_flag
 from kvviz.core.paging import RESERVATION_POLICIES, PagingConfig, compare_layouts
 
 _DEFAULTS = PagingConfig()
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Memory is counted in token slots (one token's K and V for every layer).",
     )
     p.add_argument("--memory-tokens", type=int, default=_DEFAULTS.memory_tokens, help="KV memory in token slots")
-    p.add_argument("--block-size", type=int, default=_DEFAULTS.block_size, help="tokens per block (paged)")
+    add_block_size_flag(p, _DEFAULTS.block_size)
     p.add_argument("--requests", type=int, default=_DEFAULTS.num_requests, help="number of requests")
     p.add_argument("--shared-prefix", type=int, default=_DEFAULTS.shared_prefix,
                    help="tokens of system prompt every request starts with")

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.core.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
+from kvviz.cli import CliError, add_block_size_flag, add_json_flag, check_model_option
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--a", required=True, help="the original prompt A")
     p.add_argument("--b", required=True, help="the edited prompt B")
-    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="tokens per block (default 16)")
+    add_block_size_flag(p)
     p.add_argument("--model", default=None, help="'embedded' (default), a Hugging Face id, or a local folder")
     p.add_argument("--hash", default=DEFAULT_HASH, choices=sorted(HASH_FUNCTIONS), help="block hash function")
     p.add_argument("--seed", default=DEFAULT_SEED, help="NONE_HASH seed, as PYTHONHASHSEED (default '0')")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
+from kvviz.cli import CliError, add_block_size_flag, add_json_flag
 from kvviz.core.providers import DEFAULT_POLICY, POLICIES
 from kvviz.sessions import (
     DEFAULT_PAUSE_S,
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--example", help=f"a built-in session: {', '.join(example_names())}")
     src.add_argument("--file", metavar="FILE", help="a session JSON file (format of assets/sessions)")
     p.add_argument("--policy", default=DEFAULT_POLICY, choices=list(POLICIES), help="engine or provider policy")
-    p.add_argument("--block-size", type=int, default=16, help="tokens per block (default 16)")
+    add_block_size_flag(p)
     p.add_argument("--marks", default=",".join(MARKS),
                    help=f"explicit checkpoints, comma-separated from: {', '.join(MARKS)} (empty = none)")
     p.add_argument("--min-cacheable", type=int, help="minimum cacheable prompt in tokens (default: the policy's)")

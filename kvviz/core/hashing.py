@@ -23,13 +23,12 @@ from typing import Any, NamedTuple
 import cbor2
 import xxhash
 
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE  # noqa: F401 - re-exported
+
 HashFn = Callable[[Any], bytes]
 
 DEFAULT_HASH = "sha256_cbor"
 DEFAULT_SEED = "0"
-DEFAULT_BLOCK_SIZE = 16
-MIN_BLOCK_SIZE = 1
-MAX_BLOCK_SIZE = 256
 # Token ids are vocabulary indices: non-negative and far below 2**32 for every real tokenizer.
 MAX_TOKEN_ID = 2**32 - 1
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from kvviz.core.kvsize import (
     MAX_BATCH,
-    MAX_BLOCK_SIZE,
     MAX_TOKENS,
     KVSizeError,
     ModelShape,
@@ -24,6 +23,7 @@ from kvviz.core.kvsize import (
     exact_request_bytes,
     total_bytes,
 )
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
 from kvviz.core.units import GIB, as_number
 
 # ---------------------------------------------------------------------------------------------
@@ -32,9 +32,6 @@ from kvviz.core.units import GIB, as_number
 
 PAGED_ATTENTION_UTILISATION: tuple[float, float] = (0.204, 0.382)
 """Share of KV memory holding real tokens in pre-PagedAttention systems (the vLLM paper)."""
-
-DEFAULT_BLOCK_SIZE = 16
-"""vLLM's default tokens per KV block."""
 
 GPU_BUDGETS_GIB: tuple[int, ...] = (24, 80, 141)
 """Reference memory budgets: a 24 GiB card, an 80 GiB A100/H100, a 141 GiB H200."""

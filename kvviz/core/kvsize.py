@@ -103,7 +103,6 @@ MAX_D_MODEL = 10_000_000
 MAX_WINDOW = 1 << 40
 MAX_TOKENS = 10**12
 MAX_BATCH = 10**9
-MAX_BLOCK_SIZE = 1 << 20
 
 
 def check_count(name: str, value: Any, *, low: int = 1, high: int) -> int:

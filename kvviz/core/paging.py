@@ -31,6 +31,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kvviz.core.limits import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+
 LAYOUTS = ("contiguous", "paged")
 RESERVATION_POLICIES = ("max", "pow2", "oracle")
 RESERVATION_LABELS = {
@@ -88,8 +90,8 @@ class PagingConfig:
                 raise ValueError(f"{name} must be an integer, got {value!r}")
         if self.reservation not in RESERVATION_POLICIES:
             raise ValueError(f"reservation must be one of {', '.join(RESERVATION_POLICIES)}")
-        if not 1 <= self.block_size <= 4096:
-            raise ValueError("block_size must be between 1 and 4096 tokens")
+        if not MIN_BLOCK_SIZE <= self.block_size <= MAX_BLOCK_SIZE:
+            raise ValueError(f"block_size must be between {MIN_BLOCK_SIZE} and {MAX_BLOCK_SIZE} tokens")
         if not self.block_size <= self.memory_tokens <= MAX_MEMORY_TOKENS:
             raise ValueError(f"memory_tokens must be between block_size and {MAX_MEMORY_TOKENS:,}")
         if self.memory_tokens % self.block_size:

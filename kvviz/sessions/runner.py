@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvviz.core import limits
 from kvviz.core.events import EventKind
 from kvviz.core.manager import MAX_NUM_BLOCKS, KVCacheManager
 from kvviz.core.providers import get_policy
@@ -43,7 +44,7 @@ def run_session(
     policy: str = "anthropic-5m",
     events: SessionEvents = NO_EVENTS,
     *,
-    block_size: int = 16,
+    block_size: int = limits.DEFAULT_BLOCK_SIZE,
     marks: tuple[str, ...] = MARKS,
     min_cacheable_tokens: int | None = None,
     ttl_s: float | None | str = "policy",
@@ -55,8 +56,10 @@ def run_session(
     ``min_cacheable_tokens`` and ``ttl_s`` override the policy's values (ttl_s None = no TTL);
     ``pool_blocks`` sizes the engine's block pool (default: big enough that nothing is evicted)."""
     pol = get_policy(policy)
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or not 1 <= block_size <= 256:
-        raise SessionError("block_size must be an integer in 1..256")
+    try:
+        block_size = limits.block_size(block_size)
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
     bad_marks = [m for m in marks if m not in MARKS]
     if bad_marks:
         raise SessionError(f"unknown checkpoint mark {bad_marks[0]!r}; choose from {', '.join(MARKS)}")

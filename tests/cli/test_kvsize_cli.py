@@ -121,7 +121,7 @@ def test_uneven_heads_warn_but_succeed(capsys):
     (["--layers", "99999999", "--kv-heads", "8", "--head-dim", "64"], "absurd"),
     (["--preset", "llama-2-7b", "--tokens", "0"], "--tokens must be positive"),
     (["--preset", "llama-2-7b", "--batch", "-1"], "--batch must be positive"),
-    (["--preset", "llama-2-7b", "--block-size", "0"], "--block-size must be positive"),
+    (["--preset", "llama-2-7b", "--block-size", "0"], "--block-size: block size must be in 1..256, got 0"),
     (["--preset", "llama-2-7b", "--budget-gib", "0"], "--budget-gib"),
     (["--preset", "llama-2-7b", "--budget-gib", "nan"], "--budget-gib"),
     (["--preset", "llama-2-7b", "--max-len", "10", "--tokens", "100"], "max_len"),

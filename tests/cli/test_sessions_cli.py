@@ -38,7 +38,7 @@ def test_session_from_file(tmp_path, capsys):
         ("{not json", [], "not valid JSON"),
         ('{"system": "s", "turns": "many"}', [], "'turns'"),
         (None, ["--restart-tools-at", "999"], "turn number"),
-        (None, ["--block-size", "100000"], "block_size"),
+        (None, ["--block-size", "100000"], "block size must be in 1..256"),
         (None, ["--pause-s", "1e12", "--pause-at", "2"], "pause_s"),
         (None, ["--policy", "gemini"], "invalid choice"),
         (None, ["--project-turns", "0"], "projection"),
