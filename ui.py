@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from kvviz.core.units import format_bytes  # the one byte formatter (pages and CLI)
 from kvviz.model.settings import (
     EMBEDDED_DISPLAY_NAME,
     EMBEDDED_MODEL,
@@ -33,18 +34,6 @@ _ERROR_KEY = "kvviz_model_error"
 
 
 # ----------------------------------------------------------------------------- formatting
-
-
-def fmt_bytes(n: float) -> str:
-    """Binary units with one decimal where useful: 900 B, 45 KiB, 1.5 MiB."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{value:,.0f} B"
-            return f"{value:,.1f} {unit}".replace(".0 ", " ")
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def fmt_count(n: int) -> str:
@@ -230,7 +219,7 @@ def render_model_card(lm: LoadedModel) -> None:
     cols[2].metric(f["kv_heads"], f"{info.num_kv_heads} ({info.attention_kind})")
     cols[3].metric(f["head_dim"], info.head_dim)
     cols = st.columns(4)
-    cols[0].metric(T.MODEL_KV_MEASURED, fmt_bytes(probe.kv_bytes_per_token), help=kv_help(lm, probe))
+    cols[0].metric(T.MODEL_KV_MEASURED, format_bytes(probe.kv_bytes_per_token), help=kv_help(lm, probe))
     cols[1].metric(f["device"], info.device)
     cols[2].metric(f["dtype"], info.dtype)
     cols[3].metric(f["params"], fmt_count(info.num_params))
@@ -245,7 +234,7 @@ def _sidebar_card(lm: LoadedModel) -> None:
         T.SIDEBAR_CARD.format(
             name=info.name, device=info.device, dtype=info.dtype, layers=info.num_layers,
             heads=info.num_heads, kv_heads=info.num_kv_heads, kind=info.attention_kind,
-            head_dim=info.head_dim, kv=fmt_bytes(probe.kv_bytes_per_token),
+            head_dim=info.head_dim, kv=format_bytes(probe.kv_bytes_per_token),
             kv_exact=f"{probe.kv_bytes_per_token:,.0f}",
         ),
         help=kv_help(lm, probe),

@@ -10,6 +10,7 @@ import streamlit as st
 import ui
 from kvviz.core import limits
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
+from kvviz.core.units import format_bytes
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
 
@@ -397,7 +398,7 @@ from kvviz.model.kvstore import get_kv_store  # noqa: E402
 stats = get_kv_store().stats()
 cols = st.columns(4)
 cols[0].metric(T.STORE_BLOCKS, f"{stats.blocks:,}")
-cols[1].metric(T.STORE_BYTES, ui.fmt_bytes(stats.bytes), delta=T.STORE_BUDGET.format(budget=ui.fmt_bytes(stats.budget_bytes)),
+cols[1].metric(T.STORE_BYTES, format_bytes(stats.bytes), delta=T.STORE_BUDGET.format(budget=format_bytes(stats.budget_bytes)),
                delta_color="off", delta_arrow="off")
 cols[2].metric(T.STORE_HITS, f"{stats.hit_blocks:,}")
 cols[3].metric(T.STORE_EVICTIONS, f"{stats.evictions:,}")

@@ -8,6 +8,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 import ui
+from kvviz.core.units import format_bytes
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.text import common as C
 from kvviz.text import home as T
@@ -55,12 +56,12 @@ if shown and shown["model"] == lm.info.model_id:
         st.warning(shown["notice"], icon=":material/content_cut:")
     cols = st.columns(4)
     cols[0].metric(T.TRY_TOKENS, f"{shown['tokens']:,}")
-    cols[1].metric(T.TRY_KV, ui.fmt_bytes(shown["bytes"]), help=T.TRY_KV_HELP.format(
+    cols[1].metric(T.TRY_KV, format_bytes(shown["bytes"]), help=T.TRY_KV_HELP.format(
         bytes=shown["bytes"], per_token=shown["per_token"], tokens=shown["tokens"], layers=lm.info.num_layers))
     cols[2].metric(T.TRY_TIME, f"{shown['ms']:,.0f} ms")
     cols[3].metric(T.TRY_NEXT, repr(shown["next"]))
-    st.caption(T.TRY_SCALE.format(per_1k=ui.fmt_bytes(shown["per_token"] * 1000),
-                                  per_100k=ui.fmt_bytes(shown["per_token"] * 100_000)))
+    st.caption(T.TRY_SCALE.format(per_1k=format_bytes(shown["per_token"] * 1000),
+                                  per_100k=format_bytes(shown["per_token"] * 100_000)))
     st.caption(T.TRY_TOKENS_CAPTION)
     st.markdown(ui.token_chips_html(shown["pieces"]), unsafe_allow_html=True)
 

@@ -9,6 +9,7 @@ import streamlit as st
 
 import ui
 from kvviz.core.hashing import short_hash
+from kvviz.core.units import format_bytes
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
 from kvviz.model.timing import room_kv_budget_bytes, room_prefill
@@ -201,7 +202,7 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
     lim = room.limits
     st.markdown(T.PRESENTER_INTRO.format(
         blocks=lim.num_blocks, block_size=lim.block_size, tokens=lim.num_blocks * lim.block_size,
-        kv=ui.fmt_bytes(room_kv_budget_bytes()), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
+        kv=format_bytes(room_kv_budget_bytes()), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
         max_tokens=lim.max_prompt_tokens))
     st.caption(T.WORKSHOP_HINT)
     key = None

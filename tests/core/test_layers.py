@@ -80,3 +80,13 @@ def test_the_walk_sees_lazy_imports(tmp_path, monkeypatch):
     probe.write_text("def f():\n    import torch\n    from streamlit import session_state\n", encoding="utf-8")
     monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
     assert {"torch", "streamlit", "streamlit.session_state"} <= imported_names(probe)
+
+
+def test_one_byte_formatter():
+    """Bytes are formatted for people in one place, kvviz.core.units.format_bytes (no UI text in it)."""
+    defs = []
+    for path in sorted([*ROOT.glob("*.py"), *(ROOT / "pages").rglob("*.py"), *(ROOT / "kvviz").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and "bytes" in node.name and node.name.startswith(("fmt", "format")):
+                defs.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert defs == ["kvviz/core/units.py:format_bytes"]
