@@ -1,4 +1,5 @@
-# kvviz: two commands. `make run` serves the app, `make test` runs every test.
+# kvviz: two commands. `make run` serves the app, `make test` runs every test (`make test-fast`: no model,
+# no browser).
 # Both create .venv and install pinned requirements once (a stamp file); a changed
 # requirements.txt re-installs.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -12,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: run test bench lint install clean
+.PHONY: run test test-fast bench lint install clean
 
 install: $(STAMP)
 
@@ -31,6 +32,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest
+
+# The fast lane: everything not marked `model` (the real model) or `browser` (Chromium), on every core.
+test-fast: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest -m "not model and not browser" -n auto
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -22,3 +22,13 @@ os.environ.setdefault("KVVIZ_CACHE_DIR", str(ROOT / ".cache" / "kvviz"))
 
 # The real-browser fixtures (app_server, browser) for every test module, with no import needed.
 pytest_plugins = ["browser_util"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Selecting no test is a mistake (a wrong path or -m expression), so it fails with status 1; pytest's
+    status 5 ("no tests collected") never reaches make or CI."""
+    if exitstatus == 5:  # pytest.ExitCode.NO_TESTS_COLLECTED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("error: no tests were selected (check the path and the -m expression)", red=True)
+        session.exitstatus = 1

@@ -1,0 +1,30 @@
+"""The test lanes themselves: an empty selection fails (never pytest's exit status 5), and the fast lane
+(`make test-fast`) really leaves out the model and browser tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_selecting_nothing_fails_with_status_1_not_5():
+    proc = pytest_run("tests/core/test_limits.py", "-m", "no_such_marker")
+    assert proc.returncode == 1, proc.stdout[-500:]
+    assert "no tests were selected" in proc.stdout
+
+
+def test_fast_lane_leaves_out_model_and_browser_tests():
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert '-m "not model and not browser"' in makefile
+    # every browser test and every test of a model-only module is deselected: nothing is left
+    proc = pytest_run("--collect-only", "-q", "-m", "not model and not browser", "tests/browser", "tests/model/test_reuse.py")
+    assert proc.returncode == 1 and "::" not in proc.stdout, proc.stdout[-500:]
+    assert "deselected" in proc.stdout
