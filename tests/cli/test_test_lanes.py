@@ -30,3 +30,13 @@ def test_fast_lane_leaves_out_model_and_browser_tests():
     assert "no tests were selected" in proc.stdout
     everything = pytest_run("--collect-only", "-q", "tests/browser/test_paging_browser.py", "tests/model/test_reuse.py")
     assert everything.returncode == 0 and "tests/model/test_reuse.py: " in everything.stdout  # the paths hold tests
+
+
+def test_tests_live_by_layer_with_unique_basenames():
+    """tests/<layer>/test_*.py only, no __init__.py (so basenames must be unique across layers)."""
+    layers = {"core", "model", "pages", "browser", "cli"}
+    files = sorted((ROOT / "tests").rglob("test_*.py"))
+    assert files and all(f.parent.parent == ROOT / "tests" and f.parent.name in layers for f in files), files
+    names = [f.name for f in files]
+    assert len(names) == len(set(names))
+    assert not list((ROOT / "tests").rglob("__init__.py"))
