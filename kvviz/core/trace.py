@@ -140,7 +140,7 @@ def parse_trace(obj: Any) -> Trace:
         raise TraceError("missing 'num_blocks'")
     if "steps" not in obj:
         raise TraceError("missing 'steps'")
-    num_blocks = _int(obj["num_blocks"], "num_blocks (block 0 is the null block)", 2, MAX_NUM_BLOCKS)
+    num_blocks = _int(obj["num_blocks"], "num_blocks", 2, MAX_NUM_BLOCKS)
     try:
         block_size = validate_block_size(obj.get("block_size", DEFAULT_BLOCK_SIZE))
     except ValueError as exc:

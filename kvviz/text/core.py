@@ -89,6 +89,18 @@ def render_event(code: str, params: dict[str, Any]) -> str:
     return _fill(EVENT_TEXT.get(code, code), params)
 
 
+STEP_ERROR_TEXT = {
+    "refuse": EVENT_REFUSE,
+    "reset_refused": EVENT_RESET_REFUSED,
+    "skipped_refused": "request {id!r} was refused, so there is nothing to {op}",
+}
+
+
+def render_step_error(code: str, params: dict[str, Any]) -> str:
+    """The sentence for a refused or skipped trace step."""
+    return _fill(STEP_ERROR_TEXT.get(code, code), params)
+
+
 def render_block_reason(code: str, params: dict[str, Any]) -> str:
     """The sentence for one compared block's reason code."""
     return _fill(BLOCK_REASON_TEXT.get(code, code), params)
