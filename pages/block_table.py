@@ -116,16 +116,17 @@ def _reset_cache(name: str, steps: list[ScenarioStep]) -> None:
     ss[K_STEP] = ss.get(K_NSTEPS, 0) + 1
 
 
-# ----------------------------------------------------------------------------- header and scenario
-# Compact on purpose: the player's controls and the pool / free queue must fit one 1024x768 screen.
-ui.page_header(T.TITLE, T.INTRO_SHORT)
-with st.expander(T.LEGEND_HEADER):
-    st.markdown(T.INTRO)
-    st.markdown(T.LEGEND)
+# ----------------------------------------------------------------------------- header and controls
+# Compact on purpose: the controls and the pool / free queue fit one 1024x768 screen, so a presenter
+# never scrolls while it plays. The scenario's description, the legend and "add a request" follow below.
+ui.page_header(T.TITLE)
 
 names = builtin_names()
-name = st.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
-                    format_func=lambda n: _builtin(n).title)
+c_name, c_speed = st.columns([3, 2], vertical_alignment="bottom")
+name = c_name.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
+                        format_func=lambda n: _builtin(n).title)
+speed = c_speed.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)
+interval = 1.0 / float(speed)
 base = _builtin(name)
 extra: list[ScenarioStep] = list(ss[K_EXTRA].get(name, []))
 scenario = base.with_steps(extra)
@@ -133,66 +134,9 @@ run = _play(scenario)
 n_steps = run.num_steps
 ss[K_NSTEPS] = n_steps
 _set_step(ss[K_STEP])
-st.caption(base.description)
-seed_in_force, seed_reason = resolve_none_hash_seed(scenario.hash, scenario.seed)
-st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
-                                 usable=scenario.num_blocks - 1, tokens=(scenario.num_blocks - 1) * scenario.block_size,
-                                 hash=scenario.hash, steps=n_steps)
-           + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
 
-# ----------------------------------------------------------------------------- add a request
-with st.expander(T.ADD_HEADER, expanded=False):
-    st.markdown(T.ADD_INTRO)
-    with st.form("bt_add_form", border=False):
-        text = st.text_area(T.ADD_TEXT, key="bt_add_text", help=T.ADD_TEXT_HELP.format(limit=MAX_REQUEST_TOKENS),
-                            height=90)
-        c = st.columns([2, 1])
-        with_prefix = c[0].checkbox(T.ADD_PREFIX, value=base.prefix_text is not None, key="bt_add_prefix",
-                                    help=T.ADD_PREFIX_HELP, disabled=base.prefix_text is None)
-        salt = c[1].text_input(T.ADD_SALT, key="bt_add_salt", help=T.ADD_SALT_HELP, max_chars=64)
-        c = st.columns([2, 1])
-        answer = c[0].text_input(T.ADD_ANSWER, key="bt_add_answer")
-        finish = c[1].checkbox(T.ADD_FINISH, value=False, key="bt_add_finish")
-        submitted = st.form_submit_button(T.ADD_SUBMIT)
-    if submitted:
-        if not text.strip():
-            st.warning(T.ADD_EMPTY, icon=":material/edit:")
-        else:
-            try:
-                ids, pieces = _tokenize(scenario.compose_prompt(text, with_prefix))
-                answer_ids, answer_pieces = _tokenize(answer) if answer.strip() else ([], [])
-                rid = next_request_id(scenario)
-                steps = user_request_steps(rid, ids, pieces, text=scenario.compose_prompt(text, with_prefix),
-                                           salt=salt.strip() or None, answer_tokens=answer_ids,
-                                           answer_pieces=answer_pieces, answer_text=answer or None,
-                                           finish=finish)
-                candidate = scenario.with_steps(steps)
-                _play(candidate)  # validates the new steps
-            except ScenarioError as exc:
-                ui.show_error(exc, T.ADD_FAILED)
-            except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
-                ui.show_error(exc, T.ADD_FAILED)
-            else:
-                ss[K_EXTRA] = {**ss[K_EXTRA], name: extra + steps}
-                ss[K_MSG] = T.ADD_DONE.format(id=rid, tokens=len(ids), step=n_steps + 1)
-                ss[K_STEP] = n_steps + 1
-                ss[K_PLAYING] = False
-                st.rerun()
-    if ss.get(K_MSG):
-        st.success(ss[K_MSG], icon=":material/check_circle:")
-    if extra:
-        mine = sorted({s.id for s in extra})
-        st.caption(T.ADD_MINE.format(ids=", ".join(mine)))
-        if st.button(T.ADD_CLEAR, key="bt_add_clear"):
-            ss[K_EXTRA] = {k: v for k, v in ss[K_EXTRA].items() if k != name}
-            ss[K_MSG] = None
-            _reset()
-            st.rerun()
-
-# ----------------------------------------------------------------------------- controls
 playing = bool(ss[K_PLAYING])
-left, right = st.columns([3, 2], vertical_alignment="bottom")
-with left.container(horizontal=True):
+with st.container(horizontal=True):
     st.button(T.RESET, key="bt_reset", on_click=_reset, icon=":material/first_page:")
     st.button(T.BACK, key="bt_back", on_click=_back, icon=":material/chevron_left:",
               disabled=ss[K_STEP] == 0 and not playing)
@@ -202,10 +146,6 @@ with left.container(horizontal=True):
         st.button(T.PAUSE, key="bt_pause", on_click=_pause, icon=":material/pause:", type="primary")
     else:
         st.button(T.PLAY, key="bt_play", on_click=_play_pressed, icon=":material/play_arrow:", type="primary")
-    st.button(T.RESET_CACHE, key="bt_reset_cache", on_click=_reset_cache, args=(name, extra),
-              icon=":material/delete_sweep:", help=T.RESET_CACHE_HELP)
-speed = right.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)
-interval = 1.0 / float(speed)
 
 
 # ----------------------------------------------------------------------------- the step
@@ -287,7 +227,7 @@ def _player() -> None:
     # The moving pictures sit right under the controls, so a presenter never scrolls while it plays.
     left, right = st.columns([1, 1])
     with left:
-        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
+        st.plotly_chart(F.pool_grid_figure(view, legend=False), width="stretch", key="bt_pool")
     with right:
         st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
         jumped = F.jumped_to_head(view)
@@ -339,6 +279,71 @@ def _player() -> None:
 
 
 st.fragment(_player, run_every=interval if playing else None)()
+
+st.button(T.RESET_CACHE, key="bt_reset_cache", on_click=_reset_cache, args=(name, extra),
+          icon=":material/delete_sweep:", help=T.RESET_CACHE_HELP)
+
+# ----------------------------------------------------------------------------- the scenario, the legend
+st.divider()
+st.markdown(f"{T.INTRO_SHORT} {base.description}")
+seed_in_force, seed_reason = resolve_none_hash_seed(scenario.hash, scenario.seed)
+st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
+                                 usable=scenario.num_blocks - 1, tokens=(scenario.num_blocks - 1) * scenario.block_size,
+                                 hash=scenario.hash, steps=n_steps)
+           + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
+with st.expander(T.LEGEND_HEADER):
+    st.markdown(T.INTRO)
+    st.markdown(T.LEGEND)
+
+# ----------------------------------------------------------------------------- add a request
+with st.expander(T.ADD_HEADER, expanded=False):
+    st.markdown(T.ADD_INTRO)
+    with st.form("bt_add_form", border=False):
+        text = st.text_area(T.ADD_TEXT, key="bt_add_text", help=T.ADD_TEXT_HELP.format(limit=MAX_REQUEST_TOKENS),
+                            height=90)
+        c = st.columns([2, 1])
+        with_prefix = c[0].checkbox(T.ADD_PREFIX, value=base.prefix_text is not None, key="bt_add_prefix",
+                                    help=T.ADD_PREFIX_HELP, disabled=base.prefix_text is None)
+        salt = c[1].text_input(T.ADD_SALT, key="bt_add_salt", help=T.ADD_SALT_HELP, max_chars=64)
+        c = st.columns([2, 1])
+        answer = c[0].text_input(T.ADD_ANSWER, key="bt_add_answer")
+        finish = c[1].checkbox(T.ADD_FINISH, value=False, key="bt_add_finish")
+        submitted = st.form_submit_button(T.ADD_SUBMIT)
+    if submitted:
+        if not text.strip():
+            st.warning(T.ADD_EMPTY, icon=":material/edit:")
+        else:
+            try:
+                ids, pieces = _tokenize(scenario.compose_prompt(text, with_prefix))
+                answer_ids, answer_pieces = _tokenize(answer) if answer.strip() else ([], [])
+                rid = next_request_id(scenario)
+                steps = user_request_steps(rid, ids, pieces, text=scenario.compose_prompt(text, with_prefix),
+                                           salt=salt.strip() or None, answer_tokens=answer_ids,
+                                           answer_pieces=answer_pieces, answer_text=answer or None,
+                                           finish=finish)
+                candidate = scenario.with_steps(steps)
+                _play(candidate)  # validates the new steps
+            except ScenarioError as exc:
+                ui.show_error(exc, T.ADD_FAILED)
+            except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
+                ui.show_error(exc, T.ADD_FAILED)
+            else:
+                ss[K_EXTRA] = {**ss[K_EXTRA], name: extra + steps}
+                ss[K_MSG] = T.ADD_DONE.format(id=rid, tokens=len(ids), step=n_steps + 1)
+                ss[K_STEP] = n_steps + 1
+                ss[K_PLAYING] = False
+                st.rerun()
+    if ss.get(K_MSG):
+        st.success(ss[K_MSG], icon=":material/check_circle:")
+    if extra:
+        mine = sorted({s.id for s in extra})
+        st.caption(T.ADD_MINE.format(ids=", ".join(mine)))
+        if st.button(T.ADD_CLEAR, key="bt_add_clear"):
+            ss[K_EXTRA] = {k: v for k, v in ss[K_EXTRA].items() if k != name}
+            ss[K_MSG] = None
+            _reset()
+            st.rerun()
+
 
 with st.expander(T.ANIMATION_TITLE):
     st.plotly_chart(_animation(scenario), width="stretch", key="bt_animation")

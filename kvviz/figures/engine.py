@@ -210,8 +210,9 @@ def _pool_grid(state, touched: dict[int, tuple[str, ...]], cols: int):
     return z, hover, xs, ys, texts, fills, shapes, rows
 
 
-def pool_grid_figure(view: StepView) -> go.Figure:
-    """Every physical block: state colour, short hash, ref_cnt; outlined when this step touched it."""
+def pool_grid_figure(view: StepView, legend: bool = True) -> go.Figure:
+    """Every physical block: state colour, short hash, ref_cnt; outlined when this step touched it.
+    ``legend=False`` drops the colour legend (a page that explains the colours elsewhere, short on height)."""
     state = view.state
     cols = pool_columns(state.num_blocks)
     z, hover, xs, ys, texts, fills, shapes, rows = _pool_grid(state, view.touched, cols)
@@ -230,9 +231,10 @@ def pool_grid_figure(view: StepView) -> go.Figure:
     c = view.counters
     title = T.POOL_TITLE.format(k=view.step, used=c["used_blocks"], cached=c["cached_free_blocks"],
                                 free=c["free_blocks"])
-    fig = _layout(fig, 90 + 60 * rows, title)
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left", font=dict(size=12)),
-                      margin=dict(b=50))
+    fig = _layout(fig, 64 + 52 * rows + (40 if legend else 0), title)
+    fig.update_layout(showlegend=legend,
+                      legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left", font=dict(size=12)),
+                      margin=dict(b=50 if legend else 8))
     return fig
 
 
@@ -288,7 +290,7 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
                                font=dict(color=PURPLE, size=12))
     fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
     fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
-    return _layout(fig, 110 + 52 * rows + (16 if jumped else 0), title)
+    return _layout(fig, 80 + 52 * rows + (16 if jumped else 0), title)
 
 
 # ----------------------------------------------------------------------------- over time
