@@ -11,6 +11,7 @@ import ui
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
+from kvviz.text.core import render_block_reason
 
 BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128]
 DEFAULT_PRESET = "cat_window"
@@ -320,7 +321,7 @@ with st.expander(T.CHAIN_TABLE):
             T.COL_PARENT_B: short_hash(blk.parent_b),
             T.COL_STATUS: f"{STATUS_DOT[blk.status]} {T.STATUS_LABELS[blk.status]}",
             T.COL_REUSED: "✓" if blk.reused else "",
-            T.COL_REASON: blk.reason,
+            T.COL_REASON: render_block_reason(blk.code, blk.params),
         }
         for blk in cmp.blocks
     ])
