@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core.hashing import short_hash
+from kvviz.core.hashing import resolve_none_hash_seed, short_hash
 from kvviz.core.scenario import (
     MAX_REQUEST_TOKENS,
     Scenario,
@@ -25,6 +25,7 @@ from kvviz.core.scenario import (
 )
 from kvviz.figures import engine as F
 from kvviz.text import engine as T
+from kvviz.text.core import render_event, render_seed, render_step_error
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
 K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_NSTEPS, K_MSG = (
@@ -107,14 +108,24 @@ def _jump() -> None:
     _set_step(ss[K_JUMP])
 
 
-# ----------------------------------------------------------------------------- header and scenario
-ui.page_header(T.TITLE, T.INTRO)
-with st.expander(T.LEGEND_HEADER):
-    st.markdown(T.LEGEND)
+def _reset_cache(name: str, steps: list[ScenarioStep]) -> None:
+    """Append a reset_prefix_cache step to this scenario and show it."""
+    ui.set_user_steps(name, [*steps, ScenarioStep("reset", "")])
+    ss[K_PLAYING] = False
+    ss[K_STEP] = ss.get(K_NSTEPS, 0) + 1
+
+
+# ----------------------------------------------------------------------------- header and controls
+# Compact on purpose: the controls and the pool / free queue fit one 1024x768 screen, so a presenter
+# never scrolls while it plays. The scenario's description, the legend and "add a request" follow below.
+ui.page_header(T.TITLE)
 
 names = builtin_names()
-name = st.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
-                    format_func=lambda n: _builtin(n).title)
+c_name, c_speed = st.columns([3, 2], vertical_alignment="bottom")
+name = c_name.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
+                        format_func=lambda n: _builtin(n).title)
+speed = c_speed.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)
+interval = 1.0 / float(speed)
 base = _builtin(name)
 extra: list[ScenarioStep] = list(ui.user_steps(name))  # shared with the radix page through ui
 scenario = base.with_steps(extra)
@@ -122,63 +133,9 @@ run = _play(scenario)
 n_steps = run.num_steps
 ss[K_NSTEPS] = n_steps
 _set_step(ss[K_STEP])
-st.markdown(base.description)
-st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
-                                 tokens=scenario.num_blocks * scenario.block_size, hash=scenario.hash, steps=n_steps))
 
-# ----------------------------------------------------------------------------- add a request
-with st.expander(T.ADD_HEADER, expanded=False):
-    st.markdown(T.ADD_INTRO)
-    with st.form("bt_add_form", border=False):
-        text = st.text_area(T.ADD_TEXT, key="bt_add_text", help=T.ADD_TEXT_HELP.format(limit=MAX_REQUEST_TOKENS),
-                            height=90)
-        c = st.columns([2, 1])
-        with_prefix = c[0].checkbox(T.ADD_PREFIX, value=base.prefix_text is not None, key="bt_add_prefix",
-                                    help=T.ADD_PREFIX_HELP, disabled=base.prefix_text is None)
-        salt = c[1].text_input(T.ADD_SALT, key="bt_add_salt", help=T.ADD_SALT_HELP, max_chars=64)
-        c = st.columns([2, 1])
-        answer = c[0].text_input(T.ADD_ANSWER, key="bt_add_answer")
-        finish = c[1].checkbox(T.ADD_FINISH, value=False, key="bt_add_finish")
-        submitted = st.form_submit_button(T.ADD_SUBMIT)
-    if submitted:
-        if not text.strip():
-            st.warning(T.ADD_EMPTY, icon=":material/edit:")
-        else:
-            try:
-                ids, pieces = _tokenize(scenario.compose_prompt(text, with_prefix))
-                answer_ids, answer_pieces = _tokenize(answer) if answer.strip() else ([], [])
-                rid = next_request_id(scenario)
-                steps = user_request_steps(rid, ids, pieces, text=scenario.compose_prompt(text, with_prefix),
-                                           salt=salt.strip() or None, answer_tokens=answer_ids,
-                                           answer_pieces=answer_pieces, answer_text=answer or None,
-                                           finish=finish)
-                candidate = scenario.with_steps(steps)
-                _play(candidate)  # validates the new steps
-            except ScenarioError as exc:
-                ui.show_error(exc, T.ADD_FAILED)
-            except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
-                ui.show_error(exc, T.ADD_FAILED)
-            else:
-                ui.set_user_steps(name, extra + steps)
-                ss[K_MSG] = T.ADD_DONE.format(id=rid, tokens=len(ids), step=n_steps + 1)
-                ss[K_STEP] = n_steps + 1
-                ss[K_PLAYING] = False
-                st.rerun()
-    if ss.get(K_MSG):
-        st.success(ss[K_MSG], icon=":material/check_circle:")
-    if extra:
-        mine = sorted({s.id for s in extra})
-        st.caption(T.ADD_MINE.format(ids=", ".join(mine)))
-        if st.button(T.ADD_CLEAR, key="bt_add_clear"):
-            ui.set_user_steps(name, ())
-            ss[K_MSG] = None
-            _reset()
-            st.rerun()
-
-# ----------------------------------------------------------------------------- controls
 playing = bool(ss[K_PLAYING])
-left, right = st.columns([3, 2], vertical_alignment="bottom")
-with left.container(horizontal=True):
+with st.container(horizontal=True):
     st.button(T.RESET, key="bt_reset", on_click=_reset, icon=":material/first_page:")
     st.button(T.BACK, key="bt_back", on_click=_back, icon=":material/chevron_left:",
               disabled=ss[K_STEP] == 0 and not playing)
@@ -188,8 +145,6 @@ with left.container(horizontal=True):
         st.button(T.PAUSE, key="bt_pause", on_click=_pause, icon=":material/pause:", type="primary")
     else:
         st.button(T.PLAY, key="bt_play", on_click=_play_pressed, icon=":material/play_arrow:", type="primary")
-speed = right.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)
-interval = 1.0 / float(speed)
 
 
 # ----------------------------------------------------------------------------- the step
@@ -199,7 +154,9 @@ def _event_lines(view, owners) -> list[str]:
         kind = e.kind.value
         badge = f":{T.EVENT_BADGE_COLOUR[kind]}-badge[{T.EVENT_KIND_LABEL[kind]}]"
         blocks = T.EVENT_BLOCKS.format(ids=", ".join(map(str, e.block_ids))) if e.block_ids else T.EVENT_NO_BLOCKS
-        reason = e.reason
+        reason = render_event(e.code, e.params)
+        if kind == "free" and e.params.get("to_head"):
+            reason += " " + T.FREE_JUMP_WHY.format(ids=", ".join(map(str, e.params["to_head"])))
         if kind == "evict":
             spans = []
             for bid, h in zip(e.block_ids, e.block_hashes, strict=True):
@@ -208,7 +165,8 @@ def _event_lines(view, owners) -> list[str]:
                     spans.append(T.EVICTED_SPAN.format(block=bid, first=start + 1, last=end, request=rid))
             if spans:
                 reason += " (" + "; ".join(spans) + ")"
-        lines.append(T.EVENT_LINE.format(badge=badge, request=e.request_id, blocks=blocks, reason=reason))
+        lines.append(T.EVENT_LINE.format(badge=badge, request=e.request_id or T.ENGINE_REQUEST, blocks=blocks,
+                                         reason=reason))
     return lines
 
 
@@ -264,20 +222,32 @@ def _player() -> None:
     else:
         ss[K_JUMP] = k
         st.slider(T.JUMP, 0, max(n, 1), key=K_JUMP, on_change=_jump, help=T.JUMP_HELP, disabled=n == 0)
+
+    # The moving pictures sit right under the controls, so a presenter never scrolls while it plays.
+    left, right = st.columns([1, 1])
+    with left:
+        st.plotly_chart(F.pool_grid_figure(view, legend=False), width="stretch", key="bt_pool")
+    with right:
+        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
+        jumped = F.jumped_to_head(view)
+        if jumped:
+            st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped))))
+
     st.subheader(T.STEP_HEADER.format(k=k, n=n))
     action = view.action
     if action is None:
-        st.markdown(T.STEP_START.format(blocks=scenario.num_blocks))
+        st.markdown(T.STEP_START.format(blocks=scenario.num_blocks - 1))
     else:
         salt = T.SALT_SUFFIX.format(salt=action.salt) if action.salt else ""
         st.markdown(T.ACTION[action.op].format(id=action.id, tokens=len(action.tokens), salt=salt))
         if action.note:
             st.info(action.note, icon=":material/visibility:")
         if view.error:
+            error = render_step_error(view.error, run.outcomes[k - 1].error_params)
             if run.outcomes[k - 1].result is None:
-                st.warning(T.SKIPPED.format(error=view.error), icon=":material/skip_next:")
+                st.warning(T.SKIPPED.format(error=error), icon=":material/skip_next:")
             else:
-                st.error(T.REFUSED.format(error=view.error), icon=":material/block:")
+                st.error(T.REFUSED.format(error=error), icon=":material/block:")
         if action.text:
             with st.expander(T.PROMPT_TEXT if action.op == "add" else T.DECODED_TEXT):
                 st.code(action.text, language=None, wrap_lines=True)
@@ -299,14 +269,6 @@ def _player() -> None:
     else:
         st.caption(T.TABLES_NONE)
 
-    left, right = st.columns([1, 1])
-    with left:
-        st.markdown(f"**{T.POOL_HEADER}**")
-        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
-    with right:
-        st.markdown(f"**{T.QUEUE_HEADER}**")
-        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
-
     if view.requests:
         with st.expander(T.TABLES_TEXT):
             st.dataframe(_table_rows(view), hide_index=True, width="stretch")
@@ -316,6 +278,71 @@ def _player() -> None:
 
 
 st.fragment(_player, run_every=interval if playing else None)()
+
+st.button(T.RESET_CACHE, key="bt_reset_cache", on_click=_reset_cache, args=(name, extra),
+          icon=":material/delete_sweep:", help=T.RESET_CACHE_HELP)
+
+# ----------------------------------------------------------------------------- the scenario, the legend
+st.divider()
+st.markdown(f"{T.INTRO_SHORT} {base.description}")
+seed_in_force, seed_reason = resolve_none_hash_seed(scenario.hash, scenario.seed)
+st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
+                                 usable=scenario.num_blocks - 1, tokens=(scenario.num_blocks - 1) * scenario.block_size,
+                                 hash=scenario.hash, steps=n_steps)
+           + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
+with st.expander(T.LEGEND_HEADER):
+    st.markdown(T.INTRO)
+    st.markdown(T.LEGEND)
+
+# ----------------------------------------------------------------------------- add a request
+with st.expander(T.ADD_HEADER, expanded=False):
+    st.markdown(T.ADD_INTRO)
+    with st.form("bt_add_form", border=False):
+        text = st.text_area(T.ADD_TEXT, key="bt_add_text", help=T.ADD_TEXT_HELP.format(limit=MAX_REQUEST_TOKENS),
+                            height=90)
+        c = st.columns([2, 1])
+        with_prefix = c[0].checkbox(T.ADD_PREFIX, value=base.prefix_text is not None, key="bt_add_prefix",
+                                    help=T.ADD_PREFIX_HELP, disabled=base.prefix_text is None)
+        salt = c[1].text_input(T.ADD_SALT, key="bt_add_salt", help=T.ADD_SALT_HELP, max_chars=64)
+        c = st.columns([2, 1])
+        answer = c[0].text_input(T.ADD_ANSWER, key="bt_add_answer")
+        finish = c[1].checkbox(T.ADD_FINISH, value=False, key="bt_add_finish")
+        submitted = st.form_submit_button(T.ADD_SUBMIT)
+    if submitted:
+        if not text.strip():
+            st.warning(T.ADD_EMPTY, icon=":material/edit:")
+        else:
+            try:
+                ids, pieces = _tokenize(scenario.compose_prompt(text, with_prefix))
+                answer_ids, answer_pieces = _tokenize(answer) if answer.strip() else ([], [])
+                rid = next_request_id(scenario)
+                steps = user_request_steps(rid, ids, pieces, text=scenario.compose_prompt(text, with_prefix),
+                                           salt=salt.strip() or None, answer_tokens=answer_ids,
+                                           answer_pieces=answer_pieces, answer_text=answer or None,
+                                           finish=finish)
+                candidate = scenario.with_steps(steps)
+                _play(candidate)  # validates the new steps
+            except ScenarioError as exc:
+                ui.show_error(exc, T.ADD_FAILED)
+            except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
+                ui.show_error(exc, T.ADD_FAILED)
+            else:
+                ui.set_user_steps(name, extra + steps)
+                ss[K_MSG] = T.ADD_DONE.format(id=rid, tokens=len(ids), step=n_steps + 1)
+                ss[K_STEP] = n_steps + 1
+                ss[K_PLAYING] = False
+                st.rerun()
+    if ss.get(K_MSG):
+        st.success(ss[K_MSG], icon=":material/check_circle:")
+    if extra:
+        mine = sorted({s.id for s in extra})
+        st.caption(T.ADD_MINE.format(ids=", ".join(mine)))
+        if st.button(T.ADD_CLEAR, key="bt_add_clear"):
+            ui.set_user_steps(name, ())
+            ss[K_MSG] = None
+            _reset()
+            st.rerun()
+
 
 with st.expander(T.ANIMATION_TITLE):
     st.plotly_chart(_animation(scenario), width="stretch", key="bt_animation")

@@ -13,6 +13,7 @@ from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAF
 from kvviz.core.units import format_bytes
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
+from kvviz.text.core import render_block_reason
 
 BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
 DEFAULT_PRESET = "cat_window"
@@ -322,7 +323,7 @@ with st.expander(T.CHAIN_TABLE):
             T.COL_PARENT_B: short_hash(blk.parent_b),
             T.COL_STATUS: f"{STATUS_DOT[blk.status]} {T.STATUS_LABELS[blk.status]}",
             T.COL_REUSED: "✓" if blk.reused else "",
-            T.COL_REASON: blk.reason,
+            T.COL_REASON: render_block_reason(blk.code, blk.params),
         }
         for blk in cmp.blocks
     ])

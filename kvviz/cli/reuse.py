@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_block_size_flag(p)
     p.add_argument("--model", default=None, help="'embedded' (default), a Hugging Face id, or a local folder")
     p.add_argument("--hash", default=DEFAULT_HASH, choices=sorted(HASH_FUNCTIONS), help="block hash function")
-    p.add_argument("--seed", default=DEFAULT_SEED, help="NONE_HASH seed, as PYTHONHASHSEED (default '0')")
+    p.add_argument("--seed", default=DEFAULT_SEED, help="NONE_HASH seed, as PYTHONHASHSEED (default: vLLM's resolution, 'vllm-none-hash' "
+                   "for sha256/sha256_cbor, random per process for xxhash/xxhash_cbor)")
     p.add_argument("--max-tokens", type=int, default=None, help="token limit per prompt (default 2048)")
     add_json_flag(p)
     p.set_defaults(handler=run)

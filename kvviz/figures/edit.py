@@ -18,6 +18,7 @@ from kvviz.core.compare import PromptComparison
 from kvviz.core.hashing import short_hash
 from kvviz.figures.style import INK, MUTED, OUTLINE_GREY
 from kvviz.text import edit as T
+from kvviz.text.core import render_block_reason
 
 STATUS_COLORS = {"hit": "#2e9d5b", "miss": "#d64545", "invalidated": "#ef9a1a", "partial": "#9aa0a6"}
 STATUS_LIGHT = {"hit": "#cdeed8", "miss": "#f9cccc", "invalidated": "#fde3b5", "partial": "#e6e8eb"}
@@ -284,7 +285,9 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
             },
             textfont={"family": FONT, "size": 11}, hoverinfo="text", showlegend=False,
             hovertext=[T.FIG_HOVER_B.format(index=i, meaning=T.STATUS_MEANING[blocks[i].status],
-                                             reason=html.escape(blocks[i].reason)) for i in idx],
+                                             reason=html.escape(render_block_reason(blocks[i].code,
+                                                                                     blocks[i].params)))
+                       for i in idx],
         )
 
     fig.add_trace(b_trace(None, None))

@@ -72,7 +72,7 @@ class RoomLimits:
 
     def validate(self) -> RoomLimits:
         """Self, or ValueError naming the first absurd bound."""
-        ints = {"num_blocks": (1, 65536), "block_size": (1, 256), "max_prompt_chars": (1, 10_000_000),
+        ints = {"num_blocks": (2, 65536), "block_size": (1, 256), "max_prompt_chars": (1, 10_000_000),
                 "max_prompt_tokens": (1, 32768), "max_sessions": (1, 100_000), "burst": (1, 1_000_000),
                 "room_burst": (1, 10_000_000), "max_events": (100, 10_000_000), "feed_size": (1, 10_000),
                 "timing_history": (1, 1_000_000), "max_team_salt_chars": (1, 1024)}
@@ -619,7 +619,7 @@ class Room:
             pool = self.manager.block_pool
             pool.check_invariants()
             assert not self.manager.request_ids, f"requests still running: {self.manager.request_ids}"
-            assert pool.get_num_free_blocks() == pool.num_blocks, "a block is still referenced"
+            assert pool.get_num_free_blocks() == pool.num_usable_blocks, "a block is still referenced"
             cached = set(pool.cached_block_hash_to_block)
             assert set(self._origins) == cached, "origins differ from the cached hashes"
             c = self.manager.counters
