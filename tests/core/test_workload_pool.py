@@ -45,12 +45,13 @@ def test_partial_last_block_takes_a_pool_block():
     assert pool.per_request == [0, 0, 4] and pool.uncached_partial_blocks == 3 and pool.evictions == 2
 
 
-def test_running_requests_pin_blocks_and_lower_the_hit_rate():
+def test_running_requests_pin_blocks_so_admissions_wait():
     trace = _token_trace(1, n=120)
     longest = max(-(-r.input_tokens // trace.block_size) for r in trace.requests)
-    one = replay_block_pool(trace, 3 * longest, concurrency=1)
-    many = replay_block_pool(trace, 3 * longest, concurrency=3)
-    assert many.hit_tokens <= one.hit_tokens and many.waited > 0
+    many = replay_block_pool(trace, 2 * longest, concurrency=4)
+    assert many.waited > 0 and many.refused == 0
+    assert many.hit_tokens <= analyze(trace).hit_tokens_infinite
+    assert replay_block_pool(trace, 2 * longest, concurrency=1).waited == 0
 
 
 def test_refused_and_bad_sizes():
