@@ -232,13 +232,20 @@ def replay_lru(trace: WorkloadTrace, capacity: int | None, ttl_seconds: float | 
 
 
 def log_grid(max_capacity: int, points: int) -> list[int]:
-    """Up to ``points`` distinct integer capacities from 1 to ``max_capacity``, log-spaced."""
+    """``min(points, max_capacity)`` distinct integer capacities from 1 to ``max_capacity``, log-spaced
+    (nudged up by one where rounding would repeat a value at the low end)."""
     if max_capacity < 1:
         return []
-    if points <= 1:
+    n = min(points, max_capacity)
+    if n <= 1:
         return [max_capacity]
-    step = math.log(max_capacity) / (points - 1)
-    return sorted({max(1, min(max_capacity, round(math.exp(i * step)))) for i in range(points)})
+    step = math.log(max_capacity) / (n - 1)
+    out: list[int] = []
+    for i in range(n):
+        v = round(math.exp(i * step)) if i < n - 1 else max_capacity
+        low = out[-1] + 1 if out else 1
+        out.append(min(max(v, low), max_capacity - (n - 1 - i)))
+    return out
 
 
 def distance_histogram(profile: WorkloadProfile, bins: int = 24) -> list[tuple[int, int, int]]:
