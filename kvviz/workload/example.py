@@ -12,7 +12,8 @@ from pathlib import Path
 from kvviz.core.workload_gen import WorkloadGenConfig, generate
 
 EXAMPLE_PATH = Path(__file__).resolve().parents[2] / "assets" / "workload" / "example_trace.jsonl"
-EXAMPLE_CONFIG = WorkloadGenConfig(num_requests=1500, block_size=512, seed=0, rate_per_s=1.0)
+EXAMPLE_CONFIG = WorkloadGenConfig(num_requests=1500, block_size=512, seed=0, rate_per_s=0.15,
+                                   think_s=(5.0, 600.0))
 
 
 def example_text() -> str:
