@@ -150,3 +150,34 @@ def report(trace: WorkloadTrace, profile: WorkloadProfile, capacities: list[int]
     if bytes_per_token is not None:
         out["bytes_per_token"] = float(bytes_per_token) if bytes_per_token.denominator != 1 else int(bytes_per_token)
     return out
+
+
+def timeline(trace: WorkloadTrace, hits: list[int], reference: list[int],
+             slices: int = 60) -> tuple[list[float], list[float], list[float], bool]:
+    """Hit rate per slice of the trace (by time in minutes when every line has a timestamp, else by
+    request number): ``(slice centres, rate of hits, rate of reference, by_time)``."""
+    reqs = trace.requests
+    n = len(reqs)
+    by_time = trace.has_timestamps and reqs[-1].timestamp_ms != reqs[0].timestamp_ms  # type: ignore[operator]
+    if by_time:
+        t0 = reqs[0].timestamp_ms or 0.0
+        span = (reqs[-1].timestamp_ms or 0.0) - t0
+        key = [min(int(((r.timestamp_ms or 0.0) - t0) / span * slices), slices - 1) for r in reqs]
+    else:
+        key = [min(i * slices // max(n, 1), slices - 1) for i in range(n)]
+    tok, a, b = [0] * slices, [0] * slices, [0] * slices
+    for i, r in enumerate(reqs):
+        tok[key[i]] += r.input_tokens
+        a[key[i]] += hits[i]
+        b[key[i]] += reference[i]
+    xs, ra, rb = [], [], []
+    for s in range(slices):
+        if tok[s] == 0:
+            continue
+        if by_time:
+            xs.append((s + 0.5) * span / slices / 60000.0)
+        else:
+            xs.append((s + 0.5) * n / slices)
+        ra.append(a[s] / tok[s])
+        rb.append(b[s] / tok[s])
+    return xs, ra, rb, by_time

@@ -57,7 +57,7 @@ def _encode(tokenizer: Any, kind: str, value: Any, line: int) -> list[int]:
         ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
     except Exception as exc:  # noqa: BLE001 - a template that rejects these roles: one line
         raise WorkloadError(f"line {line}: the chat template rejected the messages ({exc})") from None
-    if isinstance(ids, dict):
+    if hasattr(ids, "keys"):  # newer transformers return a BatchEncoding
         ids = ids["input_ids"]
     return [int(t) for t in ids]
 

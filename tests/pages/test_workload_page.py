@@ -1,0 +1,47 @@
+"""AppTest of the "Your traffic" page: the bundled example, controls, TTL, and bad uploads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from kvviz.core.reuse_distance import analyze
+from kvviz.core.workload_trace import parse_trace
+from kvviz.text import workload as T
+from kvviz.workload.example import EXAMPLE_PATH
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = str(ROOT / "pages" / "workload.py")
+
+
+def test_workload_page_example_numbers_match_the_core():
+    profile = analyze(parse_trace(EXAMPLE_PATH.read_bytes()))
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[T.M_REQUESTS] == f"{profile.num_requests:,}"
+    assert metrics[T.M_BLOCKS] == f"{profile.unique_blocks:,}"
+    rate = profile.hit_tokens_infinite / profile.input_tokens
+    assert metrics[T.M_INFINITE] == f"{rate:.1%}"
+    assert metrics[T.M_NEED] == T.M_NEED_VALUE.format(c50=profile.capacity_for(0.5), c90=profile.capacity_for(0.9))
+    assert len(at.get("plotly_chart")) == 5
+    assert any("Touch order" in m.value for m in at.markdown)  # the definitions are on the page
+
+    at.text_input(key="wl_marks").set_value("64, 512").run()
+    at.number_input(key="wl_budget").set_value(2.0).run()
+    at.selectbox(key="wl_ttl").set_value(60).run()
+    assert not at.exception and not at.error
+    at.radio(key="wl_unit").set_value("bytes").run()
+    at.slider(key="wl_concurrency").set_value(8).run()
+    assert not at.exception and not at.error
+    assert any("block pool" in m.value for m in at.markdown)
+
+    at.text_input(key="wl_marks").set_value("64, -3").run()
+    assert not at.exception and "not a positive integer" in at.error[0].value
+
+
+def test_workload_page_rejects_a_bad_upload_with_the_line():
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    at.radio(key="wl_source").set_value("upload").run()
+    assert not at.exception and at.info  # waiting for a file
