@@ -16,7 +16,7 @@ from kvviz.core import kvsize
 from kvviz.core.hf_config import parse_config_text
 from kvviz.core.kvsize import KVSizeError
 from kvviz.core.presets import PRESETS, get_preset
-from kvviz.core.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid
+from kvviz.core.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
 from kvviz.core.workload_pool import PoolReplay, replay_block_pool
 from kvviz.core.workload_report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.core.workload_trace import WorkloadError, WorkloadTrace
@@ -40,9 +40,14 @@ def _trace(digest: str, block_size: int | None, model: str, _data: bytes) -> Wor
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _profile(digest: str, block_size: int | None, model: str, ttl: int, track: int,
-             _trace: WorkloadTrace) -> WorkloadProfile:
-    return analyze(_trace, ttl or None, track=[track, 0])
+def _profile(digest: str, block_size: int | None, model: str, ttl: int, _trace: WorkloadTrace) -> WorkloadProfile:
+    return analyze(_trace, ttl or None, track=[0])
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _replay(digest: str, block_size: int | None, model: str, capacity: int, _trace: WorkloadTrace) -> list[int]:
+    """Per-request hit tokens at one capacity (one plain replay; the curve itself never re-runs)."""
+    return replay_lru(_trace, capacity)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -83,18 +88,19 @@ if source == "example":
     c[1].caption(T.EXAMPLE_NOTE.format(requests=trace.num_requests, minutes=(last - first) / 60000))
 
 # ----------------------------------------------------------------------------- model, marks, TTL
-c = st.columns([3, 1, 2, 1, 1])
+c = st.columns([3, 1, 1])
 model_options = [p.key for p in PRESETS] + [CONFIG_OPTION]
 labels = {p.key: p.label for p in PRESETS} | {CONFIG_OPTION: T.CONFIG_UPLOAD}
 model_key = c[0].selectbox(T.MODEL, model_options, index=model_options.index("llama-3-8b"),
                            format_func=labels.get, key="wl_model", help=T.MODEL_HELP)
 dtype = c[1].selectbox(T.DTYPE, list(kvsize.DTYPES), index=list(kvsize.DTYPES).index("fp16"), key="wl_dtype")
-marks_text = c[2].text_input(T.MARKS, "", key="wl_marks", help=T.MARKS_HELP, placeholder="256, 1024")
-budget = c[3].number_input(T.BUDGET, 0.0, 100_000.0, 0.0, step=1.0, key="wl_budget", help=T.BUDGET_HELP)
-ttl_choice = c[4].selectbox(T.TTL, list(T.TTL_OPTIONS), format_func=T.TTL_OPTIONS.get, key="wl_ttl",
+ttl_choice = c[2].selectbox(T.TTL, list(T.TTL_OPTIONS), format_func=T.TTL_OPTIONS.get, key="wl_ttl",
                             disabled=not trace.has_timestamps,
                             help=None if trace.has_timestamps else T.TTL_NO_TIMESTAMPS)
 ttl = int(ttl_choice) if trace.has_timestamps else 0
+c = st.columns([2, 1])
+marks_text = c[0].text_input(T.MARKS, "", key="wl_marks", help=T.MARKS_HELP, placeholder="256, 1024")
+budget = c[1].number_input(T.BUDGET, 0.0, 100_000.0, 0.0, step=1.0, key="wl_budget", help=T.BUDGET_HELP)
 
 bpt: Fraction | None = None
 model_label = ""
@@ -121,19 +127,20 @@ cap_key = "wl_capacity"
 if st.session_state.get(cap_key) not in grid:
     st.session_state[cap_key] = default_cap
 capacity = int(st.session_state[cap_key])
-profile = _profile(digest, block_size, model_name, ttl, capacity, trace)
+profile = _profile(digest, block_size, model_name, ttl, trace)
 bs = trace.block_size
 
 # ----------------------------------------------------------------------------- headline numbers
-c = st.columns(6)
-c[0].metric(T.M_REQUESTS, f"{profile.num_requests:,}")
-c[1].metric(T.M_TOKENS, f"{profile.input_tokens:,}")
-c[2].metric(T.M_BLOCKS, f"{profile.unique_blocks:,}")
-c[3].metric(T.M_ACCESSES, f"{profile.num_block_accesses:,}")
+c = st.columns(3)
+c[0].metric(T.M_REQUESTS, ui.fmt_count(profile.num_requests))
+c[1].metric(T.M_TOKENS, ui.fmt_count(profile.input_tokens), help=f"{profile.input_tokens:,}")
+c[2].metric(T.M_BLOCKS, ui.fmt_count(profile.unique_blocks),
+            help=T.M_BLOCKS_HELP.format(touched=profile.num_block_accesses))
 infinite_rate = profile.hit_tokens_infinite / profile.input_tokens if profile.input_tokens else 0.0
-c[4].metric(T.M_INFINITE, f"{infinite_rate:.1%}", help=T.M_INFINITE_HELP)
+c = st.columns(3)
+c[0].metric(T.M_INFINITE, f"{infinite_rate:.1%}", help=T.M_INFINITE_HELP)
 c50, c90 = profile.capacity_for(0.5), profile.capacity_for(0.9)
-c[5].metric(T.M_NEED, T.M_NEED_VALUE.format(c50=c50, c90=c90), help=T.M_NEED_HELP)
+c[1].metric(T.M_NEED, T.M_NEED_VALUE.format(c50=c50, c90=c90), help=T.M_NEED_HELP)
 
 # ----------------------------------------------------------------------------- the curve
 st.subheader(T.CURVE_HEADER)
@@ -162,14 +169,15 @@ st.caption(T.CURVE_CAPTION.format(requests=profile.num_requests, model_note=mode
 # ----------------------------------------------------------------------------- over time
 st.subheader(T.TIMELINE_HEADER)
 st.select_slider(T.TIMELINE_CAPACITY, grid, key=cap_key, format_func=lambda v: f"{v:,}")
-xs, lru_rates, inf_rates, by_time = timeline(trace, profile.tracked[capacity], profile.tracked[0])
+xs, lru_rates, inf_rates, by_time = timeline(trace, _replay(digest, block_size, model_name, capacity, trace),
+                                             profile.tracked[0])
 st.plotly_chart(F.timeline_figure(xs, lru_rates, inf_rates, capacity,
                                   T.TIMELINE_X_TIME if by_time else T.TIMELINE_X_INDEX), width="stretch")
 st.caption(T.TIMELINE_CAPTION)
 
 # ----------------------------------------------------------------------------- the block pool
 st.subheader(T.POOL_HEADER)
-c = st.columns([1, 2])
+c = st.columns([2, 3])
 concurrency = int(c[0].slider(T.POOL_CONCURRENCY, 1, 64, 1, key="wl_concurrency", help=T.POOL_CONCURRENCY_HELP))
 pool = _pool(digest, block_size, model_name, capacity, concurrency, trace)
 lru_rate = profile.hit_rate(capacity)
@@ -183,19 +191,16 @@ if abs(diff) < 0.1:
 c[1].markdown(explain)
 
 # ----------------------------------------------------------------------------- reuse distances, prefixes
-c = st.columns(2)
-with c[0]:
-    st.subheader(T.HIST_HEADER)
-    st.plotly_chart(F.histogram_figure(distance_histogram(profile)), width="stretch")
-    st.caption(T.HIST_CAPTION.format(cold=profile.cold_accesses, total=profile.num_block_accesses))
-with c[1]:
-    st.subheader(T.PREFIX_HEADER)
-    nodes = top_prefixes(trace, profile, k=40)
-    if nodes:
-        st.plotly_chart(F.prefix_tree_figure(nodes), width="stretch")
-        st.caption(T.PREFIX_CAPTION)
-    else:
-        st.info(T.PREFIX_NONE)
+st.subheader(T.HIST_HEADER)
+st.plotly_chart(F.histogram_figure(distance_histogram(profile)), width="stretch")
+st.caption(T.HIST_CAPTION.format(cold=profile.cold_accesses, total=profile.num_block_accesses))
+st.subheader(T.PREFIX_HEADER)
+nodes = top_prefixes(trace, profile, k=40)
+if nodes:
+    st.plotly_chart(F.prefix_tree_figure(nodes), width="stretch")
+    st.caption(T.PREFIX_CAPTION)
+else:
+    st.info(T.PREFIX_NONE)
 
 # ----------------------------------------------------------------------------- statistics
 st.subheader(T.STATS_HEADER)

@@ -83,17 +83,26 @@ def histogram_figure(bins: Sequence[tuple[int, int, int]]) -> go.Figure:
 
 
 def prefix_tree_figure(nodes: Sequence[PrefixNode]) -> go.Figure:
-    """Icicle of shared-prefix blocks: each block under the block before it, sized by tokens saved."""
-    ids = [str(n.block) for n in nodes]
+    """Icicle of shared-prefix blocks under one root: each block under the block before it, sized by the
+    prompt tokens it saved (a child never saves more than its parent, so sizes nest)."""
+    roots = [n for n in nodes if n.parent < 0]
+    ids = ["root"] + [str(n.block) for n in nodes]
+    parents = [""] + ["root" if n.parent < 0 else str(n.parent) for n in nodes]
+    labels = [T.PREFIX_ROOT] + [T.PREFIX_NODE.format(label=n.label, depth=n.depth) for n in nodes]
+    values = [sum(n.saved_tokens for n in roots)] + [n.saved_tokens for n in nodes]
+    hits = [[sum(n.hits for n in roots)]] + [[n.hits] for n in nodes]
+    colors = [PALE_GREY] + [TEAL if n.depth == 1 else "#5eead4" if n.depth == 2 else "#99f6e4" for n in nodes]
+    child_sum: dict[str, int] = {}
+    for parent, value in zip(parents, values, strict=True):
+        child_sum[parent] = child_sum.get(parent, 0) + value
+    nested = all(child_sum.get(i, 0) <= v for i, v in zip(ids, values, strict=True))  # odd hash_ids traces only
     fig = go.Figure(go.Icicle(
-        ids=ids, parents=["" if n.parent < 0 else str(n.parent) for n in nodes],
-        labels=[T.PREFIX_NODE.format(label=n.label, depth=n.depth) for n in nodes],
-        values=[n.saved_tokens for n in nodes], branchvalues="total",
-        customdata=[[n.hits] for n in nodes], hovertemplate=T.PREFIX_HOVER,
-        marker=dict(colors=[n.depth for n in nodes], colorscale=[[0, TEAL], [1, "#ccfbf1"]]),
-        tiling=dict(orientation="v"), root=dict(color="white"), maxdepth=8,
+        ids=ids, parents=parents, labels=labels, values=values, customdata=hits,
+        branchvalues="total" if nested else "remainder",
+        hovertemplate=T.PREFIX_HOVER, marker=dict(colors=colors, line=dict(color="white", width=1)),
+        tiling=dict(orientation="h"), maxdepth=6, textfont=dict(color=INK),
     ))
-    return base_layout(fig, 460, None, legend=None, top=8)
+    return base_layout(fig, 520, None, legend=None, top=8)
 
 
 def pool_figure(lru_rate: float, pool_rate: float, infinite_rate: float) -> go.Figure:
@@ -104,4 +113,4 @@ def pool_figure(lru_rate: float, pool_rate: float, infinite_rate: float) -> go.F
     fig.add_hline(y=infinite_rate, line=dict(color=GREEN, dash="dash"))
     fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.1], gridcolor=PALE_GREY)
     fig.update_xaxes(tickfont=dict(color=MUTED))
-    return base_layout(fig, 300, None, legend=None)
+    return base_layout(fig, 320, None, legend=None)

@@ -60,11 +60,11 @@ TTL_NO_TIMESTAMPS = "A TTL needs a timestamp on every line; this trace has none.
 M_REQUESTS = "Requests"
 M_TOKENS = "Prompt tokens"
 M_BLOCKS = "Unique blocks"
-M_ACCESSES = "Blocks touched"
-M_INFINITE = "Hit rate, infinite cache"
+M_BLOCKS_HELP = "Distinct blocks in the trace; requests touched blocks {touched:,} times in all."
+M_INFINITE = "Infinite-cache hit rate"
 M_INFINITE_HELP = "The theoretical maximum: no block is ever evicted."
-M_NEED = "Capacity for 50% / 90% of the maximum"
-M_NEED_VALUE = "{c50:,} / {c90:,} blocks"
+M_NEED = "Blocks for 50% / 90% of max"
+M_NEED_VALUE = "{c50:,} / {c90:,}"
 M_NEED_HELP = "Smallest LRU capacity whose hit tokens reach 50% / 90% of the infinite cache's."
 
 CURVE_HEADER = "Hit rate against cache capacity"
@@ -126,6 +126,7 @@ PREFIX_CAPTION = (
     "Each box is one block of a shared prefix (its parent is the block before it); its size is the prompt tokens "
     "it saved with an infinite cache. A block never saves more than its parent."
 )
+PREFIX_ROOT = "all reused prefixes"
 PREFIX_NODE = "block {label}<br>position {depth}"
 PREFIX_HOVER = "saved %{value:,} tokens<br>%{customdata[0]:,} hits<extra></extra>"
 PREFIX_NONE = "No block was reused: nothing is shared in this trace."

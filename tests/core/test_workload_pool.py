@@ -86,3 +86,15 @@ def test_report_helpers():
     for n in nodes:
         assert n.parent == -1 or (n.parent in by_block and by_block[n.parent].saved_tokens >= n.saved_tokens)
     assert sum(n.saved_tokens for n in nodes if n.depth == 1) <= profile.hit_tokens_infinite
+
+
+def test_timeline_slices_by_time_and_by_index():
+    from kvviz.core.workload_report import timeline
+
+    lines = [{"hash_ids": [1], "input_length": 10, "timestamp": 60_000 * i} for i in range(10)]
+    trace = parse_trace("\n".join(json.dumps(x) for x in lines), 10)
+    xs, a, b, by_time = timeline(trace, replay_lru(trace, 1), replay_lru(trace, None), slices=5)
+    assert by_time and len(xs) == 5 and a == b and a[0] == 0.5 and a[-1] == 1.0
+    notime = parse_trace("\n".join(json.dumps({"hash_ids": [1], "input_length": 10}) for _ in range(4)), 10)
+    xs, a, _, by_time = timeline(notime, replay_lru(notime, 1), replay_lru(notime, 1), slices=2)
+    assert not by_time and xs == [1.0, 3.0] and a == [0.5, 1.0]

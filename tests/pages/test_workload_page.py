@@ -20,7 +20,7 @@ def test_workload_page_example_numbers_match_the_core():
     at = AppTest.from_file(PAGE, default_timeout=180).run()
     assert not at.exception and not at.error
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics[T.M_REQUESTS] == f"{profile.num_requests:,}"
+    assert metrics[T.M_REQUESTS] == f"{profile.num_requests:,}"  # 1,500
     assert metrics[T.M_BLOCKS] == f"{profile.unique_blocks:,}"
     rate = profile.hit_tokens_infinite / profile.input_tokens
     assert metrics[T.M_INFINITE] == f"{rate:.1%}"
