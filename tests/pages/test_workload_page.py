@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.core.reuse_distance import analyze
@@ -41,7 +43,36 @@ def test_workload_page_example_numbers_match_the_core():
     assert not at.exception and "not a positive integer" in at.error[0].value
 
 
-def test_workload_page_rejects_a_bad_upload_with_the_line():
+@pytest.fixture(scope="module")
+def upload_page() -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=180).run()
     at.radio(key="wl_source").set_value("upload").run()
-    assert not at.exception and at.info  # waiting for a file
+    assert not at.exception and T.UPLOAD_WAITING in [str(i.value) for i in at.info]
+    return at
+
+
+@pytest.mark.parametrize(("content", "fragment"), [
+    (b"", "the trace is empty"),
+    (b"\xff\x00\x01garbage", "not UTF-8"),
+    (b'{"hash_ids": [1], "input_length": 5}\n{oops', "line 2: not valid JSON"),
+    (b'{"hash_ids": [1], "input_length": -5}', "line 1: 'input_length' must be in 0.."),
+    (b'{"hash_ids": [1, 2], "input_length": "x"}', "line 1: 'input_length' must be an integer"),
+    (b'[' * 100_000 + b']' * 100_000, "line 1: not valid JSON"),
+], ids=["empty", "binary", "malformed", "negative", "wrong-type", "deep"])
+def test_workload_page_bad_uploads_name_the_line(upload_page, content, fragment):
+    upload_page.file_uploader(key="wl_upload").upload("t.jsonl", content, "application/json").run()
+    assert not upload_page.exception
+    errors = [str(e.value) for e in upload_page.error]
+    assert len(errors) == 1 and fragment in errors[0] and errors[0].startswith(T.BAD_TRACE.split("{")[0])
+    assert not upload_page.metric
+
+
+def test_workload_page_upload_of_token_ids():
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    at.radio(key="wl_source").set_value("upload").run()
+    lines = "\n".join(json.dumps({"token_ids": list(range(40)) + [i]}) for i in range(20)).encode()
+    at.file_uploader(key="wl_upload").upload("t.jsonl", lines, "application/json").run()
+    assert not at.exception and not at.error
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[T.M_REQUESTS] == "20" and metrics[T.M_BLOCKS] == "2"
+    assert metrics[T.M_INFINITE] == f"{19 * 32 / (20 * 41):.1%}"
