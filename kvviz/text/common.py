@@ -15,6 +15,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/room.py", "Shared room and cache salt", ":material/groups:"),
     ("pages/side_channel.py", "Timing side channel", ":material/timer:"),
     ("pages/collisions.py", "Hash collisions", ":material/tag:"),
+    ("pages/workload.py", "Your traffic", ":material/query_stats:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
@@ -61,6 +62,12 @@ PAGE_BLURBS["pages/radix.py"] = (
 PAGE_BLURBS["pages/collisions.py"] = (
     "Why block hashes are SHA-256 over CBOR: Python's hash in fresh processes, NONE_HASH and the seed, a "
     "forced collision that serves another prompt's K/V, and each hash's measured cost."
+)
+
+PAGE_BLURBS["pages/workload.py"] = (
+    "Your own request trace (Mooncake's format, token ids, prompts or chat messages): the exact LRU hit rate at "
+    "every cache capacity in blocks, tokens and GPU bytes, the infinite-cache maximum, TTLs, and the shared "
+    "prefixes that save the most."
 )
 
 # Model sidebar and model card (ui.render_model_sidebar, ui.get_model).

@@ -1,0 +1,183 @@
+"""What the workload page and ``python -m kvviz workload`` report: curve points, trace statistics,
+top shared prefixes, the TTL summary. One function per figure; the page and the CLI share them."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from typing import Any
+
+from kvviz.core.reuse_distance import WorkloadProfile, log_grid
+from kvviz.core.workload_trace import WorkloadTrace
+
+DEFAULT_GRID_POINTS = 60
+MAX_CAPACITIES = 10_000
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """Hit tokens and rate with an LRU cache of ``capacity_blocks`` (bytes when a model is given)."""
+
+    capacity_blocks: int
+    capacity_tokens: int
+    hit_tokens: int
+    hit_rate: float
+    capacity_bytes: int | None = None
+    ttl_hit_tokens: int | None = None
+    ttl_hit_rate: float | None = None
+
+
+def parse_capacities(text: str) -> list[int]:
+    """``"A,B,..."`` as sorted distinct positive integers; ValueError naming the bad entry."""
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise ValueError("capacities are empty: give positive integers such as 1000,10000")
+    out = set()
+    for p in parts:
+        if not p:
+            continue
+        if not p.isdigit() or int(p) <= 0 or len(p) > 15:
+            raise ValueError(f"capacity {p!r} is not a positive integer (blocks)")
+        out.add(int(p))
+    if len(out) > MAX_CAPACITIES:
+        raise ValueError(f"at most {MAX_CAPACITIES:,} capacities")
+    return sorted(out)
+
+
+def curve(profile: WorkloadProfile, capacities: list[int] | None = None,
+          bytes_per_token: Fraction | None = None, points: int = DEFAULT_GRID_POINTS) -> list[CurvePoint]:
+    """Curve points at ``capacities`` (a log-spaced grid up to the unique blocks when None)."""
+    caps = capacities if capacities is not None else log_grid(profile.unique_blocks, points)
+    bs, total, ttl = profile.block_size, profile.input_tokens, profile.ttl_hits_at is not None
+    out = []
+    for c in sorted(set(caps)):
+        hit = profile.hit_tokens(c)
+        ttl_hit = profile.hit_tokens(c, ttl=True) if ttl else None
+        out.append(CurvePoint(
+            capacity_blocks=c, capacity_tokens=c * bs, hit_tokens=hit,
+            hit_rate=hit / total if total else 0.0,
+            capacity_bytes=int(bytes_per_token * c * bs) if bytes_per_token is not None else None,
+            ttl_hit_tokens=ttl_hit,
+            ttl_hit_rate=(ttl_hit / total if total else 0.0) if ttl_hit is not None else None,
+        ))
+    return out
+
+
+def trace_stats(trace: WorkloadTrace, profile: WorkloadProfile) -> dict[str, Any]:
+    """Requests, tokens, blocks, span: the numbers beside the curve."""
+    reqs = trace.requests
+    ts = [r.timestamp_ms for r in reqs if r.timestamp_ms is not None]
+    lengths = sorted(r.input_tokens for r in reqs)
+    return {
+        "num_requests": profile.num_requests,
+        "input_tokens": profile.input_tokens,
+        "output_tokens": sum(r.output_tokens for r in reqs),
+        "block_size": profile.block_size,
+        "num_block_accesses": profile.num_block_accesses,
+        "unique_blocks": profile.unique_blocks,
+        "reused_block_accesses": profile.num_block_accesses - profile.cold_accesses,
+        "median_input_tokens": lengths[len(lengths) // 2] if lengths else 0,
+        "max_input_tokens": lengths[-1] if lengths else 0,
+        "duration_s": (ts[-1] - ts[0]) / 1000.0 if len(ts) == len(reqs) and ts else None,
+        "line_kinds": sorted(trace.kinds),
+    }
+
+
+@dataclass(frozen=True)
+class PrefixNode:
+    """One block of a shared prefix: tokens it saved at the infinite cache and how many requests hit it.
+    ``parent`` is -1 for a first block; a child never saves more than its parent."""
+
+    block: int
+    parent: int
+    depth: int
+    label: str
+    saved_tokens: int
+    hits: int
+
+
+def top_prefixes(trace: WorkloadTrace, profile: WorkloadProfile, k: int = 40) -> list[PrefixNode]:
+    """The ``k`` blocks that saved the most tokens, with all their ancestors (a tree, roots first)."""
+    saved = profile.block_saved_tokens
+    best = heapq.nlargest(k, (b for b in range(len(saved)) if saved[b] > 0), key=lambda b: (saved[b], -b))
+    keep: set[int] = set()
+    for b in best:
+        while b >= 0 and b not in keep:
+            keep.add(b)
+            b = trace.block_parent[b]
+    depth: dict[int, int] = {}
+
+    def depth_of(b: int) -> int:
+        if b not in depth:
+            p = trace.block_parent[b]
+            depth[b] = 1 if p < 0 else depth_of(p) + 1
+        return depth[b]
+
+    nodes = [PrefixNode(b, trace.block_parent[b], depth_of(b), trace.block_labels[b], saved[b],
+                        profile.block_hits[b]) for b in keep]
+    return sorted(nodes, key=lambda n: (n.depth, -n.saved_tokens, n.block))
+
+
+def ttl_summary(profile: WorkloadProfile) -> dict[str, Any] | None:
+    if profile.ttl_hits_at is None or profile.ttl_ms is None:
+        return None
+    hit = profile.ttl_hits_at[-1]
+    return {"ttl_seconds": profile.ttl_ms / 1000.0, "hit_tokens_infinite": hit,
+            "hit_rate_infinite": hit / profile.input_tokens if profile.input_tokens else 0.0}
+
+
+def report(trace: WorkloadTrace, profile: WorkloadProfile, capacities: list[int] | None = None,
+           bytes_per_token: Fraction | None = None) -> dict[str, Any]:
+    """The CLI's JSON object (and the page's download)."""
+    total = profile.input_tokens
+    out = trace_stats(trace, profile)
+    out["hit_tokens_infinite"] = profile.hit_tokens_infinite
+    out["hit_rate_infinite"] = profile.hit_tokens_infinite / total if total else 0.0
+    out["capacity_for_50pct_of_max_blocks"] = profile.capacity_for(0.5)
+    out["capacity_for_90pct_of_max_blocks"] = profile.capacity_for(0.9)
+    points = curve(profile, capacities, bytes_per_token)
+    rows = []
+    for p in points:
+        row = {k: v for k, v in asdict(p).items() if v is not None and not k.startswith("ttl_")}
+        if p.ttl_hit_tokens is not None:
+            row["ttl_hit_tokens"], row["ttl_hit_rate"] = p.ttl_hit_tokens, p.ttl_hit_rate
+        rows.append(row)
+    out["curve"] = rows
+    ttl = ttl_summary(profile)
+    if ttl is not None:
+        out["ttl"] = ttl
+    if bytes_per_token is not None:
+        out["bytes_per_token"] = float(bytes_per_token) if bytes_per_token.denominator != 1 else int(bytes_per_token)
+    return out
+
+
+def timeline(trace: WorkloadTrace, hits: list[int], reference: list[int],
+             slices: int = 60) -> tuple[list[float], list[float], list[float], bool]:
+    """Hit rate per slice of the trace (by time in minutes when every line has a timestamp, else by
+    request number): ``(slice centres, rate of hits, rate of reference, by_time)``."""
+    reqs = trace.requests
+    n = len(reqs)
+    by_time = trace.has_timestamps and reqs[-1].timestamp_ms != reqs[0].timestamp_ms  # type: ignore[operator]
+    if by_time:
+        t0 = reqs[0].timestamp_ms or 0.0
+        span = (reqs[-1].timestamp_ms or 0.0) - t0
+        key = [min(int(((r.timestamp_ms or 0.0) - t0) / span * slices), slices - 1) for r in reqs]
+    else:
+        key = [min(i * slices // max(n, 1), slices - 1) for i in range(n)]
+    tok, a, b = [0] * slices, [0] * slices, [0] * slices
+    for i, r in enumerate(reqs):
+        tok[key[i]] += r.input_tokens
+        a[key[i]] += hits[i]
+        b[key[i]] += reference[i]
+    xs, ra, rb = [], [], []
+    for s in range(slices):
+        if tok[s] == 0:
+            continue
+        if by_time:
+            xs.append((s + 0.5) * span / slices / 60000.0)
+        else:
+            xs.append((s + 0.5) * n / slices)
+        ra.append(a[s] / tok[s])
+        rb.append(b[s] / tok[s])
+    return xs, ra, rb, by_time

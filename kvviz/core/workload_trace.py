@@ -1,0 +1,261 @@
+"""Request-stream traces for the workload analyzer: JSON Lines, one request a line, in arrival order.
+
+Two line kinds reach the core (prompt/messages lines are tokenized by ``kvviz.workload`` first):
+
+- Mooncake (FAST'25): ``{"hash_ids": [...], "input_length": n, "timestamp": ms, "output_length": n}``.
+  ``hash_ids`` are chained block ids (equal id = same prefix block); the last may cover a partial
+  block. Every block may hit; a hit is ``min(run x block_size, input_length)`` tokens.
+- ``{"token_ids": [...]}``: hashed into chained full blocks with kvviz's vLLM hashing (default
+  algorithm and seed). Only full blocks are cached and the lookup is capped at
+  ``(len - 1) // block_size`` blocks (vLLM always recomputes the last prompt token).
+
+Block ids are interned to dense ints ``0..U-1`` (``WorkloadTrace.block_labels`` keeps the originals),
+so every later structure is a list indexed by block, linear in distinct blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvviz.core.hashing import (
+    DEFAULT_HASH,
+    DEFAULT_SEED,
+    hash_block_chain,
+    init_none_hash,
+    validate_block_size,
+)
+
+MOONCAKE_BLOCK_SIZE = 512
+MAX_TRACE_BYTES = 256 * 1024 * 1024
+MAX_REQUESTS = 2_000_000
+MAX_BLOCKS_PER_REQUEST = 1_000_000
+MAX_LENGTH = 10**9
+MAX_TOKEN_ID = 2**32 - 1
+MAX_BLOCK = 1 << 20
+LINE_KINDS = ("hash_ids", "token_ids", "prompt", "messages")
+_OPTIONAL = {"timestamp", "output_length", "input_length", "id", "request_id", "session_id", "model"}
+
+
+class WorkloadError(ValueError):
+    """The trace is malformed; the message names the line (1-based) and what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRequest:
+    """One request: its blocks (interned ids, prompt order), how many leading blocks the lookup may
+    hit (``lookup_blocks``), its prompt length in tokens, and its arrival time in ms (or None)."""
+
+    blocks: tuple[int, ...]
+    input_tokens: int
+    lookup_blocks: int
+    timestamp_ms: float | None = None
+    output_tokens: int = 0
+    full_blocks: int = 0
+    """Blocks whose tokens are all in the prompt (what a vLLM block pool can cache)."""
+
+
+@dataclass
+class WorkloadTrace:
+    """A parsed trace: requests in arrival order, the block size, and each interned block's original
+    id (Mooncake id or block-hash hex prefix) and its parent block (-1 for a first block)."""
+
+    block_size: int
+    requests: list[WorkloadRequest] = field(default_factory=list)
+    block_labels: list[str] = field(default_factory=list)
+    block_parent: list[int] = field(default_factory=list)
+    kinds: set[str] = field(default_factory=set)
+    _index: dict[Any, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.requests)
+
+    @property
+    def num_blocks(self) -> int:
+        """Distinct blocks in the whole trace."""
+        return len(self.block_labels)
+
+    @property
+    def has_timestamps(self) -> bool:
+        return bool(self.requests) and all(r.timestamp_ms is not None for r in self.requests)
+
+    def intern(self, key: Any, label: str, parent: int) -> int:
+        """The dense id of block ``key`` (a new one on first sight)."""
+        idx = self._index.get(key)
+        if idx is None:
+            idx = len(self.block_labels)
+            self._index[key] = idx
+            self.block_labels.append(label)
+            self.block_parent.append(parent)
+        return idx
+
+
+def _int_field(obj: dict[str, Any], key: str, line: int, *, low: int = 0, high: int = MAX_LENGTH) -> int:
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkloadError(f"line {line}: {key!r} must be an integer, got {json.dumps(value)[:40]}")
+    if not low <= value <= high:
+        raise WorkloadError(f"line {line}: {key!r} must be in {low}..{high:,}, got {value}")
+    return value
+
+
+def _timestamp(obj: dict[str, Any], line: int) -> float | None:
+    if "timestamp" not in obj or obj["timestamp"] is None:
+        return None
+    ts = obj["timestamp"]
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or ts in (float("inf"), float("-inf")):
+        raise WorkloadError(f"line {line}: 'timestamp' must be a number of milliseconds, got {json.dumps(ts)[:40]}")
+    if ts < 0:
+        raise WorkloadError(f"line {line}: 'timestamp' must be >= 0, got {ts}")
+    return float(ts)
+
+
+def id_list(value: Any, key: str, line: int) -> list[int]:
+    if not isinstance(value, list):
+        raise WorkloadError(f"line {line}: {key!r} must be a list of integers, got {type(value).__name__}")
+    if len(value) > MAX_BLOCKS_PER_REQUEST:
+        raise WorkloadError(f"line {line}: {key!r} has {len(value):,} entries (at most {MAX_BLOCKS_PER_REQUEST:,})")
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise WorkloadError(f"line {line}: {key!r}[{i}] must be a non-negative integer, got {json.dumps(v)[:40]}")
+    return value
+
+
+class TraceBuilder:
+    """Adds validated lines to a ``WorkloadTrace``; token_ids lines are hashed here."""
+
+    def __init__(self, block_size: int, hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> None:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or not 1 <= block_size <= MAX_BLOCK:
+            raise WorkloadError(f"block size must be an integer in 1..{MAX_BLOCK:,}, got {block_size!r}")
+        self.block_size = block_size
+        self.trace = WorkloadTrace(self.block_size)
+        self.hash_name = hash_name
+        self.none_hash = init_none_hash(hash_name, seed)
+        self._last_ts: float | None = None
+
+    def add_hash_ids(self, obj: dict[str, Any], line: int) -> None:
+        ids = id_list(obj["hash_ids"], "hash_ids", line)
+        if "input_length" not in obj:
+            raise WorkloadError(f"line {line}: a 'hash_ids' line needs 'input_length'")
+        length = _int_field(obj, "input_length", line)
+        if len(set(ids)) != len(ids):
+            raise WorkloadError(f"line {line}: 'hash_ids' repeats an id (chained block ids are unique in a request)")
+        bs = self.block_size
+        if len(ids) > -(-length // bs):
+            raise WorkloadError(
+                f"line {line}: {len(ids)} hash_ids do not cover input_length {length} in blocks of {bs} "
+                f"(at most {-(-length // bs)}; is the block size right?)")
+        trace, parent, blocks = self.trace, -1, []
+        for h in ids:
+            parent = trace.intern(("m", h), str(h), parent)
+            blocks.append(parent)
+        self._append(obj, line, blocks, length, len(blocks), length // bs, "hash_ids")
+
+    def add_token_ids(self, tokens: list[int], obj: dict[str, Any], line: int, kind: str = "token_ids") -> None:
+        if not tokens:
+            raise WorkloadError(f"line {line}: no tokens (an empty prompt)")
+        try:
+            validate_block_size(self.block_size)
+        except ValueError as exc:
+            raise WorkloadError(f"line {line}: {kind} lines are hashed by kvviz: {exc}") from None
+        hashes = hash_block_chain(tuple(tokens), self.block_size, self.hash_name, self.none_hash)
+        trace, parent, blocks = self.trace, -1, []
+        for h in hashes:
+            parent = trace.intern(h, h.hex()[:12], parent)
+            blocks.append(parent)
+        lookup = (len(tokens) - 1) // self.block_size
+        self._append(obj, line, blocks, len(tokens), lookup, len(blocks), kind)
+
+    def _append(self, obj: dict[str, Any], line: int, blocks: list[int], length: int, lookup: int,
+                full: int, kind: str) -> None:
+        ts = _timestamp(obj, line)
+        if ts is not None:
+            if self._last_ts is not None and ts < self._last_ts:
+                raise WorkloadError(
+                    f"line {line}: timestamp {ts:g} ms is before the previous line's {self._last_ts:g} ms "
+                    "(lines must be in arrival order)")
+            self._last_ts = ts
+        out = _int_field(obj, "output_length", line) if obj.get("output_length") is not None else 0
+        if len(self.trace.requests) >= MAX_REQUESTS:
+            raise WorkloadError(f"line {line}: more than {MAX_REQUESTS:,} requests")
+        self.trace.requests.append(WorkloadRequest(tuple(blocks), length, lookup, ts, out, full))
+        self.trace.kinds.add(kind)
+
+
+def iter_lines(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line; WorkloadError naming the first bad line."""
+    if isinstance(data, bytes):
+        if len(data) > MAX_TRACE_BYTES:
+            raise WorkloadError(f"the trace is {len(data):,} bytes (at most {MAX_TRACE_BYTES:,})")
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise WorkloadError(f"the trace is not UTF-8 text (byte {exc.start}); expected JSON Lines") from None
+    any_line = False
+    for number, raw in enumerate(data.splitlines(), start=1):
+        text = raw.strip()
+        if not text:
+            continue
+        any_line = True
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply or a number too long"
+            raise WorkloadError(f"line {number}: not valid JSON ({msg})") from None
+        if not isinstance(obj, dict):
+            raise WorkloadError(f"line {number}: expected a JSON object, got {type(obj).__name__}")
+        yield number, obj
+    if not any_line:
+        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line")
+
+
+def line_kind(obj: dict[str, Any], line: int) -> str:
+    """Which of ``LINE_KINDS`` the line is; WorkloadError when none or several."""
+    kinds = [k for k in LINE_KINDS if k in obj]
+    if len(kinds) != 1:
+        what = "none" if not kinds else " and ".join(kinds)
+        raise WorkloadError(f"line {line}: give exactly one of {', '.join(LINE_KINDS)} (found {what})")
+    unknown = set(obj) - set(LINE_KINDS) - _OPTIONAL
+    if unknown:
+        raise WorkloadError(f"line {line}: unknown key {sorted(unknown)[0]!r}")
+    return kinds[0]
+
+
+Encoder = Callable[[str, Any, int], list[int]]
+"""Turns a ``prompt`` or ``messages`` value (kind, value, line number) into token ids."""
+
+
+def parse_trace(data: bytes | str, block_size: int | None = None, encode: Encoder | None = None,
+                hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> WorkloadTrace:
+    """Parse a JSONL trace. ``block_size`` defaults to 512 when the first line is a Mooncake line,
+    16 otherwise. ``prompt``/``messages`` lines need ``encode`` (``kvviz.workload`` has the tokenizer).
+    Mooncake lines cannot be mixed with token lines (their blocks could never match)."""
+    builder: TraceBuilder | None = None
+    first = ""
+    for number, obj in iter_lines(data):
+        kind = line_kind(obj, number)
+        if builder is None:
+            first = kind
+            size = block_size if block_size is not None else (MOONCAKE_BLOCK_SIZE if kind == "hash_ids" else 16)
+            builder = TraceBuilder(size, hash_name, seed)
+        if (kind == "hash_ids") != (first == "hash_ids"):
+            raise WorkloadError(f"line {number}: a {kind!r} line in a trace that began with {first!r} lines "
+                                "(Mooncake hash_ids cannot be mixed with token lines)")
+        if kind == "hash_ids":
+            builder.add_hash_ids(obj, number)
+            continue
+        if kind == "token_ids":
+            tokens = id_list(obj["token_ids"], "token_ids", number)
+            if any(t > MAX_TOKEN_ID for t in tokens):
+                raise WorkloadError(f"line {number}: a token id is over {MAX_TOKEN_ID:,}")
+        elif encode is None:
+            raise WorkloadError(f"line {number}: a {kind!r} line needs the model's tokenizer")
+        else:
+            tokens = encode(kind, obj[kind], number)
+        builder.add_token_ids(tokens, obj, number, kind)
+    if builder is None:
+        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line")
+    return builder.trace

@@ -1,0 +1,116 @@
+"""Figures of the "Your traffic" page: the hit-rate curve, hit rate over time, reuse distances, the
+shared-prefix tree, the block-pool comparison. Data in (kvviz.core results), ``go.Figure`` out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from kvviz.core.workload_report import CurvePoint, PrefixNode
+from kvviz.figures.style import AMBER, BLUE, GREEN, INK, MUTED, ORANGE, PALE_GREY, PURPLE, TEAL, base_layout
+from kvviz.text import workload as T
+
+AXIS_TITLES = {"blocks": "cache capacity (blocks, log)", "tokens": "cache capacity (tokens, log)",
+               "bytes": "cache capacity (bytes of KV, log)"}
+
+
+def _x(point: CurvePoint, unit: str) -> float:
+    if unit == "tokens":
+        return point.capacity_tokens
+    if unit == "bytes" and point.capacity_bytes is not None:
+        return point.capacity_bytes
+    return point.capacity_blocks
+
+
+def curve_figure(points: Sequence[CurvePoint], infinite_rate: float, unit: str = "blocks",
+                 marks: Sequence[tuple[str, CurvePoint]] = (), needs: Sequence[tuple[int, CurvePoint]] = (),
+                 ttl_label: str | None = None) -> go.Figure:
+    """Hit rate against capacity (log x), the infinite-cache line, labelled marks and 50%/90% markers."""
+    fig = go.Figure()
+    xs = [_x(p, unit) for p in points]
+    fig.add_trace(go.Scatter(x=xs, y=[p.hit_rate for p in points], mode="lines", name=T.CURVE_LRU,
+                             line=dict(color=BLUE, width=3),
+                             hovertemplate="%{x:,.4s}: %{y:.1%}<extra></extra>"))
+    if ttl_label is not None:
+        fig.add_trace(go.Scatter(x=xs, y=[p.ttl_hit_rate for p in points], mode="lines",
+                                 name=T.CURVE_TTL.format(ttl=ttl_label), line=dict(color=ORANGE, width=2, dash="dot"),
+                                 hovertemplate="%{x:,.4s}: %{y:.1%}<extra></extra>"))
+    fig.add_hline(y=infinite_rate, line=dict(color=GREEN, dash="dash"),
+                  annotation=dict(text=T.CURVE_INFINITE.format(rate=infinite_rate), font=dict(color=GREEN)),
+                  annotation_position="bottom right")
+    for pct, p in needs:
+        fig.add_trace(go.Scatter(x=[_x(p, unit)], y=[p.hit_rate], mode="markers+text", showlegend=False,
+                                 marker=dict(color=TEAL, size=10, symbol="diamond"),
+                                 text=[T.CURVE_NEED.format(pct=pct)], textposition="top left",
+                                 textfont=dict(color=TEAL), hovertemplate="%{x:,.4s}: %{y:.1%}<extra></extra>"))
+    for label, p in marks:
+        x = _x(p, unit)
+        fig.add_vline(x=x, line=dict(color=PURPLE, dash="dot", width=1))
+        fig.add_trace(go.Scatter(x=[x], y=[p.hit_rate], mode="markers+text", showlegend=False,
+                                 marker=dict(color=PURPLE, size=9), textposition="bottom right",
+                                 text=[T.CURVE_MARK.format(label=label, rate=p.hit_rate)],
+                                 textfont=dict(color=PURPLE), hovertemplate="%{x:,.4s}: %{y:.1%}<extra></extra>"))
+    fig.update_xaxes(type="log", title=AXIS_TITLES.get(unit, unit), gridcolor=PALE_GREY,
+                     exponentformat="SI" if unit == "bytes" else "none")
+    fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.02], gridcolor=PALE_GREY)
+    return base_layout(fig, 420, T.CURVE_TITLE)
+
+
+def timeline_figure(xs: Sequence[float], lru: Sequence[float], infinite: Sequence[float], capacity: int,
+                    x_title: str) -> go.Figure:
+    """Hit rate per time slice at one capacity, next to the infinite cache."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=list(xs), y=list(infinite), mode="lines", name=T.TIMELINE_INFINITE,
+                             line=dict(color=GREEN, dash="dash"), hovertemplate="%{x:.1f}: %{y:.1%}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=list(xs), y=list(lru), mode="lines+markers", name=T.TIMELINE_LRU.format(cap=capacity),
+                             line=dict(color=BLUE), marker=dict(size=4),
+                             hovertemplate="%{x:.1f}: %{y:.1%}<extra></extra>"))
+    fig.update_xaxes(title=x_title, gridcolor=PALE_GREY)
+    fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.02], gridcolor=PALE_GREY)
+    return base_layout(fig, 320, T.TIMELINE_TITLE)
+
+
+def histogram_figure(bins: Sequence[tuple[int, int, int]]) -> go.Figure:
+    """Block lookups per log-spaced reuse-distance bin."""
+    shown = [(lo, hi, c) for lo, hi, c in bins]
+    labels = [f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}" for lo, hi, _ in shown]
+    fig = go.Figure(go.Bar(x=labels, y=[c for _, _, c in shown], marker_color=AMBER,
+                           hovertemplate="%{x}: %{y:,}<extra></extra>"))
+    fig.update_xaxes(title=T.HIST_X, type="category", tickangle=-45)
+    fig.update_yaxes(title=T.HIST_Y, gridcolor=PALE_GREY)
+    return base_layout(fig, 340, T.HIST_TITLE, legend=None)
+
+
+def prefix_tree_figure(nodes: Sequence[PrefixNode]) -> go.Figure:
+    """Icicle of shared-prefix blocks under one root: each block under the block before it, sized by the
+    prompt tokens it saved (a child never saves more than its parent, so sizes nest)."""
+    roots = [n for n in nodes if n.parent < 0]
+    ids = ["root"] + [str(n.block) for n in nodes]
+    parents = [""] + ["root" if n.parent < 0 else str(n.parent) for n in nodes]
+    labels = [T.PREFIX_ROOT] + [T.PREFIX_NODE.format(label=n.label, depth=n.depth) for n in nodes]
+    values = [sum(n.saved_tokens for n in roots)] + [n.saved_tokens for n in nodes]
+    hits = [[sum(n.hits for n in roots)]] + [[n.hits] for n in nodes]
+    colors = [PALE_GREY] + [TEAL if n.depth == 1 else "#5eead4" if n.depth == 2 else "#99f6e4" for n in nodes]
+    child_sum: dict[str, int] = {}
+    for parent, value in zip(parents, values, strict=True):
+        child_sum[parent] = child_sum.get(parent, 0) + value
+    nested = all(child_sum.get(i, 0) <= v for i, v in zip(ids, values, strict=True))  # odd hash_ids traces only
+    fig = go.Figure(go.Icicle(
+        ids=ids, parents=parents, labels=labels, values=values, customdata=hits,
+        branchvalues="total" if nested else "remainder",
+        hovertemplate=T.PREFIX_HOVER, marker=dict(colors=colors, line=dict(color="white", width=1)),
+        tiling=dict(orientation="h"), maxdepth=6, textfont=dict(color=INK),
+    ))
+    return base_layout(fig, 520, None, legend=None, top=8)
+
+
+def pool_figure(lru_rate: float, pool_rate: float, infinite_rate: float) -> go.Figure:
+    """Two bars: pure LRU and the block pool at the same capacity, with the infinite line."""
+    fig = go.Figure(go.Bar(x=[T.POOL_LRU, T.POOL_VLLM], y=[lru_rate, pool_rate], marker_color=[BLUE, INK],
+                           text=[f"{lru_rate:.1%}", f"{pool_rate:.1%}"], textposition="outside",
+                           hovertemplate="%{x}: %{y:.2%}<extra></extra>"))
+    fig.add_hline(y=infinite_rate, line=dict(color=GREEN, dash="dash"))
+    fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.1], gridcolor=PALE_GREY)
+    fig.update_xaxes(tickfont=dict(color=MUTED))
+    return base_layout(fig, 320, None, legend=None)

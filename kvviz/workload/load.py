@@ -1,0 +1,76 @@
+"""Read a workload trace of any supported line kind, tokenizing ``prompt`` and ``messages`` lines.
+
+The tokenizer is passed in as a zero-argument loader and called only when the first such line
+appears, so hash_ids and token_ids traces never load transformers. ``messages`` lines use the
+tokenizer's chat template (with the generation prompt, as a server does before prefill).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
+from kvviz.core.workload_trace import WorkloadError, WorkloadTrace, parse_trace
+
+TokenizerLoader = Callable[[], Any]
+MAX_PROMPT_CHARS = 1_000_000
+
+
+def default_tokenizer() -> Any:
+    """The embedded model's tokenizer (kvviz.model's loader, cached per process)."""
+    from kvviz.model.loader import load_tokenizer
+
+    return load_tokenizer(None)
+
+
+def _messages(value: Any, line: int) -> list[dict[str, str]]:
+    if not isinstance(value, list) or not value:
+        raise WorkloadError(f"line {line}: 'messages' must be a non-empty list of {{role, content}} objects")
+    out = []
+    for i, msg in enumerate(value):
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str) or "content" not in msg:
+            raise WorkloadError(f"line {line}: messages[{i}] must be an object with a 'role' and a 'content'")
+        content = msg["content"]
+        if isinstance(content, list):  # OpenAI content parts: keep the text parts
+            parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+            if not all(isinstance(p, str) for p in parts):
+                raise WorkloadError(f"line {line}: messages[{i}] has a text part without text")
+            content = "".join(parts)
+        if not isinstance(content, str):
+            raise WorkloadError(f"line {line}: messages[{i}].content must be a string or a list of text parts")
+        out.append({"role": msg["role"], "content": content})
+    return out
+
+
+def _encode(tokenizer: Any, kind: str, value: Any, line: int) -> list[int]:
+    if kind == "prompt":
+        if not isinstance(value, str) or not value.strip():
+            raise WorkloadError(f"line {line}: 'prompt' must be a non-empty string")
+        if len(value) > MAX_PROMPT_CHARS:
+            raise WorkloadError(f"line {line}: the prompt has {len(value):,} characters (at most {MAX_PROMPT_CHARS:,})")
+        return list(tokenizer(value, add_special_tokens=True, return_attention_mask=False)["input_ids"])
+    messages = _messages(value, line)
+    if sum(len(m["content"]) for m in messages) > MAX_PROMPT_CHARS:
+        raise WorkloadError(f"line {line}: the messages have more than {MAX_PROMPT_CHARS:,} characters")
+    try:
+        ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
+    except Exception as exc:  # noqa: BLE001 - a template that rejects these roles: one line
+        raise WorkloadError(f"line {line}: the chat template rejected the messages ({exc})") from None
+    if hasattr(ids, "keys"):  # newer transformers return a BatchEncoding
+        ids = ids["input_ids"]
+    return [int(t) for t in ids]
+
+
+def load_trace(data: bytes | str, block_size: int | None = None,
+               tokenizer: TokenizerLoader = default_tokenizer,
+               hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> WorkloadTrace:
+    """Parse every line kind; the tokenizer is loaded at the first prompt or messages line."""
+    loaded: list[Any] = []
+
+    def encode(kind: str, value: Any, line: int) -> list[int]:
+        if not loaded:
+            loaded.append(tokenizer())
+        return _encode(loaded[0], kind, value, line)
+
+    return parse_trace(data, block_size, encode, hash_name, seed)

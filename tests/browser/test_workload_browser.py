@@ -1,0 +1,46 @@
+"""Real-browser test of the "Your traffic" page at 1024 and 1400 px: charts draw, numbers shown, a bad
+upload is one clear message naming the line."""
+
+from __future__ import annotations
+
+import pytest
+from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
+
+from kvviz.core.reuse_distance import analyze
+from kvviz.core.workload_trace import parse_trace
+from kvviz.text import workload as T
+from kvviz.workload.example import EXAMPLE_PATH
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_workload_page_in_the_browser(app_server, browser, width):
+    profile = analyze(parse_trace(EXAMPLE_PATH.read_bytes()))
+    page = open_via_nav(browser, app_server, "pages/workload.py", wait_text=T.STATS_HEADER, width=width)
+    try:
+        page.locator('[data-testid="stPlotlyChart"]').nth(4).wait_for()
+        wait_idle(page)
+        metrics = metric_values(page)
+        assert metrics[T.M_BLOCKS] == f"{profile.unique_blocks:,}"
+        assert metrics[T.M_INFINITE] == f"{profile.hit_tokens_infinite / profile.input_tokens:.1%}"
+        assert page.locator(".main-svg").count() >= 5
+        assert_no_errors(page)
+        screenshot(page, f"workload_{width}")
+    finally:
+        page.close()
+
+
+def test_workload_page_bad_upload(app_server, browser, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hash_ids": [1], "input_length": 5}\n{"hash_ids": [2], "input_length": "many"}\n')
+    page = open_via_nav(browser, app_server, "pages/workload.py", wait_text=T.STATS_HEADER)
+    try:
+        page.get_by_text(T.SOURCE_OPTIONS["upload"]).click()
+        page.get_by_text(T.UPLOAD_WAITING).wait_for()
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(bad))
+        page.get_by_text("line 2: 'input_length' must be an integer").wait_for()
+        main = page.locator('[data-testid="stMain"]').inner_text()
+        assert "Traceback" not in main
+    finally:
+        page.close()

@@ -1,0 +1,86 @@
+"""``python -m kvviz workload``: the issue's JSON keys, agreement with the core, one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvviz.cli import main
+from kvviz.core.reuse_distance import analyze, replay_lru
+from kvviz.core.workload_trace import parse_trace
+from kvviz.workload.example import EXAMPLE_PATH
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = {"num_requests", "input_tokens", "block_size", "num_block_accesses", "unique_blocks",
+        "hit_tokens_infinite", "hit_rate_infinite", "curve"}
+
+
+def _run(capsys, *argv: str) -> tuple[int, dict | None, str]:
+    code = main(["workload", *argv])
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if code == 0 and "--json" in argv else None), out.err
+
+
+def test_example_with_capacities_ttl_and_preset(capsys):
+    code, out, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--capacities", "1000,10,100", "--ttl-seconds", "300",
+                        "--preset", "llama-3-8b", "--dtype", "fp8", "--json")
+    assert code == 0 and set(out) >= KEYS
+    trace = parse_trace(EXAMPLE_PATH.read_bytes())
+    assert out["block_size"] == 512 and out["num_requests"] == trace.num_requests
+    assert [p["capacity_blocks"] for p in out["curve"]] == [10, 100, 1000]
+    for p in out["curve"]:
+        assert p["hit_tokens"] == sum(replay_lru(trace, p["capacity_blocks"]))
+        assert p["ttl_hit_tokens"] == sum(replay_lru(trace, p["capacity_blocks"], 300))
+        assert p["capacity_tokens"] == 512 * p["capacity_blocks"]
+        assert p["capacity_bytes"] == 65536 * p["capacity_tokens"]  # Llama-3-8B fp8: 32 x 8 x 128 x 2 x 1 byte
+    assert out["ttl"]["ttl_seconds"] == 300 and out["hit_tokens_infinite"] == analyze(trace).hit_tokens_infinite
+
+
+def test_default_grid_is_log_spaced_and_sorted(capsys, tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join(json.dumps({"token_ids": list(range(50)) + [i]}) for i in range(30)))
+    code, out, _ = _run(capsys, "--trace", str(f), "--json")
+    caps = [p["capacity_blocks"] for p in out["curve"]]
+    assert code == 0 and out["block_size"] == 16 and caps == sorted(caps) and caps[0] == 1
+    assert caps[-1] == out["unique_blocks"] and "capacity_bytes" not in out["curve"][0] and "ttl" not in out
+    assert out["hit_tokens_infinite"] == 29 * 48  # 3 full blocks of the shared 50-token head, from request 2 on
+
+
+@pytest.mark.parametrize(("content", "argv", "message"), [
+    ("", [], "the trace is empty"),
+    ('{"hash_ids": [1], "input_length": 5}\n{"hash_ids": [2], "input_length": -1}', [], "line 2:"),
+    ('{"hash_ids": [1], "input_length": 5}\nnot json', [], "line 2: not valid JSON"),
+    ('{"hash_ids": [1], "input_length": 5}', ["--capacities", "10,0"], "--capacities"),
+    ('{"hash_ids": [1], "input_length": 5}', ["--capacities", "ten"], "--capacities"),
+    ('{"hash_ids": [1], "input_length": 5}', ["--ttl-seconds", "60"], "needs a timestamp"),
+    ('{"hash_ids": [1], "input_length": 5}', ["--ttl-seconds", "-1"], "--ttl-seconds"),
+    ('{"hash_ids": [1], "input_length": 5}', ["--preset", "nope"], "unknown preset"),
+    ('{"hash_ids": [1], "input_length": 5}', ["--dtype", "fp8"], "--dtype needs a model"),
+    ('{"hash_ids": [1], "input_length": 5}', ["--block-size", "0"], "block size"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, tmp_path, content, argv, message):
+    f = tmp_path / "t.jsonl"
+    f.write_text(content)
+    code, _, err = _run(capsys, "--trace", str(f), *argv, "--json")
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_missing_file_and_binary(capsys, tmp_path):
+    code, _, err = _run(capsys, "--trace", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and "no such file" in err
+    f = tmp_path / "b.jsonl"
+    f.write_bytes(b"\x00\xff\xfe" * 100)
+    code, _, err = _run(capsys, "--trace", str(f))
+    assert code == 2 and "not UTF-8" in err
+
+
+def test_cli_does_not_import_torch_for_hash_id_traces():
+    code = ("import sys\nfrom kvviz.cli import main\n"
+            f"main(['workload', '--trace', {str(EXAMPLE_PATH)!r}, '--capacities', '5', '--json'])\n"
+            "print('torch' in sys.modules, 'streamlit' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "False False"
