@@ -255,3 +255,31 @@ def match_hash_form(hashes: Iterable[bytes], hash_kind: str | None) -> list[Exte
     from kvviz.live.wire import to_int_hash
 
     return [to_int_hash(h) for h in hashes] if hash_kind == "int" else list(hashes)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptStatus:
+    """A prompt's full blocks hashed as vLLM hashes them, whether the engine holds each one now, and
+    the leading run it can reuse (a hit stops at the first block not held)."""
+
+    block_size: int
+    num_tokens: int
+    hashes: tuple[ExternalBlockHash, ...]
+    cached: tuple[bool, ...]
+    cached_run: int
+
+    @property
+    def blocks(self) -> int:
+        return len(self.hashes)
+
+
+def prompt_status(model: EngineModel, tokens: Sequence[int], block_size: int, hash_name: str,
+                  seed: str | None) -> PromptStatus:
+    """Hash ``tokens`` with ``kvviz.core.hashing`` (same bytes as vLLM) and look each block up in ``model``."""
+    from kvviz.core.hashing import get_hash_fn, hash_block_chain, init_none_hash
+
+    fn = get_hash_fn(hash_name)
+    digests = hash_block_chain(tokens, block_size, fn, init_none_hash(fn, seed))
+    hashes = match_hash_form(digests, model.hash_kind)
+    status, run = model.cached_run(hashes)
+    return PromptStatus(block_size, len(tokens), tuple(hashes), tuple(status), run)

@@ -18,7 +18,8 @@ from typing import Any
 
 import zmq
 
-from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel
+from kvviz.core.hashing import DEFAULT_BLOCK_SIZE
+from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel, PromptStatus, prompt_status
 from kvviz.live.wire import (
     END_SEQ,
     EventBatch,
@@ -322,3 +323,19 @@ def stop_shared(config: LiveConfig) -> None:
         sub = _SHARED.pop(config.validated(), None)
     if sub is not None:
         sub.stop()
+
+
+def check_prompt(sub: Subscriber, tokens: list[int], block_size: int | None, hash_name: str,
+                 seed: str | None) -> PromptStatus:
+    """``prompt_status`` against ``sub``'s model, read under its lock; the block size defaults to the
+    engine's (from its BlockStored events), else 16."""
+    with sub.lock:
+        size = block_size or sub.model.block_size or DEFAULT_BLOCK_SIZE
+        return prompt_status(sub.model, tokens, size, hash_name, seed)
+
+
+def check_bind_endpoint(endpoint: str, flag: str = "endpoint") -> str:
+    """An address a publisher can bind: ``tcp://HOST:PORT`` or ``tcp://*:PORT``; ValueError otherwise."""
+    value = (endpoint or "").strip()
+    return value if value.startswith("tcp://*:") and value[8:].isdigit() and 1 <= int(value[8:]) <= 65534 \
+        else check_endpoint(value, flag, 2)
