@@ -4,34 +4,58 @@ A block's hash is ``hash_fn((parent_hash, tuple(block_token_ids), extra_keys))``
 parent is ``NONE_HASH``. Only full blocks are hashed. Because every hash includes its parent, a block's
 identity carries the whole prefix before it, like a git commit id.
 
-Hash functions (all ``obj -> bytes``):
+Hash functions (all ``obj -> bytes``), as ``--prefix-caching-hash-algo`` names them:
 
-- ``sha256_cbor``: SHA-256 over ``cbor2.dumps(obj, canonical=True)`` (vLLM's default).
-- ``xxhash_cbor``: xxh3-128 over the same CBOR bytes (vLLM's fast option).
-- ``python_hash``: Python's built-in ``hash`` as 8 bytes. Teaching only: it is salted per process
-  (``PYTHONHASHSEED``) and 64-bit, so it is neither reproducible nor collision-safe.
+- ``sha256``: SHA-256 over ``pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)`` (vLLM's default).
+- ``sha256_cbor``: SHA-256 over ``cbor2.dumps(obj, canonical=True)`` (reproducible outside CPython).
+- ``xxhash``: xxh3-128 over the same pickle bytes (fast, not cryptographic).
+- ``xxhash_cbor``: xxh3-128 over the same CBOR bytes (fast, not cryptographic).
+- ``python_hash``: Python's built-in ``hash`` as 8 bytes. Teaching only (not a vLLM option): it is
+  salted per process (``PYTHONHASHSEED``) and 64-bit, so it is neither reproducible nor collision-safe.
+
+NONE_HASH (the parent of every first block) is ``hash_fn(seed)``; ``resolve_none_hash_seed`` picks the
+seed as vLLM's ``kv_cache_utils.resolve_none_hash_seed`` does: an explicit seed (vLLM:
+``PYTHONHASHSEED``) wins; otherwise cryptographic algorithms use ``"vllm-none-hash"`` and the others a
+random seed drawn once per process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NewType
 
 import cbor2
 import xxhash
 
 HashFn = Callable[[Any], bytes]
+# The hash of one full block (vLLM: ``kv_cache_utils.BlockHash``), distinct from arbitrary bytes.
+BlockHash = NewType("BlockHash", bytes)
 
-DEFAULT_HASH = "sha256_cbor"
-DEFAULT_SEED = "0"
+DEFAULT_HASH = "sha256"  # vLLM's ``CacheConfig.prefix_caching_hash_algo`` default
+# None = no explicit seed (vLLM: PYTHONHASHSEED unset); resolve_none_hash_seed then picks one.
+DEFAULT_SEED: str | None = None
+# vLLM's ``DEFAULT_NONE_HASH_SEED``: NONE_HASH seed of cryptographic algorithms when none is set.
+DEFAULT_NONE_HASH_SEED = "vllm-none-hash"
 DEFAULT_BLOCK_SIZE = 16
 MIN_BLOCK_SIZE = 1
 MAX_BLOCK_SIZE = 256
 # Token ids are vocabulary indices: non-negative and far below 2**32 for every real tokenizer.
 MAX_TOKEN_ID = 2**32 - 1
+
+
+def sha256(obj: Any) -> bytes:
+    """SHA-256 digest (32 bytes) of ``pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)``, as vLLM's
+    default ``sha256``."""
+    return hashlib.sha256(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+
+
+def xxhash_pickle(obj: Any) -> bytes:
+    """xxh3-128 digest (16 bytes) of the same pickle bytes, as vLLM's ``xxhash``."""
+    return xxhash.xxh3_128_digest(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def sha256_cbor(obj: Any) -> bytes:
@@ -51,14 +75,24 @@ def python_hash(obj: Any) -> bytes:
 
 
 HASH_FUNCTIONS: dict[str, HashFn] = {
+    "sha256": sha256,
     "sha256_cbor": sha256_cbor,
+    "xxhash": xxhash_pickle,
     "xxhash_cbor": xxhash_cbor,
     "python_hash": python_hash,
 }
 # Names of hash functions the UI must flag as unsafe (not reproducible, not collision-resistant).
 UNSAFE_HASHES: frozenset[str] = frozenset({"python_hash"})
+# Not collision resistant: without an explicit seed their NONE_HASH seed is random (kept secret).
+NON_CRYPTO_HASHES: frozenset[str] = frozenset({"xxhash", "xxhash_cbor", "python_hash"})
 # Digest length in bytes for each hash function.
-DIGEST_SIZES: dict[str, int] = {"sha256_cbor": 32, "xxhash_cbor": 16, "python_hash": 8}
+DIGEST_SIZES: dict[str, int] = {"sha256": 32, "sha256_cbor": 32, "xxhash": 16, "xxhash_cbor": 16,
+                                "python_hash": 8}
+
+# Reason codes of resolve_none_hash_seed (the view renders them as words).
+SEED_EXPLICIT = "explicit"  # a seed was given (vLLM: PYTHONHASHSEED is set)
+SEED_DEFAULT_CRYPTO = "default_crypto"  # cryptographic algorithm, fixed "vllm-none-hash"
+SEED_RANDOM_NON_CRYPTO = "random_non_crypto"  # non-cryptographic algorithm, random per process
 
 
 def get_hash_fn(name: str) -> HashFn:
@@ -86,14 +120,36 @@ def hash_name_of(hash_fn: HashFn | str) -> str:
     return getattr(hash_fn, "__name__", repr(hash_fn))
 
 
-def init_none_hash(hash_fn: HashFn | str, seed: str | None = DEFAULT_SEED) -> bytes:
-    """The parent hash of every first block: ``hash_fn(seed)`` when a seed is given, as vLLM does with
-    the ``PYTHONHASHSEED`` string, else 32 random bytes (hashes then differ between processes)."""
-    if seed is None:
-        return os.urandom(32)
-    if not isinstance(seed, str):
-        raise ValueError(f"seed must be a string or None, got {type(seed).__name__}")
-    return resolve_hash_fn(hash_fn)(seed)
+# One random seed per algorithm per process, as vLLM draws one per engine process.
+_PROCESS_RANDOM_SEEDS: dict[str, str] = {}
+
+
+def random_seed() -> str:
+    """A fresh random seed string (32 random bytes as hex), the form vLLM draws."""
+    return os.urandom(32).hex()
+
+
+def resolve_none_hash_seed(hash_name: HashFn | str, seed: str | None = None) -> tuple[str, str]:
+    """The NONE_HASH seed in force and its reason code (``SEED_*``).
+
+    An explicit ``seed`` (vLLM: ``PYTHONHASHSEED``) wins; otherwise cryptographic algorithms use
+    ``DEFAULT_NONE_HASH_SEED`` so independent processes agree, and non-cryptographic ones a random
+    seed drawn once per process so collisions cannot be precomputed."""
+    if seed is not None:
+        if not isinstance(seed, str):
+            raise ValueError(f"seed must be a string or None, got {type(seed).__name__}")
+        return seed, SEED_EXPLICIT
+    name = hash_name_of(hash_name)
+    if name in NON_CRYPTO_HASHES:
+        return _PROCESS_RANDOM_SEEDS.setdefault(name, random_seed()), SEED_RANDOM_NON_CRYPTO
+    return DEFAULT_NONE_HASH_SEED, SEED_DEFAULT_CRYPTO
+
+
+def init_none_hash(hash_fn: HashFn | str, seed: str | None = DEFAULT_SEED) -> BlockHash:
+    """The parent hash of every first block: ``hash_fn(seed in force)``, the seed chosen by
+    ``resolve_none_hash_seed`` (vLLM's ``init_none_hash``)."""
+    in_force, _reason = resolve_none_hash_seed(hash_fn, seed)
+    return BlockHash(resolve_hash_fn(hash_fn)(in_force))
 
 
 def validate_block_size(block_size: Any) -> int:
@@ -211,6 +267,13 @@ def hash_block_chain(
         dumps = cbor2.dumps
         for start in starts:
             parent = digest(dumps((parent, tokens[start : start + block_size], extra), canonical=True)).digest()
+            append(parent)
+        return hashes
+    if fn is sha256 or fn is xxhash_pickle:
+        digest = hashlib.sha256 if fn is sha256 else xxhash.xxh3_128
+        pdumps, proto = pickle.dumps, pickle.HIGHEST_PROTOCOL
+        for start in starts:
+            parent = digest(pdumps((parent, tokens[start : start + block_size], extra), protocol=proto)).digest()
             append(parent)
         return hashes
     for start in starts:
