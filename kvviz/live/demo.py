@@ -22,10 +22,11 @@ from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.core.manager import KVCacheManager
 from kvviz.live.wire import (
     END_SEQ,
+    MEDIUM_GPU,
     BlockRemoved,
     BlockStored,
-    EventBatch,
     KVCacheEvent,
+    KVEventBatch,
     encode_batch,
     encode_seq,
     to_int_hash,
@@ -116,7 +117,7 @@ class DemoWorkload:
             if event.kind is EventKind.CACHE:
                 out.extend(self._stored(event))
             elif event.kind is EventKind.EVICT:
-                out.append(BlockRemoved(tuple(h for h in event.block_hashes if h is not None), "GPU"))
+                out.append(BlockRemoved([h for h in event.block_hashes if h is not None], MEDIUM_GPU))
         return out
 
     def _stored(self, event: Event) -> list[BlockStored]:
@@ -131,19 +132,19 @@ class DemoWorkload:
                 runs[-1].append(pos)
             else:
                 runs.append([pos])
-        return [BlockStored(tuple(hashes[p] for p in run), hashes[run[0] - 1] if run[0] else None,
-                            tuple(tokens[run[0] * bs:(run[-1] + 1) * bs]), bs, None, "GPU", None)
+        return [BlockStored([hashes[p] for p in run], hashes[run[0] - 1] if run[0] else None,
+                            list(tokens[run[0] * bs:(run[-1] + 1) * bs]), bs, None, MEDIUM_GPU, None)
                 for run in runs]
 
 
 def _int_hashes(event: KVCacheEvent) -> KVCacheEvent:
     if isinstance(event, BlockStored):
         parent = event.parent_block_hash
-        return BlockStored(tuple(to_int_hash(h) for h in event.block_hashes),  # type: ignore[arg-type]
+        return BlockStored([to_int_hash(h) for h in event.block_hashes],  # type: ignore[arg-type]
                            None if parent is None else to_int_hash(parent), event.token_ids, event.block_size,
                            event.lora_id, event.medium, event.lora_name)
     if isinstance(event, BlockRemoved):
-        return BlockRemoved(tuple(to_int_hash(h) for h in event.block_hashes), event.medium)  # type: ignore[arg-type]
+        return BlockRemoved([to_int_hash(h) for h in event.block_hashes], event.medium)  # type: ignore[arg-type]
     return event
 
 
@@ -196,7 +197,7 @@ class DemoPublisher:
         """Send one batch now (from the publisher's thread only); return its sequence number."""
         if self.int_hashes:
             events = [_int_hashes(e) for e in events]
-        payload = encode_batch(EventBatch(time.time(), tuple(events), 0), array_like=self.array_like)
+        payload = encode_batch(KVEventBatch(time.time(), list(events), 0), array_like=self.array_like)
         seq = self.seq
         self._pub.send_multipart([self.topic, encode_seq(seq), payload])
         self.buffer.append((seq, payload))

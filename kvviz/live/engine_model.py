@@ -96,14 +96,14 @@ class EngineModel:
     # -------------------------------------------------------------- applying events
     def apply(self, batch: EventBatch, now: float) -> None:
         """Apply one batch received at wall-clock time ``now`` (seconds)."""
-        rank = batch.data_parallel_rank or 0
+        rank = batch.batch.data_parallel_rank or 0
         self.dp_ranks.add(rank)
         self.batches += 1
         self.unknown_kinds += batch.unknown_kinds
         self.unknown_fields += batch.unknown_fields
         sec = self._bucket(now)
         sec.batches += 1
-        for event in batch.events:
+        for event in batch.batch.events:
             if isinstance(event, BlockStored):
                 self._stored(event, rank)
                 sec.stored += 1

@@ -16,8 +16,18 @@ from typing import Any
 
 import msgspec
 
-ExternalBlockHash = bytes | int
-MEDIUM_GPU = "GPU"
+from kvviz.core.kv_events import (
+    MEDIUM_GPU,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    ExternalBlockHash,
+    KVCacheEvent,
+    KVEventBatch,
+)
+
+__all__ = ["MEDIUM_GPU", "AllBlocksCleared", "BlockRemoved", "BlockStored", "ExternalBlockHash", "KVCacheEvent",
+           "KVEventBatch"]
 END_SEQ = -1  # the replay stream's last message carries this (signed) sequence number and no payload
 SEQ_BYTES = 8
 
@@ -35,54 +45,24 @@ class WireError(ValueError):
     """A frame or payload that is not a KV-event batch (counted as a decode error by the subscriber)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BlockStored:
-    """Full blocks entered the prefix cache: ``block_hashes[i]``'s parent is ``block_hashes[i-1]``,
-    the first one's is ``parent_block_hash`` (None: the chain starts here); ``token_ids`` holds
-    ``block_size`` tokens per block, in order."""
-
-    block_hashes: tuple[ExternalBlockHash, ...]
-    parent_block_hash: ExternalBlockHash | None
-    token_ids: tuple[int, ...]
-    block_size: int
-    lora_id: int | None = None
-    medium: str | None = None
-    lora_name: str | None = None
-    extra_keys: tuple[Any, ...] | None = None
-    group_idx: int | None = None
-    kv_cache_spec_kind: str | None = None
-    kv_cache_spec_sliding_window: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockRemoved:
-    """Blocks left the cache (evicted) on ``medium`` (None = GPU)."""
-
-    block_hashes: tuple[ExternalBlockHash, ...]
-    medium: str | None = None
-    group_idx: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AllBlocksCleared:
-    """The engine dropped its whole prefix cache (e.g. ``reset_prefix_cache``)."""
-
-
-KVCacheEvent = BlockStored | BlockRemoved | AllBlocksCleared
-_CLASSES: dict[str, type] = {"BlockStored": BlockStored, "BlockRemoved": BlockRemoved,
-                             "AllBlocksCleared": AllBlocksCleared}
 
 
 @dataclass(frozen=True, slots=True)
 class EventBatch:
-    """One published message: engine timestamp (seconds), its events, the DP rank that sent it, and
-    what decoding skipped (``unknown_kinds``: events of other kinds; ``unknown_fields``: extra keys)."""
+    """One decoded payload: vLLM's ``KVEventBatch`` and what decoding skipped (``unknown_kinds``:
+    events of other kinds; ``unknown_fields``: fields this version of the schema does not know)."""
 
-    ts: float
-    events: tuple[KVCacheEvent, ...]
-    data_parallel_rank: int | None = None
+    batch: KVEventBatch
     unknown_kinds: int = 0
     unknown_fields: int = 0
+
+    @property
+    def events(self) -> list[KVCacheEvent]:
+        return self.batch.events
+
+    @property
+    def data_parallel_rank(self) -> int | None:
+        return self.batch.data_parallel_rank
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +102,10 @@ def _opt_str(value: Any, what: str) -> str | None:
     raise WireError(f"{what} must be a string or null, got {type(value).__name__}")
 
 
-def _hashes(value: Any, what: str) -> tuple[ExternalBlockHash, ...]:
+def _hashes(value: Any, what: str) -> list[ExternalBlockHash]:
     if not isinstance(value, list):
         raise WireError(f"{what} must be a list")
-    return tuple(_hash(v, what) for v in value)
+    return [_hash(v, what) for v in value]
 
 
 def _build(kind: str, values: dict[str, Any]) -> KVCacheEvent:
@@ -151,10 +131,10 @@ def _build(kind: str, values: dict[str, Any]) -> KVCacheEvent:
     return BlockStored(
         _hashes(values["block_hashes"], "BlockStored.block_hashes"),
         None if parent is None else _hash(parent, "parent_block_hash"),
-        tuple(tokens), block_size,
+        list(tokens), block_size,
         _opt_int(values.get("lora_id"), "lora_id"), _opt_str(values.get("medium"), "medium"),
         _opt_str(values.get("lora_name"), "lora_name"),
-        tuple(_freeze(e) for e in extra) if isinstance(extra, list) else None,
+        [_freeze(e) for e in extra] if isinstance(extra, list) else None,
         _opt_int(values.get("group_idx"), "group_idx"),
         _opt_str(values.get("kv_cache_spec_kind"), "kv_cache_spec_kind"),
         _opt_int(window, "kv_cache_spec_sliding_window"),
@@ -209,8 +189,8 @@ def decode_batch(payload: bytes) -> EventBatch:
     if not isinstance(events, list):
         raise WireError("EventBatch.events must be a list")
     rank = _opt_int(rank, "data_parallel_rank")
-    decoded = tuple(e for e in (_event(r, skipped) for r in events) if e is not None)
-    return EventBatch(float(ts), decoded, rank, skipped.kinds, skipped.fields)
+    decoded = [e for e in (_event(r, skipped) for r in events) if e is not None]
+    return EventBatch(KVEventBatch(float(ts), decoded, rank), skipped.kinds, skipped.fields)
 
 
 def decode_seq(frame: bytes) -> int:
@@ -234,7 +214,7 @@ def _event_fields(event: KVCacheEvent) -> tuple[str, list[Any]]:
     return kind, [list(v) if isinstance(v, tuple) else v for v in values]
 
 
-def encode_batch(batch: EventBatch, *, array_like: bool = False) -> bytes:
+def encode_batch(batch: KVEventBatch, *, array_like: bool = False) -> bytes:
     """msgpack of ``batch`` as vLLM's msgspec encoder writes it: maps with a ``type`` tag and
     default-valued (None) trailing fields omitted, or ``array_like`` arrays with the tag first."""
     events: list[Any] = []
