@@ -32,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="workload seed: same seed, same requests and hashes")
     p.add_argument("--interval", type=float, default=0.2, help="seconds between scheduler steps (default 0.2)")
     p.add_argument("--seconds", type=float, default=None, help="stop after S seconds (default: run until Ctrl-C)")
+    p.add_argument("--max-batches", type=int, default=None,
+                   help="stop stepping after N batches and keep serving replay (for reproducible runs)")
     p.add_argument("--array-like", action="store_true", help="array-form structs (older vLLM, other engines)")
     p.add_argument("--int-hashes", action="store_true", help="64-bit int hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)")
     p.add_argument("--synthetic", action="store_true",
@@ -60,10 +62,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--interval must be in 0.001..60 seconds, got {args.interval:g}")
     if args.seconds is not None and not 0 < args.seconds <= MAX_SECONDS:
         raise CliError(f"--seconds must be in (0, {MAX_SECONDS:g}], got {args.seconds:g}")
+    if args.max_batches is not None and not 1 <= args.max_batches <= 10_000_000:
+        raise CliError(f"--max-batches must be in 1..10,000,000, got {args.max_batches}")
     tokenize = _tokenizer(args.synthetic, args.seed)
     try:
         demo = DemoPublisher(endpoint, replay, topic=args.topic, seed=args.seed, interval_s=args.interval,
-                             array_like=args.array_like, int_hashes=args.int_hashes, tokenize=tokenize).start()
+                             array_like=args.array_like, int_hashes=args.int_hashes, tokenize=tokenize,
+                             max_batches=args.max_batches).start()
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if not args.json:

@@ -154,8 +154,10 @@ class DemoPublisher:
 
     def __init__(self, endpoint: str, replay_endpoint: str | None = None, *, topic: str = "", seed: int = 0,
                  interval_s: float = 0.2, array_like: bool = False, int_hashes: bool = False,
-                 tokenize: Callable[[str], list[int]] | None = None, workload: DemoWorkload | None = None) -> None:
+                 tokenize: Callable[[str], list[int]] | None = None, workload: DemoWorkload | None = None,
+                 max_batches: int | None = None) -> None:
         self.workload = workload or DemoWorkload(seed, tokenize)
+        self.max_batches = max_batches  # stop stepping after this many batches (replay keeps serving)
         self.interval_s = interval_s
         self.array_like = array_like
         self.int_hashes = int_hashes
@@ -223,7 +225,7 @@ class DemoPublisher:
                 if self._router is not None:
                     self._serve_replay()
                 now = time.monotonic()
-                if now >= next_step:
+                if now >= next_step and (self.max_batches is None or self.seq < self.max_batches):
                     events = self.workload.step()
                     if events:
                         self.publish(events)
