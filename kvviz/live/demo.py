@@ -34,6 +34,7 @@ from kvviz.live.wire import (
 
 DEMO_BLOCK_SIZE = 16
 DEMO_NUM_BLOCKS = 160
+DEMO_USERS = 8
 REPLAY_BUFFER = 10_000  # batches kept for replay, as vLLM's default buffer_steps
 VOCAB = 49_152
 # Workload content (not UI text): shared system prompts and user turns of a small chat service.
@@ -73,7 +74,7 @@ class DemoWorkload:
     """Seeded users chatting over shared system prompts on a ``KVCacheManager``; each ``step``
     returns the vLLM events that step caused."""
 
-    def __init__(self, seed: int = 0, tokenize: Callable[[str], list[int]] | None = None, users: int = 8,
+    def __init__(self, seed: int = 0, tokenize: Callable[[str], list[int]] | None = None, users: int = DEMO_USERS,
                  num_blocks: int = DEMO_NUM_BLOCKS, block_size: int = DEMO_BLOCK_SIZE,
                  hash_name: str = DEFAULT_HASH, hash_seed: str = DEFAULT_SEED) -> None:
         self.rng = random.Random(seed)

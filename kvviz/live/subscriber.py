@@ -339,3 +339,38 @@ def check_bind_endpoint(endpoint: str, flag: str = "endpoint") -> str:
     value = (endpoint or "").strip()
     return value if value.startswith("tcp://*:") and value[8:].isdigit() and 1 <= int(value[8:]) <= 65534 \
         else check_endpoint(value, flag, 2)
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """One consistent reading of a subscriber for a page: status, the ``watch`` counters, per-second
+    samples, blocks per medium, the largest prefix trees and the model's bookkeeping."""
+
+    status: str
+    summary: dict[str, Any]
+    samples: list[Any]
+    media: dict[str, int]
+    trees: list[Any]
+    overflow: int
+    max_blocks: int
+    unknown_kinds: int
+    unknown_fields: int
+    duplicates: int
+    restarts: int
+    reconnects: int
+    block_size: int | None
+    hash_kind: str | None
+    last_error: str | None
+    last_message_at: float | None
+
+
+def read_view(sub: Subscriber, trees: int = 5) -> LiveView:
+    """A ``LiveView`` of ``sub`` (trees computed under its lock, so they match the counters)."""
+    summary = sub.summary()
+    status = sub.status()
+    c = sub.counters
+    with sub.lock:
+        m = sub.model
+        return LiveView(status, summary, m.samples(), m.blocks_by_medium(), m.largest_trees(trees), m.overflow,
+                        m.max_blocks, m.unknown_kinds, m.unknown_fields, c.duplicates, c.restarts, c.reconnects,
+                        m.block_size, m.hash_kind, c.last_error, c.last_message_at)
