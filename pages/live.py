@@ -73,15 +73,16 @@ with st.expander(T.HOW_TO_HEADER):
 
 # ----------------------------------------------------------------------------- connect form
 st.subheader(T.CONNECT_HEADER)
-c = st.columns([3, 3, 1, 1])
+c = st.columns(2)
 c[0].text_input(T.ENDPOINT, DEFAULT_EP, key=K_EP, help=T.ENDPOINT_HELP)
 c[1].text_input(T.REPLAY, DEFAULT_REPLAY, key=K_REPLAY, help=T.REPLAY_HELP)
-c[2].text_input(T.TOPIC, "", key=K_TOPIC, help=T.TOPIC_HELP)
-c[3].number_input(T.DP_SIZE, 1, 64, 1, key=K_DP, help=T.DP_SIZE_HELP)
-c = st.columns([6, 1, 1])
-c[0].text_input(T.METRICS_URL, "", key=K_METRICS, help=T.METRICS_URL_HELP, placeholder="http://127.0.0.1:8000/metrics")
-c[1].button(T.CONNECT, on_click=_connect, type="primary", width="stretch")
-c[2].button(T.DISCONNECT, on_click=_disconnect, width="stretch", disabled=K_CFG not in st.session_state)
+c = st.columns([1, 1, 3])
+c[0].text_input(T.TOPIC, "", key=K_TOPIC, help=T.TOPIC_HELP)
+c[1].number_input(T.DP_SIZE, 1, 64, 1, key=K_DP, help=T.DP_SIZE_HELP)
+c[2].text_input(T.METRICS_URL, "", key=K_METRICS, help=T.METRICS_URL_HELP, placeholder="http://127.0.0.1:8000/metrics")
+c = st.columns([1, 1, 2])
+c[0].button(T.CONNECT, on_click=_connect, type="primary", width="stretch")
+c[1].button(T.DISCONNECT, on_click=_disconnect, width="stretch", disabled=K_CFG not in st.session_state)
 if "lv_config_error" in st.session_state:
     st.error(T.BAD_CONFIG.format(error=st.session_state["lv_config_error"]), icon=":material/error:")
 
@@ -137,15 +138,16 @@ def _live() -> None:
     recent = view.samples[-RATE_WINDOW_S:]
     rate = sum(x.stored + x.removed + x.cleared for x in recent) / len(recent) if recent else 0.0
     media = view.media
-    cols = st.columns(8)
+    cols = st.columns(4)
     cols[0].metric(T.M_STATUS, T.STATUS_WORD[view.status])
     cols[1].metric(T.M_BATCHES, f"{s['batches']:,}", help=T.M_BATCHES_HELP)
     cols[2].metric(T.M_RATE, f"{rate:,.1f}", help=T.M_RATE_HELP.format(n=len(recent)))
     cols[3].metric(T.M_BLOCKS, f"{s['cached_blocks']:,}", help=T.M_BLOCKS_HELP)
-    cols[4].metric(T.M_TOKENS, f"{s['stored_tokens']:,}", help=T.M_TOKENS_HELP)
-    cols[5].metric(T.M_MEDIA, f"{media.get('GPU', 0):,} / {media.get('CPU', 0):,}")
-    cols[6].metric(T.M_REPLAYED, f"{s['replayed']:,}", help=T.M_REPLAYED_HELP)
-    cols[7].metric(T.M_MISSED, f"{s['missed']:,} / {s['decode_errors']:,}", help=f"{T.M_MISSED_HELP} {T.M_ERRORS_HELP}")
+    cols = st.columns(4)
+    cols[0].metric(T.M_TOKENS, f"{s['stored_tokens']:,}", help=T.M_TOKENS_HELP)
+    cols[1].metric(T.M_MEDIA, f"{media.get('GPU', 0):,} / {media.get('CPU', 0):,}", help=T.M_MEDIA_HELP)
+    cols[2].metric(T.M_REPLAYED, f"{s['replayed']:,}", help=T.M_REPLAYED_HELP)
+    cols[3].metric(T.M_MISSED, f"{s['missed']:,} / {s['decode_errors']:,}", help=f"{T.M_MISSED_HELP} {T.M_ERRORS_HELP}")
     if view.overflow:
         st.warning(T.OVERFLOW.format(cap=view.max_blocks, overflow=view.overflow), icon=":material/warning:")
     if view.unknown_kinds or view.unknown_fields:
@@ -174,7 +176,7 @@ def _live() -> None:
 
 
 st.divider()
-c = st.columns([1, 3])
+c = st.columns([2, 3])
 auto = c[0].toggle(T.AUTO_REFRESH, True, key=K_AUTO)
 c[1].checkbox(T.TREES_DECODE, False, key=K_DECODE, help=T.TREES_DECODE_HELP)
 st.fragment(_live, run_every=2.0 if auto else None)()

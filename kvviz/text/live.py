@@ -60,20 +60,21 @@ STATUS = {
 AUTO_REFRESH = "Refresh every 2 s"
 
 M_STATUS = "Status"
-STATUS_WORD = {"receiving": "receiving", "connected": "connected, idle", "connecting": "waiting",
+STATUS_WORD = {"receiving": "live", "connected": "idle", "connecting": "waiting",
                "stopped": "stopped"}
 M_BATCHES = "Batches"
 M_BATCHES_HELP = "Distinct batches applied (live and replayed; each sequence number once per DP rank)."
 M_RATE = "Events/s"
 M_RATE_HELP = "BlockStored + BlockRemoved + AllBlocksCleared events per second over the last {n} s."
-M_BLOCKS = "Blocks cached now"
+M_BLOCKS = "Blocks cached"
 M_BLOCKS_HELP = "Distinct block hashes the engine holds now, on any medium and rank."
 M_TOKENS = "Tokens cached"
 M_TOKENS_HELP = "Tokens in those blocks (block size x blocks)."
 M_MEDIA = "GPU / CPU blocks"
+M_MEDIA_HELP = "Blocks held per medium (vLLM's GPU cache, CPU offload); one hash on two DP ranks counts twice."
 M_REPLAYED = "Replayed"
 M_REPLAYED_HELP = "Batches that came from the replay socket (history on connect, or a gap filled)."
-M_MISSED = "Missed"
+M_MISSED = "Missed / bad"
 M_MISSED_HELP = "Sequence numbers lost: neither the live stream nor the replay delivered them."
 M_ERRORS = "Bad messages"
 M_ERRORS_HELP = "Messages that were not KV-event batches: counted and skipped."
