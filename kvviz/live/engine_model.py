@@ -218,20 +218,25 @@ class EngineModel:
     def tree(self, root: ExternalBlockHash) -> PrefixTree:
         """Size, depth and deepest chain of the tree under ``root`` (walk bounded for huge caches)."""
         blocks = tokens = leaves = 0
-        deepest: list[ExternalBlockHash] = [root]
-        stack: list[tuple[ExternalBlockHash, list[ExternalBlockHash]]] = [(root, [root])]
+        deepest, deepest_depth = root, 1
+        stack: list[tuple[ExternalBlockHash, int]] = [(root, 1)]
         while stack and blocks < MAX_TREE_BLOCKS_WALKED:
-            h, path = stack.pop()
+            h, depth = stack.pop()
             blocks += 1
             tokens += len(self.blocks[h].tokens)
             kids = self.children.get(h, ())
             if not kids:
                 leaves += 1
-                if len(path) > len(deepest):
-                    deepest = path
-            stack.extend((k, [*path, k]) for k in kids)
-        chain = tuple(t for h in deepest for t in self.blocks[h].tokens)
-        return PrefixTree(root, blocks, tokens, len(deepest), leaves, chain)
+                if depth > deepest_depth:
+                    deepest, deepest_depth = h, depth
+            stack.extend((k, depth + 1) for k in kids)
+        chain: list[ExternalBlockHash] = []
+        node: ExternalBlockHash | None = deepest
+        while node is not None and len(chain) < deepest_depth:  # parent links back up to the root
+            chain.append(node)
+            node = self.blocks[node].parent if node != root else None
+        chain_tokens = tuple(t for h in reversed(chain) for t in self.blocks[h].tokens)
+        return PrefixTree(root, blocks, tokens, deepest_depth, leaves, chain_tokens)
 
     def largest_trees(self, n: int = 5) -> list[PrefixTree]:
         """The ``n`` prefix trees holding the most blocks, largest first."""

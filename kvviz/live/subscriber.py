@@ -199,6 +199,7 @@ class Subscriber:
         state = self.counters.ranks[rank]
         if state.live_last is not None and msg.seq <= state.live_last:
             self._restart(rank)  # the engine's sequence counter started over
+            state = self.counters.ranks[rank]
         state.live_last = msg.seq
         if state.last_seq is None and msg.seq > 0 and self.config.replay_endpoint:
             self._replay(rank, 0, msg.seq)
@@ -207,30 +208,31 @@ class Subscriber:
         self._accept(rank, msg.seq, msg.batch, replayed=False)
 
     def _restart(self, rank: int) -> None:
-        self.counters.restarts += 1
         with self.lock:
+            self.counters.restarts += 1
             self.model.clear_rank(rank)
-        self.counters.ranks[rank] = RankState(connected=True)
+            self.counters.ranks[rank] = RankState(connected=True)
 
     def _bad(self, exc: Exception) -> None:
-        self.counters.decode_errors += 1
-        self.counters.last_error = str(exc)[:200]
+        with self.lock:
+            self.counters.decode_errors += 1
+            self.counters.last_error = str(exc)[:200]
 
     def _accept(self, rank: int, seq: int, batch: EventBatch, replayed: bool) -> None:
         """Apply a batch unless this rank already applied ``seq``; count the gap before it as missed."""
-        state = self.counters.ranks[rank]
-        if self.done.is_set():
-            return
-        if state.last_seq is not None and seq <= state.last_seq:
-            self.counters.duplicates += 1
-            return
-        if state.last_seq is not None and seq > state.last_seq + 1:
-            self.counters.missed += seq - state.last_seq - 1
-        if state.first_seq is None:
-            state.first_seq = seq
-        state.last_seq = seq
-        self.counters.replayed += replayed
         with self.lock:
+            state = self.counters.ranks[rank]
+            if self.done.is_set():
+                return
+            if state.last_seq is not None and seq <= state.last_seq:
+                self.counters.duplicates += 1
+                return
+            if state.last_seq is not None and seq > state.last_seq + 1:
+                self.counters.missed += seq - state.last_seq - 1
+            if state.first_seq is None:
+                state.first_seq = seq
+            state.last_seq = seq
+            self.counters.replayed += replayed
             self.model.apply(batch, time.time())
             if self.max_batches is not None and self.model.batches >= self.max_batches:
                 self.done.set()
