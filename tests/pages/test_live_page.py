@@ -102,10 +102,12 @@ def test_nobody_publishing_says_so() -> None:
     port = free_port(2)
     app = AppTest.from_file(PAGE, default_timeout=60).run()
     try:
+        app.text_input(key="lv_metrics").set_value(f"http://127.0.0.1:{free_port()}/metrics")
         _connect(app, port, port + 1)
         assert not app.exception
         assert _metrics(app)[T.M_BATCHES] == "0"
         assert any(T.NO_EVENTS_YET in i.value for i in app.info)
+        assert any(w.value.startswith(T.METRICS_ERROR.split("{")[0]) for w in app.warning)
     finally:
         stop_shared(LiveConfig(f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}"))
 
