@@ -40,11 +40,14 @@ VOCAB = 49_152
 # Workload content (not UI text): shared system prompts and user turns of a small chat service.
 SYSTEM_PROMPTS = (
     "You are a helpful assistant for a travel agency. Answer briefly, quote prices in euros, and always "
-    "mention the cancellation policy: free cancellation up to 48 hours before departure.",
+    "mention the cancellation policy: free cancellation up to 48 hours before departure. Suggest at most "
+    "three options, cheapest first, and say which ones include breakfast and airport transfers.",
     "You are a senior Python reviewer. Point out bugs first, then style. Prefer small, concrete diffs and "
-    "explain every change in one sentence. Never rewrite code that already works.",
+    "explain every change in one sentence. Never rewrite code that already works. Assume Python 3.11, "
+    "type hints everywhere, and tests written with pytest; flag any function longer than forty lines.",
     "You are a support bot for a home router. Ask for the model number, then walk the user through the "
-    "reset steps one at a time and wait for confirmation after each step.",
+    "reset steps one at a time and wait for confirmation after each step. If the lights stay orange "
+    "after a reset, collect the serial number and offer to open a ticket with the repair team.",
 )
 USER_TURNS = (
     "How much is a weekend in Lisbon for two?", "Can I change the dates later?", "What about flights?",
@@ -238,17 +241,21 @@ class DemoPublisher:
             self._ctx.destroy(linger=0)
 
 
+MAX_DEMOS = 2  # demo engines one server process runs at once
 _SHARED: dict[str, DemoPublisher] = {}
 _SHARED_LOCK = threading.Lock()
 
 
 def shared_demo(endpoint: str, replay_endpoint: str | None, **kwargs: object) -> DemoPublisher:
-    """The process-wide demo publisher bound to ``endpoint`` (started once; restarted if it died)."""
+    """The process-wide demo publisher bound to ``endpoint`` (started once; restarted if it died).
+    ValueError when ``MAX_DEMOS`` other demo engines already run."""
     with _SHARED_LOCK:
+        for ep in [ep for ep, d in _SHARED.items() if not d.alive]:
+            del _SHARED[ep]
         demo = _SHARED.get(endpoint)
-        if demo is None or not demo.alive:
-            if demo is not None:
-                demo.stop()
+        if demo is None:
+            if len(_SHARED) >= MAX_DEMOS:
+                raise ValueError(f"{len(_SHARED)} demo engines already run here ({', '.join(_SHARED)}): connect to one")
             demo = _SHARED[endpoint] = DemoPublisher(endpoint, replay_endpoint, **kwargs).start()  # type: ignore[arg-type]
         return demo
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,17 +306,22 @@ class Subscriber:
             }
 
 
-_SHARED: dict[LiveConfig, Subscriber] = {}
+MAX_SHARED = 8  # subscribers one server process keeps; connecting a ninth stops the least recently used
+_SHARED: OrderedDict[LiveConfig, Subscriber] = OrderedDict()
 _SHARED_LOCK = threading.Lock()
 
 
 def shared(config: LiveConfig) -> Subscriber:
-    """The process-wide subscriber for ``config`` (started on first use, restarted if it died)."""
+    """The process-wide subscriber for ``config`` (started on first use, restarted if it died). At most
+    ``MAX_SHARED`` run at once: the least recently used one beyond that is stopped."""
     config = config.validated()
     with _SHARED_LOCK:
         sub = _SHARED.get(config)
         if sub is None or not sub.alive:
             sub = _SHARED[config] = Subscriber(config).start()
+        _SHARED.move_to_end(config)
+        while len(_SHARED) > MAX_SHARED:
+            _SHARED.popitem(last=False)[1].stop(timeout_s=0.5)
         return sub
 
 
