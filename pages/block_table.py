@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core.hashing import short_hash
+from kvviz.core.hashing import resolve_none_hash_seed, short_hash
 from kvviz.core.scenario import (
     MAX_REQUEST_TOKENS,
     Scenario,
@@ -25,6 +25,7 @@ from kvviz.core.scenario import (
 )
 from kvviz.figures import engine as F
 from kvviz.text import engine as T
+from kvviz.text.core import render_event, render_seed, render_step_error
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
 K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_EXTRA, K_NSTEPS, K_MSG = (
@@ -108,9 +109,18 @@ def _jump() -> None:
     _set_step(ss[K_JUMP])
 
 
+def _reset_cache(name: str, steps: list[ScenarioStep]) -> None:
+    """Append a reset_prefix_cache step to this scenario and show it."""
+    ss[K_EXTRA] = {**ss[K_EXTRA], name: [*steps, ScenarioStep("reset", "")]}
+    ss[K_PLAYING] = False
+    ss[K_STEP] = ss.get(K_NSTEPS, 0) + 1
+
+
 # ----------------------------------------------------------------------------- header and scenario
-ui.page_header(T.TITLE, T.INTRO)
+# Compact on purpose: the player's controls and the pool / free queue must fit one 1024x768 screen.
+ui.page_header(T.TITLE, T.INTRO_SHORT)
 with st.expander(T.LEGEND_HEADER):
+    st.markdown(T.INTRO)
     st.markdown(T.LEGEND)
 
 names = builtin_names()
@@ -123,9 +133,12 @@ run = _play(scenario)
 n_steps = run.num_steps
 ss[K_NSTEPS] = n_steps
 _set_step(ss[K_STEP])
-st.markdown(base.description)
+st.caption(base.description)
+seed_in_force, seed_reason = resolve_none_hash_seed(scenario.hash, scenario.seed)
 st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
-                                 tokens=scenario.num_blocks * scenario.block_size, hash=scenario.hash, steps=n_steps))
+                                 usable=scenario.num_blocks - 1, tokens=(scenario.num_blocks - 1) * scenario.block_size,
+                                 hash=scenario.hash, steps=n_steps)
+           + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
 
 # ----------------------------------------------------------------------------- add a request
 with st.expander(T.ADD_HEADER, expanded=False):
@@ -189,6 +202,8 @@ with left.container(horizontal=True):
         st.button(T.PAUSE, key="bt_pause", on_click=_pause, icon=":material/pause:", type="primary")
     else:
         st.button(T.PLAY, key="bt_play", on_click=_play_pressed, icon=":material/play_arrow:", type="primary")
+    st.button(T.RESET_CACHE, key="bt_reset_cache", on_click=_reset_cache, args=(name, extra),
+              icon=":material/delete_sweep:", help=T.RESET_CACHE_HELP)
 speed = right.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)
 interval = 1.0 / float(speed)
 
@@ -200,7 +215,9 @@ def _event_lines(view, owners) -> list[str]:
         kind = e.kind.value
         badge = f":{T.EVENT_BADGE_COLOUR[kind]}-badge[{T.EVENT_KIND_LABEL[kind]}]"
         blocks = T.EVENT_BLOCKS.format(ids=", ".join(map(str, e.block_ids))) if e.block_ids else T.EVENT_NO_BLOCKS
-        reason = e.reason
+        reason = render_event(e.code, e.params)
+        if kind == "free" and e.params.get("to_head"):
+            reason += " " + T.FREE_JUMP_WHY.format(ids=", ".join(map(str, e.params["to_head"])))
         if kind == "evict":
             spans = []
             for bid, h in zip(e.block_ids, e.block_hashes, strict=True):
@@ -209,7 +226,8 @@ def _event_lines(view, owners) -> list[str]:
                     spans.append(T.EVICTED_SPAN.format(block=bid, first=start + 1, last=end, request=rid))
             if spans:
                 reason += " (" + "; ".join(spans) + ")"
-        lines.append(T.EVENT_LINE.format(badge=badge, request=e.request_id, blocks=blocks, reason=reason))
+        lines.append(T.EVENT_LINE.format(badge=badge, request=e.request_id or T.ENGINE_REQUEST, blocks=blocks,
+                                         reason=reason))
     return lines
 
 
@@ -265,20 +283,32 @@ def _player() -> None:
     else:
         ss[K_JUMP] = k
         st.slider(T.JUMP, 0, max(n, 1), key=K_JUMP, on_change=_jump, help=T.JUMP_HELP, disabled=n == 0)
+
+    # The moving pictures sit right under the controls, so a presenter never scrolls while it plays.
+    left, right = st.columns([1, 1])
+    with left:
+        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
+    with right:
+        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
+        jumped = F.jumped_to_head(view)
+        if jumped:
+            st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped))))
+
     st.subheader(T.STEP_HEADER.format(k=k, n=n))
     action = view.action
     if action is None:
-        st.markdown(T.STEP_START.format(blocks=scenario.num_blocks))
+        st.markdown(T.STEP_START.format(blocks=scenario.num_blocks - 1))
     else:
         salt = T.SALT_SUFFIX.format(salt=action.salt) if action.salt else ""
         st.markdown(T.ACTION[action.op].format(id=action.id, tokens=len(action.tokens), salt=salt))
         if action.note:
             st.info(action.note, icon=":material/visibility:")
         if view.error:
+            error = render_step_error(view.error, run.outcomes[k - 1].error_params)
             if run.outcomes[k - 1].result is None:
-                st.warning(T.SKIPPED.format(error=view.error), icon=":material/skip_next:")
+                st.warning(T.SKIPPED.format(error=error), icon=":material/skip_next:")
             else:
-                st.error(T.REFUSED.format(error=view.error), icon=":material/block:")
+                st.error(T.REFUSED.format(error=error), icon=":material/block:")
         if action.text:
             with st.expander(T.PROMPT_TEXT if action.op == "add" else T.DECODED_TEXT):
                 st.code(action.text, language=None, wrap_lines=True)
@@ -299,14 +329,6 @@ def _player() -> None:
         st.plotly_chart(F.block_tables_figure(view), width="stretch", key="bt_tables")
     else:
         st.caption(T.TABLES_NONE)
-
-    left, right = st.columns([1, 1])
-    with left:
-        st.markdown(f"**{T.POOL_HEADER}**")
-        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
-    with right:
-        st.markdown(f"**{T.QUEUE_HEADER}**")
-        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
 
     if view.requests:
         with st.expander(T.TABLES_TEXT):

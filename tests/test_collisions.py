@@ -81,7 +81,7 @@ def test_python_hash_in_fresh_processes():
 def test_hash_costs_are_measured_for_every_function():
     costs = measure_hash_costs(num_blocks=200, repeats=2)
     names = [c.name for c in costs]
-    assert names == ["sha256_cbor", "xxhash_cbor", "python_hash", "cbor_only"]
+    assert names == ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor", "python_hash", "cbor_only"]
     assert all(c.ns_per_block > 0 for c in costs)
     by = {c.name: c for c in costs}
     assert by["sha256_cbor"].digest_bytes == 32 and by["python_hash"].unsafe and not by["sha256_cbor"].unsafe

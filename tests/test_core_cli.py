@@ -36,8 +36,10 @@ def run_error(capsys, *argv: str) -> str:
 
 
 def test_hash_tokens_json(capsys):
-    data = run_json(capsys, "hash", "--tokens", "1,2,3,4,5", "--block-size", "2")
-    assert set(data) == {"none_hash", "blocks"}
+    data = run_json(capsys, "hash", "--tokens", "1,2,3,4,5", "--block-size", "2", "--hash", "sha256_cbor",
+                    "--seed", "0")
+    assert set(data) == {"none_hash", "blocks", "hash", "none_hash_seed", "none_hash_seed_reason"}
+    assert (data["none_hash_seed"], data["none_hash_seed_reason"]) == ("0", "explicit")
     none = hashlib.sha256(cbor2.dumps("0", canonical=True)).hexdigest()
     assert data["none_hash"] == none
     b0, b1, b2 = data["blocks"]
@@ -101,21 +103,23 @@ def test_simulate_example_traces(capsys, trace):
     spec = json.loads(trace.read_text())
     assert len(data["steps"]) == len(spec["steps"])
     for step in data["steps"]:
-        assert set(step) == {"op", "id", "num_computed_tokens", "hit_blocks", "new_blocks", "evicted_blocks",
-                             "error"}
+        assert set(step) >= {"op", "id", "num_computed_tokens", "hit_blocks", "new_blocks", "evicted_blocks",
+                             "error", "error_params", "events", "kv_events", "prefix_cache"}
     final = data["final"]
-    assert set(final) == {"free_queue", "cached_block_ids", "ref_cnt"}
+    assert set(final) == {"free_queue", "cached_block_ids", "ref_cnt", "usage"}
+    assert 0 not in final["free_queue"] and final["ref_cnt"][0] == 0  # the null block
     assert len(final["ref_cnt"]) == spec["num_blocks"]
-    assert sorted(final["free_queue"]) == [i for i, r in enumerate(final["ref_cnt"]) if r == 0]
+    assert sorted(final["free_queue"]) == [i for i, r in enumerate(final["ref_cnt"]) if r == 0 and i > 0]
 
 
 def test_simulate_trace_outcomes(capsys):
     data = run_json(capsys, "simulate", "--trace", str(ROOT / "assets/traces/tail_first_eviction.json"))
     steps = data["steps"]
-    assert steps[2]["evicted_blocks"] == [2] and steps[4]["hit_blocks"] == [0, 1]
+    assert steps[2]["evicted_blocks"] == [3] and steps[4]["hit_blocks"] == [1, 2]
     data = run_json(capsys, "simulate", "--trace", str(ROOT / "assets/traces/refused.json"))
-    assert data["steps"][1]["error"].startswith("Refused") and data["steps"][2]["error"]
-    assert data["steps"][4]["error"] is None and data["steps"][4]["evicted_blocks"] == [2]
+    assert data["steps"][1]["error"] == "refuse" and data["steps"][1]["reason"].startswith("Refused")
+    assert data["steps"][2]["error"] == "skipped_refused"
+    assert data["steps"][4]["error"] is None and data["steps"][4]["evicted_blocks"] == [3]
     data = run_json(capsys, "simulate", "--trace", str(ROOT / "assets/traces/shared_prefix.json"))
     assert data["steps"][1]["num_computed_tokens"] == 8 and data["steps"][5]["num_computed_tokens"] == 16
 
@@ -123,10 +127,10 @@ def test_simulate_trace_outcomes(capsys):
 def test_simulate_stdin(capsys, monkeypatch):
     import io
 
-    trace = {"num_blocks": 2, "block_size": 2, "steps": [{"op": "add", "id": 1, "tokens": [1, 2, 3]}]}
+    trace = {"num_blocks": 3, "block_size": 2, "steps": [{"op": "add", "id": 1, "tokens": [1, 2, 3]}]}
     monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(trace)))
     data = run_json(capsys, "simulate", "--trace", "-")
-    assert data["steps"][0]["new_blocks"] == [0, 1] and data["final"]["cached_block_ids"] == [0]
+    assert data["steps"][0]["new_blocks"] == [1, 2] and data["final"]["cached_block_ids"] == [1]
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -138,7 +142,7 @@ def test_simulate_stdin(capsys, monkeypatch):
     (["hash", "--tokens", "1", "--block-size", "0"], "block size must be in 1..256"),
     (["hash", "--tokens", "1", "--block-size", "257"], "block size must be in 1..256"),
     (["hash", "--tokens", "1", "--block-size", "abc"], "invalid int value"),
-    (["hash", "--tokens", "1", "--hash", "md5"], "valid: sha256_cbor, xxhash_cbor, python_hash"),
+    (["hash", "--tokens", "1", "--hash", "md5"], "valid: sha256, sha256_cbor, xxhash, xxhash_cbor, python_hash"),
     (["hash", "--text", "   "], "empty"),
     (["hash"], "required"),
     (["hash", "--tokens", "1", "--text", "x"], "not allowed"),
@@ -159,7 +163,7 @@ BAD_TRACES = [
     ("[]", "a trace is a JSON object"),
     ('{"steps": []}', "missing 'num_blocks'"),
     ('{"num_blocks": 4}', "missing 'steps'"),
-    ('{"num_blocks": 0, "steps": []}', "num_blocks must be in 1..65536"),
+    ('{"num_blocks": 0, "steps": []}', "num_blocks must be in 2..65536"),
     ('{"num_blocks": 1e9, "steps": []}', "num_blocks must be an integer"),
     ('{"num_blocks": 99999999, "steps": []}', "num_blocks must be in"),
     ('{"num_blocks": 4, "block_size": 0, "steps": []}', "block size must be in 1..256"),

@@ -6,6 +6,7 @@ import pytest
 
 from kvviz.core.compare import compare_prompts
 from kvviz.core.manager import KVCacheManager
+from kvviz.text.core import render_block_reason
 
 
 def test_vllm_documented_example():
@@ -16,7 +17,8 @@ def test_vllm_documented_example():
     assert cmp.first_changed_token == 10
     assert [b.status for b in cmp.blocks] == ["hit", "hit", "miss"]
     assert (cmp.num_tokens_a, cmp.num_tokens_b) == (12, 12)
-    assert "first change at token 10" in cmp.blocks[2].reason
+    assert (cmp.blocks[2].code, cmp.blocks[2].params) == ("miss_tokens", {"index": 2, "token": 10})
+    assert "first change at token 10" in render_block_reason(cmp.blocks[2].code, cmp.blocks[2].params)
 
 
 def test_early_change_cascades_as_invalidated():
@@ -27,7 +29,8 @@ def test_early_change_cascades_as_invalidated():
     assert cmp.reused_tokens == 0 and cmp.first_changed_token == 0
     blk = cmp.blocks[2]
     assert blk.tokens_a == blk.tokens_b and blk.hash_a != blk.hash_b and blk.parent_a != blk.parent_b
-    assert "block 0 changed" in blk.reason
+    assert blk.code == "invalidated_chain" and blk.params == {"index": 2, "changed": 0}
+    assert "block 0 changed" in render_block_reason(blk.code, blk.params)
 
 
 def test_different_salts_invalidate_everything():
@@ -35,7 +38,7 @@ def test_different_salts_invalidate_everything():
     cmp = compare_prompts(tokens, tokens, block_size=4, salt_a="alice", salt_b="bob")
     assert [b.status for b in cmp.blocks] == ["invalidated"] * 3
     assert cmp.common_prefix_tokens == 12 and cmp.reused_tokens == 0
-    assert "salt" in cmp.blocks[0].reason and "salt" in cmp.blocks[2].reason
+    assert [b.code for b in cmp.blocks] == ["invalidated_salt"] + ["invalidated_chain_salt"] * 2
     same = compare_prompts(tokens, tokens + [0], block_size=4, salt_a="alice", salt_b="alice")
     assert same.reused_tokens == 12
 
@@ -46,17 +49,19 @@ def test_partial_and_capped_blocks():
     assert [b.status for b in cmp.blocks] == ["hit", "hit"]
     assert [b.reused for b in cmp.blocks] == [True, False]  # last token always recomputed
     assert cmp.reused_tokens == 4 and cmp.first_changed_token is None
-    assert "recomputed" in cmp.blocks[1].reason
+    assert cmp.blocks[1].code == "hit_capped"
+    assert "recomputed" in render_block_reason(cmp.blocks[1].code, cmp.blocks[1].params)
     cmp = compare_prompts(a, a + [8, 9], block_size=4)
     assert [b.status for b in cmp.blocks] == ["hit", "hit", "partial"]
     assert cmp.reused_tokens == 8 and cmp.first_changed_token == 8
-    assert cmp.blocks[2].hash_b is None and "2 of 4" in cmp.blocks[2].reason
+    assert cmp.blocks[2].hash_b is None and cmp.blocks[2].params == {"count": 2, "block_size": 4}
+    assert "2 of 4" in render_block_reason(cmp.blocks[2].code, cmp.blocks[2].params)
 
 
 def test_b_longer_than_a_misses_where_a_has_no_block():
     cmp = compare_prompts([1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9], block_size=4)
     assert [b.status for b in cmp.blocks] == ["hit", "miss", "partial"]
-    assert "no full block 1" in cmp.blocks[1].reason
+    assert cmp.blocks[1].code == "miss_no_block"
     assert cmp.blocks[1].hash_a is None and cmp.blocks[1].tokens_a == (5,)
 
 
@@ -71,7 +76,7 @@ def test_matches_the_manager():
 
 def test_hash_functions_and_seed():
     a, b = list(range(10)), list(range(10))
-    for name in ("sha256_cbor", "xxhash_cbor", "python_hash"):
+    for name in ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor", "python_hash"):
         cmp = compare_prompts(a, b, block_size=4, hash_name=name)
         assert cmp.reused_tokens == 8 and cmp.hash_name == name
     s0 = compare_prompts(a, b, block_size=4, seed="0")

@@ -26,9 +26,9 @@ def test_full_hit_is_capped_at_num_tokens_minus_one():
     m.add_request("a", list(range(12)))
     m.free_request("a")
     r = m.add_request("b", list(range(12)))  # all 3 blocks cached, but the last token is recomputed
-    assert r.num_computed_tokens == 8 and r.hit_block_ids == (0, 1)
+    assert r.num_computed_tokens == 8 and r.hit_block_ids == (1, 2)  # block 0 is the null block
     miss = [e for e in r.events if e.kind is EventKind.MISS][0]
-    assert miss.num_tokens == 4 and "always recomputed" in miss.reason
+    assert miss.num_tokens == 4 and miss.code == "miss_capped" and miss.params == {"tokens": 4}
     r = m.add_request("c", list(range(13)))  # one more token: all 3 blocks reused
     assert r.num_computed_tokens == 12
 
@@ -41,24 +41,24 @@ def test_partial_block_never_hits():
 
 
 def test_tail_first_eviction_order():
-    m = KVCacheManager(6, block_size=4)
-    m.add_request("a", list(range(1, 13)))  # blocks 0,1,2, all cached
+    m = KVCacheManager(7, block_size=4)
+    m.add_request("a", list(range(1, 13)))  # blocks 1,2,3, all cached (0 is the null block)
     m.free_request("a")
-    assert m.snapshot().free_queue == (3, 4, 5, 2, 1, 0)  # reverse order: tail block 2 before head 0
-    r = m.add_request("b", list(range(100, 116)))  # 4 blocks: 3,4,5 then evicts a's tail block 2
-    assert r.new_block_ids == (3, 4, 5, 2) and r.evicted_block_ids == (2,)
+    assert m.snapshot().free_queue == (4, 5, 6, 3, 2, 1)  # reverse order: tail block 3 before head 1
+    r = m.add_request("b", list(range(100, 116)))  # 4 blocks: 4,5,6 then evicts a's tail block 3
+    assert r.new_block_ids == (4, 5, 6, 3) and r.evicted_block_ids == (3,)
     m.free_request("b")
     r = m.add_request("a2", list(range(1, 13)) + [7, 7, 7, 7])
-    assert r.hit_block_ids == (0, 1)  # the head of a's chain survived
+    assert r.hit_block_ids == (1, 2)  # the head of a's chain survived
 
 
 def test_refused_allocation_changes_nothing():
-    m = KVCacheManager(3, block_size=4)
+    m = KVCacheManager(4, block_size=4)
     m.add_request("a", list(range(8)))
     before = m.snapshot()
     n_events = len(m.events)
     r = m.add_request("b", list(range(100, 112)))
-    assert not r.ok and "needs 3 free block(s) but only 1" in r.error
+    assert not r.ok and r.error == "refuse" and r.events[-1].params == {"needed": 3, "free": 1}
     after = m.snapshot()
     assert after.ref_cnt == before.ref_cnt and after.free_queue == before.free_queue
     assert after.block_hash == before.block_hash and after.requests == before.requests
@@ -68,14 +68,14 @@ def test_refused_allocation_changes_nothing():
 
 def test_refusal_counts_hit_blocks_that_must_leave_the_free_queue():
     # vLLM counts a hit on a free (ref_cnt 0) block as consuming a free block.
-    m = KVCacheManager(3, block_size=4)
-    m.add_request("a", list(range(9)))  # 3 blocks, 2 cached
+    m = KVCacheManager(4, block_size=4)
+    m.add_request("a", list(range(9)))  # blocks 1,2,3; 1 and 2 cached
     m.free_request("a")
-    m.add_request("x", [50])  # the queue is [2, 1, 0]: pops block 2 (an uncached partial block)
-    r = m.add_request("c", list(range(9)))  # hits 0,1 (both free) + 1 new block = 3 > 2 free
-    assert not r.ok and "needs 3 free block(s) but only 2" in r.error
-    r = m.add_request("d", list(range(8)))  # cap 7 tokens: hits 0 + 1 new block = 2 free blocks
-    assert r.ok and r.hit_block_ids == (0,) and r.new_block_ids == (1,) and r.evicted_block_ids == (1,)
+    m.add_request("x", [50])  # the queue is [3, 2, 1]: pops block 3 (an uncached partial block)
+    r = m.add_request("c", list(range(9)))  # hits 1,2 (both free) + 1 new block = 3 > 2 free
+    assert not r.ok and r.events[-1].params == {"needed": 3, "free": 2}
+    r = m.add_request("d", list(range(8)))  # cap 7 tokens: hits 1 + 1 new block = 2 free blocks
+    assert r.ok and r.hit_block_ids == (1,) and r.new_block_ids == (2,) and r.evicted_block_ids == (2,)
 
 
 def test_salt_isolation_shares_zero_blocks():
@@ -96,18 +96,18 @@ def test_shared_blocks_show_ref_cnt_above_one():
     r = m.add_request("b", list(range(10)) + [99])
     state = m.snapshot()
     assert [state.ref_cnt[i] for i in r.hit_block_ids] == [2, 2]
-    assert state.shared_blocks == 2 and state.state_of(0) == "used"
+    assert state.shared_blocks == 2 and state.state_of(1) == "used" and state.state_of(0) == "null"
 
 
 def test_decode_fills_and_caches_blocks():
     m = KVCacheManager(8, block_size=4)
-    m.add_request("a", [1, 2, 3, 4, 5])  # blocks 0 (cached) and 1 (1 token)
+    m.add_request("a", [1, 2, 3, 4, 5])  # blocks 1 (cached) and 2 (1 token)
     r = m.append_tokens("a", [6, 7])
     assert r.new_block_ids == () and r.cached_block_ids == ()
     assert [e.kind for e in r.events] == [EventKind.ALLOCATE]  # allocate_slots with no new block
     r = m.append_tokens("a", [8, 9])
-    assert r.cached_block_ids == (1,) and r.new_block_ids == (2,)
-    assert m.block_pool.blocks[1].block_hash == m.request_block_hashes([1, 2, 3, 4, 5, 6, 7, 8, 9])[1]
+    assert r.cached_block_ids == (2,) and r.new_block_ids == (3,)
+    assert m.block_pool.blocks[2].block_hash == m.request_block_hashes([1, 2, 3, 4, 5, 6, 7, 8, 9])[1]
     # Another prompt that includes the generated tokens hits them.
     assert m.add_request("b", [1, 2, 3, 4, 5, 6, 7, 8, 0]).num_computed_tokens == 8
 
@@ -116,29 +116,30 @@ def test_block_table_spans():
     m = KVCacheManager(8, block_size=4)
     m.add_request("a", list(range(10)))
     table = m.block_table("a")
-    assert [(e.index, e.block_id, e.start, e.end) for e in table] == [(0, 0, 0, 4), (1, 1, 4, 8), (2, 2, 8, 10)]
+    assert [(e.index, e.block_id, e.start, e.end) for e in table] == [(0, 1, 0, 4), (1, 2, 4, 8), (2, 3, 8, 10)]
     assert m.snapshot().block_table("a") == table
 
 
 def test_snapshot_states_and_counters():
-    m = KVCacheManager(4, block_size=2)
-    m.add_request("a", [1, 2, 3])
+    m = KVCacheManager(5, block_size=2)
+    m.add_request("a", [1, 2, 3])  # blocks 1 (full, cached) and 2 (partial)
     m.free_request("a")
     s = m.snapshot()
-    assert [b.state for b in s.blocks] == ["cached", "free", "free", "free"]
-    assert s.free_queue == (2, 3, 1, 0) and s.cached_block_ids == [0]
+    assert [b.state for b in s.blocks] == ["null", "cached", "free", "free", "free"]
+    # vLLM frees [2, 1]: the unhashed partial block 2 jumps to the head, cached block 1 to the tail.
+    assert s.free_queue == (2, 3, 4, 1) and s.cached_block_ids == [1]
     c = s.counters
     assert (c.requests, c.prompt_tokens, c.hit_tokens, c.computed_tokens) == (1, 3, 0, 3)
     d = s.to_dict()
-    assert d["counters"]["shared_blocks"] == 0 and d["blocks"][0]["hash"] == s.block_hash[0].hex()
+    assert d["counters"]["shared_blocks"] == 0 and d["blocks"][1]["hash"] == s.block_hash[1].hex()
 
 
 def test_free_request_frees_in_reverse_order():
-    m = KVCacheManager(4, block_size=1)
+    m = KVCacheManager(5, block_size=1)
     m.add_request("a", [1, 2, 3])
     r = m.free_request("a")
-    assert r.freed_block_ids == (2, 1, 0)
-    assert m.snapshot().free_queue == (3, 2, 1, 0)
+    assert r.freed_block_ids == (3, 2, 1)
+    assert m.snapshot().free_queue == (4, 3, 2, 1)
 
 
 def test_user_errors_raise_without_events():
@@ -161,7 +162,7 @@ def test_user_errors_raise_without_events():
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"num_blocks": 0}, {"num_blocks": 10**9}, {"num_blocks": 4, "block_size": 0},
+    {"num_blocks": 0}, {"num_blocks": 1}, {"num_blocks": 10**9}, {"num_blocks": 4, "block_size": 0},
     {"num_blocks": 4, "hash_name": "md5"}, {"num_blocks": 4, "sliding_window": 1},
 ])
 def test_manager_config_validation(kwargs):
@@ -170,7 +171,7 @@ def test_manager_config_validation(kwargs):
 
 
 def test_append_refused_when_pool_is_full():
-    m = KVCacheManager(2, block_size=2)
+    m = KVCacheManager(3, block_size=2)
     m.add_request("a", [1, 2, 3, 4])
     before = m.snapshot()
     r = m.append_tokens("a", [5])
@@ -179,7 +180,7 @@ def test_append_refused_when_pool_is_full():
 
 
 def test_replay_equals_live_state_after_every_event():
-    m = KVCacheManager(5, block_size=2)
+    m = KVCacheManager(6, block_size=2)
     m.add_request("a", [1, 2, 3, 4, 5])
     m.add_request("b", [1, 2, 3, 4, 9], cache_salt=None)
     m.append_tokens("a", [6, 7, 8])
@@ -188,8 +189,8 @@ def test_replay_equals_live_state_after_every_event():
     m.add_request("d", [7, 7, 7, 7, 7])  # evicts
     m.free_request("b")
     assert m.replay() == m.snapshot()
-    assert replay(5, m.events, 2) == m.snapshot()
-    assert m.replay(0) == KVCacheManager(5, block_size=2).snapshot()
+    assert replay(6, m.events, 2) == m.snapshot()
+    assert m.replay(0) == KVCacheManager(6, block_size=2).snapshot()
 
 
 def test_every_step_result_carries_its_events():
@@ -228,18 +229,18 @@ def test_sliding_window_search_like_vllm():
 
 
 def test_sliding_window_manager_hits_and_frees_out_of_window_blocks():
-    m = KVCacheManager(12, block_size=4, sliding_window=8)
+    m = KVCacheManager(13, block_size=4, sliding_window=8)
     m.add_request("a", list(range(1, 21)))
     m.free_request("a")
     full = m.peek_cache_hit(list(range(1, 21)), sliding_window=None)
-    assert full.num_computed_tokens == 16 and full.block_ids == (0, 1, 2, 3)
+    assert full.num_computed_tokens == 16 and full.block_ids == (1, 2, 3, 4)
     r = m.add_request("b", list(range(1, 21)))
-    assert r.num_computed_tokens == 16 and r.hit_block_ids == (2, 3)
-    assert [e.block_id for e in m.block_table("b")] == [None, None, 2, 3, 5]
-    assert m.snapshot().ref_cnt[:2] == (0, 0)  # head blocks stay free and cached
+    assert r.num_computed_tokens == 16 and r.hit_block_ids == (3, 4)
+    assert [e.block_id for e in m.block_table("b")] == [None, None, 3, 4, 6]  # None = the null block
+    assert m.snapshot().ref_cnt[1:3] == (0, 0)  # head blocks stay free and cached
     r = m.append_tokens("b", [90, 91, 92, 93])
-    assert r.freed_block_ids == (2,)
-    assert [e.block_id for e in m.block_table("b")] == [None, None, None, 3, 5, 6]
+    assert r.freed_block_ids == (3,)
+    assert [e.block_id for e in m.block_table("b")] == [None, None, None, 4, 6, 7]
     assert m.replay() == m.snapshot()
     m.free_request("b")
     assert m.replay() == m.snapshot() and m.snapshot().requests == {}

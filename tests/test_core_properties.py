@@ -22,6 +22,7 @@ op = st.one_of(
     st.tuples(st.just("append"), st.lists(st.integers(0, 2), min_size=1, max_size=5), st.none(),
               st.integers(0, 7)),
     st.tuples(st.just("free"), st.just([]), st.none(), st.integers(0, 7)),
+    st.tuples(st.just("reset"), st.just([]), st.none(), st.just(0)),  # reset_prefix_cache
 )
 trace = st.lists(op, min_size=8, max_size=30)
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,6 +31,11 @@ SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[Healt
 def apply(m: KVCacheManager, step, salts: dict | None = None) -> object | None:
     """Apply one step to the manager; None when there is no running request to act on."""
     kind, toks, salt, pick = step
+    if kind == "reset":
+        first = len(m.events)
+        ok = m.reset_prefix_cache()
+        assert ok == (not m.request_ids)  # refused exactly while some request holds blocks
+        return _Reset(ok, tuple(m.events[first:]))
     if kind == "add":
         rid = f"r{len(m.events)}"
         if salts is not None:
@@ -42,14 +48,22 @@ def apply(m: KVCacheManager, step, salts: dict | None = None) -> object | None:
     return m.append_tokens(rid, toks) if kind == "append" else m.free_request(rid)
 
 
+class _Reset:
+    def __init__(self, ok: bool, events: tuple) -> None:
+        self.ok, self.events = ok, events
+
+
 def check_invariants(m: KVCacheManager, prefix_of: dict[bytes, tuple]) -> None:
     m.block_pool.check_invariants()
     state = m.snapshot()
     assert all(r >= 0 for r in state.ref_cnt)
     in_queue = set(state.free_queue)
-    assert all((state.ref_cnt[b] == 0) == (b in in_queue) for b in range(m.num_blocks))
+    # Block 0 is the null block: never in the free queue, never referenced, never cached.
+    assert 0 not in in_queue and state.ref_cnt[0] == 0 and state.block_hash[0] is None
+    assert all((state.ref_cnt[b] == 0) == (b in in_queue) for b in range(1, m.num_blocks))
     used = sum(1 for r in state.ref_cnt if r > 0)
-    assert len(state.free_queue) + used == m.num_blocks
+    assert len(state.free_queue) + used == m.num_blocks - 1 == state.num_usable
+
     # ref_cnt = number of running requests whose table holds the block.
     holders = [0] * m.num_blocks
     for rid in m.request_ids:
@@ -85,7 +99,7 @@ def record_and_check_hits(m: KVCacheManager, result, prefix_of: dict[bytes, tupl
 
 
 @SETTINGS
-@given(trace=trace, num_blocks=st.integers(1, 24), block_size=st.integers(1, 4),
+@given(trace=trace, num_blocks=st.integers(2, 24), block_size=st.integers(1, 4),
        window=st.sampled_from([None, None, 2, 5]))
 def test_pool_invariants_and_replay(trace, num_blocks, block_size, window):
     m = KVCacheManager(num_blocks, block_size=block_size, sliding_window=window)
@@ -96,7 +110,11 @@ def test_pool_invariants_and_replay(trace, num_blocks, block_size, window):
         result = apply(m, step, salts)
         if result is None:
             continue
-        if result.ok:
+        if isinstance(result, _Reset):
+            assert [e.kind for e in result.events] == [EventKind.RESET]
+            if result.ok:
+                assert not m.snapshot().cached_block_ids
+        elif result.ok:
             record_and_check_hits(m, result, prefix_of, salts)
         else:
             assert [e.kind for e in result.events] == [EventKind.REFUSE]
@@ -115,6 +133,8 @@ def test_radix_and_pool_agree_without_eviction(trace, block_size, query):
     m = KVCacheManager(200, block_size=block_size)  # large enough: nothing is ever evicted
     tree = RadixCache(page_size=block_size)
     for kind, toks, _salt, pick in trace:
+        if kind == "reset":
+            continue  # the radix tree has no reset
         result = apply(m, (kind, toks, None, pick))
         if result is not None and kind in ("add", "append"):
             assert result.ok

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.core.radix_compare import compare_radix_pool
-from kvviz.core.scenario import load_builtin, play_scenario
+from kvviz.core.scenario import ScenarioStep, load_builtin, play_scenario
 from kvviz.text import engine as T
 from kvviz.text import radix as R
 
@@ -50,7 +50,9 @@ def test_block_page_defaults(bt):
     assert m[T.COUNTERS["hit_tokens"][0]] == "0" and m[T.COUNTERS["running"][0]] == "0"
     assert T.STEP_START.format(blocks=24) in markdown_text(bt)
     assert bt.selectbox(key="bt_name").value == "shared_prompt"
-    assert [b.key for b in bt.button if b.key and b.key.startswith("bt_")][-1] == "bt_play"
+    assert [b.key for b in bt.button if b.key and b.key.startswith("bt_")][-2:] == ["bt_play", "bt_reset_cache"]
+    # which NONE_HASH seed is in force, and why (vLLM's default: sha256 with "vllm-none-hash")
+    assert any("vllm-none-hash" in c.value and "cryptographic" in c.value for c in bt.caption)
     assert len(bt.get("plotly_chart")) >= 3  # pool, free queue, timeline (no block table yet)
 
 
@@ -66,7 +68,7 @@ def test_block_page_steps_forward_and_back(bt):
     assert m[T.COUNTERS["hit_rate"][0]] == f"{expected['hit_rate']:.0%}"
     text = markdown_text(bt)
     assert "**u4** arrives: a 84-token prompt" in text
-    assert ":green-badge[hit] **u4** · block(s) 0, 1, 2, 3" in text  # one line per event, with why
+    assert ":green-badge[hit] **u4** · block(s) 1, 2, 3, 4" in text  # one line per event, with why
     assert ":blue-badge[allocate]" in text and ":violet-badge[cache]" in text
     click(bt, "bt_back")
     assert step_shown(bt) == "Step 5 of 15"
@@ -101,6 +103,30 @@ def test_block_page_refusal_and_scenario_switch(bt):
     view = play_scenario(load_builtin("pool_pressure")).view_at(9)
     assert m[T.COUNTERS["evictions"][0]] == str(view.counters["evictions"]) == "7"
     assert ":red-badge[refuse]" in markdown_text(bt)
+
+
+def test_block_page_partial_block_jumps_to_the_head(bt):
+    bt.selectbox(key="bt_name").set_value("pool_pressure").run()
+    bt.slider(key="bt_jump").set_value(3).run()  # report-1 finishes: its partial last block 11 has no hash
+    assert not bt.exception
+    why = T.FREE_JUMP_WHY.format(ids="11")
+    assert any(c.value == why for c in bt.caption)  # the one-sentence why beside the free queue
+    assert why in markdown_text(bt)  # and in the event line
+
+
+def test_block_page_reset_prefix_cache(bt):
+    bt.slider(key="bt_jump").set_value(15).run()
+    assert metrics(bt)[T.COUNTERS["running"][0]] == "0"
+    click(bt, "bt_reset_cache")
+    assert step_shown(bt) == "Step 16 of 16" and ":red-badge[reset]" in markdown_text(bt)
+    assert "cached hash(es) dropped" in markdown_text(bt) and not bt.error
+    assert bt.session_state["bt_extra"]["shared_prompt"][-1].op == "reset"
+    # refused while a request holds blocks: a user's request that has not finished, then the button
+    bt.session_state["bt_extra"] = {"shared_prompt": [ScenarioStep("add", "you1", (1, 2, 3))]}
+    bt.run()
+    click(bt, "bt_reset_cache")
+    assert step_shown(bt) == "Step 17 of 17"
+    assert any("reset_prefix_cache refused: 1 block(s) are still in use" in e.value for e in bt.error)
 
 
 def test_block_page_add_a_request(bt):

@@ -43,8 +43,12 @@ def put_prompt(store: KVStore, ids: list[int], key: str = "m", salt: str | None 
 
 def test_hashes_are_the_cores_sha256_chain_and_salt_changes_every_block():
     ids = list(range(1, 14))
-    expected = hash_block_chain(tuple(ids), BS, "sha256_cbor", init_none_hash("sha256_cbor", "0"))
+    # The store keys with the engine's own code and vLLM's defaults: sha256, NONE_HASH from "vllm-none-hash".
+    expected = hash_block_chain(tuple(ids), BS, "sha256", init_none_hash("sha256", None))
     assert store_block_hashes(ids, BS) == expected and len(expected) == 3  # partial tail excluded
+    # ... or with the algorithm and seed a page shows.
+    xx = hash_block_chain(tuple(ids), BS, "xxhash_cbor", init_none_hash("xxhash_cbor", "7"))
+    assert store_block_hashes(ids, BS, hash_name="xxhash_cbor", seed="7") == xx
     salted = store_block_hashes(ids, BS, cache_salt="tenant-a")
     assert all(a != b for a, b in zip(expected, salted, strict=True))
     with pytest.raises(ValueError):

@@ -71,7 +71,7 @@ def test_branching_tree_and_chain():
             assert node.parent is None
     # the two requests' chains share block 0 only (their prompts diverge inside block 1)
     pool = c.pool_run.state_at(5)
-    assert pool.ref_cnt[0] == 2 and pool.requests["a-end"].block_ids[1] != pool.requests["b-cat"].block_ids[1]
+    assert pool.ref_cnt[1] == 2 and pool.requests["a-end"].block_ids[1] != pool.requests["b-cat"].block_ids[1]
     assert any(n.hash is None for n in chain)  # the partly filled last blocks of running requests
 
 
@@ -96,7 +96,7 @@ def test_eviction_radix_drops_whole_lru_leaf_pool_evicts_tail_first():
     at4 = c.evictions[4]
     radix = [e for e in at4 if e.engine == "radix"]
     pool = [e for e in at4 if e.engine == "pool"]
-    assert [e.node_or_block for e in pool] == [9, 8, 7]  # report-1's tail blocks, last first
+    assert [e.node_or_block for e in pool] == [10, 9, 8]  # report-1's tail blocks, last first
     assert [(e.start, e.end) for e in pool] == [(144, 160), (128, 144), (112, 128)]
     assert sum(e.num_tokens for e in radix) >= 74 - c.radix_states[3].free_tokens
     assert all(e.request_id == "report-1" for e in radix + pool)

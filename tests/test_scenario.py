@@ -67,7 +67,7 @@ def test_step_zero_is_an_empty_pool():
     run = play_scenario(load_builtin("shared_prompt"))
     view = run.view_at(0)
     assert view.action is None and view.events == () and view.requests == ()
-    assert view.state.free_queue == tuple(range(24)) and view.next_eviction == 0
+    assert view.state.free_queue == tuple(range(1, 25)) and view.next_eviction == 1  # 0: the null block
     assert view.counters["hit_tokens"] == 0 and view.counters["free_blocks"] == 24
 
 
@@ -75,16 +75,16 @@ def test_shared_prompt_blocks_are_shared_with_ref_cnt_4():
     run = play_scenario(load_builtin("shared_prompt"))
     view = run.view_at(6)  # u4 arrives while u1, u2, u3 run
     assert view.action.id == "u4" and view.counters["shared_blocks"] == 4
-    assert [view.state.ref_cnt[b] for b in range(4)] == [4, 4, 4, 4]
+    assert [view.state.ref_cnt[b] for b in range(1, 5)] == [4, 4, 4, 4]
     u4 = next(r for r in view.requests if r.request_id == "u4")
     assert [row.source for row in u4.rows[:4]] == ["hit"] * 4 and u4.hit_tokens == 64
-    assert u4.rows[0].label == "tokens 1-16 -> block 0" and u4.rows[0].excerpt.startswith("<|im_start|>system")
+    assert u4.rows[0].label == "tokens 1-16 -> block 1" and u4.rows[0].excerpt.startswith("<|im_start|>system")
     assert u4.rows[-1].hash is None  # the partly filled last block is never cached
     assert u4.rows[-1].source == "new" and u4.rows[-1].shown_source == "partial"
     assert [row.shown_source for row in u4.rows[:4]] == ["hit"] * 4
     kinds = {e.kind for e in view.events}
     assert kinds == {EventKind.HIT, EventKind.MISS, EventKind.TOUCH, EventKind.ALLOCATE, EventKind.CACHE}
-    assert set(view.touched[0]) == {"hit", "touch"}
+    assert set(view.touched[1]) == {"hit", "touch"}
     # u5 asks u1's question after everyone left: a hit straight out of the free queue
     view = run.view_at(13)
     assert view.action.id == "u5" and view.counters["running"] == 1
@@ -109,17 +109,19 @@ def test_pool_pressure_evicts_tail_first_and_refuses_without_change():
     scenario = load_builtin("pool_pressure")
     run = play_scenario(scenario)
     after_free = run.state_at(3)
-    assert after_free.free_queue[:2] == (11, 10)  # never-used block, then report-1's last block
-    assert after_free.free_queue[-1] == 0  # its first block is evicted last
+    # report-1's partial last block (no hash) jumps to the head, ahead of the never-used block 12;
+    # its cached blocks go to the tail, last block first (vLLM's free_blocks split).
+    assert after_free.free_queue[:3] == (11, 12, 10)
+    assert after_free.free_queue[-1] == 1  # its first block is evicted last
     letter = run.view_at(4)
     evicted = [b for e in letter.events if e.kind is EventKind.EVICT for b in e.block_ids]
-    assert evicted == [9, 8, 7] and letter.counters["evictions"] == 3
+    assert evicted == [10, 9, 8] and letter.counters["evictions"] == 3
     owners = block_owner_spans(scenario, run)
-    assert owners[after_free.block_hash[7]] == ("report-1", 112, 128)
+    assert owners[after_free.block_hash[8]] == ("report-1", 112, 128)
     report2 = run.view_at(7).requests[0]
     assert report2.request_id == "report-2" and report2.hit_tokens == 96  # the head survived
     refused = run.view_at(9)
-    assert refused.error and "Refused" in refused.error and [e.kind for e in refused.events] == [EventKind.REFUSE]
+    assert refused.error == "refuse" and [e.kind for e in refused.events] == [EventKind.REFUSE]
     before = run.state_at(8)
     assert refused.state.ref_cnt == before.ref_cnt and refused.state.free_queue == before.free_queue
     assert refused.counters["refused"] == 1
@@ -132,7 +134,8 @@ def test_to_dict_is_json_and_complete():
                          "block_tables", "pool", "free_queue", "next_eviction", "events", "counters"}
     assert data["step"] == 4 and data["action"]["id"] == "u3" and set(data["block_tables"]) == {"u1", "u2", "u3"}
     assert data["next_eviction"] == data["free_queue"][0]
-    assert len(data["pool"]) == 24 and {b["state"] for b in data["pool"]} <= {"used", "cached", "free"}
+    assert len(data["pool"]) == 25 and {b["state"] for b in data["pool"]} <= {"null", "used", "cached", "free"}
+    assert data["pool"][0]["state"] == "null"
     assert data["block_tables"]["u3"]["block_table"][0]["tokens"] == "1-16"
     assert data["counters"]["shared_blocks"] == 4
 
@@ -179,7 +182,7 @@ def test_a_plain_trace_is_a_scenario():
     run = play_scenario(scenario)
     view = run.view_at(3)
     assert scenario.title == "Tail blocks are evicted first"
-    assert [b for e in view.events if e.kind is EventKind.EVICT for b in e.block_ids] == [2]
+    assert [b for e in view.events if e.kind is EventKind.EVICT for b in e.block_ids] == [3]
 
 
 def test_user_request_steps_append_and_compose():

@@ -38,7 +38,7 @@ def test_state_at_a_step(capsys):
                          "num_steps", "action", "summary"}
     assert data["step"] == 4 and data["num_steps"] == 11 and data["summary"] == "letter arrives (74 tokens)"
     assert [e["kind"] for e in data["events"]] == ["miss", "evict", "allocate", "cache"]
-    assert data["events"][1]["block_ids"] == [9, 8, 7]
+    assert data["events"][1]["block_ids"] == [10, 9, 8]
     assert data["counters"]["evictions"] == 3 and data["next_eviction"] == data["free_queue"][0]
     rows = data["block_tables"]["letter"]["block_table"]
     assert rows[0]["label"].startswith("tokens 1-16 -> block ")
@@ -51,7 +51,7 @@ def test_default_step_is_the_last_and_step_zero(capsys):
     last = run_json(capsys, "scenario", "--name", "tenant_salts")
     assert last["step"] == last["num_steps"] == 10 and last["block_tables"] == {}
     zero = run_json(capsys, "scenario", "--name", "tenant_salts", "--step", "0")
-    assert zero["action"] is None and zero["events"] == [] and zero["free_queue"] == list(range(20))
+    assert zero["action"] is None and zero["events"] == [] and zero["free_queue"] == list(range(1, 21))
 
 
 def test_list_and_human_output(capsys):

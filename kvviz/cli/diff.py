@@ -8,6 +8,7 @@ from typing import Any
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.hash import add_hash_options, check_hash_options, parse_token_list, tokens_from_text
 from kvviz.core.compare import compare_prompts
+from kvviz.text.core import render_block_reason
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,7 +63,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "status": blk.status,
                 "hash_a": blk.hash_a.hex() if blk.hash_a is not None else None,
                 "hash_b": blk.hash_b.hex() if blk.hash_b is not None else None,
-                "reason": blk.reason,
+                "code": blk.code,
+                "params": blk.params,
+                "reason": render_block_reason(blk.code, blk.params),
             }
             for blk in cmp.blocks
         ],

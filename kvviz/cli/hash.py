@@ -17,13 +17,15 @@ from kvviz.core.hashing import (
     get_hash_fn,
     hash_request_blocks,
     init_none_hash,
+    random_seed,
+    resolve_none_hash_seed,
     validate_block_size,
 )
 
 MAX_CLI_TOKENS = 1_000_000
 UNSAFE_WARNING = (
     "python_hash is Python's built-in hash: salted per process and only 64 bits, so it is neither "
-    "reproducible nor collision-safe; engines use sha256_cbor or xxhash_cbor."
+    "reproducible nor collision-safe; vLLM uses sha256 (its default), sha256_cbor, xxhash or xxhash_cbor."
 )
 
 
@@ -71,9 +73,11 @@ def add_hash_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hash", default=DEFAULT_HASH,
                    help=f"hash function: {', '.join(HASH_FUNCTIONS)} (default {DEFAULT_HASH})")
     p.add_argument("--seed", default=DEFAULT_SEED,
-                   help=f"NONE_HASH = hash(seed), as vLLM does with PYTHONHASHSEED (default {DEFAULT_SEED!r})")
+                   help="NONE_HASH = hash(seed), as vLLM does with PYTHONHASHSEED. Default: vLLM's rule, "
+                   "the fixed seed 'vllm-none-hash' for sha256/sha256_cbor, a random one for xxhash/xxhash_cbor")
     p.add_argument("--no-seed", action="store_true",
-                   help="random NONE_HASH (32 random bytes): hashes change on every run")
+                   help="a fresh random seed for every algorithm (what vLLM did before 2026-08): hashes "
+                   "change on every run")
 
 
 def check_hash_options(args: argparse.Namespace) -> tuple[Any, str | None]:
@@ -83,7 +87,7 @@ def check_hash_options(args: argparse.Namespace) -> tuple[Any, str | None]:
         hash_fn = get_hash_fn(args.hash)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
-    return hash_fn, None if args.no_seed else args.seed
+    return hash_fn, random_seed() if args.no_seed else args.seed
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -109,10 +113,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         tokens = parse_token_list(args.tokens)
     else:
         tokens, notice = tokens_from_text(args.text)
-    none_hash = init_none_hash(hash_fn, seed)
+    in_force, reason = resolve_none_hash_seed(args.hash, seed)
+    none_hash = init_none_hash(hash_fn, in_force)
     records = hash_request_blocks(tokens, args.block_size, hash_fn, none_hash, cache_salt=args.salt)
+    secret = reason == "random_non_crypto" or args.no_seed
     out: dict[str, Any] = {
         "none_hash": none_hash.hex(),
+        "hash": args.hash,
+        "none_hash_seed": None if secret else in_force,
+        "none_hash_seed_reason": "random" if args.no_seed else reason,
         "blocks": [
             {
                 "index": r.index,

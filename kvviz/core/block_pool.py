@@ -3,16 +3,18 @@
 
 Invariants: a block is in the free queue iff its ``ref_cnt`` is 0; a block holds a hash iff it is in
 the hash -> block map; a cached block keeps its hash while free and loses it only when it is popped
-for reuse (an eviction). Unlike vLLM there is no reserved null block: all ``num_blocks`` are usable.
+for reuse (an eviction). Block 0 is vLLM's null block: reserved at start-up, never allocated, never
+in the free queue, not counted in usage; ``num_blocks - 1`` blocks are usable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from kvviz.core.events import Event, EventKind, PoolCounters, PoolState
-from kvviz.text import core as text
+from kvviz.core.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState
+from kvviz.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
 
 
 @dataclass(eq=False, slots=True)
@@ -25,6 +27,7 @@ class KVCacheBlock:
     block_hash: bytes | None = None
     prev_free: KVCacheBlock | None = None
     next_free: KVCacheBlock | None = None
+    is_null: bool = False
 
     def __repr__(self) -> str:
         h = self.block_hash.hex()[:8] if self.block_hash else None
@@ -54,17 +57,17 @@ class FreeKVCacheBlockQueue:
             node = node.next_free
 
     def popleft(self) -> KVCacheBlock:
-        """Remove and return the head (LRU) block."""
+        """Remove and return the head (LRU) block; ValueError("No free blocks available") when empty."""
         first = self._head.next_free
         if first is None or first is self._tail:
-            raise ValueError("no free blocks")
+            raise ValueError("No free blocks available")
         self.remove(first)
         return first
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        """Remove and return the first ``n`` blocks, head first."""
+        """Remove and return the first ``n`` blocks, head first (``n == 0`` gives [])."""
         if n > self.num_free_blocks:
-            raise ValueError(f"cannot pop {n} blocks, only {self.num_free_blocks} free")
+            raise ValueError(f"Cannot pop {n} free blocks, only {self.num_free_blocks} free")
         return [self.popleft() for _ in range(n)]
 
     def remove(self, block: KVCacheBlock) -> None:
@@ -90,8 +93,21 @@ class FreeKVCacheBlockQueue:
         self.num_free_blocks += 1
 
     def append_n(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """Put ``blocks`` at the tail in the given order (the first of them is evicted first)."""
         for block in blocks:
             self.append(block)
+
+    def prepend_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Put ``blocks`` at the head in the given order (``blocks[0]`` becomes the new head)."""
+        for block in reversed(blocks):
+            if block.prev_free is not None or block.next_free is not None:
+                raise RuntimeError(f"block {block.block_id} is already in the free queue")
+            first = self._head.next_free
+            assert first is not None
+            block.prev_free, block.next_free = self._head, first
+            first.prev_free = block
+            self._head.next_free = block
+            self.num_free_blocks += 1
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
         """Free blocks head (next to be evicted) first."""
@@ -99,20 +115,25 @@ class FreeKVCacheBlockQueue:
 
 
 class BlockPool:
-    """``num_blocks`` blocks, the free queue and the hash -> block map. Every state change appends an
-    ``Event`` to ``events`` (shared with the manager when one is given).
+    """``num_blocks`` blocks (block 0 the null block), the free queue and the hash -> block map.
 
-    As in vLLM, identical blocks are not de-duplicated: two blocks may carry the same hash (block
-    tables stay append-only), and a lookup returns the first one cached.
+    Every state change appends an ``Event`` (a reason code and its parameters) to ``events``, shared
+    with the manager when one is given; events that change the prefix cache also carry vLLM's KV-cache
+    events (``BlockStored``, ``BlockRemoved``, ``AllBlocksCleared``). As in vLLM, identical blocks are
+    not de-duplicated: two blocks may carry the same hash, and a lookup returns the first one cached.
+    ``apply`` re-performs a recorded event, so a replay runs these same rules.
     """
 
     def __init__(self, num_blocks: int, events: list[Event] | None = None, block_size: int = 16) -> None:
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-            raise ValueError(f"num_blocks must be a positive integer, got {num_blocks!r}")
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 2:
+            raise ValueError(f"num_blocks must be an integer >= 2 (block 0 is the null block), got {num_blocks!r}")
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.blocks = [KVCacheBlock(i) for i in range(num_blocks)]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        # vLLM: the first block popped at start-up becomes the null block, used as a placeholder.
+        self.null_block = self.free_block_queue.popleft()
+        self.null_block.is_null = True
         self.cached_block_hash_to_block: dict[bytes, dict[int, KVCacheBlock]] = {}
         self.events: list[Event] = events if events is not None else []
         self.num_evictions = 0
@@ -123,33 +144,42 @@ class BlockPool:
         kind: EventKind,
         request_id: str,
         blocks: Sequence[KVCacheBlock] = (),
-        reason: str = "",
+        code: str = "",
+        params: dict[str, Any] | None = None,
         *,
         hashes: Sequence[bytes | None] | None = None,
         num_tokens: int = 0,
         positions: Sequence[int] = (),
+        kv_events: Sequence[KVCacheEvent] = (),
     ) -> Event:
-        """Append one event to the log and return it."""
+        """Append one event to the log and return it (``code`` defaults to the kind's name)."""
         event = Event(
             seq=len(self.events),
             kind=kind,
             request_id=request_id,
             block_ids=tuple(b.block_id for b in blocks),
             block_hashes=tuple(hashes) if hashes is not None else tuple(b.block_hash for b in blocks),
-            reason=reason,
+            code=code or kind.value,
+            params=dict(params or {}),
             num_tokens=num_tokens,
             positions=tuple(positions),
+            kv_events=tuple(kv_events),
         )
         self.events.append(event)
         return event
 
     # -- queries ------------------------------------------------------------------------------
+    @property
+    def num_usable_blocks(self) -> int:
+        """Blocks that can ever be allocated: all but the null block."""
+        return self.num_blocks - 1
+
     def get_num_free_blocks(self) -> int:
         return self.free_block_queue.num_free_blocks
 
     def get_usage(self) -> float:
-        """Share of blocks in use (ref_cnt > 0)."""
-        return 1.0 - self.get_num_free_blocks() / self.num_blocks
+        """Share of usable blocks in use (ref_cnt > 0); the null block is not counted (vLLM)."""
+        return 1.0 - self.get_num_free_blocks() / self.num_usable_blocks
 
     def get_cached_block(self, block_hash: bytes) -> KVCacheBlock | None:
         """The first block cached under ``block_hash``, or None (a miss)."""
@@ -168,23 +198,25 @@ class BlockPool:
         """Pop ``num_blocks`` blocks from the head of the free queue, evicting any that still hold a
         hash, and give each ref_cnt 1. ValueError (and no change) when too few are free."""
         if num_blocks > self.get_num_free_blocks():
-            raise ValueError(f"cannot get {num_blocks} free blocks, only {self.get_num_free_blocks()} free")
+            raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         popped = self.free_block_queue.popleft_n(num_blocks)
+        self._take_blocks(popped, request_id, positions, num_tokens)
+        return popped
+
+    def _take_blocks(self, popped: Sequence[KVCacheBlock], request_id: str, positions: Sequence[int],
+                     num_tokens: int) -> None:
         evicted = [b for b in popped if b.block_hash is not None]
         if evicted:
-            self.emit(EventKind.EVICT, request_id, evicted, text.EVENT_EVICT)
+            removed = [BlockRemoved(block_hashes=[b.block_hash]) for b in evicted]  # type: ignore[list-item]
+            self.emit(EventKind.EVICT, request_id, evicted, kv_events=removed)
             for block in evicted:
                 self._maybe_evict_cached_block(block)
         for block in popped:
             assert block.ref_cnt == 0 and block.block_hash is None
             block.ref_cnt = 1
-        if popped:
-            reason = text.EVENT_ALLOCATE.format(count=len(popped), tokens=num_tokens)
-        else:
-            reason = text.EVENT_ALLOCATE_NONE.format(tokens=num_tokens)
-        self.emit(EventKind.ALLOCATE, request_id, popped, reason, num_tokens=num_tokens,
-                  positions=positions or range(len(popped)))
-        return popped
+        code = "allocate" if popped else "allocate_none"
+        self.emit(EventKind.ALLOCATE, request_id, popped, code, {"count": len(popped), "tokens": num_tokens},
+                  num_tokens=num_tokens, positions=positions or range(len(popped)))
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
         """Drop ``block``'s hash and its entry in the hash map; False when it held none."""
@@ -203,11 +235,10 @@ class BlockPool:
         if not blocks:
             return
         for block in blocks:
-            if block.ref_cnt == 0:
+            if block.ref_cnt == 0 and not block.is_null:
                 self.free_block_queue.remove(block)
             block.ref_cnt += 1
-        self.emit(EventKind.TOUCH, request_id, blocks, text.EVENT_TOUCH,
-                  positions=positions or range(len(blocks)))
+        self.emit(EventKind.TOUCH, request_id, blocks, positions=positions or range(len(blocks)))
 
     def cache_full_blocks(
         self,
@@ -216,8 +247,12 @@ class BlockPool:
         num_cached_blocks: int,
         num_full_blocks: int,
         request_id: str = "",
+        *,
+        token_ids: Sequence[int] = (),
+        extra_keys: Sequence[tuple[Any, ...] | None] | None = None,
     ) -> list[KVCacheBlock]:
-        """Give ``blocks[num_cached_blocks:num_full_blocks]`` their hashes and enter them in the map.
+        """Give ``blocks[num_cached_blocks:num_full_blocks]`` their hashes and enter them in the map;
+        emits vLLM's ``BlockStored`` (``token_ids`` = the request's tokens, to slice the stored span).
         Null (None) entries and blocks already holding a hash (cache hits) are skipped."""
         if num_cached_blocks >= num_full_blocks:
             return []
@@ -227,7 +262,7 @@ class BlockPool:
         positions: list[int] = []
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
-            if block is None or block.block_hash is not None:
+            if block is None or block.is_null or block.block_hash is not None:
                 continue
             h = block_hashes[i]
             block.block_hash = h
@@ -235,22 +270,103 @@ class BlockPool:
             cached.append(block)
             positions.append(i)
         if cached:
-            self.emit(EventKind.CACHE, request_id, cached, text.EVENT_CACHE, positions=positions)
+            bs = self.block_size
+            stored = BlockStored(
+                block_hashes=[block_hashes[i] for i in positions],
+                parent_block_hash=block_hashes[positions[0] - 1] if positions[0] > 0 else None,
+                token_ids=[t for i in positions for t in token_ids[i * bs:(i + 1) * bs]],
+                block_size=bs,
+                extra_keys=[extra_keys[i] for i in positions] if extra_keys is not None else None,
+            )
+            self.emit(EventKind.CACHE, request_id, cached, positions=positions, kv_events=(stored,))
         return cached
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock], request_id: str = "", *,
-                    positions: Sequence[int] = (), reason: str = text.EVENT_FREE) -> None:
-        """ref_cnt - 1 for each block; those at 0 go to the free-queue tail in the given order, so
-        the first is evicted first. Callers pass a request's blocks in reverse (tail first)."""
+                    positions: Sequence[int] = (), code: str = "free") -> None:
+        """ref_cnt - 1 for each block, given in eviction order (callers pass a request's blocks tail
+        first). Of those reaching 0, blocks without a hash go to the free-queue head (they can never
+        be hit, so they are spent first) and blocks with a hash to the tail (vLLM's ``free_blocks``)."""
         blocks = list(ordered_blocks)
         if not blocks:
             return
         for block in blocks:
             if block.ref_cnt <= 0:
                 raise RuntimeError(f"block {block.block_id} freed with ref_cnt {block.ref_cnt}")
+        without_hash: list[KVCacheBlock] = []
+        with_hash: list[KVCacheBlock] = []
+        for block in blocks:
             block.ref_cnt -= 1
-        self.free_block_queue.append_n(b for b in blocks if b.ref_cnt == 0)
-        self.emit(EventKind.FREE, request_id, blocks, reason, positions=positions or range(len(blocks)))
+            if block.ref_cnt == 0 and not block.is_null:
+                (without_hash if block.block_hash is None else with_hash).append(block)
+        self.free_block_queue.prepend_n(without_hash)
+        self.free_block_queue.append_n(with_hash)
+        self.emit(EventKind.FREE, request_id, blocks, code,
+                  {"to_head": [b.block_id for b in without_hash], "to_tail": [b.block_id for b in with_hash]},
+                  positions=positions or range(len(blocks)))
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop every hash so nothing can hit any more (vLLM: after a weight update, or between
+        benchmark runs). Refused (False, nothing changed) while any block is in use."""
+        in_use = self.num_usable_blocks - self.get_num_free_blocks()
+        if in_use:
+            self.emit(EventKind.RESET, "", (), "reset_refused", {"in_use": in_use})
+            return False
+        self.emit(EventKind.RESET, "", (), "reset", {"dropped": sum(len(d) for d in
+                  self.cached_block_hash_to_block.values())}, kv_events=(AllBlocksCleared(),))
+        self.cached_block_hash_to_block = {}
+        for block in self.blocks:
+            block.block_hash = None
+        return True
+
+    # -- replay -------------------------------------------------------------------------------
+    def apply(self, event: Event) -> None:
+        """Re-perform a recorded event with this pool's own rules (replay). ValueError (ReplayError)
+        when the event does not fit the current state."""
+        from kvviz.core.events import ReplayError
+
+        blocks = [self.blocks[b] for b in event.block_ids] if all(
+            0 < b < self.num_blocks for b in event.block_ids) else None
+        if blocks is None:
+            raise ReplayError(f"event {event.seq}: block ids out of range: {event.block_ids}")
+        rid, kind = event.request_id, event.kind
+        if kind is EventKind.EVICT:
+            for block in blocks:
+                if block.block_hash is None or block.ref_cnt != 0:
+                    raise ReplayError(f"event {event.seq}: block {block.block_id} is not a cached free block")
+        elif kind is EventKind.ALLOCATE:
+            head = [b.block_id for b in self.free_block_queue][: len(blocks)]
+            if head != list(event.block_ids):
+                raise ReplayError(f"event {event.seq}: blocks {list(event.block_ids)} are not the free-queue "
+                                  f"head {head}")
+            popped = self.free_block_queue.popleft_n(len(blocks))
+            for block in popped:
+                if block.block_hash is not None:  # the evict event before this one dropped them
+                    raise ReplayError(f"event {event.seq}: block {block.block_id} still holds a hash")
+                block.ref_cnt = 1
+            self.emit(kind, rid, popped, event.code, event.params, num_tokens=event.num_tokens,
+                      positions=event.positions)
+            return
+        elif kind is EventKind.CACHE:
+            for block, h in zip(blocks, event.block_hashes, strict=True):
+                if h is None or block.block_hash is not None:
+                    raise ReplayError(f"event {event.seq}: block {block.block_id} cannot be cached")
+                block.block_hash = h
+                self.cached_block_hash_to_block.setdefault(h, {})[block.block_id] = block
+        elif kind is EventKind.TOUCH:
+            self.touch(blocks, rid, positions=event.positions)
+            return
+        elif kind is EventKind.FREE:
+            if any(b.ref_cnt <= 0 for b in blocks):
+                raise ReplayError(f"event {event.seq}: a block is freed more often than used")
+            self.free_blocks(blocks, rid, positions=event.positions, code=event.code)
+            return
+        elif kind is EventKind.RESET:
+            self.reset_prefix_cache()
+            return
+        if kind is EventKind.EVICT:
+            for block in blocks:
+                self._maybe_evict_cached_block(block)
+        self.events.append(event)
 
     # -- views --------------------------------------------------------------------------------
     def snapshot(self) -> PoolState:
@@ -270,7 +386,9 @@ class BlockPool:
         """Raise AssertionError if any pool invariant is broken (used by tests)."""
         in_queue = {b.block_id for b in self.free_block_queue}
         assert len(in_queue) == self.free_block_queue.num_free_blocks
-        for block in self.blocks:
+        assert self.null_block.block_id == NULL_BLOCK_ID and NULL_BLOCK_ID not in in_queue
+        assert self.null_block.block_hash is None and self.null_block.ref_cnt == 0
+        for block in self.blocks[1:]:
             assert block.ref_cnt >= 0, block
             assert (block.ref_cnt == 0) == (block.block_id in in_queue), block
             if block.block_hash is not None:

@@ -35,6 +35,7 @@ from kvviz.core.hashing import (
     HashFn,
     hash_block_chain,
     init_none_hash,
+    random_seed,
     sha256_cbor,
     validate_block_size,
     validate_token_ids,
@@ -135,7 +136,7 @@ def none_hash_demo(token_ids: Sequence[int], block_size: int = 16, hash_name: st
         raise ValueError(f"need at least one full block ({block_size} tokens), got {len(tokens)}")
     fn = HASH_FUNCTIONS[hash_name]
     roots = {"seed0_a": init_none_hash(fn, "0"), "seed0_b": init_none_hash(fn, "0"),
-             "random_a": init_none_hash(fn, None), "random_b": init_none_hash(fn, None)}
+             "random_a": init_none_hash(fn, random_seed()), "random_b": init_none_hash(fn, random_seed())}
     chains = {k: hash_block_chain(tokens, block_size, fn, root) for k, root in roots.items()}
     return NoneHashDemo(roots, chains)
 

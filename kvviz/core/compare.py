@@ -4,26 +4,27 @@ Statuses of B's blocks: ``hit`` (its chained hash is cached by A), ``miss`` (its
 A's block at the same index, or A has no full block there), ``invalidated`` (same tokens as A's block
 but a different hash, because an earlier block or the cache salt changed: the chain cascade) and
 ``partial`` (an incomplete last block, never cached). A ``hit`` block can still be recomputed: the
-engine caps reuse at ``num_tokens - 1`` tokens (``reused`` says which).
+engine caps reuse at ``num_tokens - 1`` tokens (``reused`` says which). The cache and its hit rule are
+the manager's own: A is admitted to a ``KVCacheManager`` and finished, B's reuse is the manager's
+longest-hit lookup. Each block carries a reason ``code`` and its ``params``; the view renders words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from kvviz.core.hashing import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
     BlockHashRecord,
-    get_hash_fn,
     hash_request_blocks,
-    init_none_hash,
     validate_block_size,
     validate_token_ids,
 )
-from kvviz.text import core as text
+from kvviz.core.manager import KVCacheManager, cdiv
 
 STATUSES = ("hit", "miss", "invalidated", "partial")
 
@@ -36,7 +37,8 @@ class BlockComparison:
     start: int
     end: int
     status: str
-    reason: str
+    code: str
+    params: dict[str, Any] = field(compare=False)
     hash_a: bytes | None
     hash_b: bytes | None
     parent_a: bytes | None
@@ -92,29 +94,29 @@ def compare_prompts(
     validate_block_size(block_size)
     a = validate_token_ids(tokens_a)
     b = validate_token_ids(tokens_b)
-    hash_fn = get_hash_fn(hash_name)
-    none_hash = init_none_hash(hash_fn, seed)
-    rec_a = hash_request_blocks(a, block_size, hash_fn, none_hash, cache_salt=salt_a)
-    rec_b = hash_request_blocks(b, block_size, hash_fn, none_hash, cache_salt=salt_b)
-    cached = {r.hash for r in rec_a if r.full}
-    max_reuse_blocks = (len(b) - 1) // block_size
+    # The engine itself: A runs and finishes, so every full block of A is cached (and free).
+    manager = KVCacheManager(cdiv(len(a), block_size) + 1, block_size, hash_name, seed)
+    manager.add_request("A", a, salt_a)
+    manager.free_request("A")
+    fn, none_hash = manager.hash_fn, manager.none_hash
+    rec_a = hash_request_blocks(a, block_size, fn, none_hash, cache_salt=salt_a)
+    rec_b = hash_request_blocks(b, block_size, fn, none_hash, cache_salt=salt_b)
+    num_reused = len(manager.peek_cache_hit(b, salt_b, sliding_window=None).block_ids)
+    is_cached = manager.block_pool.get_cached_block
     common = common_prefix_length(a, b)
     salts_differ = (salt_a or None) != (salt_b or None)
 
     blocks: list[BlockComparison] = []
-    reusing = True
     for rb in rec_b:
         ra: BlockHashRecord | None = rec_a[rb.index] if rb.index < len(rec_a) else None
         a_full = ra is not None and ra.full
-        status, reason, reused = _classify(rb, ra, a_full, cached, block_size, common, salts_differ)
-        if status == "hit" and reusing and rb.index < max_reuse_blocks:
-            reused = True
-        else:
-            reusing = False
-            if status == "hit":
-                reason = text.REASON_HIT_CAPPED
+        cached = rb.hash is not None and is_cached(rb.hash) is not None
+        status, code, params = _classify(rb, ra, a_full, cached, block_size, common, salts_differ)
+        reused = rb.index < num_reused
+        if status == "hit" and not reused:
+            code, params = "hit_capped", {}
         blocks.append(BlockComparison(
-            index=rb.index, start=rb.start, end=rb.end, status=status, reason=reason,
+            index=rb.index, start=rb.start, end=rb.end, status=status, code=code, params=params,
             hash_a=ra.hash if ra is not None else None, hash_b=rb.hash,
             parent_a=ra.parent if ra is not None else None, parent_b=rb.parent,
             tokens_a=ra.tokens if ra is not None else (), tokens_b=rb.tokens, reused=reused,
@@ -138,23 +140,24 @@ def _classify(
     rb: BlockHashRecord,
     ra: BlockHashRecord | None,
     a_full: bool,
-    cached: set[bytes | None],
+    cached: bool,
     block_size: int,
     common: int,
     salts_differ: bool,
-) -> tuple[str, str, bool]:
+) -> tuple[str, str, dict[str, Any]]:
+    """(status, reason code, params) of B's block ``rb`` against A's block ``ra``."""
     if not rb.full:
-        return "partial", text.REASON_PARTIAL.format(count=rb.num_tokens, block_size=block_size), False
-    if rb.hash in cached:
-        return "hit", text.REASON_HIT.format(index=rb.index), False
+        return "partial", "partial", {"count": rb.num_tokens, "block_size": block_size}
+    if cached:
+        return "hit", "hit", {"index": rb.index}
     if ra is None or not a_full:
-        return "miss", text.REASON_MISS_NO_BLOCK.format(index=rb.index), False
+        return "miss", "miss_no_block", {"index": rb.index}
     if ra.tokens != rb.tokens:
         first = rb.start + common_prefix_length(ra.tokens, rb.tokens)
-        return "miss", text.REASON_MISS_TOKENS.format(index=rb.index, token=first), False
+        return "miss", "miss_tokens", {"index": rb.index, "token": first}
     if rb.index == 0:
-        return "invalidated", text.REASON_INVALIDATED_SALT, False
+        return "invalidated", "invalidated_salt", {}
     if common >= rb.start and salts_differ:
-        return "invalidated", text.REASON_INVALIDATED_CHAIN_SALT.format(index=rb.index), False
+        return "invalidated", "invalidated_chain_salt", {"index": rb.index}
     changed = min(common // block_size, rb.index - 1)
-    return "invalidated", text.REASON_INVALIDATED_CHAIN.format(index=rb.index, changed=changed), False
+    return "invalidated", "invalidated_chain", {"index": rb.index, "changed": changed}

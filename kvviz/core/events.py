@@ -12,8 +12,14 @@ block table; ``num_tokens`` is 0 unless said otherwise):
 - ``allocate``: ``block_ids`` popped from the free queue with ref_cnt 1; ``num_tokens`` = the
   request's token count after this step (allocate with no block ids = the last block had room).
 - ``cache``: full blocks get ``block_hashes`` and enter the hash -> block map.
-- ``free``: each block's ref_cnt - 1; those at 0 go to the free-queue tail in event order.
+- ``free``: each block's ref_cnt - 1; of those at 0, blocks without a hash go to the free-queue head
+  and blocks with a hash to the tail, each group in event order (vLLM's ``free_blocks``).
 - ``refuse``: not enough free blocks; nothing changed.
+- ``reset``: ``reset_prefix_cache``: every hash dropped (code ``reset``), or refused while blocks are
+  in use (code ``reset_refused``).
+
+Each event carries a reason ``code`` and its ``params`` (the view renders the words; see
+``kvviz.text.core``) and the vLLM KV-cache events it implies (``kv_events``). Block 0 is the null block.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from kvviz.core.kv_events import KVCacheEvent, event_to_dict
+
+NULL_BLOCK_ID = 0  # vLLM's null block: reserved, never allocated, never in the free queue
 
 
 class EventKind(StrEnum):
@@ -35,6 +45,7 @@ class EventKind(StrEnum):
     FREE = "free"
     EVICT = "evict"
     REFUSE = "refuse"
+    RESET = "reset"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +57,11 @@ class Event:
     request_id: str
     block_ids: tuple[int, ...]
     block_hashes: tuple[bytes | None, ...]
-    reason: str
+    code: str
+    params: dict[str, Any] = field(default_factory=dict)
     num_tokens: int = 0
     positions: tuple[int, ...] = ()
+    kv_events: tuple[KVCacheEvent, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (hashes as hex)."""
@@ -58,16 +71,19 @@ class Event:
             "request_id": self.request_id,
             "block_ids": list(self.block_ids),
             "block_hashes": [h.hex() if h is not None else None for h in self.block_hashes],
-            "reason": self.reason,
+            "code": self.code,
+            "params": dict(self.params),
             "num_tokens": self.num_tokens,
             "positions": list(self.positions),
+            "kv_events": [event_to_dict(e) for e in self.kv_events],
         }
 
 
 @dataclass(frozen=True, slots=True)
 class PoolCounters:
-    """Running totals. ``computed_tokens`` counts prefill tokens not served by the cache plus decoded
-    tokens; ``evictions`` counts cached blocks that lost their hash."""
+    """Running totals. ``prompt_tokens`` and ``hit_tokens`` are vLLM's prefix-cache ``queries`` and
+    ``hits`` (tokens looked up, tokens found); ``computed_tokens`` counts prefill tokens not served by
+    the cache plus decoded tokens; ``evictions`` counts cached blocks that lost their hash."""
 
     requests: int = 0
     prompt_tokens: int = 0
@@ -75,6 +91,16 @@ class PoolCounters:
     computed_tokens: int = 0
     evictions: int = 0
     refused: int = 0
+
+    @property
+    def queries(self) -> int:
+        """vLLM's ``PrefixCacheStats.queries``: prompt tokens looked up in the prefix cache."""
+        return self.prompt_tokens
+
+    @property
+    def hits(self) -> int:
+        """vLLM's ``PrefixCacheStats.hits``: of those, tokens found cached."""
+        return self.hit_tokens
 
     @property
     def hit_rate(self) -> float:
@@ -103,8 +129,8 @@ class RequestBlocks:
 
 @dataclass(frozen=True, slots=True)
 class BlockView:
-    """One physical block as drawn: ``state`` is ``used`` (ref_cnt > 0), ``cached`` (free but still
-    holding a hash, so it can be hit until evicted) or ``free``."""
+    """One physical block as drawn: ``state`` is ``null`` (block 0, reserved), ``used`` (ref_cnt > 0),
+    ``cached`` (free but still holding a hash, so it can be hit until evicted) or ``free``."""
 
     block_id: int
     ref_cnt: int
@@ -127,6 +153,8 @@ class PoolState:
     num_events: int = 0
 
     def state_of(self, block_id: int) -> str:
+        if block_id == NULL_BLOCK_ID:
+            return "null"
         if self.ref_cnt[block_id] > 0:
             return "used"
         return "cached" if self.block_hash[block_id] is not None else "free"
@@ -152,8 +180,14 @@ class PoolState:
         return len(self.free_queue)
 
     @property
+    def num_usable(self) -> int:
+        """Blocks that can be allocated: all but the null block."""
+        return self.num_blocks - 1
+
+    @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self.free_queue)
+        """Usable blocks with ref_cnt > 0 (the null block is not counted, as in vLLM's usage)."""
+        return self.num_usable - len(self.free_queue)
 
     def block_table(self, request_id: str) -> list[BlockTableEntry]:
         """The request's logical blocks with their physical ids and token spans."""
@@ -184,7 +218,9 @@ class PoolState:
                 "requests": c.requests, "prompt_tokens": c.prompt_tokens, "hit_tokens": c.hit_tokens,
                 "computed_tokens": c.computed_tokens, "evictions": c.evictions, "refused": c.refused,
                 "shared_blocks": self.shared_blocks, "hit_rate": c.hit_rate,
+                "queries": c.queries, "hits": c.hits,
             },
+            "null_block": NULL_BLOCK_ID,
             "num_events": self.num_events,
         }
 
@@ -201,19 +237,19 @@ def _set_positions(table: list[int | None], positions: Sequence[int], ids: Seque
 
 
 def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16) -> PoolState:
-    """The pool state after applying ``events`` in order to a fresh pool of ``num_blocks`` blocks
-    (free queue 0..n-1, no hashes, no requests). Pure: reads the events only."""
-    ref = [0] * num_blocks
-    hashes: list[bytes | None] = [None] * num_blocks
-    queue = list(range(num_blocks))
-    hmap: dict[bytes, list[int]] = {}
+    """The state after applying ``events`` in order to a fresh pool of ``num_blocks`` blocks. The pool
+    changes are re-performed by ``BlockPool.apply`` (the same rules that recorded them); request
+    tables and counters are rebuilt here from the events."""
+    from kvviz.core.block_pool import BlockPool  # block_pool imports this module
+
+    pool = BlockPool(num_blocks, block_size=block_size)
     tables: dict[str, list[int | None]] = {}
     tokens: dict[str, int] = {}
-    counts = {"requests": 0, "prompt_tokens": 0, "hit_tokens": 0, "computed_tokens": 0,
-              "evictions": 0, "refused": 0}
+    counts = {"requests": 0, "prompt_tokens": 0, "hit_tokens": 0, "computed_tokens": 0, "refused": 0}
     n = 0
     for ev in events:
         n += 1
+        pool.apply(ev)
         rid = ev.request_id
         if ev.kind is EventKind.HIT:
             counts["hit_tokens"] += ev.num_tokens
@@ -222,43 +258,12 @@ def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16) -> Po
         elif ev.kind is EventKind.MISS:
             counts["requests"] += 1
             counts["prompt_tokens"] += ev.num_tokens
-        elif ev.kind is EventKind.TOUCH:
-            for bid in ev.block_ids:
-                if ref[bid] == 0:
-                    queue.remove(bid)
-                ref[bid] += 1
+        elif ev.kind in (EventKind.TOUCH, EventKind.ALLOCATE):
             _set_positions(tables.setdefault(rid, []), ev.positions, ev.block_ids)
-        elif ev.kind is EventKind.EVICT:
-            for bid in ev.block_ids:
-                h = hashes[bid]
-                if h is None or ref[bid] != 0:
-                    raise ReplayError(f"event {ev.seq}: block {bid} is not a cached free block")
-                hmap[h].remove(bid)
-                if not hmap[h]:
-                    del hmap[h]
-                hashes[bid] = None
-                counts["evictions"] += 1
-        elif ev.kind is EventKind.ALLOCATE:
-            for bid in ev.block_ids:
-                if ref[bid] != 0 or hashes[bid] is not None:
-                    raise ReplayError(f"event {ev.seq}: block {bid} is not free")
-                queue.remove(bid)
-                ref[bid] = 1
-            _set_positions(tables.setdefault(rid, []), ev.positions, ev.block_ids)
-            counts["computed_tokens"] += ev.num_tokens - tokens.get(rid, 0)
-            tokens[rid] = ev.num_tokens
-        elif ev.kind is EventKind.CACHE:
-            for bid, h in zip(ev.block_ids, ev.block_hashes, strict=True):
-                if h is None or hashes[bid] is not None:
-                    raise ReplayError(f"event {ev.seq}: block {bid} cannot be cached")
-                hashes[bid] = h
-                hmap.setdefault(h, []).append(bid)
+            if ev.kind is EventKind.ALLOCATE:
+                counts["computed_tokens"] += ev.num_tokens - tokens.get(rid, 0)
+                tokens[rid] = ev.num_tokens
         elif ev.kind is EventKind.FREE:
-            for bid in ev.block_ids:
-                ref[bid] -= 1
-                if ref[bid] < 0:
-                    raise ReplayError(f"event {ev.seq}: block {bid} freed more often than used")
-            queue.extend(bid for bid in ev.block_ids if ref[bid] == 0)
             table = tables.get(rid)
             if table is not None:
                 _set_positions(table, ev.positions, [None] * len(ev.positions))
@@ -267,14 +272,15 @@ def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16) -> Po
                     tokens.pop(rid, None)
         elif ev.kind is EventKind.REFUSE:
             counts["refused"] += 1
+    state = pool.snapshot()
     return PoolState(
         num_blocks=num_blocks,
         block_size=block_size,
-        ref_cnt=tuple(ref),
-        block_hash=tuple(hashes),
-        free_queue=tuple(queue),
-        hash_to_blocks={h: tuple(ids) for h, ids in hmap.items()},
+        ref_cnt=state.ref_cnt,
+        block_hash=state.block_hash,
+        free_queue=state.free_queue,
+        hash_to_blocks=state.hash_to_blocks,
         requests={rid: RequestBlocks(tuple(t), tokens.get(rid, 0)) for rid, t in tables.items()},
-        counters=PoolCounters(**counts),
+        counters=PoolCounters(**counts, evictions=pool.num_evictions),
         num_events=n,
     )

@@ -129,19 +129,23 @@ def random_seed() -> str:
     return os.urandom(32).hex()
 
 
-def resolve_none_hash_seed(hash_name: HashFn | str, seed: str | None = None) -> tuple[str, str]:
+def resolve_none_hash_seed(hash_name: HashFn | str, seed: str | None = None, *,
+                           per_process: bool = True) -> tuple[str, str]:
     """The NONE_HASH seed in force and its reason code (``SEED_*``).
 
     An explicit ``seed`` (vLLM: ``PYTHONHASHSEED``) wins; otherwise cryptographic algorithms use
     ``DEFAULT_NONE_HASH_SEED`` so independent processes agree, and non-cryptographic ones a random
-    seed drawn once per process so collisions cannot be precomputed."""
+    seed so collisions cannot be precomputed. vLLM resolves once per engine process; kvviz keeps one
+    random seed per algorithm per process (``per_process=False`` draws a fresh one, as each call of
+    vLLM's ``resolve_none_hash_seed`` does)."""
     if seed is not None:
         if not isinstance(seed, str):
             raise ValueError(f"seed must be a string or None, got {type(seed).__name__}")
         return seed, SEED_EXPLICIT
     name = hash_name_of(hash_name)
     if name in NON_CRYPTO_HASHES:
-        return _PROCESS_RANDOM_SEEDS.setdefault(name, random_seed()), SEED_RANDOM_NON_CRYPTO
+        fresh = random_seed()
+        return (_PROCESS_RANDOM_SEEDS.setdefault(name, fresh) if per_process else fresh), SEED_RANDOM_NON_CRYPTO
     return DEFAULT_NONE_HASH_SEED, SEED_DEFAULT_CRYPTO
 
 

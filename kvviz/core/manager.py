@@ -5,7 +5,9 @@ Per request it keeps the token ids, the chained hashes of its full blocks and it
 (logical block -> physical block). ``add_request`` = ``get_computed_blocks`` (longest run of cached
 hashes from the start, capped at ``num_tokens - 1`` tokens) followed by ``allocate_slots`` (touch
 the hits, pop new blocks, cache the newly full ones). A request that does not fit is refused with
-the pool left unchanged. Every change is an ``Event`` in ``self.events``.
+the pool left unchanged. Every change is an ``Event`` in ``self.events`` (a reason code and its
+parameters; ``kvviz.text.core`` renders the words). ``reset_prefix_cache`` drops every hash when no
+block is in use. Block 0 is the null block, as in vLLM.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from kvviz.core.hashing import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
+    generate_block_hash_extra_keys,
     get_hash_fn,
     hash_block_chain,
     init_none_hash,
+    resolve_none_hash_seed,
     validate_block_size,
     validate_token_ids,
 )
-from kvviz.text import core as text
 
 MAX_NUM_BLOCKS = 65536
 
@@ -133,13 +136,16 @@ class KVCacheManager:
         seed: str | None = DEFAULT_SEED,
         sliding_window: int | None = None,
     ) -> None:
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 1 <= num_blocks <= MAX_NUM_BLOCKS:
-            raise ValueError(f"num_blocks must be an integer in 1..{MAX_NUM_BLOCKS}, got {num_blocks!r}")
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 2 <= num_blocks <= MAX_NUM_BLOCKS:
+            raise ValueError(f"num_blocks must be an integer in 2..{MAX_NUM_BLOCKS} (block 0 is the null block), "
+                             f"got {num_blocks!r}")
         self.block_size = validate_block_size(block_size)
         self.hash_name = hash_name
         self.hash_fn = get_hash_fn(hash_name)
         self.seed = seed
-        self.none_hash = init_none_hash(self.hash_fn, seed)
+        # The NONE_HASH seed in force and why (explicit / vllm-none-hash / random per process).
+        self.seed_in_force, self.seed_reason = resolve_none_hash_seed(hash_name, seed)
+        self.none_hash = init_none_hash(self.hash_fn, self.seed_in_force)
         if sliding_window is not None and (
             isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or sliding_window < 2
         ):
@@ -215,10 +221,10 @@ class KVCacheManager:
     def _refuse(self, op: str, request_id: str, needed: int, num_tokens: int, computed: int,
                 available: int | None = None) -> AddResult:
         free = self.block_pool.get_num_free_blocks() if available is None else available
-        reason = text.EVENT_REFUSE.format(needed=needed, free=free)
-        event = self.block_pool.emit(EventKind.REFUSE, request_id, (), reason, num_tokens=num_tokens)
+        event = self.block_pool.emit(EventKind.REFUSE, request_id, (), "refuse", {"needed": needed, "free": free},
+                                     num_tokens=num_tokens)
         self._refused += 1
-        return AddResult(op, request_id, False, num_tokens, computed, error=reason, events=(event,))
+        return AddResult(op, request_id, False, num_tokens, computed, error="refuse", events=(event,))
 
     def add_request(self, request_id: str, token_ids: Sequence[int], cache_salt: str | None = None) -> AddResult:
         """Admit a prompt whose prefill is about to run: reuse the longest cached prefix (capped at
@@ -243,15 +249,14 @@ class KVCacheManager:
         pool = self.block_pool
         reused_pos = [i for i in range(skipped, len(computed)) if computed[i] is not None]
         if num_computed:
-            pool.emit(EventKind.HIT, request_id, reused,
-                      text.EVENT_HIT.format(count=len(reused), tokens=num_computed),
+            pool.emit(EventKind.HIT, request_id, reused, "hit", {"count": len(reused), "tokens": num_computed},
                       num_tokens=num_computed, positions=reused_pos)
         to_compute = num_tokens - num_computed
         if len(computed) < len(hashes) and pool.get_cached_block(hashes[len(computed)]) is not None:
-            miss_reason = text.EVENT_MISS_CAPPED.format(tokens=to_compute)
+            miss_code, miss_params = "miss_capped", {"tokens": to_compute}
         else:
-            miss_reason = text.EVENT_MISS.format(tokens=to_compute, index=len(computed))
-        pool.emit(EventKind.MISS, request_id, (), miss_reason, hashes=hashes[len(computed):],
+            miss_code, miss_params = "miss", {"tokens": to_compute, "index": len(computed)}
+        pool.emit(EventKind.MISS, request_id, (), miss_code, miss_params, hashes=hashes[len(computed):],
                   num_tokens=to_compute)
         self._requests_added += 1
         self._prompt_tokens += num_tokens
@@ -304,7 +309,7 @@ class KVCacheManager:
             out = [req.blocks[i] for i in to_skip]
             for i in to_skip:
                 req.blocks[i] = None
-            pool.free_blocks(out, request_id, positions=to_skip, reason=text.EVENT_FREE_WINDOW)  # type: ignore[arg-type]
+            pool.free_blocks(out, request_id, positions=to_skip, code="free_window")  # type: ignore[arg-type]
         req.token_ids.extend(new_tokens)
         if len(req.token_ids) // bs > len(req.block_hashes):
             parent = req.block_hashes[-1] if req.block_hashes else None
@@ -330,15 +335,25 @@ class KVCacheManager:
 
     def _cache_blocks(self, req: _Request) -> list[KVCacheBlock]:
         num_full = len(req.token_ids) // self.block_size
+        extra = None
+        if req.cache_salt:
+            extra = [generate_block_hash_extra_keys(i * self.block_size, (i + 1) * self.block_size,
+                                                    cache_salt=req.cache_salt) for i in range(num_full)]
         cached = self.block_pool.cache_full_blocks(
-            req.blocks, req.block_hashes, req.num_cached_blocks, num_full, req.request_id
+            req.blocks, req.block_hashes, req.num_cached_blocks, num_full, req.request_id,
+            token_ids=req.token_ids, extra_keys=extra,
         )
         req.num_cached_blocks = max(req.num_cached_blocks, num_full)
         return cached
 
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's ``reset_prefix_cache``: drop every cached hash; False (and nothing changed, a
+        ``reset_refused`` event) while any request holds blocks."""
+        return self.block_pool.reset_prefix_cache()
+
     def free_request(self, request_id: str) -> AddResult:
-        """The request finished: release its blocks in reverse order, so its tail blocks reach the
-        free-queue tail first and are evicted before its head blocks."""
+        """The request finished: release its blocks in reverse order, so its tail blocks are evicted
+        before its head blocks; a partial (unhashed) block goes to the free-queue head."""
         req = self._get(request_id)
         first_event = len(self.events)
         order = [i for i in range(len(req.blocks) - 1, -1, -1) if req.blocks[i] is not None]

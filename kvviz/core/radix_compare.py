@@ -1,8 +1,8 @@
 """One request history, three prefix caches: SGLang's radix tree, vLLM's block pool (hash chain) and
 vLLM's sliding-window hit search.
 
-Each engine gets the same scenario steps and the same memory, ``num_blocks * block_size`` token
-slots:
+Each engine gets the same scenario steps and the same memory, ``(num_blocks - 1) * block_size``
+token slots (the pool's block 0 is vLLM's null block, which holds no tokens):
 
 - **radix**: a ``RadixCache`` (token granularity by default). A request matches its longest cached
   prefix, locks it, and the rest of its prompt is inserted as a new leaf (locked while it runs);
@@ -262,7 +262,7 @@ class RadixComparison:
 
     @property
     def capacity_tokens(self) -> int:
-        return self.scenario.num_blocks * self.scenario.block_size
+        return (self.scenario.num_blocks - 1) * self.scenario.block_size  # block 0 is the null block
 
     def check_step(self, k: int) -> int:
         return self.pool_run.check_step(k)
@@ -406,7 +406,7 @@ def compare_radix_pool(scenario: Scenario, sliding_window: int = DEFAULT_WINDOW,
     window_run = play_scenario(scenario, sliding_window=sliding_window)
     meta = _chain_meta(scenario)
     bs = scenario.block_size
-    engine = RadixEngine(scenario.num_blocks * bs, radix_page_size)
+    engine = RadixEngine((scenario.num_blocks - 1) * bs, radix_page_size)
     states = [engine.state()]
     errors: list[str | None] = [None]
     evictions: list[tuple[EvictedRun, ...]] = [()]

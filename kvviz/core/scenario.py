@@ -47,8 +47,9 @@ class ScenarioError(ValueError):
 
 @dataclass(frozen=True)
 class ScenarioStep:
-    """One step: ``op`` (add / append / free) on request ``id``; ``tokens`` are the prompt (add) or
-    the decoded tokens (append); ``pieces`` their readable text when known."""
+    """One step: ``op`` (add / append / free) on request ``id``, or ``reset`` (reset_prefix_cache, no
+    id); ``tokens`` are the prompt (add) or the decoded tokens (append); ``pieces`` their readable text
+    when known."""
 
     op: str
     id: str
@@ -59,6 +60,8 @@ class ScenarioStep:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        if self.op == "reset":
+            return {"op": "reset", **({"note": self.note} if self.note is not None else {})}
         out: dict[str, Any] = {"op": self.op, "id": self.id}
         if self.op != "free":
             if self.text is not None:
@@ -603,6 +606,8 @@ def step_summary(step: ScenarioStep | None) -> str:
     """A short plain description of one step (used by the CLI's human output)."""
     if step is None:
         return "start: empty pool"
+    if step.op == "reset":
+        return "reset_prefix_cache"
     verb = {"add": "arrives", "append": "decodes", "free": "finishes"}[step.op]
     count = f" ({len(step.tokens)} tokens)" if step.op != "free" else ""
     salt = f" [salt {step.salt}]" if step.salt else ""

@@ -1,18 +1,22 @@
 """Request traces for the block manager: load and validate a JSON trace, replay it step by step.
 
-A trace is ``{"block_size": 16, "num_blocks": 8, "hash": "sha256_cbor", "seed": "0",
+A trace is ``{"block_size": 16, "num_blocks": 8, "hash": "sha256", "seed": null,
 "sliding_window": null, "steps": [{"op": "add"|"append"|"free", "id": "r1", "tokens": [...],
-"salt": "..."}]}``. ``add`` = a prompt just prefilled, ``append`` = decoded tokens, ``free`` = the
-request finished. Only ``num_blocks`` and ``steps`` are required. A refused ``add`` is reported in its
-step (``error``); later steps on that id are reported as skipped, not failed.
+"salt": "..."}, {"op": "reset"}]}``. ``add`` = a prompt just prefilled, ``append`` = decoded tokens,
+``free`` = the request finished, ``reset`` = ``reset_prefix_cache``. Only ``num_blocks`` (block 0 is the
+null block, so at least 2) and ``steps`` are required; ``seed`` null = vLLM's default seed resolution.
+A refused step is reported in its step (``error``: a reason code, ``error_params``); later steps on a
+refused id are reported as skipped (code ``skipped_refused``), not failed. Each step also reports
+vLLM's KV-cache events and prefix-cache counters.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvviz.core.events import PoolCounters
 from kvviz.core.hashing import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
@@ -22,15 +26,16 @@ from kvviz.core.hashing import (
     validate_token_ids,
 )
 from kvviz.core.jsonio import parse_json, read_limited
+from kvviz.core.kv_events import event_to_dict
 from kvviz.core.manager import MAX_NUM_BLOCKS, AddResult, KVCacheManager
 
 MAX_TRACE_BYTES = 16 * 1024 * 1024
 MAX_TRACE_STEPS = 10_000
 MAX_TRACE_TOKENS = 1_000_000
-OPS = ("add", "append", "free")
+OPS = ("add", "append", "free", "reset")
 _TOP_KEYS = {"block_size", "num_blocks", "hash", "seed", "sliding_window", "steps", "name", "description"}
 _STEP_KEYS = {"add": {"op", "id", "tokens", "salt", "note"}, "append": {"op", "id", "tokens", "note"},
-              "free": {"op", "id", "note"}}
+              "free": {"op", "id", "note"}, "reset": {"op", "note"}}
 
 
 class TraceError(ValueError):
@@ -70,11 +75,15 @@ class StepOutcome:
     hit_blocks: tuple[int, ...]
     new_blocks: tuple[int, ...]
     evicted_blocks: tuple[int, ...]
-    error: str | None
+    error: str | None  # reason code: refuse, reset_refused, skipped_refused
     result: AddResult | None
     num_events: int  # length of the event log after this step
+    error_params: dict[str, Any] = field(default_factory=dict)
+    counters: PoolCounters = field(default_factory=PoolCounters)
 
     def to_dict(self) -> dict[str, Any]:
+        events = self.result.events if self.result is not None else ()
+        c = self.counters
         return {
             "op": self.step.op,
             "id": self.step.id,
@@ -83,6 +92,10 @@ class StepOutcome:
             "new_blocks": list(self.new_blocks),
             "evicted_blocks": list(self.evicted_blocks),
             "error": self.error,
+            "error_params": dict(self.error_params),
+            "events": [e.to_dict() for e in events],
+            "kv_events": [event_to_dict(k) for e in events for k in e.kv_events],
+            "prefix_cache": {"requests": c.requests, "queries": c.queries, "hits": c.hits},
         }
 
 
@@ -98,10 +111,14 @@ class TraceRun:
             "free_queue": list(state.free_queue),
             "cached_block_ids": state.cached_block_ids,
             "ref_cnt": list(state.ref_cnt),
+            "usage": self.manager.block_pool.get_usage(),
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"steps": [o.to_dict() for o in self.outcomes], "final": self.final()}
+        m = self.manager
+        seed = None if m.seed_reason == "random_non_crypto" else m.seed_in_force  # a random seed stays secret
+        return {"hash": m.hash_name, "none_hash_seed": seed, "none_hash_seed_reason": m.seed_reason,
+                "null_block": 0, "steps": [o.to_dict() for o in self.outcomes], "final": self.final()}
 
 
 def _int(value: Any, what: str, lo: int, hi: int) -> int:
@@ -123,7 +140,7 @@ def parse_trace(obj: Any) -> Trace:
         raise TraceError("missing 'num_blocks'")
     if "steps" not in obj:
         raise TraceError("missing 'steps'")
-    num_blocks = _int(obj["num_blocks"], "num_blocks", 1, MAX_NUM_BLOCKS)
+    num_blocks = _int(obj["num_blocks"], "num_blocks", 2, MAX_NUM_BLOCKS)
     try:
         block_size = validate_block_size(obj.get("block_size", DEFAULT_BLOCK_SIZE))
     except ValueError as exc:
@@ -170,6 +187,11 @@ def _parse_step(i: int, raw: Any) -> TraceStep:
     unknown = sorted(set(raw) - _STEP_KEYS[op])
     if unknown:
         raise TraceError(f"{where}: unknown key(s) for {op}: {', '.join(unknown)}")
+    if op == "reset":
+        note = raw.get("note")
+        if note is not None and not isinstance(note, str):
+            raise TraceError(f"{where}: 'note' must be a string")
+        return TraceStep("reset", "", note=note)
     rid = raw.get("id")
     if isinstance(rid, bool) or not isinstance(rid, (str, int)) or rid == "":
         raise TraceError(f"{where}: 'id' must be a non-empty string, got {rid!r}")
@@ -210,14 +232,19 @@ def run_trace(trace: Trace, manager: KVCacheManager | None = None) -> TraceRun:
     refused: set[str] = set()
     outcomes: list[StepOutcome] = []
     for i, step in enumerate(trace.steps):
-        if step.op != "add" and step.id in refused:
-            error = f"request {step.id!r} was refused, so there is nothing to {step.op}"
-            outcomes.append(StepOutcome(step, 0, (), (), (), error, None, len(mgr.events)))
+        if step.op in ("append", "free") and step.id in refused:
+            outcomes.append(StepOutcome(step, 0, (), (), (), "skipped_refused", None, len(mgr.events),
+                                        {"id": step.id, "op": step.op}, mgr.counters))
             if step.op == "free":
                 refused.discard(step.id)
             continue
         try:
-            if step.op == "add":
+            if step.op == "reset":
+                first = len(mgr.events)
+                ok = mgr.reset_prefix_cache()
+                events = tuple(mgr.events[first:])
+                result = AddResult("reset", "", ok, 0, 0, error=None if ok else "reset_refused", events=events)
+            elif step.op == "add":
                 refused.discard(step.id)
                 result = mgr.add_request(step.id, step.tokens, step.salt)
                 if not result.ok:
@@ -228,8 +255,9 @@ def run_trace(trace: Trace, manager: KVCacheManager | None = None) -> TraceRun:
                 result = mgr.free_request(step.id)
         except ValueError as exc:
             raise TraceError(f"step {i} ({step.op} {step.id!r}): {exc}") from None
+        params = dict(result.events[-1].params) if result.error and result.events else {}
         outcomes.append(StepOutcome(
             step, result.num_computed_tokens, result.hit_block_ids, result.new_block_ids,
-            result.evicted_block_ids, result.error, result, len(mgr.events),
+            result.evicted_block_ids, result.error, result, len(mgr.events), params, mgr.counters,
         ))
     return TraceRun(trace, mgr, outcomes)

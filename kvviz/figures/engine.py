@@ -37,7 +37,8 @@ from kvviz.text import engine as T
 from kvviz.text import radix as R
 
 SOURCE_COLOURS = {"hit": GREEN, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
-POOL_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "free": FREE_GREY}
+POOL_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "free": FREE_GREY, "null": PALE_GREY}
+CELL_TEXT = 12  # px: chart text stays readable on a projector
 EVENT_COLOURS = {"hit": GREEN, "touch": GREEN, "allocate": "#1d4ed8", "cache": PURPLE,
                  "free": MUTED, "evict": RED}
 TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  # dark: visible on their fills
@@ -189,15 +190,19 @@ def _pool_grid(state, touched: dict[int, tuple[str, ...]], cols: int):
         st = _pool_state(state, bid)
         z[r][c] = keys.index(st)
         h = state.block_hash[bid]
+        xs.append(c)
+        ys.append(r)
+        fills.append(POOL_COLOURS[st])
+        if st == "null":  # greyed, with its own tooltip: never allocated, never in the free queue
+            hover[r][c] = T.HOVER_NULL
+            texts.append(T.NULL_CELL)
+            continue
         kinds = touched.get(bid, ())
         touched_text = (T.HOVER_TOUCHED.format(kinds=", ".join(dict.fromkeys(T.TOUCH_LABELS.get(k, k) for k in kinds)))
                         if kinds else T.HOVER_NOT_TOUCHED)
         hover[r][c] = T.HOVER_POOL.format(block=bid, state=T.POOL_STATE_LABELS[st], ref=state.ref_cnt[bid],
                                           hash=short_hash(h, 16) or T.NO_HASH, touched=touched_text)
-        xs.append(c)
-        ys.append(r)
         texts.append(T.POOL_CELL.format(block=bid, hash=short_hash(h, HASH_CHARS) or "-", ref=state.ref_cnt[bid]))
-        fills.append(POOL_COLOURS[st])
         kind = next((k for k in EVENT_PRIORITY if k in kinds), None)
         if kind is not None:
             shapes.append(dict(type="rect", x0=c - 0.48, x1=c + 0.48, y0=r - 0.46, y1=r + 0.46,
@@ -211,7 +216,7 @@ def pool_grid_figure(view: StepView) -> go.Figure:
     cols = pool_columns(state.num_blocks)
     z, hover, xs, ys, texts, fills, shapes, rows = _pool_grid(state, view.touched, cols)
     fig = go.Figure(_discrete_heatmap(z, list(POOL_COLOURS.values()), hover))
-    _text_traces(fig, xs, ys, texts, fills, size=10)
+    _text_traces(fig, xs, ys, texts, fills, size=CELL_TEXT)
     _legend_entries(fig, [(T.POOL_STATE_LABELS[k], c) for k, c in POOL_COLOURS.items()])
     kinds_now = {k for ks in view.touched.values() for k in ks}
     for kind in EVENT_PRIORITY:
@@ -225,10 +230,15 @@ def pool_grid_figure(view: StepView) -> go.Figure:
     c = view.counters
     title = T.POOL_TITLE.format(k=view.step, used=c["used_blocks"], cached=c["cached_free_blocks"],
                                 free=c["free_blocks"])
-    fig = _layout(fig, 90 + 66 * rows, title)
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left", font=dict(size=11)),
+    fig = _layout(fig, 90 + 60 * rows, title)
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left", font=dict(size=12)),
                       margin=dict(b=50))
     return fig
+
+
+def jumped_to_head(view: StepView) -> list[int]:
+    """Blocks this step freed without a hash: vLLM's ``free_blocks`` put them at the free-queue head."""
+    return [b for e in view.events if e.kind.value == "free" for b in e.params.get("to_head", ())]
 
 
 def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
@@ -249,6 +259,7 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
     z = [[None] * per_row for _ in range(rows)]
     hover = [[""] * per_row for _ in range(rows)]
     xs, ys, texts, fills = [], [], [], []
+    jumped = set(jumped_to_head(view)) & set(queue)
     for pos, bid in enumerate(queue):
         r, c = divmod(pos, per_row)
         st = state.state_of(bid)
@@ -261,16 +272,23 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
         texts.append(T.QUEUE_CELL.format(block=bid) + (f"<br>{short_hash(h, 4)}" if h else ""))
         fills.append(POOL_COLOURS[st])
     fig.add_trace(_discrete_heatmap(z, [POOL_COLOURS["cached"], POOL_COLOURS["free"]], hover))
-    _text_traces(fig, xs, ys, texts, fills, size=10)
+    _text_traces(fig, xs, ys, texts, fills, size=CELL_TEXT)
     fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color=RED, width=3))
     fig.add_annotation(x=0, y=-0.5, yanchor="bottom", text="▼ " + T.QUEUE_HEAD, showarrow=False, xanchor="left",
                        xshift=-18, font=dict(color=RED, size=12))
     last_r, last_c = divmod(len(queue) - 1, per_row)
     fig.add_annotation(x=last_c, y=last_r + 0.5, yanchor="top", text=T.QUEUE_TAIL + " ▲", showarrow=False,
-                       xanchor="right", xshift=18, font=dict(color=MUTED, size=11))
+                       xanchor="right", xshift=18, font=dict(color=MUTED, size=12))
+    for pos, bid in enumerate(queue):  # the move vLLM's free_blocks makes: unhashed blocks jump to the head
+        if bid in jumped:
+            r, c = divmod(pos, per_row)
+            fig.add_shape(type="rect", x0=c - 0.47, x1=c + 0.47, y0=r - 0.45, y1=r + 0.45,
+                          line=dict(color=PURPLE, width=3, dash="dot"))
+            fig.add_annotation(x=c, y=r + 0.5, yanchor="top", text=T.QUEUE_JUMPED, showarrow=False,
+                               font=dict(color=PURPLE, size=12))
     fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
     fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
-    return _layout(fig, 110 + 52 * rows, title)
+    return _layout(fig, 110 + 52 * rows + (16 if jumped else 0), title)
 
 
 # ----------------------------------------------------------------------------- over time
@@ -307,7 +325,8 @@ def pool_animation_figure(run: ScenarioRun) -> go.Figure:
         view = run.view_at(k)
         z, hover, xs, ys, texts, fills, shapes, rows = _pool_grid(view.state, view.touched, cols)
         data = [_discrete_heatmap(z, list(POOL_COLOURS.values()), hover),
-                go.Scatter(x=xs, y=ys, text=texts, mode="text", textfont=dict(size=10, color=INK), hoverinfo="skip")]
+                go.Scatter(x=xs, y=ys, text=texts, mode="text", textfont=dict(size=CELL_TEXT, color=INK),
+                           hoverinfo="skip")]
         layout = go.Layout(shapes=shapes, title=dict(text=f"{T.ANIMATION_TITLE} · {T.STEP_HEADER.format(k=k, n=run.num_steps)}"))
         frames.append(go.Frame(data=data, layout=layout, name=str(k)))
         if first is None:

@@ -1,7 +1,8 @@
 """A process-wide, content-addressed store of captured K/V, one entry per full block.
 
-An entry is keyed by ``(model_key, block_hash)`` where ``block_hash`` is the chained ``sha256_cbor``
-hash of the block (so it carries the whole prefix before the block, and the cache salt through the
+An entry is keyed by ``(model_key, block_hash)`` where ``block_hash`` is the block's chained hash from
+``kvviz.core.hashing`` (the engine's own code), under the algorithm and NONE_HASH seed the page shows
+(vLLM's defaults, sha256 and "vllm-none-hash", unless a page passes others) (so it carries the whole prefix before the block, and the cache salt through the
 first block). Looking up a prompt walks its block hashes from the start and stops at the first
 missing block, exactly like an engine's ``find_longest_cache_hit``: a block after a miss is useless
 because its K/V assume the missing prefix.
@@ -31,15 +32,22 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvviz.core.hashing import hash_block_chain, init_none_hash, short_hash, validate_block_size
+from kvviz.core.hashing import (
+    DEFAULT_HASH,
+    DEFAULT_SEED,
+    hash_block_chain,
+    init_none_hash,
+    short_hash,
+    validate_block_size,
+)
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import prefill
 from kvviz.model.settings import InputError
 
-#: The store always keys blocks with this hash function and seed, whatever a page displays:
-#: SHA-256 is collision-safe and the fixed seed makes keys reproducible across processes.
-STORE_HASH = "sha256_cbor"
-STORE_SEED = "0"
+#: The store's default keying: vLLM's default algorithm and seed resolution (sha256 over pickle,
+#: NONE_HASH from "vllm-none-hash"). Pages that show another algorithm or seed pass theirs.
+STORE_HASH = DEFAULT_HASH
+STORE_SEED = DEFAULT_SEED
 DEFAULT_BUDGET_MB = 512.0
 ENV_BUDGET = "KVVIZ_KVSTORE_MB"
 
@@ -52,10 +60,13 @@ def model_key(lm: LoadedModel) -> str:
     return f"{lm.source.key}|{lm.info.device}|{lm.info.dtype}"
 
 
-def store_block_hashes(token_ids: Sequence[int], block_size: int, cache_salt: str | None = None) -> list[bytes]:
-    """The chained hashes the store uses for the full blocks of ``token_ids`` (partial tail excluded)."""
+def store_block_hashes(token_ids: Sequence[int], block_size: int, cache_salt: str | None = None, *,
+                       hash_name: str = STORE_HASH, seed: str | None = STORE_SEED) -> list[bytes]:
+    """The chained hashes the store uses for the full blocks of ``token_ids`` (partial tail excluded):
+    the engine's hashing code under ``hash_name`` and ``seed`` (default: vLLM's defaults)."""
     validate_block_size(block_size)
-    return hash_block_chain(tuple(token_ids), block_size, STORE_HASH, _NONE_HASH, cache_salt=cache_salt or None)
+    none_hash = _NONE_HASH if (hash_name, seed) == (STORE_HASH, STORE_SEED) else init_none_hash(hash_name, seed)
+    return hash_block_chain(tuple(token_ids), block_size, hash_name, none_hash, cache_salt=cache_salt or None)
 
 
 def budget_from_env() -> tuple[int, str | None]:
@@ -250,6 +261,7 @@ class KVStore:
         start_block: int = 0,
         owner: str | None = None,
         device: torch.device | str | None = None,
+        none_hash: bytes = _NONE_HASH,
     ) -> int:
         """Store blocks ``start_block ..`` of a prompt whose full-block hashes are ``block_hashes``.
 
@@ -294,7 +306,7 @@ class KVStore:
                 tensor = new_blocks.get(i)
                 if tensor is None:  # stored meanwhile by another thread, then evicted: skip
                     continue
-                parent = block_hashes[i - 1] if i > 0 else _NONE_HASH
+                parent = block_hashes[i - 1] if i > 0 else none_hash
                 tokens = tuple(int(t) for t in token_ids[i * block_size : (i + 1) * block_size])
                 block = StoredBlock(block_hashes[i], model_key, tensor, tokens, parent, owner, now, now)
                 self._blocks[key] = block
@@ -416,6 +428,8 @@ def prefill_cached(
     max_reuse_tokens: int | None = None,
     save: bool = True,
     owner: str | None = None,
+    hash_name: str = STORE_HASH,
+    seed: str | None = STORE_SEED,
 ) -> CachedPrefill:
     """Prefill ``token_ids`` reusing the longest stored prefix (whole blocks, last token recomputed).
 
@@ -431,7 +445,7 @@ def prefill_cached(
     vocab = lm.info.vocab_size
     if any(not 0 <= t < vocab for t in ids):
         raise InputError(f"a token id is outside the vocabulary (0..{vocab - 1})")
-    hashes = store_block_hashes(ids, block_size, cache_salt)
+    hashes = store_block_hashes(ids, block_size, cache_salt, hash_name=hash_name, seed=seed)
     key = model_key(lm)
     limit = reusable_blocks(len(ids), block_size, len(hashes))
     if max_reuse_tokens is not None:
@@ -448,7 +462,8 @@ def prefill_cached(
     stored = 0
     if save:
         # from block 0: reused blocks are only touched, so the head ends up most recently used
-        stored = store.put(key, hashes, keys, values, ids, block_size, owner=owner, device=lm.device)
+        stored = store.put(key, hashes, keys, values, ids, block_size, owner=owner, device=lm.device,
+                           none_hash=init_none_hash(hash_name, seed))
     reused = len(found) * block_size
     return CachedPrefill(
         token_ids=ids,

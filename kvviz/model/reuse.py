@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from kvviz.core.compare import PromptComparison, compare_prompts
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn, validate_block_size
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn, init_none_hash, validate_block_size
 from kvviz.model.kvstore import (
     KVStore,
     get_kv_store,
@@ -390,10 +390,11 @@ def _tokenize_pair(lm: LoadedModel, text_a: str, text_b: str, max_tokens: int | 
     return tok_a, tok_b
 
 
-def _ensure_in_store(lm: LoadedModel, ids: list[int], block_size: int, store: KVStore) -> tuple[int, int, float]:
-    """Put A's full blocks in the store (as an engine that served A holds them).
-    Returns (blocks already stored, tokens computed now, forward ms)."""
-    hashes = store_block_hashes(ids, block_size)
+def _ensure_in_store(lm: LoadedModel, ids: list[int], block_size: int, store: KVStore,
+                     hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> tuple[int, int, float]:
+    """Put A's full blocks in the store (as an engine that served A holds them), keyed with the page's
+    algorithm and seed. Returns (blocks already stored, tokens computed now, forward ms)."""
+    hashes = store_block_hashes(ids, block_size, hash_name=hash_name, seed=seed)
     key = model_key(lm)
     stored = store.peek(key, hashes)
     if stored >= len(hashes):
@@ -401,9 +402,10 @@ def _ensure_in_store(lm: LoadedModel, ids: list[int], block_size: int, store: KV
         return stored, 0, 0.0
     if stored == 0:
         full = full_prefill(lm, ids)
-        store.put(key, hashes, full.keys, full.values, ids, block_size, device=lm.device)
+        store.put(key, hashes, full.keys, full.values, ids, block_size, device=lm.device,
+                  none_hash=init_none_hash(hash_name, seed))
         return 0, len(ids), full.prefill_ms
-    cached = prefill_cached(lm, ids, block_size, store=store)
+    cached = prefill_cached(lm, ids, block_size, store=store, hash_name=hash_name, seed=seed)
     return stored, cached.computed_tokens, cached.forward_ms
 
 
@@ -425,20 +427,22 @@ def run_edit(
     get_hash_fn(hash_name)
     if seed is not None and not isinstance(seed, str):
         raise InputError("the seed must be text")
+    seed = seed or None  # an empty seed box = PYTHONHASHSEED unset: vLLM's default resolution
     store = get_kv_store() if store is None else store
     tok_a, tok_b = _tokenize_pair(lm, text_a, text_b, max_tokens)
     ids_a, ids_b = list(tok_a.ids), list(tok_b.ids)
     comparison = compare_prompts(ids_a, ids_b, block_size=block_size, hash_name=hash_name, seed=seed)
-    a_hits, a_computed, a_ms = _ensure_in_store(lm, ids_a, block_size, store)
+    a_hits, a_computed, a_ms = _ensure_in_store(lm, ids_a, block_size, store, hash_name, seed)
     start = time.perf_counter()
     if comparison.reused_tokens == 0:
         # nothing to reuse: the store path would be a plain full prefill; share the remembered one
         full_b = full_prefill(lm, ids_b)
-        store.put(model_key(lm), store_block_hashes(ids_b, block_size), full_b.keys, full_b.values, ids_b, block_size,
-                  device=lm.device)
+        store.put(model_key(lm), store_block_hashes(ids_b, block_size, hash_name=hash_name, seed=seed), full_b.keys,
+                  full_b.values, ids_b, block_size, device=lm.device, none_hash=init_none_hash(hash_name, seed))
         logits, b_reused, b_computed, b_ms = full_b.last_logits, 0, len(ids_b), full_b.prefill_ms
     else:
-        cached_b = prefill_cached(lm, ids_b, block_size, store=store, max_reuse_tokens=comparison.reused_tokens)
+        cached_b = prefill_cached(lm, ids_b, block_size, store=store, max_reuse_tokens=comparison.reused_tokens,
+                                  hash_name=hash_name, seed=seed)
         logits, b_reused, b_computed = cached_b.last_logits, cached_b.reused_tokens, cached_b.computed_tokens
         b_ms = cached_b.forward_ms
     edit_ms = (time.perf_counter() - start) * 1000.0

@@ -1,5 +1,8 @@
-"""Sentences the prefix-cache core produces: why a block hit, missed or was invalidated, and why each
-block-pool event happened. Format templates; the core fills in the numbers."""
+"""Words for the prefix-cache core's reason codes: why a block hit, missed or was invalidated, why each
+block-pool event happened, which NONE_HASH seed is in force. The core speaks in codes and parameters;
+``render_*`` turns them into these sentences."""
+
+from typing import Any
 
 # compare_prompts: one short sentence per block of prompt B, against a cache filled by prompt A.
 REASON_HIT = "Same tokens and same parent hash as A's block {index}: reused from the cache."
@@ -31,8 +34,80 @@ EVENT_ALLOCATE = "Popped {count} block(s) from the head of the free queue for to
 EVENT_ALLOCATE_NONE = "The last block still has room: no new block for tokens up to {tokens}."
 EVENT_EVICT = "Popped for reuse: cached block(s) lose their hash, so they can no longer be hit."
 EVENT_CACHE = "Full block(s) get their chained hash and enter the hash -> block map."
-EVENT_FREE = "Request finished: ref_cnt - 1, blocks at 0 go to the free-queue tail, last block first."
+EVENT_FREE = (
+    "Request finished: ref_cnt - 1, last block first. Blocks at 0 without a hash (a partial block) jump "
+    "to the free-queue head, since they can never be hit; cached ones go to the tail."
+)
 EVENT_FREE_WINDOW = "Left the sliding window: these blocks are no longer attended to and are freed."
 EVENT_REFUSE = (
     "Refused: needs {needed} free block(s) but only {free} are free; nothing was changed."
 )
+EVENT_RESET = "reset_prefix_cache: {dropped} cached hash(es) dropped; no block can be hit any more."
+EVENT_RESET_REFUSED = "reset_prefix_cache refused: {in_use} block(s) are still in use; nothing was changed."
+EVENT_TEXT = {
+    "hit": EVENT_HIT, "miss": EVENT_MISS, "miss_capped": EVENT_MISS_CAPPED, "touch": EVENT_TOUCH,
+    "allocate": EVENT_ALLOCATE, "allocate_none": EVENT_ALLOCATE_NONE, "evict": EVENT_EVICT,
+    "cache": EVENT_CACHE, "free": EVENT_FREE, "free_window": EVENT_FREE_WINDOW, "refuse": EVENT_REFUSE,
+    "reset": EVENT_RESET, "reset_refused": EVENT_RESET_REFUSED,
+}
+BLOCK_REASON_TEXT = {
+    "hit": REASON_HIT, "hit_capped": REASON_HIT_CAPPED, "miss_tokens": REASON_MISS_TOKENS,
+    "miss_no_block": REASON_MISS_NO_BLOCK, "invalidated_salt": REASON_INVALIDATED_SALT,
+    "invalidated_chain_salt": REASON_INVALIDATED_CHAIN_SALT, "invalidated_chain": REASON_INVALIDATED_CHAIN,
+    "partial": REASON_PARTIAL,
+}
+
+# NONE_HASH seed in force (kvviz.core.hashing.resolve_none_hash_seed reason codes).
+SEED_REASON_TEXT = {
+    "explicit": "seed {seed!r} set explicitly (vLLM: PYTHONHASHSEED); it wins for every algorithm.",
+    "default_crypto": (
+        "no seed set and {algo} is cryptographic, so vLLM uses the fixed seed \"vllm-none-hash\": "
+        "independent processes agree on every block hash."
+    ),
+    "random_non_crypto": (
+        "no seed set and {algo} is not collision resistant, so vLLM draws a random seed per process: "
+        "nobody can precompute colliding blocks, and hashes differ between processes."
+    ),
+}
+SEED_IN_FORCE = "NONE_HASH seed: {shown}. Why: {why}"
+SEED_RANDOM_SHOWN = "random ({prefix}...)"
+NULL_BLOCK_HOVER = (
+    "Block 0 is vLLM's null block: reserved when the pool starts, never allocated, never in the free "
+    "queue and not counted in usage. It stands in for blocks a sliding window skipped."
+)
+
+
+def _fill(template: str, params: dict[str, Any]) -> str:
+    try:
+        return template.format(**params)
+    except (KeyError, IndexError):
+        return template
+
+
+def render_event(code: str, params: dict[str, Any]) -> str:
+    """The sentence for one block-pool event's reason code."""
+    return _fill(EVENT_TEXT.get(code, code), params)
+
+
+STEP_ERROR_TEXT = {
+    "refuse": EVENT_REFUSE,
+    "reset_refused": EVENT_RESET_REFUSED,
+    "skipped_refused": "request {id!r} was refused, so there is nothing to {op}",
+}
+
+
+def render_step_error(code: str, params: dict[str, Any]) -> str:
+    """The sentence for a refused or skipped trace step."""
+    return _fill(STEP_ERROR_TEXT.get(code, code), params)
+
+
+def render_block_reason(code: str, params: dict[str, Any]) -> str:
+    """The sentence for one compared block's reason code."""
+    return _fill(BLOCK_REASON_TEXT.get(code, code), params)
+
+
+def render_seed(seed: str, reason: str, algo: str) -> str:
+    """Which NONE_HASH seed is in force and why (differs between cryptographic and fast algorithms)."""
+    shown = SEED_RANDOM_SHOWN.format(prefix=seed[:8]) if reason == "random_non_crypto" else repr(seed)
+    why = SEED_REASON_TEXT.get(reason, reason).format(seed=seed, algo=algo)
+    return SEED_IN_FORCE.format(shown=shown, why=why)

@@ -45,8 +45,9 @@ BLOCK_SIZE_HELP = (
 )
 HASH_LABEL = "Block hash function"
 HASH_HELP = (
-    "sha256_cbor is vLLM's default; xxhash_cbor is its fast option; python_hash is Python's built-in "
-    "hash, for comparison only."
+    "sha256 (SHA-256 over pickle) is vLLM's default; sha256_cbor is reproducible outside Python; xxhash "
+    "and xxhash_cbor are its fast, non-cryptographic options; python_hash is Python's built-in hash, for "
+    "comparison only."
 )
 HASH_UNSAFE = (
     "python_hash is unsafe for a shared cache: it is 64-bit (collisions become practical) and salted per "
@@ -54,12 +55,13 @@ HASH_UNSAFE = (
 )
 SEED_LABEL = "Hash seed (NONE_HASH)"
 SEED_HELP = (
-    "The first block's parent is NONE_HASH = hash(seed), as vLLM derives it from PYTHONHASHSEED. A "
-    "different seed changes every hash, but not which blocks match."
+    "The first block's parent is NONE_HASH = hash(seed), as vLLM derives it from PYTHONHASHSEED. Empty = "
+    "PYTHONHASHSEED unset: vLLM then uses \"vllm-none-hash\" for sha256/sha256_cbor and a random seed per "
+    "process for xxhash/xxhash_cbor. A different seed changes every hash, but not which blocks match."
 )
 SETTINGS_NOTE = (
     "The hash function and seed change the hashes you see, not what matches: matching compares whole "
-    "token prefixes. kvviz's own K/V store always keys blocks with sha256_cbor (seed 0)."
+    "token prefixes. kvviz's own K/V store keys blocks with this same algorithm and seed."
 )
 
 # --- input problems ---------------------------------------------------------------------------------

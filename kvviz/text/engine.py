@@ -13,7 +13,11 @@ INTRO = (
     "they keep their hashes and can still be hit until the pool needs the space and pops them from the "
     "head: an **eviction**. Every picture below is rebuilt from the block manager's recorded events."
 )
-LEGEND_HEADER = "How to read the pictures"
+INTRO_SHORT = (
+    "A vLLM-style block manager serving a few requests: block tables, the physical pool and the LRU free "
+    "queue, step by step."
+)
+LEGEND_HEADER = "What this page shows and how to read the pictures"
 LEGEND = (
     "- **Block tables**: one row per running request, one cell per logical block; the column says which "
     "tokens, the cell which physical block holds them. Green = reused from the cache (a hit), blue = "
@@ -24,13 +28,25 @@ LEGEND = (
     "- **Outlines** mark the blocks this step touched: green hit, blue allocated, purple cached, grey "
     "freed, red evicted (in the block tables: only what this step gave the request).\n"
     "- **Free queue**: the order in which free blocks are handed out. The head (left) is the **next "
-    "eviction**; freed blocks join the tail."
+    "eviction**; freed cached blocks join the tail, a freed block without a hash (a partial last block) "
+    "jumps to the head.\n"
+    "- **Block 0** (pale grey) is vLLM's **null block**: reserved when the pool starts, never handed out, "
+    "never in the free queue and not counted in usage."
 )
 
 # --- scenario and controls -------------------------------------------------------------------------
 SCENARIO = "Scenario"
 SCENARIO_HELP = "Built-in request histories. Each replays identically: token ids come from the model's tokenizer."
-POOL_CAPTION = "Pool: {blocks} blocks x {block_size} tokens = {tokens:,} token slots · hash {hash} · {steps} steps"
+POOL_CAPTION = (
+    "Pool: {blocks} blocks x {block_size} tokens (block 0 is the null block, so {usable} usable = {tokens:,} "
+    "token slots) · hash {hash} · {steps} steps"
+)
+RESET_CACHE = "reset_prefix_cache"
+RESET_CACHE_HELP = (
+    "Append a reset_prefix_cache step, as vLLM's /reset_prefix_cache endpoint does (after a weight update, "
+    "or between benchmark runs): every cached hash is dropped. vLLM refuses while any request holds "
+    "blocks; the step then shows the refusal."
+)
 RESET = "Reset"
 BACK = "Step back"
 FORWARD = "Step forward"
@@ -51,6 +67,7 @@ ACTION = {
     "add": "**{id}** arrives: a {tokens}-token prompt{salt}",
     "append": "**{id}** decodes {tokens} token(s)",
     "free": "**{id}** finishes",
+    "reset": "**reset_prefix_cache**: drop every cached hash (refused while any block is in use)",
 }
 SALT_SUFFIX = " (salt `{salt}`)"
 PROMPT_TEXT = "Prompt text"
@@ -81,11 +98,17 @@ EVENT_KIND_LABEL = {
     "free": "free",
     "evict": "evict",
     "refuse": "refuse",
+    "reset": "reset",
 }
 EVENT_BADGE_COLOUR = {
     "hit": "green", "miss": "orange", "touch": "green", "allocate": "blue", "cache": "violet",
-    "free": "gray", "evict": "red", "refuse": "red",
+    "free": "gray", "evict": "red", "refuse": "red", "reset": "red",
 }
+ENGINE_REQUEST = "engine"  # the request column of an event no request caused (reset_prefix_cache)
+FREE_JUMP_WHY = (
+    "Block(s) {ids} had no hash (a partly filled last block), so they jumped to the free-queue head: they "
+    "can never be a cache hit, so vLLM spends them before any cached block."
+)
 EVENT_LINE = "{badge} **{request}** · {blocks} · {reason}"
 EVENT_BLOCKS = "block(s) {ids}"
 EVENT_NO_BLOCKS = "no block"
@@ -116,7 +139,12 @@ HOVER_CELL = (
 POOL_HEADER = "Physical block pool"
 POOL_TITLE = "Step {k}: {used} in use, {cached} cached, {free} empty"
 POOL_STATE_LABELS = {"used": "in use", "shared": "shared (ref_cnt > 1)", "cached": "free, still cached",
-                     "free": "empty"}
+                     "free": "empty", "null": "null block (reserved)"}
+NULL_CELL = "#0<br>null"
+HOVER_NULL = (
+    "block 0 · vLLM's null block<br>Reserved when the pool starts: never allocated, never in the free<br>"
+    "queue, not counted in usage. It stands in for blocks a sliding window skipped."
+)
 TOUCH_LABELS = {"hit": "hit", "touch": "hit", "allocate": "allocated", "cache": "cached", "free": "freed",
                 "evict": "evicted"}
 POOL_CELL = "#{block}<br>{hash}<br>ref {ref}"
@@ -131,6 +159,8 @@ QUEUE_EMPTY = "The free queue is empty: the next request that needs a block is r
 QUEUE_HEAD = "head: next eviction"
 QUEUE_TAIL = "tail: freed last"
 QUEUE_CELL = "#{block}"
+QUEUE_JUMPED = "↑ jumped to head"
+QUEUE_JUMP_LEGEND = "freed without a hash this step: jumped to the head"
 HOVER_QUEUE = "position {pos} of {n}<br>block {block} · {state}<br>{hash}"
 
 TIMELINE_HEADER = "The whole scenario"

@@ -325,8 +325,8 @@ COSTS_AGAIN = "Measure again"
 COST_TITLE = "Cost per block (measured)"
 BIRTHDAY_TITLE = "Chance of any collision among n cached blocks"
 BIRTHDAY_NOTE = "Computed (birthday bound 1 - exp(-n²/2^(b+1))), not measured."
-SAFE = {"sha256_cbor": "yes (default)", "xxhash_cbor": "fast; not for untrusted tenants", "python_hash": "no",
-        "cbor_only": "encoding only"}
+SAFE = {"sha256": "yes (vLLM's default)", "sha256_cbor": "yes", "xxhash": "fast; not for untrusted tenants",
+        "xxhash_cbor": "fast; not for untrusted tenants", "python_hash": "no", "cbor_only": "encoding only"}
 
 # ----------------------------------------------------------------------------- figures (kvviz.figures.security)
 FIG_STRIP_HOVER = "block {index}: tokens {first}-{last}<br>{status}"
