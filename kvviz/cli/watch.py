@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--block-size", type=int, default=None,
                    help="tokens per block for the prompt (default: the engine's, from its events, else 16)")
     p.add_argument("--hash", default=DEFAULT_HASH, help=f"the engine's hash: {', '.join(HASH_FUNCTIONS)}")
-    p.add_argument("--seed", default=DEFAULT_SEED, help="the engine's hash seed (PYTHONHASHSEED); NONE_HASH = hash(seed)")
+    p.add_argument("--seed", default=DEFAULT_SEED, help="the engine's PYTHONHASHSEED; unset = vLLM's rule (sha256: fixed seed, xxhash: random)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--prompt-tokens", default=None, help="prompt token ids, e.g. 1,2,3")
     src.add_argument("--prompt", default=None, help="prompt text (embedded tokenizer, or --tokenize-url)")

@@ -1,8 +1,8 @@
 """A demo engine: kvviz's own block manager under a seeded multi-user chat workload, publishing vLLM's
 KV-cache event wire format (PUB + replay ROUTER), so the live page works without a GPU.
 
-Events come from the manager's event log: ``cache`` becomes ``BlockStored`` (runs of consecutive
-positions, parent = the block before), ``evict`` becomes ``BlockRemoved``. The same seed gives the
+Events are the vLLM KV events kvviz's block pool attaches to its own step events (``BlockStored``
+when full blocks are cached, ``BlockRemoved`` when a cached block is evicted). The same seed gives the
 same requests, hence the same block hashes, in every run.
 """
 
@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from kvviz.core.events import Event, EventKind
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.core.manager import KVCacheManager
 from kvviz.live.wire import (
     END_SEQ,
-    MEDIUM_GPU,
     BlockRemoved,
     BlockStored,
     KVCacheEvent,
@@ -108,37 +106,16 @@ class DemoWorkload:
             answer = [self.rng.randrange(VOCAB) for _ in range(n)]
             if self.manager.append_tokens(user.running, answer).ok:
                 user.history += answer
-            out += self._new_events()  # before the free: the request's tokens are still known
+            out += self._new_events()
             self.manager.free_request(user.running)
             user.running = None
         return out + self._new_events()
 
     def _new_events(self) -> list[KVCacheEvent]:
+        """The vLLM events the block pool attached to its new step events, in order."""
         log = self.manager.events
         fresh, self._seen = log[self._seen:], len(log)
-        out: list[KVCacheEvent] = []
-        for event in fresh:
-            if event.kind is EventKind.CACHE:
-                out.extend(self._stored(event))
-            elif event.kind is EventKind.EVICT:
-                out.append(BlockRemoved([h for h in event.block_hashes if h is not None], MEDIUM_GPU))
-        return out
-
-    def _stored(self, event: Event) -> list[BlockStored]:
-        """One BlockStored per run of consecutive positions of the request's chain."""
-        m = self.manager
-        bs = m.block_size
-        tokens = m.request_tokens(event.request_id)
-        hashes = m.request_block_hashes(tokens)
-        runs: list[list[int]] = []
-        for pos in event.positions:
-            if runs and runs[-1][-1] + 1 == pos:
-                runs[-1].append(pos)
-            else:
-                runs.append([pos])
-        return [BlockStored([hashes[p] for p in run], hashes[run[0] - 1] if run[0] else None,
-                            list(tokens[run[0] * bs:(run[-1] + 1) * bs]), bs, None, MEDIUM_GPU, None)
-                for run in runs]
+        return [kv for event in fresh for kv in event.kv_events]
 
 
 def _int_hashes(event: KVCacheEvent) -> KVCacheEvent:
