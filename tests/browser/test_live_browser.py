@@ -55,6 +55,8 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         page.locator(".main-svg").first.wait_for()
         wait_idle(page)
         screenshot(page, "live_1400")
+        page.locator('[data-testid="stPlotlyChart"]').last.scroll_into_view_if_needed()
+        screenshot(page, "live_prompt_1400", full_page=False)
     finally:
         page.close()
     narrow = open_via_nav(browser, app_server, "pages/live.py", wait_text=T.DEMO_HEADER, width=1024, height=1600)
