@@ -16,6 +16,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/side_channel.py", "Timing side channel", ":material/timer:"),
     ("pages/collisions.py", "Hash collisions", ":material/tag:"),
     ("pages/workload.py", "Your traffic", ":material/query_stats:"),
+    ("pages/live.py", "Live engine", ":material/sensors:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
@@ -62,6 +63,10 @@ PAGE_BLURBS["pages/radix.py"] = (
 PAGE_BLURBS["pages/collisions.py"] = (
     "Why block hashes are SHA-256 over CBOR: Python's hash in fresh processes, NONE_HASH and the seed, a "
     "forced collision that serves another prompt's K/V, and each hash's measured cost."
+)
+PAGE_BLURBS["pages/live.py"] = (
+    "A real vLLM's prefix cache through its KV-cache events (or kvviz's demo engine): blocks held, events per "
+    "second, the largest cached prefix trees, and whether your prompt's blocks are cached right now."
 )
 
 PAGE_BLURBS["pages/workload.py"] = (

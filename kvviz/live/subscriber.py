@@ -1,0 +1,384 @@
+"""A background subscriber to an engine's KV-cache events: SUB sockets for the live stream, a DEALER
+client for the replay socket, gap detection, reconnects, and the ``EngineModel`` they feed.
+
+One thread per (endpoint, replay endpoint, topic, DP size) per process (``shared``), so every browser
+session reads the same state and none of them ever blocks on a socket. Invariants: each (rank, sequence
+number) is applied at most once and in increasing order per rank; ``missed`` counts the sequence numbers
+after a rank's first one that neither the live stream nor the replay delivered; a malformed message is
+counted in ``decode_errors`` and skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from kvviz.core.hashing import DEFAULT_BLOCK_SIZE
+from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel, PromptStatus, prompt_status
+from kvviz.live.wire import (
+    END_SEQ,
+    EventBatch,
+    WireError,
+    decode_batch,
+    decode_message,
+    decode_seq,
+    encode_seq,
+    offset_endpoint_port,
+)
+
+POLL_MS = 100
+REPLAY_TIMEOUT_S = 2.0
+MAX_REPLAY_MESSAGES = 20_000
+MAX_DP_SIZE = 64
+_ENDPOINT = re.compile(r"tcp://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
+
+
+def check_endpoint(endpoint: str, flag: str = "endpoint", dp_size: int = 1) -> str:
+    """``endpoint`` if it is ``tcp://HOST:PORT`` with a port that leaves room for ``dp_size`` ranks;
+    ValueError (one line) otherwise. ``*`` is a bind address: the engine binds, kvviz connects."""
+    value = (endpoint or "").strip()
+    m = _ENDPOINT.fullmatch(value)
+    if "*" in value:
+        raise ValueError(f"{flag} {value!r}: '*' is the engine's bind address; connect to its host, "
+                         "e.g. tcp://127.0.0.1:5557")
+    if m is None:
+        raise ValueError(f"{flag} {value[:80]!r} is not tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557)")
+    port = int(m.group(2))
+    if not 1 <= port <= 65535 - (dp_size - 1):
+        raise ValueError(f"{flag} {value!r}: port must be in 1..{65535 - (dp_size - 1)}")
+    return value
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    """What to subscribe to: the PUB endpoint, the optional replay (ROUTER) endpoint, the topic and
+    the number of data-parallel ranks (rank N publishes on port + N)."""
+
+    endpoint: str
+    replay_endpoint: str | None = None
+    topic: str = ""
+    dp_size: int = 1
+
+    def validated(self) -> LiveConfig:
+        if isinstance(self.dp_size, bool) or not isinstance(self.dp_size, int) or not 1 <= self.dp_size <= MAX_DP_SIZE:
+            raise ValueError(f"DP size must be in 1..{MAX_DP_SIZE}, got {self.dp_size!r}")
+        replay = (self.replay_endpoint or "").strip() or None
+        return LiveConfig(check_endpoint(self.endpoint, "endpoint", self.dp_size),
+                          check_endpoint(replay, "replay endpoint", self.dp_size) if replay else None,
+                          self.topic or "", self.dp_size)
+
+
+@dataclass
+class RankState:
+    """Sequence bookkeeping of one DP rank's stream."""
+
+    first_seq: int | None = None
+    last_seq: int | None = None  # last applied
+    live_last: int | None = None  # last seen on the live socket (a drop below it = publisher restart)
+    connected: bool = False
+
+
+@dataclass
+class Counters:
+    """Subscriber totals beyond what the model counts."""
+
+    replayed: int = 0
+    missed: int = 0
+    decode_errors: int = 0
+    duplicates: int = 0
+    restarts: int = 0
+    reconnects: int = 0
+    replay_requests: int = 0
+    last_error: str | None = None
+    last_message_at: float | None = None
+    ranks: dict[int, RankState] = field(default_factory=dict)
+
+
+class Subscriber:
+    """Subscribes to one engine in a daemon thread; read it through ``lock`` or the helpers."""
+
+    def __init__(self, config: LiveConfig, max_blocks: int = DEFAULT_MAX_BLOCKS, max_batches: int | None = None,
+                 replay_timeout_s: float = REPLAY_TIMEOUT_S) -> None:
+        self.config = config.validated()
+        self.model = EngineModel(max_blocks)
+        self.counters = Counters(ranks={r: RankState() for r in range(self.config.dp_size)})
+        self.lock = threading.Lock()
+        self.max_batches = max_batches
+        self.replay_timeout_s = replay_timeout_s
+        self.started_at = time.time()
+        self._stop = threading.Event()
+        self.done = threading.Event()
+        self._ctx = zmq.Context()
+        # Sockets are created here so that a bad endpoint fails in the caller, not in the thread.
+        self._subs: list[zmq.Socket] = []
+        self._monitors: list[zmq.Socket] = []
+        try:
+            for rank in range(self.config.dp_size):
+                sub = self._ctx.socket(zmq.SUB)
+                sub.setsockopt(zmq.LINGER, 0)
+                sub.setsockopt(zmq.RCVHWM, 100_000)
+                sub.setsockopt(zmq.SUBSCRIBE, self.config.topic.encode())
+                self._monitors.append(sub.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED))
+                sub.connect(offset_endpoint_port(self.config.endpoint, rank))
+                self._subs.append(sub)
+        except zmq.ZMQError as exc:
+            self._close()
+            raise ValueError(f"cannot connect to {self.config.endpoint}: {exc}") from None
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"kvviz-live {self.config.endpoint}")
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Subscriber:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until ``max_batches`` were applied or ``timeout_s`` passed; True if reached."""
+        return self.done.wait(timeout_s)
+
+    def _close(self) -> None:
+        for s in self._subs + self._monitors:
+            s.close(linger=0)
+        self._ctx.term()
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        for s in self._subs + self._monitors:
+            poller.register(s, zmq.POLLIN)
+        try:
+            while not self._stop.is_set() and not self.done.is_set():
+                ready = dict(poller.poll(POLL_MS))
+                for rank, mon in enumerate(self._monitors):
+                    if mon in ready:
+                        self._on_monitor(rank, mon)
+                for rank, sub in enumerate(self._subs):
+                    if sub in ready:
+                        self._on_live(rank, sub.recv_multipart())
+                with self.lock:
+                    self.model.tick(time.time())
+        except zmq.ZMQError as exc:  # context gone: nothing left to do
+            self.counters.last_error = str(exc)
+        finally:
+            self._close()
+
+    # ------------------------------------------------------------------ live stream
+    def _on_monitor(self, rank: int, mon: zmq.Socket) -> None:
+        from zmq.utils.monitor import recv_monitor_message
+
+        event = recv_monitor_message(mon)["event"]
+        state = self.counters.ranks[rank]
+        if event == zmq.EVENT_CONNECTED:
+            if state.last_seq is not None:
+                self.counters.reconnects += 1
+            state.connected = True
+            if self.config.replay_endpoint:  # catch up on what was published while we were away
+                self._replay(rank, 0 if state.last_seq is None else state.last_seq + 1, None)
+        elif event == zmq.EVENT_DISCONNECTED:
+            state.connected = False
+
+    def _on_live(self, rank: int, frames: list[bytes]) -> None:
+        self.counters.last_message_at = time.time()
+        try:
+            msg = decode_message(frames)
+        except WireError as exc:
+            self._bad(exc)
+            return
+        state = self.counters.ranks[rank]
+        if state.live_last is not None and msg.seq <= state.live_last:
+            self._restart(rank)  # the engine's sequence counter started over
+            state = self.counters.ranks[rank]
+        state.live_last = msg.seq
+        if state.last_seq is None and msg.seq > 0 and self.config.replay_endpoint:
+            self._replay(rank, 0, msg.seq)
+        elif state.last_seq is not None and msg.seq > state.last_seq + 1 and self.config.replay_endpoint:
+            self._replay(rank, state.last_seq + 1, msg.seq)
+        self._accept(rank, msg.seq, msg.batch, replayed=False)
+
+    def _restart(self, rank: int) -> None:
+        with self.lock:
+            self.counters.restarts += 1
+            self.model.clear_rank(rank)
+            self.counters.ranks[rank] = RankState(connected=True)
+
+    def _bad(self, exc: Exception) -> None:
+        with self.lock:
+            self.counters.decode_errors += 1
+            self.counters.last_error = str(exc)[:200]
+
+    def _accept(self, rank: int, seq: int, batch: EventBatch, replayed: bool) -> None:
+        """Apply a batch unless this rank already applied ``seq``; count the gap before it as missed."""
+        with self.lock:
+            state = self.counters.ranks[rank]
+            if self.done.is_set():
+                return
+            if state.last_seq is not None and seq <= state.last_seq:
+                self.counters.duplicates += 1
+                return
+            if state.last_seq is not None and seq > state.last_seq + 1:
+                self.counters.missed += seq - state.last_seq - 1
+            if state.first_seq is None:
+                state.first_seq = seq
+            state.last_seq = seq
+            self.counters.replayed += replayed
+            self.model.apply(batch, time.time())
+            if self.max_batches is not None and self.model.batches >= self.max_batches:
+                self.done.set()
+
+    # ------------------------------------------------------------------ replay
+    def _replay(self, rank: int, start: int, stop: int | None) -> None:
+        """Ask rank ``rank``'s replay socket for batches from ``start`` on and apply those below
+        ``stop`` (all when None), in order. Bounded by ``replay_timeout_s`` and a message cap."""
+        assert self.config.replay_endpoint
+        self.counters.replay_requests += 1
+        dealer = self._ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        try:
+            dealer.connect(offset_endpoint_port(self.config.replay_endpoint, rank))
+            dealer.send_multipart([b"", encode_seq(start)])
+            deadline = time.monotonic() + self.replay_timeout_s
+            for _ in range(MAX_REPLAY_MESSAGES):
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0 or self._stop.is_set() or not dealer.poll(left_ms):
+                    break
+                frames = dealer.recv_multipart()
+                if len(frames) != 3 or frames[0] != b"":
+                    self._bad(WireError(f"replay reply has {len(frames)} frames, expected 3"))
+                    continue
+                try:
+                    seq = decode_seq(frames[1])
+                    if seq == END_SEQ:
+                        break
+                    batch = decode_batch(frames[2])
+                except WireError as exc:
+                    self._bad(exc)
+                    continue
+                if seq >= start and (stop is None or seq < stop):
+                    self._accept(rank, seq, batch, replayed=True)
+        except zmq.ZMQError as exc:
+            self.counters.last_error = f"replay: {exc}"
+        finally:
+            dealer.close(linger=0)
+
+    # ------------------------------------------------------------------ reading
+    def status(self) -> str:
+        """``stopped``, ``receiving`` (a message in the last 5 s), ``connected`` or ``connecting``."""
+        if not self.alive:
+            return "stopped"
+        last = self.counters.last_message_at
+        if last is not None and time.time() - last < 5:
+            return "receiving"
+        if any(r.connected for r in self.counters.ranks.values()):
+            return "connected"
+        return "connecting"
+
+    def summary(self) -> dict[str, Any]:
+        """The ``watch --json`` counters, read consistently."""
+        with self.lock:
+            m = self.model
+            ranks = self.counters.ranks.values()
+            firsts = [r.first_seq for r in ranks if r.first_seq is not None]
+            lasts = [r.last_seq for r in ranks if r.last_seq is not None]
+            return {
+                "batches": m.batches,
+                "replayed": self.counters.replayed,
+                "missed": self.counters.missed,
+                "decode_errors": self.counters.decode_errors,
+                "events": dict(m.events),
+                "cached_blocks": m.cached_blocks,
+                "stored_tokens": m.stored_tokens,
+                "dp_ranks": sorted(m.dp_ranks),
+                "first_seq": min(firsts) if firsts else None,
+                "last_seq": max(lasts) if lasts else None,
+            }
+
+
+MAX_SHARED = 8  # subscribers one server process keeps; connecting a ninth stops the least recently used
+_SHARED: OrderedDict[LiveConfig, Subscriber] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(config: LiveConfig) -> Subscriber:
+    """The process-wide subscriber for ``config`` (started on first use, restarted if it died). At most
+    ``MAX_SHARED`` run at once: the least recently used one beyond that is stopped."""
+    config = config.validated()
+    with _SHARED_LOCK:
+        sub = _SHARED.get(config)
+        if sub is None or not sub.alive:
+            sub = _SHARED[config] = Subscriber(config).start()
+        _SHARED.move_to_end(config)
+        while len(_SHARED) > MAX_SHARED:
+            _SHARED.popitem(last=False)[1].stop(timeout_s=0.5)
+        return sub
+
+
+def stop_shared(config: LiveConfig) -> None:
+    """Stop and forget the shared subscriber for ``config`` (no-op if none)."""
+    with _SHARED_LOCK:
+        sub = _SHARED.pop(config.validated(), None)
+    if sub is not None:
+        sub.stop()
+
+
+def check_prompt(sub: Subscriber, tokens: list[int], block_size: int | None, hash_name: str,
+                 seed: str | None) -> PromptStatus:
+    """``prompt_status`` against ``sub``'s model, read under its lock; the block size defaults to the
+    engine's (from its BlockStored events), else 16."""
+    with sub.lock:
+        size = block_size or sub.model.block_size or DEFAULT_BLOCK_SIZE
+        return prompt_status(sub.model, tokens, size, hash_name, seed)
+
+
+def check_bind_endpoint(endpoint: str, flag: str = "endpoint") -> str:
+    """An address a publisher can bind: ``tcp://HOST:PORT`` or ``tcp://*:PORT``; ValueError otherwise."""
+    value = (endpoint or "").strip()
+    return value if value.startswith("tcp://*:") and value[8:].isdigit() and 1 <= int(value[8:]) <= 65534 \
+        else check_endpoint(value, flag, 2)
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """One consistent reading of a subscriber for a page: status, the ``watch`` counters, per-second
+    samples, blocks per medium, the largest prefix trees and the model's bookkeeping."""
+
+    status: str
+    summary: dict[str, Any]
+    samples: list[Any]
+    media: dict[str, int]
+    trees: list[Any]
+    overflow: int
+    max_blocks: int
+    unknown_kinds: int
+    unknown_fields: int
+    duplicates: int
+    restarts: int
+    reconnects: int
+    block_size: int | None
+    hash_kind: str | None
+    last_error: str | None
+    last_message_at: float | None
+
+
+def read_view(sub: Subscriber, trees: int = 5) -> LiveView:
+    """A ``LiveView`` of ``sub`` (trees computed under its lock, so they match the counters)."""
+    summary = sub.summary()
+    status = sub.status()
+    c = sub.counters
+    with sub.lock:
+        m = sub.model
+        return LiveView(status, summary, m.samples(), m.blocks_by_medium(), m.largest_trees(trees), m.overflow,
+                        m.max_blocks, m.unknown_kinds, m.unknown_fields, c.duplicates, c.restarts, c.reconnects,
+                        m.block_size, m.hash_kind, c.last_error, c.last_message_at)

@@ -1,0 +1,257 @@
+"""vLLM's KV-cache event wire format (``vllm/distributed/kv_events.py``), decoded and encoded.
+
+A message is three ZeroMQ frames: topic, sequence number (8 bytes, big-endian) and a msgpack payload
+``EventBatch(ts, events, data_parallel_rank)``. Events are tagged structs ``BlockStored``,
+``BlockRemoved`` and ``AllBlocksCleared``, either as maps (msgspec's default; the tag is the ``type``
+key) or as arrays (``array_like``; the tag is the first element, fields follow in declaration order).
+Block hashes are bytes, or ints (the digest's low 64 bits, big-endian) under
+``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES``. Decoding never raises on well-formed msgpack of an unexpected
+shape: unknown fields and unknown event kinds are counted and skipped; anything else is a ``WireError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from kvviz.core.kv_events import (
+    MEDIUM_GPU,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    ExternalBlockHash,
+    KVCacheEvent,
+    KVEventBatch,
+)
+
+__all__ = ["MEDIUM_GPU", "AllBlocksCleared", "BlockRemoved", "BlockStored", "ExternalBlockHash", "KVCacheEvent",
+           "KVEventBatch"]
+END_SEQ = -1  # the replay stream's last message carries this (signed) sequence number and no payload
+SEQ_BYTES = 8
+
+# Field order of each struct, as declared in vLLM (the array form depends on it).
+BATCH_FIELDS = ("ts", "events", "data_parallel_rank")
+STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
+                 "lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window")
+REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
+CLEARED_FIELDS: tuple[str, ...] = ()
+KIND_FIELDS = {"BlockStored": STORED_FIELDS, "BlockRemoved": REMOVED_FIELDS, "AllBlocksCleared": CLEARED_FIELDS}
+KINDS = tuple(KIND_FIELDS)
+
+
+class WireError(ValueError):
+    """A frame or payload that is not a KV-event batch (counted as a decode error by the subscriber)."""
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class EventBatch:
+    """One decoded payload: vLLM's ``KVEventBatch`` and what decoding skipped (``unknown_kinds``:
+    events of other kinds; ``unknown_fields``: fields this version of the schema does not know)."""
+
+    batch: KVEventBatch
+    unknown_kinds: int = 0
+    unknown_fields: int = 0
+
+    @property
+    def events(self) -> list[KVCacheEvent]:
+        return self.batch.events
+
+    @property
+    def data_parallel_rank(self) -> int | None:
+        return self.batch.data_parallel_rank
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A decoded PUB message: topic, sequence number and batch."""
+
+    topic: bytes
+    seq: int
+    batch: EventBatch
+
+
+@dataclass
+class _Skipped:
+    kinds: int = 0
+    fields: int = 0
+    names: set[str] = field(default_factory=set)
+
+
+# ------------------------------------------------------------------ decoding
+def _hash(value: Any, what: str) -> ExternalBlockHash:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise WireError(f"{what}: a block hash must be bytes or an int, got {type(value).__name__}")
+
+
+def _opt_int(value: Any, what: str) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise WireError(f"{what} must be an int or null, got {type(value).__name__}")
+
+
+def _opt_str(value: Any, what: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise WireError(f"{what} must be a string or null, got {type(value).__name__}")
+
+
+def _hashes(value: Any, what: str) -> list[ExternalBlockHash]:
+    if not isinstance(value, list):
+        raise WireError(f"{what} must be a list")
+    return [_hash(v, what) for v in value]
+
+
+def _build(kind: str, values: dict[str, Any]) -> KVCacheEvent:
+    if kind == "AllBlocksCleared":
+        return AllBlocksCleared()
+    if kind == "BlockRemoved":
+        if "block_hashes" not in values:
+            raise WireError("BlockRemoved without block_hashes")
+        return BlockRemoved(_hashes(values["block_hashes"], "BlockRemoved.block_hashes"),
+                            _opt_str(values.get("medium"), "medium"), _opt_int(values.get("group_idx"), "group_idx"))
+    for name in ("block_hashes", "token_ids", "block_size"):
+        if name not in values:
+            raise WireError(f"BlockStored without {name}")
+    tokens = values["token_ids"]
+    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        raise WireError("BlockStored.token_ids must be a list of ints")
+    block_size = values["block_size"]
+    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
+        raise WireError(f"BlockStored.block_size must be a positive int, got {block_size!r}")
+    parent = values.get("parent_block_hash")
+    extra = values.get("extra_keys")
+    window = values.get("kv_cache_spec_sliding_window")
+    return BlockStored(
+        _hashes(values["block_hashes"], "BlockStored.block_hashes"),
+        None if parent is None else _hash(parent, "parent_block_hash"),
+        list(tokens), block_size,
+        _opt_int(values.get("lora_id"), "lora_id"), _opt_str(values.get("medium"), "medium"),
+        _opt_str(values.get("lora_name"), "lora_name"),
+        [_freeze(e) for e in extra] if isinstance(extra, list) else None,
+        _opt_int(values.get("group_idx"), "group_idx"),
+        _opt_str(values.get("kv_cache_spec_kind"), "kv_cache_spec_kind"),
+        _opt_int(window, "kv_cache_spec_sliding_window"),
+    )
+
+
+def _freeze(value: Any) -> Any:
+    return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
+
+
+def _event(raw: Any, skipped: _Skipped) -> KVCacheEvent | None:
+    """One event in map or array form; None (counted) for an unknown kind."""
+    if isinstance(raw, dict):
+        kind = raw.get("type")
+        if not isinstance(kind, str):
+            raise WireError("event map without a 'type' tag")
+        values = {k: v for k, v in raw.items() if k != "type"}
+    elif isinstance(raw, list) and raw and isinstance(raw[0], str):
+        kind = raw[0]
+        names = KIND_FIELDS.get(kind, ())
+        values = dict(zip(names, raw[1:], strict=False))
+        skipped.fields += max(0, len(raw) - 1 - len(names)) if kind in KIND_FIELDS else 0
+    else:
+        raise WireError("an event must be a tagged map or a tagged array")
+    if kind not in KIND_FIELDS:
+        skipped.kinds += 1
+        skipped.names.add(kind[:40])
+        return None
+    if isinstance(raw, dict):
+        skipped.fields += sum(1 for k in values if k not in KIND_FIELDS[kind])
+    return _build(kind, values)
+
+
+def decode_batch(payload: bytes) -> EventBatch:
+    """The ``EventBatch`` in a payload (map or array form); ``WireError`` when it is not one."""
+    try:
+        raw = msgspec.msgpack.decode(payload)
+    except (msgspec.DecodeError, ValueError, TypeError) as exc:
+        raise WireError(f"payload is not msgpack: {exc}") from None
+    skipped = _Skipped()
+    if isinstance(raw, dict):
+        ts, events, rank = raw.get("ts"), raw.get("events"), raw.get("data_parallel_rank")
+        skipped.fields += sum(1 for k in raw if k not in BATCH_FIELDS)
+    elif isinstance(raw, list) and len(raw) >= 2:
+        ts, events = raw[0], raw[1]
+        rank = raw[2] if len(raw) > 2 else None
+        skipped.fields += max(0, len(raw) - 3)
+    else:
+        raise WireError("payload is not an EventBatch (map or array)")
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        raise WireError("EventBatch.ts must be a number")
+    if not isinstance(events, list):
+        raise WireError("EventBatch.events must be a list")
+    rank = _opt_int(rank, "data_parallel_rank")
+    decoded = [e for e in (_event(r, skipped) for r in events) if e is not None]
+    return EventBatch(KVEventBatch(float(ts), decoded, rank), skipped.kinds, skipped.fields)
+
+
+def decode_seq(frame: bytes) -> int:
+    """A sequence-number frame: 8 bytes, big-endian, signed (the replay end marker is -1)."""
+    if len(frame) != SEQ_BYTES:
+        raise WireError(f"sequence frame has {len(frame)} bytes, expected {SEQ_BYTES}")
+    return int.from_bytes(frame, "big", signed=True)
+
+
+def decode_message(frames: list[bytes]) -> Message:
+    """A PUB message ``[topic, seq, payload]``."""
+    if len(frames) != 3:
+        raise WireError(f"message has {len(frames)} frames, expected 3 (topic, seq, payload)")
+    return Message(bytes(frames[0]), decode_seq(frames[1]), decode_batch(frames[2]))
+
+
+# ------------------------------------------------------------------ encoding (demo publisher)
+def _event_fields(event: KVCacheEvent) -> tuple[str, list[Any]]:
+    kind = type(event).__name__
+    values = [getattr(event, name) for name in KIND_FIELDS[kind]]
+    return kind, [list(v) if isinstance(v, tuple) else v for v in values]
+
+
+def encode_batch(batch: KVEventBatch, *, array_like: bool = False) -> bytes:
+    """msgpack of ``batch`` as vLLM's msgspec encoder writes it: maps with a ``type`` tag and
+    default-valued (None) trailing fields omitted, or ``array_like`` arrays with the tag first."""
+    events: list[Any] = []
+    for event in batch.events:
+        kind, values = _event_fields(event)
+        names = KIND_FIELDS[kind]
+        if array_like:
+            events.append([kind, *values])
+        else:
+            # vLLM's structs are omit_defaults: fields declared with a default (None) vanish when None.
+            required = {"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
+                        "lora_name"} if kind == "BlockStored" else {"block_hashes", "medium"}
+            item = {"type": kind}
+            item.update({n: v for n, v in zip(names, values, strict=True) if v is not None or n in required})
+            events.append(item)
+    if array_like:
+        raw: Any = [batch.ts, events, batch.data_parallel_rank]
+    else:
+        raw = {"ts": batch.ts, "events": events}
+        if batch.data_parallel_rank is not None:
+            raw["data_parallel_rank"] = batch.data_parallel_rank
+    return msgspec.msgpack.encode(raw)
+
+
+def encode_seq(seq: int) -> bytes:
+    """8-byte big-endian sequence frame (signed, so the end marker -1 fits)."""
+    return seq.to_bytes(SEQ_BYTES, "big", signed=True)
+
+
+def to_int_hash(block_hash: bytes) -> int:
+    """vLLM's int form of a hash: the digest's low 64 bits read big-endian."""
+    return int.from_bytes(block_hash, "big") & ((1 << 64) - 1)
+
+
+def offset_endpoint_port(endpoint: str, rank: int) -> str:
+    """The endpoint of data-parallel rank ``rank``: same host, port + rank (vLLM's rule for tcp)."""
+    if rank == 0:
+        return endpoint
+    base, _, port = endpoint.rpartition(":")
+    return f"{base}:{int(port) + rank}"

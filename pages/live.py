@@ -1,0 +1,241 @@
+"""Live engine: a real vLLM's (or the demo engine's) prefix cache through its KV-cache events. UI only:
+the subscriber and the demo engine live once per server process (kvviz.live), shared by every session."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from kvviz.core.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES
+from kvviz.figures import live as F
+from kvviz.live import demo as D
+from kvviz.live.engine_http import EngineHTTPError, hit_rate, scrape_metrics, tokenize_remote
+from kvviz.live.engine_model import hash_label
+from kvviz.live.subscriber import LiveConfig, check_prompt, read_view, shared
+from kvviz.text import live as T
+
+K_CFG, K_EP, K_REPLAY, K_TOPIC, K_DP, K_METRICS = "lv_config", "lv_ep", "lv_replay", "lv_topic", "lv_dp", "lv_metrics"
+K_AUTO, K_DECODE, K_PROMPT, K_TOK, K_URL, K_HASH, K_SEED, K_BS = (
+    "lv_auto", "lv_decode", "lv_prompt", "lv_tok", "lv_url", "lv_hash", "lv_seed", "lv_bs")
+K_SCRAPES, K_RESULT = "lv_scrapes", "lv_result"
+DEFAULT_EP, DEFAULT_REPLAY = "tcp://127.0.0.1:5557", "tcp://127.0.0.1:5558"
+RATE_WINDOW_S = 10
+MAX_SCRAPES = 300
+
+
+def _embedded_tokenize(text: str) -> list[int]:
+    from kvviz.model import tokenize  # imports torch: only when a tokenizer is needed
+
+    return list(tokenize(text).ids)
+
+
+@st.cache_resource(show_spinner=False)
+def _decoder():
+    from kvviz.model.loader import load_tokenizer
+
+    return load_tokenizer()
+
+
+def _form_config() -> LiveConfig:
+    return LiveConfig(st.session_state.get(K_EP, DEFAULT_EP), st.session_state.get(K_REPLAY) or None,
+                      st.session_state.get(K_TOPIC, ""), int(st.session_state.get(K_DP, 1))).validated()
+
+
+def _start_demo() -> None:
+    try:
+        cfg = _form_config()
+        if not all(e.startswith("tcp://127.0.0.1:") for e in (cfg.endpoint, cfg.replay_endpoint) if e):
+            raise ValueError(T.DEMO_NOT_LOCAL)
+        D.shared_demo(cfg.endpoint, cfg.replay_endpoint, tokenize=_embedded_tokenize)
+        st.session_state[K_CFG] = cfg
+    except ValueError as exc:
+        st.session_state["lv_demo_error"] = str(exc)
+
+
+def _connect() -> None:
+    try:
+        st.session_state[K_CFG] = _form_config()
+        st.session_state.pop("lv_config_error", None)
+    except ValueError as exc:
+        st.session_state["lv_config_error"] = str(exc)
+
+
+def _disconnect() -> None:
+    st.session_state.pop(K_CFG, None)
+
+
+ui.page_header(T.TITLE, T.INTRO)
+with st.expander(T.HOW_TO_HEADER):
+    st.markdown(T.HOW_TO)
+
+# ----------------------------------------------------------------------------- connect form
+st.subheader(T.CONNECT_HEADER)
+c = st.columns(2)
+c[0].text_input(T.ENDPOINT, DEFAULT_EP, key=K_EP, help=T.ENDPOINT_HELP)
+c[1].text_input(T.REPLAY, DEFAULT_REPLAY, key=K_REPLAY, help=T.REPLAY_HELP)
+c = st.columns([1, 1, 3])
+c[0].text_input(T.TOPIC, "", key=K_TOPIC, help=T.TOPIC_HELP)
+c[1].number_input(T.DP_SIZE, 1, 64, 1, key=K_DP, help=T.DP_SIZE_HELP)
+c[2].text_input(T.METRICS_URL, "", key=K_METRICS, help=T.METRICS_URL_HELP, placeholder="http://127.0.0.1:8000/metrics")
+c = st.columns([1, 1, 2])
+c[0].button(T.CONNECT, on_click=_connect, type="primary", width="stretch")
+c[1].button(T.DISCONNECT, on_click=_disconnect, width="stretch", disabled=K_CFG not in st.session_state)
+if "lv_config_error" in st.session_state:
+    st.error(T.BAD_CONFIG.format(error=st.session_state["lv_config_error"]), icon=":material/error:")
+
+with st.container(border=True):
+    st.markdown(f"**{T.DEMO_HEADER}**")
+    ep, replay = st.session_state.get(K_EP, DEFAULT_EP), st.session_state.get(K_REPLAY) or None
+    demo = D.running_demo(ep)
+    if demo is not None:
+        st.success(T.DEMO_RUNNING.format(endpoint=ep, batches=demo.seq), icon=":material/play_circle:")
+    else:
+        st.caption(T.DEMO_TEXT.format(blocks=D.DEMO_NUM_BLOCKS, bs=D.DEMO_BLOCK_SIZE, hash=D.DEFAULT_HASH,
+                                      users=D.DEMO_USERS, endpoint=ep, replay=replay or "-"))
+        st.button(T.DEMO_START, on_click=_start_demo, icon=":material/play_arrow:")
+    if err := st.session_state.pop("lv_demo_error", None):
+        st.error(T.DEMO_FAILED.format(error=err), icon=":material/error:")
+
+config: LiveConfig | None = st.session_state.get(K_CFG)
+if config is None:
+    st.info(T.NOT_CONNECTED, icon=":material/info:")
+    st.stop()
+try:
+    sub = shared(config)
+except ValueError as exc:
+    ui.show_error(exc, T.BAD_CONFIG.split(":")[0])
+    st.stop()
+
+
+# ----------------------------------------------------------------------------- live view
+def _scrape(url: str) -> None:
+    scrapes = st.session_state.setdefault(K_SCRAPES, [])
+    try:
+        scrapes.append((time.time(), scrape_metrics(url)))
+        del scrapes[:-MAX_SCRAPES]
+    except EngineHTTPError as exc:
+        st.warning(T.METRICS_ERROR.format(error=exc), icon=":material/warning:")
+    if len(scrapes) >= 2:
+        st.markdown(f"**{T.HIT_HEADER}**")
+        points = [(b[0], r) for a, b in zip(scrapes, scrapes[1:], strict=False)
+                  if (r := hit_rate(a[1], b[1])) is not None]
+        (_, before), (_, after) = scrapes[-2], scrapes[-1]
+        rate = hit_rate(before, after)
+        st.caption(T.HIT_NONE if rate is None else T.HIT_NOW.format(
+            rate=rate, queries=after.queries - before.queries, hits=after.hits, total=after.queries))
+        if points:
+            st.plotly_chart(F.hit_rate_figure(points, T.HIT_TITLE, T.X_SECONDS, T.HIT_Y), width="stretch",
+                            key="lv_hit")
+
+
+def _live() -> None:
+    view = read_view(sub)
+    s = view.summary
+    st.caption(T.STATUS[view.status].format(endpoint=config.endpoint, error=view.last_error or ""))
+    recent = view.samples[-RATE_WINDOW_S:]
+    rate = sum(x.stored + x.removed + x.cleared for x in recent) / len(recent) if recent else 0.0
+    media = view.media
+    cols = st.columns(4)
+    cols[0].metric(T.M_STATUS, T.STATUS_WORD[view.status])
+    cols[1].metric(T.M_BATCHES, f"{s['batches']:,}", help=T.M_BATCHES_HELP)
+    cols[2].metric(T.M_RATE, f"{rate:,.1f}", help=T.M_RATE_HELP.format(n=len(recent)))
+    cols[3].metric(T.M_BLOCKS, f"{s['cached_blocks']:,}", help=T.M_BLOCKS_HELP)
+    cols = st.columns(4)
+    cols[0].metric(T.M_TOKENS, f"{s['stored_tokens']:,}", help=T.M_TOKENS_HELP)
+    cols[1].metric(T.M_MEDIA, f"{media.get('GPU', 0):,} / {media.get('CPU', 0):,}", help=T.M_MEDIA_HELP)
+    cols[2].metric(T.M_REPLAYED, f"{s['replayed']:,}", help=T.M_REPLAYED_HELP)
+    cols[3].metric(T.M_MISSED, f"{s['missed']:,} / {s['decode_errors']:,}", help=f"{T.M_MISSED_HELP} {T.M_ERRORS_HELP}")
+    if view.overflow:
+        st.warning(T.OVERFLOW.format(cap=view.max_blocks, overflow=view.overflow), icon=":material/warning:")
+    if view.unknown_kinds or view.unknown_fields:
+        st.caption(T.SKIPPED.format(kinds=view.unknown_kinds, fields=view.unknown_fields))
+    if not s["batches"]:
+        st.info(T.NO_EVENTS_YET, icon=":material/hourglass_empty:")
+    elif view.samples:
+        left, right = st.columns(2)
+        left.plotly_chart(F.events_rate_figure(view.samples, T.RATE_TITLE, T.RATE_LABELS, T.X_SECONDS, T.Y_EVENTS),
+                          width="stretch", key="lv_rate")
+        right.plotly_chart(F.blocks_held_figure(view.samples, T.BLOCKS_TITLE, T.BLOCKS_LABELS, T.X_SECONDS,
+                                                T.Y_BLOCKS), width="stretch", key="lv_blocks")
+    st.markdown(f"**{T.TREES_HEADER}**")
+    st.caption(T.TREES_CAPTION)
+    if not view.trees:
+        st.caption(T.NO_TREES)
+    else:
+        decode = st.session_state.get(K_DECODE, False)
+        rows = [{T.COL_ROOT: hash_label(t.root, 12), T.COL_BLOCKS: t.blocks, T.COL_TOKENS: t.tokens,
+                 T.COL_DEPTH: t.depth, T.COL_LEAVES: t.leaves,
+                 T.COL_TEXT: _decoder().decode(list(t.chain_tokens[:400])) if decode
+                 else T.COL_TEXT_TOKENS.format(n=len(t.chain_tokens))} for t in view.trees]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if url := st.session_state.get(K_METRICS, "").strip():
+        _scrape(url)
+
+
+st.divider()
+c = st.columns([2, 3])
+auto = c[0].toggle(T.AUTO_REFRESH, True, key=K_AUTO)
+c[1].checkbox(T.TREES_DECODE, False, key=K_DECODE, help=T.TREES_DECODE_HELP)
+st.fragment(_live, run_every=2.0 if auto else None)()
+
+# ----------------------------------------------------------------------------- is my prompt cached?
+st.divider()
+st.subheader(T.PROMPT_HEADER)
+st.markdown(T.PROMPT_INTRO)
+if D.running_demo(config.endpoint) is not None and st.button(T.USE_DEMO_PROMPT):
+    st.session_state[K_PROMPT] = D.SYSTEM_PROMPTS[0]
+st.text_area(T.PROMPT, key=K_PROMPT, placeholder=T.PROMPT_PLACEHOLDER, height=110)
+c = st.columns([3, 2, 2, 1])
+tok = c[0].radio(T.TOKENIZER, [T.TOKENIZER_EMBEDDED, T.TOKENIZER_URL, T.TOKENIZER_IDS], key=K_TOK)
+names = list(HASH_FUNCTIONS)
+hash_name = c[1].selectbox(T.HASH, names, index=names.index("sha256"), key=K_HASH, help=T.HASH_HELP)
+seed = c[2].text_input(T.SEED, "", key=K_SEED, help=T.SEED_HELP).strip() or None
+bs = c[3].number_input(T.BLOCK_SIZE, 0, 256, 0, key=K_BS, help=T.BLOCK_SIZE_HELP)
+if tok == T.TOKENIZER_URL:
+    st.text_input(T.TOKENIZE_URL, "", key=K_URL, help=T.TOKENIZE_URL_HELP, placeholder="http://127.0.0.1:8000/tokenize")
+if hash_name in NON_CRYPTO_HASHES and seed is None:
+    st.warning(T.RANDOM_SEED_WARNING.format(hash=hash_name), icon=":material/warning:")
+
+
+def _prompt_tokens(text: str) -> list[int]:
+    if tok == T.TOKENIZER_IDS:
+        from kvviz.cli.hash import parse_token_list
+
+        return parse_token_list(text, T.TOKENIZER_IDS)
+    if tok == T.TOKENIZER_URL:
+        return tokenize_remote(st.session_state.get(K_URL, ""), text)
+    return _embedded_tokenize(text)
+
+
+if st.button(T.CHECK, type="primary"):
+    text = st.session_state.get(K_PROMPT, "")
+    if not text.strip():
+        st.session_state[K_RESULT] = ("error", T.CHECK_EMPTY)
+    else:
+        try:
+            tokens = _prompt_tokens(text)
+            st.session_state[K_RESULT] = ("ok", check_prompt(sub, tokens, int(bs) or None, hash_name, seed))
+        except Exception as exc:  # noqa: BLE001 - tokenizer, URL and token-list errors all become one line
+            st.session_state[K_RESULT] = ("error", T.CHECK_ERROR.format(error=str(exc).splitlines()[0][:300]))
+
+result = st.session_state.get(K_RESULT)
+if result and result[0] == "error":
+    st.error(result[1], icon=":material/error:")
+elif result:
+    status = result[1]
+    if not status.blocks:
+        st.warning(T.TOO_SHORT.format(tokens=status.num_tokens, bs=status.block_size), icon=":material/warning:")
+    else:
+        if not read_view(sub, 0).summary["batches"]:
+            st.caption(T.PROMPT_NO_ENGINE_DATA)
+        st.markdown(T.PROMPT_RESULT.format(cached=sum(status.cached), blocks=status.blocks, run=status.cached_run,
+                                           tokens=status.cached_run * status.block_size, total=status.num_tokens))
+        hover = [T.PROMPT_HOVER.format(i=i, start=i * status.block_size, end=(i + 1) * status.block_size - 1,
+                                       hash=hash_label(h, 16)) for i, h in enumerate(status.hashes)]
+        st.plotly_chart(F.prompt_blocks_figure(status.cached, status.cached_run, status.block_size, T.PROMPT_TITLE,
+                                               T.PROMPT_LABELS, hover), width="stretch", key="lv_prompt_fig")
+        if isinstance(status.hashes[0], int):
+            st.caption(T.HASH_KIND_NOTE)
