@@ -17,6 +17,7 @@ from kvviz.core.hf_config import parse_config_text
 from kvviz.core.kvsize import KVSizeError
 from kvviz.core.presets import PRESETS, get_preset
 from kvviz.core.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
+from kvviz.core.units import format_bytes
 from kvviz.core.workload_pool import PoolReplay, replay_block_pool
 from kvviz.core.workload_report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.core.workload_trace import WorkloadError, WorkloadTrace
@@ -162,8 +163,8 @@ st.plotly_chart(F.curve_figure(points, infinite_rate, unit, mark_pairs, needs,
                                T.TTL_OPTIONS[ttl] if ttl else None), width="stretch")
 model_note = ""
 if bpt is not None:
-    model_note = T.CURVE_MODEL_NOTE.format(name=model_label, dtype=dtype, bpt=ui.fmt_bytes(float(bpt)),
-                                           block=ui.fmt_bytes(float(bpt * bs)), bs=bs)
+    model_note = T.CURVE_MODEL_NOTE.format(name=model_label, dtype=dtype, bpt=format_bytes(bpt),
+                                           block=format_bytes(bpt * bs), bs=bs)
 st.caption(T.CURVE_CAPTION.format(requests=profile.num_requests, model_note=model_note))
 
 # ----------------------------------------------------------------------------- over time

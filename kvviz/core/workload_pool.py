@@ -45,14 +45,15 @@ class PoolReplay:
 
 
 def replay_block_pool(trace: WorkloadTrace, num_blocks: int, concurrency: int = 1) -> PoolReplay:
-    """Replay ``trace`` through a ``BlockPool`` of ``num_blocks`` with ``concurrency`` requests running."""
+    """Replay ``trace`` through a ``BlockPool`` with ``num_blocks`` usable blocks (plus vLLM's null block 0,
+    so the pool and the pure-LRU figure compare the same capacity) with ``concurrency`` requests running."""
     if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 1 <= num_blocks <= MAX_POOL_BLOCKS:
         raise ValueError(f"pool size must be an integer in 1..{MAX_POOL_BLOCKS:,} blocks, got {num_blocks!r}")
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
     bs = trace.block_size
     events: list = []
-    pool = BlockPool(num_blocks, events=events, block_size=bs)
+    pool = BlockPool(num_blocks + 1, events=events, block_size=bs)
     running: deque[list[KVCacheBlock]] = deque()
     out = PoolReplay(num_blocks, concurrency, 0, 0, 0, 0, 0, 0)
 
