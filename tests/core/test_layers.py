@@ -21,8 +21,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "kvviz/model": ("streamlit", "plotly", "kvviz.figures"),
 }
 
-# Core modules that still take UI sentences from kvviz.text while engineer i12-engine makes them speak
-# in codes. TEMPORARY: the lead removes these entries after merging that work; add nothing else here.
+# Exceptions to FORBIDDEN, by module (none today: keep it that way).
 ALLOWED: dict[str, set[str]] = {}
 
 
