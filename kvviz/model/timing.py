@@ -96,8 +96,10 @@ def room_kv_store(room: Room, budget_bytes: int | None = None) -> KVStore:
 class RoomPrefill:
     """One prompt through the room: the room's admission and, when admitted, the measured prefill.
 
-    ``latency_ms``: wall time to the last prompt token's logits (lookup + forward); ``forward_ms``: the
-    model alone; ``reused_tokens``: K/V taken from the store (at most the room's hit)."""
+    ``latency_ms``: wall time to the last prompt token's logits (lookup + queue + forward);
+    ``compute_ms``: the K/V-store lookup plus the forward pass (the request's share of it when it rode
+    in a batch); ``wait_ms``: time queued for the model; ``forward_ms``: the forward pass alone;
+    ``reused_tokens``: K/V taken from the store (at most the room's hit)."""
 
     admission: Admission
     cached: CachedPrefill | None = None
@@ -107,6 +109,8 @@ class RoomPrefill:
     computed_tokens: int = 0
     stored_blocks: int = 0
     notice: str | None = None
+    compute_ms: float = 0.0
+    wait_ms: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -123,18 +127,19 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
                  save: bool = True) -> RoomPrefill:
     """Send one prompt (text or token ids) from ``session_id`` to ``room`` and prefill it on the model.
 
-    Text is cut to the room's character limit, then tokenized with at most ``max_prompt_tokens`` tokens.
-    Raises InputError for empty text; a prompt the room refuses comes back with ``ok`` False."""
+    Text is tokenized whole (so the room reports its real token count; the tokenizer's own character
+    ceiling applies) and the room keeps its first ``max_prompt_tokens`` tokens. Raises InputError for
+    empty text; a prompt the room refuses comes back with ``ok`` False. The room records the compute
+    time and the wait apart (its hit/miss medians compare compute)."""
     if (text is None) == (token_ids is None):
         raise InputError("give exactly one of text or token_ids")
     notice = None
     before = None
     if text is not None:
-        clipped, cut = room.clip_text(text)
-        tok = tokenize(clipped, model_name=lm.source.key, max_tokens=room.limits.max_prompt_tokens)
+        tok = tokenize(text, model_name=lm.source.key, max_tokens=room.limits.max_prompt_tokens)
         ids: Sequence[int] = tok.ids
         before = tok.num_tokens_before_truncation
-        notice = tok.notice if (tok.truncated or cut) else None
+        notice = tok.notice if tok.truncated else None
     else:
         ids = list(token_ids)  # type: ignore[arg-type]
     adm = room.submit(session_id, ids, num_tokens_before_truncation=before)
@@ -149,9 +154,11 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
     if save:
         stored = store.put(model_key(lm), cached.block_hashes, cached.keys, cached.values,
                            list(adm.token_ids), room.limits.block_size, device=lm.device)
-    room.record_prefill(session_id, adm.prompt_no, latency, cached.reused_tokens)
+    compute = min(latency, cached.lookup_ms + cached.forward_ms)
+    wait = max(0.0, latency - compute)
+    room.record_prefill(session_id, adm.prompt_no, round(compute, 3), cached.reused_tokens, wait_ms=round(wait, 3))
     return RoomPrefill(adm, cached, round(latency, 3), cached.forward_ms, cached.reused_tokens,
-                       cached.computed_tokens, stored, notice)
+                       cached.computed_tokens, stored, notice, round(compute, 3), round(wait, 3))
 
 
 # ----------------------------------------------------------------------------- statistics
