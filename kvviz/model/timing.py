@@ -27,6 +27,7 @@ import torch
 
 from kvviz.core.collisions import CollisionDemo
 from kvviz.core.room import Admission, Room, RoomLimits
+from kvviz.model.batching import batch_origin, current_origin
 from kvviz.model.kvstore import CachedPrefill, KVStore, model_key, prefill_cached, store_block_hashes
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
@@ -39,6 +40,8 @@ DEFAULT_ROOM_KV_MB = 384
 EXPERIMENT_LIMITS = RoomLimits(num_blocks=4096, max_prompt_tokens=2048, burst=1_000_000,
                                refill_per_s=1e6, room_burst=10_000_000, room_refill_per_s=1e6)
 Progress = Callable[[int, int], None]
+#: The batching tag of the side channel's forward passes (each runs alone: its timing is the measurement).
+PROBE_TAG = "probe"
 
 SECRET_TEXT = (
     "Patient record 4471, Dr. Moreau's clinic. Diagnosis: type 2 diabetes, first noted in March. "
@@ -147,15 +150,17 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
         return RoomPrefill(adm, notice=notice)
     store = room_kv_store(room) if store is None else store
     start = time.perf_counter()
-    cached = prefill_cached(lm, adm.token_ids, room.limits.block_size, cache_salt=adm.cache_salt, store=store,
-                            max_reuse_tokens=adm.hit_tokens, save=False)
+    outer = current_origin()
+    with batch_origin("room" if outer.tag == "other" else outer.tag, session_id):
+        cached = prefill_cached(lm, adm.token_ids, room.limits.block_size, cache_salt=adm.cache_salt, store=store,
+                                max_reuse_tokens=adm.hit_tokens, save=False)
     latency = (time.perf_counter() - start) * 1000.0
     stored = 0
     if save:
         stored = store.put(model_key(lm), cached.block_hashes, cached.keys, cached.values,
                            list(adm.token_ids), room.limits.block_size, device=lm.device)
-    compute = min(latency, cached.lookup_ms + cached.forward_ms)
-    wait = max(0.0, latency - compute)
+    compute = cached.lookup_ms + cached.forward_ms
+    wait = cached.wait_ms
     room.record_prefill(session_id, adm.prompt_no, round(compute, 3), cached.reused_tokens, wait_ms=round(wait, 3))
     return RoomPrefill(adm, cached, round(latency, 3), cached.forward_ms, cached.reused_tokens,
                        cached.computed_tokens, stored, notice, round(compute, 3), round(wait, 3))
@@ -295,6 +300,15 @@ def measure_side_channel(lm: LoadedModel, *, trials: int = 12, prefix_blocks: in
     alts = _alt_first_tokens(ids[0], lm.info.vocab_size, trials, rng)
     victim_ids = ids[: need + block_size]  # the victim's prompt goes on past what the attacker probes
     result = SideChannelResult(salted, trials, block_size, prefix_blocks, need, lm.info.device, lm.info.dtype)
+    with batch_origin(PROBE_TAG, alone=True):  # a timed probe shares its forward pass with nobody
+        _side_channel_trials(lm, result, ids, prefix, suffix, alts, victim_ids, salted, rng, progress)
+    return result
+
+
+def _side_channel_trials(lm: LoadedModel, result: SideChannelResult, ids: list[int], prefix: list[int], suffix: int,
+                         alts: list[int], victim_ids: list[int], salted: bool, rng: random.Random,
+                         progress: Progress | None) -> None:
+    trials, block_size, need = result.trials, result.block_size, result.probe_tokens
     start = time.perf_counter()
     prefill(lm, token_ids=[alts[0]] + prefix[1:] + [suffix], max_tokens=need)  # warm-up, outside any room
     for t in range(trials):
@@ -316,7 +330,6 @@ def measure_side_channel(lm: LoadedModel, *, trials: int = 12, prefix_blocks: in
         if progress is not None:
             progress(t + 1, trials)
     result.seconds = time.perf_counter() - start
-    return result
 
 
 # ----------------------------------------------------------------------------- the attacker game
@@ -421,6 +434,14 @@ def attacker_game(lm: LoadedModel, *, rounds: int = 6, salted: bool = False, tem
     tail = list(tokenize(GAME_CONTINUATION, model_name=lm.source.key).ids)
     rng = random.Random(seed)
     result = GameResult(salted, names, template, block_size, blocks)
+    with batch_origin(PROBE_TAG, alone=True):  # timed probes share their forward passes with nobody
+        _game_rounds(lm, result, filled, tail, rounds, rng, progress)
+    return result
+
+
+def _game_rounds(lm: LoadedModel, result: GameResult, filled: list[list[int]], tail: list[int], rounds: int,
+                 rng: random.Random, progress: Progress | None) -> None:
+    names, salted, block_size, blocks = result.candidates, result.salted, result.block_size, result.prefix_blocks
     start = time.perf_counter()
     n = blocks * block_size
     suffix = tail[0]
@@ -447,7 +468,6 @@ def attacker_game(lm: LoadedModel, *, rounds: int = 6, salted: bool = False, tem
         if progress is not None:
             progress(r + 1, rounds)
     result.seconds = time.perf_counter() - start
-    return result
 
 
 # ----------------------------------------------------------------------------- one experiment at a time
