@@ -200,11 +200,10 @@ class Attention(nn.Module):
         n = q.shape[2]
         if layer_cache is not None:
             k, v = layer_cache.update(k, v)
-        group = self.heads // self.kv_heads
-        if group > 1:
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        # enable_gqa: each K/V head serves its group of query heads in place (no repeated copies of the
+        # prefix; the same result as repeat_interleave, bit for bit)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
-                                              scale=self.head_dim ** -0.5)
+                                              scale=self.head_dim ** -0.5, enable_gqa=self.heads != self.kv_heads)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
                 layer_cache: KVCacheLayer | None) -> torch.Tensor:
@@ -222,9 +221,7 @@ class Attention(nn.Module):
         outs = []
         for seg in segments:
             lo, hi = seg.start, seg.end
-            # contiguous copies: the cache keeps them, and must not pin the whole packed tensor
-            outs.append(self._attend(q[:, :, lo:hi], k[:, :, lo:hi].contiguous(), v[:, :, lo:hi].contiguous(),
-                                     seg.mask, seg.cache.layers[layer]))
+            outs.append(self._attend(q[:, :, lo:hi], k[:, :, lo:hi], v[:, :, lo:hi], seg.mask, seg.cache.layers[layer]))
         out = torch.cat(outs, dim=2)
         return self.o_proj(out.transpose(1, 2).reshape(1, t, self.heads * self.head_dim))
 
