@@ -10,9 +10,12 @@ import streamlit as st
 import ui
 from kvviz.core.hashing import short_hash
 from kvviz.core.room import YOU, age_label, get_room, origin_label, salt_for_view
+from kvviz.figures import batching as FB
 from kvviz.figures import security as F
+from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.model.timing import room_kv_budget_bytes, room_prefill
+from kvviz.text import batching as TB
 from kvviz.text import security as T
 
 _SID = "room_sid"
@@ -65,6 +68,11 @@ def _feed() -> None:
     st.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
     with st.expander(T.FEED_TABLE):
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    passes = scheduler_for(lm).history(limit=10)
+    if passes:
+        st.subheader(TB.ROOM_HEADER)
+        st.caption(TB.ROOM_CAPTION)
+        st.plotly_chart(FB.pass_timeline(passes, viewer=sid, title=None), width="stretch", key="room_batching")
 
 
 # ----------------------------------------------------------------------------- the room's totals (live)

@@ -178,7 +178,9 @@ SC_HOW = (
     "Victim: a session sends the secret prompt (its K/V land in the shared pool). Attacker: another "
     "session times two probes per trial: the victim's first {blocks} blocks plus one token (cached) and "
     "the same tokens with the first one changed (not cached: through the chain, every block misses). "
-    "Latency = K/V-store lookup + model forward, i.e. time to the first token's logits."
+    "Latency = K/V-store lookup + model forward, i.e. time to the first token's logits. Each probe runs "
+    "alone in its forward pass: the batching scheduler never packs it with other sessions' prompts, "
+    "which would add their tokens to its time (it may still wait for a pass already running)."
 )
 SC_BUSY = "Another session is running an experiment on the model right now; try again in a few seconds."
 SC_LATEST = "Latest measurement, {ago} ({secs:.0f} s of model time). Everyone on this server sees it."
