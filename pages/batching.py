@@ -54,6 +54,7 @@ def _timeline() -> None:
     c[1].metric(T.M_BATCH, f"{statistics.mean(sizes):.1f}", help=T.M_BATCH_HELP.format(max=max(sizes)))
     c[2].metric(T.M_SHARED, sum(s for s in sizes if s > 1))
     c[3].metric(T.M_PASS_MS, f"{statistics.median(p.ms for p in passes):,.0f} ms", help=T.M_PASS_MS_HELP)
+    st.markdown(f"**{T.FIG_TITLE}**")
     st.plotly_chart(F.pass_timeline(passes, viewer=sid), width="stretch", key="batching_timeline")
     cols = T.TABLE_COLUMNS
     now = time.time()

@@ -72,7 +72,7 @@ def _feed() -> None:
     if passes:
         st.subheader(TB.ROOM_HEADER)
         st.caption(TB.ROOM_CAPTION)
-        st.plotly_chart(FB.pass_timeline(passes, viewer=sid, title=None), width="stretch", key="room_batching")
+        st.plotly_chart(FB.pass_timeline(passes, viewer=sid), width="stretch", key="room_batching")
 
 
 # ----------------------------------------------------------------------------- the room's totals (live)

@@ -33,7 +33,7 @@ def _who(item: Any, viewer: str | None) -> str:
     return T.WHO_YOU if viewer is not None and item.owner == viewer else T.WHO_OTHER
 
 
-def pass_timeline(passes: Sequence[Any], viewer: str | None = None, title: str | None = T.FIG_TITLE) -> go.Figure:
+def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure:
     """Horizontal bars, one per pass (oldest at the bottom): per request its reused prefix (grey), its
     computed tokens (by kind) and the padding to the pass's longest request (hatched, not computed);
     beside it the pass's measured time. ``passes`` are ``PassRecord``-like (pass_id, ms, items)."""
@@ -50,7 +50,7 @@ def pass_timeline(passes: Sequence[Any], viewer: str | None = None, title: str |
         for idx, item in enumerate(record.items, start=1):
             name = T.REQUEST_LABEL.format(i=idx, n=n, who=_who(item, viewer), tag=T.TAGS.get(item.tag, item.tag),
                                           wait=item.wait_ms)
-            width = 3 if viewer is not None and item.owner == viewer else 1
+            width = 2.5 if viewer is not None and item.owner == viewer else 0.5
             kind = request_kind(item.past_tokens, item.new_tokens)
             pad = longest - item.new_tokens
             for key, tokens, what in (("reused", item.past_tokens, T.FIG_REUSED), (kind, item.new_tokens, KIND_NAMES[kind]),
@@ -80,5 +80,6 @@ def pass_timeline(passes: Sequence[Any], viewer: str | None = None, title: str |
     fig.update_yaxes(categoryorder="array", categoryarray=labels, tickfont=dict(size=12), automargin=True)
     fig.update_xaxes(title_text=T.FIG_TOKENS, gridcolor=FREE_GREY, tickfont=dict(size=12), row=1, col=1)
     fig.update_xaxes(title_text=T.FIG_MS, gridcolor=FREE_GREY, tickfont=dict(size=12), row=1, col=2)
-    height = max(300, 150 + 30 * len(passes))
-    return base_layout(fig, height, title, title_top=110, legend=dict(LEGEND_ABOVE_LEFT, y=1.02, font=dict(size=12)))
+    height = max(300, 170 + 30 * len(passes))
+    # no title inside the figure (the page heads it): the three-row legend needs the top margin
+    return base_layout(fig, height, None, top=100, legend=dict(LEGEND_ABOVE_LEFT, y=1.01, font=dict(size=12)))
