@@ -7,8 +7,9 @@ then the model prefills it reusing at most that prefix from the room's K/V store
 blocks are stored. The latency it reports is the wall time up to the last prompt token's logits
 (K/V-store lookup + forward; storing happens after), which is what an outside observer can time.
 
-Every forward pass holds ``lm.lock`` (inside ``prefill``/``prefill_continue``), so any number of
-sessions may call these functions at once. Experiments run in private rooms with private K/V stores:
+Every forward pass goes through the model's batching scheduler (``kvviz.model.prefill.scheduler_for``),
+so any number of sessions may call these functions at once: room prompts that arrive together share a
+pass, while the side channel's timed probes run alone (``batch_origin(..., alone=True)``). Experiments run in private rooms with private K/V stores:
 they neither read nor disturb the shared room.
 """
 
