@@ -11,7 +11,14 @@ Keys: ``concurrent_sessions``, ``concurrent_requests``, ``concurrent_p50_ms``, `
 so p50 is mostly waiting for the other nineteen sessions),
 ``concurrent_errors`` (exceptions + refused prompts of the twenty sessions), ``concurrent_hit_rate``,
 ``concurrent_cross_session_blocks``, ``concurrent_invariants_ok``, ``concurrent_spam_refused``,
-``concurrent_spam_max_ms``, ``concurrent_wall_s``.
+``concurrent_spam_max_ms``, ``concurrent_wall_s``, ``concurrent_throughput_rps`` (the twenty sessions'
+prompts / wall time), ``concurrent_batch_mean`` (requests per forward pass during the run).
+
+Batching, in the same run (the scheduler's own runner, median of 5 interleaved rounds):
+``batched_8x16_ms`` (eight requests of 16 new tokens over their cached 512-token prefixes in one
+packed pass), ``sequential_8x16_ms`` (the same eight one by one), ``batching_speedup`` (their ratio),
+``single_16_ms`` (one such request through the scheduler, its maximum wait included) beside
+``single_16_direct_ms`` (the same request as a plain model call, no scheduler).
 """
 
 from __future__ import annotations
@@ -37,7 +44,13 @@ TARGETS = [
     ("concurrent_errors", "no errors or refusals among the 20 sessions", lambda r: r["concurrent_errors"] == 0),
     ("concurrent_invariants_ok", "room and pool invariants hold after the run", lambda r: r["concurrent_invariants_ok"]),
     ("concurrent_cross_session_blocks", "sessions reuse each other's blocks", lambda r: r["concurrent_cross_session_blocks"] > 0),
+    ("concurrent_p95_ms", "20 sessions x 3 prompts: p95 <= 1.5 s", lambda r: r["concurrent_p95_ms"] <= 1500),
+    ("batching_speedup", "sequential_8x16_ms / batched_8x16_ms >= 3", lambda r: r["batching_speedup"] >= 3),
 ]
+BATCH_REQUESTS = 8
+BATCH_NEW_TOKENS = 16
+BATCH_PREFIX_TOKENS = 512
+BATCH_ROUNDS = 5
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -48,10 +61,13 @@ def _percentile(values: list[float], q: float) -> float:
 
 def run(results: dict) -> None:
     from kvviz.model import load_model, tokenize
+    from kvviz.model.prefill import scheduler_for
     from kvviz.model.timing import room_prefill
     from kvviz.security.room import Room, RoomLimits
 
     lm = load_model()
+    sched = scheduler_for(lm)
+    first_pass = max((p.pass_id for p in sched.history()), default=0)
     room = Room(RoomLimits(), presenter_key="bench-presenter")
     latencies: list[float] = []
     forwards: list[float] = []
@@ -110,6 +126,7 @@ def run(results: dict) -> None:
         invariants_ok = False
         errors.append(f"invariant: {exc}")
     totals = room.totals()
+    passes = [p for p in sched.history() if p.pass_id > first_pass and any(i.tag == "room" for i in p.items)]
     results["concurrent_sessions"] = SESSIONS
     results["concurrent_requests"] = len(latencies)
     results["concurrent_p50_ms"] = statistics.median(latencies) if latencies else float("nan")
@@ -123,5 +140,51 @@ def run(results: dict) -> None:
     results["concurrent_spam_refused"] = int(spam["refused"])
     results["concurrent_spam_max_ms"] = round(spam["max_ms"], 3)
     results["concurrent_wall_s"] = round(wall, 2)
+    results["concurrent_throughput_rps"] = round(len(latencies) / wall, 2) if wall > 0 else float("nan")
+    results["concurrent_batch_mean"] = round(statistics.mean(p.batch_size for p in passes), 2) if passes else 0.0
     for e in errors[:5]:
         print(f"[bench] concurrency error: {e}")
+    run_batching(results, lm)
+
+
+def run_batching(results: dict, lm=None) -> None:
+    """``batched_8x16_ms`` vs ``sequential_8x16_ms`` and the lone request's latency (module docstring)."""
+    import random
+    import weakref
+
+    from kvviz.model import load_model, prefill  # sets OMP_WAIT_POLICY before torch loads
+    from kvviz.model.prefill import _run_batch, forward_request
+
+    lm = lm or load_model()
+    ref = weakref.ref(lm)
+    rng = random.Random(0)
+    prompts = [[rng.randrange(100, 20000) for _ in range(BATCH_PREFIX_TOKENS + BATCH_NEW_TOKENS)]
+               for _ in range(BATCH_REQUESTS)]
+    prefixes = []
+    for ids in prompts:
+        head = prefill(lm, token_ids=ids[:BATCH_PREFIX_TOKENS], max_tokens=BATCH_PREFIX_TOKENS)
+        prefixes.append([(k.to(lm.device).unsqueeze(0), v.to(lm.device).unsqueeze(0))
+                         for k, v in zip(head.keys, head.values, strict=True)])
+
+    def payloads() -> list:  # fresh caches over the same prefix tensors (a cache never writes into them)
+        return [(ids[BATCH_PREFIX_TOKENS:], lm.new_cache(data)) for ids, data in zip(prompts, prefixes, strict=True)]
+
+    def timed(fn) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1000.0
+
+    batched, sequential, single, direct = [], [], [], []
+    _run_batch(ref, payloads())  # warm-up
+    for _ in range(BATCH_ROUNDS):
+        batched.append(timed(lambda: _run_batch(ref, payloads())))
+        sequential.append(timed(lambda: [_run_batch(ref, [p]) for p in payloads()]))
+        one = payloads()[0]
+        single.append(timed(lambda one=one: forward_request(lm, one[0], one[1])))
+        one = payloads()[0]
+        direct.append(timed(lambda one=one: _run_batch(ref, [one])))
+    results["batched_8x16_ms"] = round(statistics.median(batched), 1)
+    results["sequential_8x16_ms"] = round(statistics.median(sequential), 1)
+    results["batching_speedup"] = round(statistics.median(sequential) / statistics.median(batched), 2)
+    results["single_16_ms"] = round(statistics.median(single), 1)
+    results["single_16_direct_ms"] = round(statistics.median(direct), 1)

@@ -44,6 +44,7 @@ lm = ui.get_model()
 
 from kvviz.figures import edit as F  # noqa: E402 - plotly and torch only after the model is up
 from kvviz.model import reuse as R  # noqa: E402
+from kvviz.model.batching import batch_origin  # noqa: E402
 
 
 @st.cache_data(show_spinner=False)
@@ -190,13 +191,16 @@ if not text_b.strip():
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _run_edit(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm) -> R.EditReport:
-    return R.run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
+    # timed passes: through the batching scheduler, each alone (a shared pass would time others' tokens)
+    with batch_origin("edit", alone=True):
+        return R.run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _run_proof(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
                _edit: R.EditReport) -> R.ProofReport:
-    return R.run_proof(_lm, _edit)
+    with batch_origin("edit", alone=True):
+        return R.run_proof(_lm, _edit)
 
 
 model_id = (lm.info.model_id, lm.info.device, lm.info.dtype)

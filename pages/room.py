@@ -10,10 +10,13 @@ import streamlit as st
 import ui
 from kvviz.core.hashing import short_hash
 from kvviz.core.units import format_bytes
+from kvviz.figures import batching as FB
 from kvviz.figures import security as F
+from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.model.timing import room_kv_budget_bytes, room_prefill
 from kvviz.security.room import YOU, age_label, get_room, origin_label, salt_for_view
+from kvviz.text import batching as TB
 from kvviz.text import security as T
 
 _SID = "room_sid"
@@ -43,7 +46,8 @@ def _totals() -> None:
                 help=T.M_POOL_HELP.format(block_size=t.block_size, evictions=t.evictions))
     c[5].metric(T.M_ROOM_TIMING, T.M_ROOM_TIMING_VALUE.format(hit=_fmt_ms(t.median_prefill_hit_ms),
                                                               miss=_fmt_ms(t.median_prefill_miss_ms)),
-                help=T.M_ROOM_TIMING_HELP.format(n_hit=t.prefills_hit, n_miss=t.prefills_miss))
+                help=T.M_ROOM_TIMING_HELP.format(n_hit=t.prefills_hit, n_miss=t.prefills_miss,
+                                                 wait=_fmt_ms(t.median_wait_ms)))
 
 
 def _feed() -> None:
@@ -59,11 +63,17 @@ def _feed() -> None:
         cols["from_others"]: e.blocks_from_others,
         cols["salted"]: T.YES if e.salted else T.NO,
         cols["prefill"]: None if e.prefill_ms is None else round(e.prefill_ms, 1),
+        cols["wait"]: None if e.wait_ms is None else round(e.wait_ms, 1),
         cols["age"]: age_label(e.age_s),
     } for e in entries]
     st.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
     with st.expander(T.FEED_TABLE):
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    passes = scheduler_for(lm).history(limit=10)
+    if passes:
+        st.subheader(TB.ROOM_HEADER)
+        st.caption(TB.ROOM_CAPTION)
+        st.plotly_chart(FB.pass_timeline(passes, viewer=sid), width="stretch", key="room_batching")
 
 
 # ----------------------------------------------------------------------------- the room's totals (live)
@@ -119,6 +129,7 @@ with c[1]:
                 else:
                     st.session_state[_LAST] = {
                         "prompt_no": out.admission.prompt_no, "latency_ms": out.latency_ms,
+                        "compute_ms": out.compute_ms, "wait_ms": out.wait_ms,
                         "reused": out.reused_tokens, "computed": out.computed_tokens, "notice": out.notice,
                     }
 
@@ -141,7 +152,7 @@ else:
     c[2].metric(T.M_FROM_YOU, f"{last.hit_tokens - from_others:,}")
     c[3].metric(T.M_COMPUTED, f"{last.computed_tokens:,}", help=T.M_COMPUTED_HELP)
     if measured is not None:
-        c[4].metric(T.M_PREFILL, f"{measured['latency_ms']:,.0f} ms",
+        c[4].metric(T.M_PREFILL, T.M_PREFILL_VALUE.format(compute=measured["compute_ms"], wait=measured["wait_ms"]),
                     help=T.M_PREFILL_HELP.format(computed=measured["computed"], reused=measured["reused"]))
     if last.truncated:
         st.caption(T.TRUNCATED.format(before=last.num_tokens_before_truncation, kept=last.num_tokens))

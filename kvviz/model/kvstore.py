@@ -41,7 +41,7 @@ from kvviz.core.hashing import (
     validate_block_size,
 )
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import prefill
+from kvviz.model.prefill import ForwardTiming, forward_request, prefill
 from kvviz.model.settings import InputError
 
 #: The store's default keying: vLLM's default algorithm and seed resolution (sha256 over pickle,
@@ -367,8 +367,9 @@ class CachedPrefill:
 
     ``keys``/``values`` cover the whole prompt (reused prefix + computed tail), per layer
     ``[kv_heads, tokens, head_dim]``, on the model's device. ``forward_ms`` times only the model (the
-    non-reused tokens); ``lookup_ms`` the store lookup and the assembly of the reused K/V;
-    ``total_ms`` the whole call, storing included.
+    non-reused tokens; this request's share of the pass when it was batched with others);
+    ``wait_ms`` the wait for the model; ``lookup_ms`` the store lookup and the assembly of the reused
+    K/V; ``total_ms`` the whole call, storing included.
     """
 
     token_ids: list[int]
@@ -384,6 +385,9 @@ class CachedPrefill:
     lookup_ms: float
     forward_ms: float
     total_ms: float
+    wait_ms: float = 0.0
+    pass_ms: float = 0.0
+    batch_size: int = 1
 
     @property
     def num_tokens(self) -> int:
@@ -405,17 +409,15 @@ def _cache_layers(cache: object) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 def _continue(lm: LoadedModel, prefix_k: list[torch.Tensor], prefix_v: list[torch.Tensor],
-              new_ids: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, float]:
+              new_ids: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, ForwardTiming]:
     """Run ``new_ids`` after the given prefix K/V (already on the model's device, never modified: the
     cache grows by concatenation into new tensors). Returns the whole K/V, the last logits and the
-    forward time; unlike ``prefill_continue`` it neither re-tokenizes nor copies the K/V to the CPU."""
-    from kvviz.model.prefill import _forward
-
+    forward's timing; unlike ``prefill_continue`` it neither re-tokenizes nor copies the K/V to the CPU."""
     data = [(k.unsqueeze(0), v.unsqueeze(0)) for k, v in zip(prefix_k, prefix_v, strict=True)]
     cache = lm.new_cache(data)
-    out, logits, ms = _forward(lm, new_ids, cache)
+    out, logits, timing = forward_request(lm, new_ids, cache)
     pairs = _cache_layers(out)
-    return [k[0] for k, _ in pairs], [v[0] for _, v in pairs], logits, ms
+    return [k[0] for k, _ in pairs], [v[0] for _, v in pairs], logits, timing
 
 
 def prefill_cached(
@@ -454,11 +456,12 @@ def prefill_cached(
     if found:
         prefix_k, prefix_v = concat_blocks(found, device=lm.device, dtype=lm.torch_dtype)
         lookup_ms = (time.perf_counter() - start) * 1000.0
-        keys, values, logits, forward_ms = _continue(lm, prefix_k, prefix_v, ids[len(found) * block_size :])
+        keys, values, logits, timing = _continue(lm, prefix_k, prefix_v, ids[len(found) * block_size :])
     else:
         lookup_ms = (time.perf_counter() - start) * 1000.0
         result = prefill(lm, token_ids=ids, max_tokens=max(1, len(ids)))
-        keys, values, logits, forward_ms = result.keys, result.values, result.last_logits, result.prefill_ms
+        keys, values, logits = result.keys, result.values, result.last_logits
+        timing = ForwardTiming(result.prefill_ms, result.wait_ms, result.pass_ms, result.batch_size, 0)
     stored = 0
     if save:
         # from block 0: reused blocks are only touched, so the head ends up most recently used
@@ -477,8 +480,11 @@ def prefill_cached(
         computed_tokens=len(ids) - reused,
         stored_blocks=stored,
         lookup_ms=round(lookup_ms, 3),
-        forward_ms=round(forward_ms, 3),
+        forward_ms=timing.compute_ms,
         total_ms=round((time.perf_counter() - start) * 1000.0, 3),
+        wait_ms=timing.wait_ms,
+        pass_ms=timing.pass_ms,
+        batch_size=timing.batch_size,
     )
 
 

@@ -186,22 +186,55 @@ class Attention(nn.Module):
         self.v_proj = Linear(cfg.hidden_size, self.kv_heads * self.head_dim)
         self.o_proj = Linear(self.heads * self.head_dim, cfg.hidden_size)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
-                layer_cache: KVCacheLayer | None) -> torch.Tensor:
+    def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q, K (both rotated) and V of ``x`` ``[batch, n, hidden]``, each ``[batch, heads, n, head_dim]``."""
         batch, n, _ = x.shape
         q = self.q_proj(x).view(batch, n, self.heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
-        q = q * cos + _rotate_half(q) * sin
-        k = k * cos + _rotate_half(k) * sin
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                layer_cache: KVCacheLayer | None) -> torch.Tensor:
+        """softmax(q k^T / sqrt(d) + mask) v over the cached keys followed by ``k``; ``[batch, heads, n, d]``."""
+        n = q.shape[2]
         if layer_cache is not None:
             k, v = layer_cache.update(k, v)
-        group = self.heads // self.kv_heads
-        if group > 1:
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
-                                             scale=self.head_dim ** -0.5)
+        # enable_gqa: each K/V head serves its group of query heads in place (no repeated copies of the
+        # prefix; the same result as repeat_interleave, bit for bit)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
+                                              scale=self.head_dim ** -0.5, enable_gqa=self.heads != self.kv_heads)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
+                layer_cache: KVCacheLayer | None) -> torch.Tensor:
+        batch, n, _ = x.shape
+        q, k, v = self._qkv(x, cos, sin)
+        out = self._attend(q, k, v, mask, layer_cache)
         return self.o_proj(out.transpose(1, 2).reshape(batch, n, self.heads * self.head_dim))
+
+    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                       segments: list[Segment], layer: int) -> torch.Tensor:
+        """Several requests packed along the tokens of ``x`` ``[1, T, hidden]``: the projections run once on
+        all T tokens, attention runs per request over its own cache (no request sees another's keys)."""
+        _, t, _ = x.shape
+        q, k, v = self._qkv(x, cos, sin)
+        outs = []
+        for seg in segments:
+            lo, hi = seg.start, seg.end
+            outs.append(self._attend(q[:, :, lo:hi], k[:, :, lo:hi], v[:, :, lo:hi], seg.mask, seg.cache.layers[layer]))
+        out = torch.cat(outs, dim=2)
+        return self.o_proj(out.transpose(1, 2).reshape(1, t, self.heads * self.head_dim))
+
+
+@dataclass
+class Segment:
+    """One request inside a packed forward pass: tokens ``start:end`` of the packed sequence, its own
+    cache (grown by its new K/V) and its causal mask over cache + new keys (None: plain causal)."""
+
+    start: int
+    end: int
+    cache: KVCache
+    mask: torch.Tensor | None
 
 
 class MLP(nn.Module):
@@ -230,6 +263,11 @@ class DecoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
                 layer_cache: KVCacheLayer | None) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, layer_cache)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, segments: list[Segment],
+                       layer: int) -> torch.Tensor:
+        x = x + self.self_attn.forward_packed(self.input_layernorm(x), cos, sin, segments, layer)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -274,17 +312,47 @@ class NativeLlamaForCausalLM(nn.Module):
         positions = torch.arange(past, past + n, device=device)
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions, x.dtype)
-        # Causal mask: query at position past+i sees keys 0..past+i. With no past, SDPA's is_causal
-        # is the same mask; with a past, its top-left alignment is not, so it is given explicitly.
-        mask = None
-        if past and n > 1:
-            mask = torch.arange(past + n, device=device)[None, :] <= positions[:, None]
+        mask = _causal_mask(past, n, device)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
         x = self.model.norm(x)
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
         return SimpleNamespace(logits=self.lm_head(x), past_key_values=cache)
+
+    def forward_batch(self, input_ids: list[list[int]], caches: list[KVCache]) -> torch.Tensor:
+        """Several requests in one forward pass: request i continues ``caches[i]`` (its own prefix K/V,
+        any length, grown in place by its new K/V) with ``input_ids[i]`` at its own rotary positions.
+        The new tokens are packed into one sequence, so every linear layer reads its weights once for
+        all of them and no padding is computed; attention runs per request. Returns each request's
+        last-token logits ``[requests, vocab]``."""
+        if len(input_ids) != len(caches) or not input_ids or any(len(ids) == 0 for ids in input_ids):
+            raise ValueError("forward_batch needs one cache and at least one new token per request")
+        device = self.model.embed_tokens.weight.device
+        segments: list[Segment] = []
+        positions = []
+        start = 0
+        for ids, cache in zip(input_ids, caches, strict=True):
+            past, n = cache.get_seq_length(), len(ids)
+            positions.append(torch.arange(past, past + n, device=device))
+            segments.append(Segment(start, start + n, cache, _causal_mask(past, n, device)))
+            start += n
+        packed = torch.tensor([[t for ids in input_ids for t in ids]], dtype=torch.long, device=device)
+        x = self.model.embed_tokens(packed)
+        cos, sin = self.model.rotary_emb(torch.cat(positions), x.dtype)
+        for i, layer in enumerate(self.model.layers):
+            x = layer.forward_packed(x, cos, sin, segments, i)
+        last = torch.tensor([seg.end - 1 for seg in segments], device=device)
+        return self.lm_head(self.model.norm(x[0, last]))
+
+
+def _causal_mask(past: int, n: int, device: torch.device) -> torch.Tensor | None:
+    """Query at position past+i sees keys 0..past+i. With no past, SDPA's is_causal is that mask (None
+    here); with a past, its top-left alignment is not, so the mask is given explicitly."""
+    if not past or n <= 1:
+        return None
+    positions = torch.arange(past, past + n, device=device)
+    return torch.arange(past + n, device=device)[None, :] <= positions[:, None]
 
 
 def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLlamaForCausalLM:

@@ -3,18 +3,21 @@
 Invariants: the captured K and V are the model's own cache tensors (one pair per layer, shaped
 ``[kv_heads, tokens, head_dim]``, detached, on the CPU, in the compute dtype); ``kv_bytes_measured``
 is the sum of numel x element size over exactly those tensors; the caller's prefix tensors are never
-modified; every forward pass holds the model's lock.
+modified; every forward pass goes through the model's batching scheduler (``scheduler_for``), which
+runs it, alone or packed with other sessions' requests, under the model's lock.
 """
 
 from __future__ import annotations
 
 import inspect
-import time
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from kvviz.model.batching import BatchScheduler, Completed, settings_from_env
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import MAX_TOKENS_CEILING, InputError
 from kvviz.model.tokens import Tokenized, token_pieces, tokenize, tokenize_ids
@@ -29,7 +32,7 @@ class PrefillResult:
     keys: list[torch.Tensor]  # per layer [kv_heads, tokens, head_dim]
     values: list[torch.Tensor]
     last_logits: torch.Tensor  # [vocab], float32, CPU
-    prefill_ms: float  # wall time of the forward pass (only the computed tokens)
+    prefill_ms: float  # compute: the forward pass on the computed tokens (this request's share when batched)
     kv_bytes_measured: int
     kv_bytes_per_token: float
     device: str
@@ -40,6 +43,9 @@ class PrefillResult:
     reused_tokens: int = 0  # tokens whose K/V came from a given prefix (prefill_continue)
     model_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    wait_ms: float = 0.0  # queued for the model before the pass
+    pass_ms: float = 0.0  # the whole forward pass it rode in
+    batch_size: int = 1  # requests in that pass
 
     @property
     def num_tokens(self) -> int:
@@ -84,31 +90,112 @@ def _sync(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
-def _forward(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, float]:
-    """Run ``new_ids`` through the model after ``cache`` (None = empty); (cache, last logits, ms)."""
-    model = lm.model
-    device = lm.device
+@dataclass(frozen=True)
+class ForwardTiming:
+    """How one request's forward pass was served: ``compute_ms`` its share of the pass by new tokens
+    (the whole pass when alone), ``wait_ms`` queued before it, ``pass_ms`` the pass, ``batch_size``."""
+
+    compute_ms: float
+    wait_ms: float
+    pass_ms: float
+    batch_size: int
+    pass_id: int
+
+    @classmethod
+    def of(cls, done: Completed) -> ForwardTiming:
+        return cls(round(done.share_ms, 3), round(done.wait_ms, 3), round(done.pass_ms, 3), done.batch_size,
+                   done.pass_id)
+
+
+def _one_pass(lm: LoadedModel, new_ids: list[int], cache: Any) -> tuple[Any, torch.Tensor]:
+    """One request, one plain forward call (the model's own API); (cache, last logits on the CPU)."""
+    input_ids = torch.tensor([new_ids], dtype=torch.long, device=lm.device)
+    kwargs = {_cache_kwarg(lm.model): cache, "use_cache": True, "logits_to_keep": 1}
+    out = lm.model(input_ids=input_ids, **kwargs)
+    result_cache = getattr(out, "cache", None)
+    if result_cache is None:
+        result_cache = getattr(out, "past_key_values", None)
+    if result_cache is None:
+        raise RuntimeError("the model returned no KV cache")
+    return result_cache, out.logits[0, -1].detach().float().cpu()
+
+
+def _run_batch(lm_ref: weakref.ref, payloads: list[tuple[list[int], Any]]) -> list[Any]:
+    """The scheduler's runner: one pass for all payloads (native decoder) or one plain call each; per
+    payload (cache, logits) or its own exception. A failed packed pass is undone and rerun one by one,
+    so only the request at fault gets the error."""
+    lm = lm_ref()
+    if lm is None:
+        raise RuntimeError("the model was unloaded")
+    with lm.lock, torch.inference_mode():
+        _sync(lm.device)
+        outs: list[Any] | None = None
+        if len(payloads) > 1 and hasattr(lm.model, "forward_batch"):
+            saved = [[(la.keys, la.values) for la in cache.layers] for _, cache in payloads]
+            try:
+                logits = lm.model.forward_batch([ids for ids, _ in payloads], [c for _, c in payloads])
+                outs = [(cache, logits[i].detach().float().cpu()) for i, (_, cache) in enumerate(payloads)]
+            except Exception:  # noqa: BLE001 - undo, then find the request at fault below
+                for (_, cache), layers in zip(payloads, saved, strict=True):
+                    for la, (k, v) in zip(cache.layers, layers, strict=True):
+                        la.keys, la.values = k, v
+        if outs is None:
+            outs = []
+            for ids, cache in payloads:
+                try:
+                    outs.append(_one_pass(lm, ids, cache))
+                except Exception as exc:  # noqa: BLE001 - raised in that caller only
+                    outs.append(exc)
+        _sync(lm.device)
+    return outs
+
+
+_SCHEDULERS: dict[int, BatchScheduler] = {}
+_SCHEDULERS_LOCK = threading.Lock()
+
+
+def scheduler_for(lm: LoadedModel) -> BatchScheduler:
+    """The model's batching scheduler, one per loaded model and process, shared by every session (token
+    budget and maximum wait from ``KVVIZ_BATCH_TOKENS`` / ``KVVIZ_BATCH_WAIT_MS``). The transformers
+    backend runs one request a pass."""
+    with _SCHEDULERS_LOCK:
+        sched = _SCHEDULERS.get(id(lm))
+        if sched is None:
+            tokens, wait_s = settings_from_env()
+            native = hasattr(lm.model, "forward_batch")
+            ref = weakref.ref(lm)
+            sched = BatchScheduler(lambda payloads: _run_batch(ref, payloads), max_tokens=tokens,
+                                   max_wait_s=wait_s, max_requests=64 if native else 1)
+            _SCHEDULERS[id(lm)] = sched
+            weakref.finalize(lm, _drop_scheduler, id(lm))
+        return sched
+
+
+def _drop_scheduler(key: int) -> None:
+    with _SCHEDULERS_LOCK:
+        sched = _SCHEDULERS.pop(key, None)
+    if sched is not None:
+        sched.close()
+
+
+def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, ForwardTiming]:
+    """Run ``new_ids`` through the model after ``cache`` (None = empty) via the scheduler; (cache, last
+    logits, timing). The caller's origin (``batching.batch_origin``) tags the request."""
     past = cache.get_seq_length() if cache is not None else 0
     max_pos = lm.info.max_position_embeddings
     if max_pos and past + len(new_ids) > max_pos:
         raise InputError(f"{past + len(new_ids):,} tokens exceed the model's {max_pos:,} positions")
     if cache is None:
         cache = lm.new_cache()
-    input_ids = torch.tensor([new_ids], dtype=torch.long, device=device)
-    kwargs = {_cache_kwarg(model): cache, "use_cache": True, "logits_to_keep": 1}
-    with lm.lock, torch.inference_mode():
-        _sync(device)
-        start = time.perf_counter()
-        out = model(input_ids=input_ids, **kwargs)
-        _sync(device)
-        elapsed_ms = (time.perf_counter() - start) * 1000.0
-    result_cache = getattr(out, "cache", None)
-    if result_cache is None:
-        result_cache = getattr(out, "past_key_values", None)
-    if result_cache is None:
-        raise RuntimeError("the model returned no KV cache")
-    last_logits = out.logits[0, -1].detach().float().cpu()
-    return result_cache, last_logits, elapsed_ms
+    done = scheduler_for(lm).submit((list(new_ids), cache), len(new_ids), past)
+    result_cache, logits = done.result
+    return result_cache, logits, ForwardTiming.of(done)
+
+
+def _forward(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, float]:
+    """``forward_request`` as (cache, last logits, compute ms)."""
+    result_cache, logits, timing = forward_request(lm, new_ids, cache)
+    return result_cache, logits, timing.compute_ms
 
 
 def _capture(cache: Any, num_layers: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -132,7 +219,7 @@ def kv_bytes(keys: list[torch.Tensor], values: list[torch.Tensor]) -> int:
 
 
 def _result(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: list[torch.Tensor],
-            logits: torch.Tensor, ms: float, reused: int) -> PrefillResult:
+            logits: torch.Tensor, timing: ForwardTiming, reused: int) -> PrefillResult:
     measured = kv_bytes(keys, values)
     n = len(tok.ids)
     return PrefillResult(
@@ -141,7 +228,7 @@ def _result(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: l
         keys=keys,
         values=values,
         last_logits=logits,
-        prefill_ms=round(ms, 3),
+        prefill_ms=timing.compute_ms,
         kv_bytes_measured=measured,
         kv_bytes_per_token=measured / n,
         device=lm.info.device,
@@ -151,6 +238,9 @@ def _result(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: l
         num_tokens_before_truncation=tok.num_tokens_before_truncation,
         reused_tokens=reused,
         model_name=lm.info.name,
+        wait_ms=timing.wait_ms,
+        pass_ms=timing.pass_ms,
+        batch_size=timing.batch_size,
     )
 
 
@@ -170,9 +260,9 @@ def prefill(lm: LoadedModel, text: str | None = None, token_ids: list[int] | Non
     Text longer than ``max_tokens`` (default 2,048) keeps its first tokens and carries a notice.
     """
     tok = _tokens(lm, text, token_ids, max_tokens)
-    cache, logits, ms = _forward(lm, tok.ids, None)
+    cache, logits, timing = forward_request(lm, tok.ids, None)
     keys, values = _capture(cache, lm.info.num_layers)
-    return _result(lm, tok, keys, values, logits, ms, reused=0)
+    return _result(lm, tok, keys, values, logits, timing, reused=0)
 
 
 def _check_prefix(lm: LoadedModel, keys: list[torch.Tensor], values: list[torch.Tensor]) -> int:
@@ -229,9 +319,9 @@ def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_va
             for k, v in zip(prefix_keys, prefix_values, strict=True)
         ]
         cache = lm.new_cache(data)
-    out_cache, logits, ms = _forward(lm, tok.ids[p:], cache)
+    out_cache, logits, timing = forward_request(lm, tok.ids[p:], cache)
     keys, values = _capture(out_cache, lm.info.num_layers)
-    return _result(lm, tok, keys, values, logits, ms, reused=p)
+    return _result(lm, tok, keys, values, logits, timing, reused=p)
 
 
-__all__ = ["PrefillResult", "kv_bytes", "prefill", "prefill_continue", "token_pieces"]
+__all__ = ["ForwardTiming", "PrefillResult", "forward_request", "kv_bytes", "scheduler_for", "prefill", "prefill_continue", "token_pieces"]

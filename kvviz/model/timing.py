@@ -7,8 +7,9 @@ then the model prefills it reusing at most that prefix from the room's K/V store
 blocks are stored. The latency it reports is the wall time up to the last prompt token's logits
 (K/V-store lookup + forward; storing happens after), which is what an outside observer can time.
 
-Every forward pass holds ``lm.lock`` (inside ``prefill``/``prefill_continue``), so any number of
-sessions may call these functions at once. Experiments run in private rooms with private K/V stores:
+Every forward pass goes through the model's batching scheduler (``kvviz.model.prefill.scheduler_for``),
+so any number of sessions may call these functions at once: room prompts that arrive together share a
+pass, while the side channel's timed probes run alone (``batch_origin(..., alone=True)``). Experiments run in private rooms with private K/V stores:
 they neither read nor disturb the shared room.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 import torch
 
+from kvviz.model.batching import batch_origin, current_origin
 from kvviz.model.kvstore import CachedPrefill, KVStore, model_key, prefill_cached, store_block_hashes
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
@@ -39,6 +41,8 @@ DEFAULT_ROOM_KV_MB = 384
 EXPERIMENT_LIMITS = RoomLimits(num_blocks=4096, max_prompt_tokens=2048, burst=1_000_000,
                                refill_per_s=1e6, room_burst=10_000_000, room_refill_per_s=1e6)
 Progress = Callable[[int, int], None]
+#: The batching tag of the side channel's forward passes (each runs alone: its timing is the measurement).
+PROBE_TAG = "probe"
 
 SECRET_TEXT = (
     "Patient record 4471, Dr. Moreau's clinic. Diagnosis: type 2 diabetes, first noted in March. "
@@ -96,8 +100,10 @@ def room_kv_store(room: Room, budget_bytes: int | None = None) -> KVStore:
 class RoomPrefill:
     """One prompt through the room: the room's admission and, when admitted, the measured prefill.
 
-    ``latency_ms``: wall time to the last prompt token's logits (lookup + forward); ``forward_ms``: the
-    model alone; ``reused_tokens``: K/V taken from the store (at most the room's hit)."""
+    ``latency_ms``: wall time to the last prompt token's logits (lookup + queue + forward);
+    ``compute_ms``: the K/V-store lookup plus the forward pass (the request's share of it when it rode
+    in a batch); ``wait_ms``: time queued for the model; ``forward_ms``: the forward pass alone;
+    ``reused_tokens``: K/V taken from the store (at most the room's hit)."""
 
     admission: Admission
     cached: CachedPrefill | None = None
@@ -107,6 +113,8 @@ class RoomPrefill:
     computed_tokens: int = 0
     stored_blocks: int = 0
     notice: str | None = None
+    compute_ms: float = 0.0
+    wait_ms: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -123,18 +131,19 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
                  save: bool = True) -> RoomPrefill:
     """Send one prompt (text or token ids) from ``session_id`` to ``room`` and prefill it on the model.
 
-    Text is cut to the room's character limit, then tokenized with at most ``max_prompt_tokens`` tokens.
-    Raises InputError for empty text; a prompt the room refuses comes back with ``ok`` False."""
+    Text is tokenized whole (so the room reports its real token count; the tokenizer's own character
+    ceiling applies) and the room keeps its first ``max_prompt_tokens`` tokens. Raises InputError for
+    empty text; a prompt the room refuses comes back with ``ok`` False. The room records the compute
+    time and the wait apart (its hit/miss medians compare compute)."""
     if (text is None) == (token_ids is None):
         raise InputError("give exactly one of text or token_ids")
     notice = None
     before = None
     if text is not None:
-        clipped, cut = room.clip_text(text)
-        tok = tokenize(clipped, model_name=lm.source.key, max_tokens=room.limits.max_prompt_tokens)
+        tok = tokenize(text, model_name=lm.source.key, max_tokens=room.limits.max_prompt_tokens)
         ids: Sequence[int] = tok.ids
         before = tok.num_tokens_before_truncation
-        notice = tok.notice if (tok.truncated or cut) else None
+        notice = tok.notice if tok.truncated else None
     else:
         ids = list(token_ids)  # type: ignore[arg-type]
     adm = room.submit(session_id, ids, num_tokens_before_truncation=before)
@@ -142,16 +151,20 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
         return RoomPrefill(adm, notice=notice)
     store = room_kv_store(room) if store is None else store
     start = time.perf_counter()
-    cached = prefill_cached(lm, adm.token_ids, room.limits.block_size, cache_salt=adm.cache_salt, store=store,
-                            max_reuse_tokens=adm.hit_tokens, save=False)
+    outer = current_origin()
+    with batch_origin("room" if outer.tag == "other" else outer.tag, session_id):
+        cached = prefill_cached(lm, adm.token_ids, room.limits.block_size, cache_salt=adm.cache_salt, store=store,
+                                max_reuse_tokens=adm.hit_tokens, save=False)
     latency = (time.perf_counter() - start) * 1000.0
     stored = 0
     if save:
         stored = store.put(model_key(lm), cached.block_hashes, cached.keys, cached.values,
                            list(adm.token_ids), room.limits.block_size, device=lm.device)
-    room.record_prefill(session_id, adm.prompt_no, latency, cached.reused_tokens)
+    compute = cached.lookup_ms + cached.forward_ms
+    wait = cached.wait_ms
+    room.record_prefill(session_id, adm.prompt_no, round(compute, 3), cached.reused_tokens, wait_ms=round(wait, 3))
     return RoomPrefill(adm, cached, round(latency, 3), cached.forward_ms, cached.reused_tokens,
-                       cached.computed_tokens, stored, notice)
+                       cached.computed_tokens, stored, notice, round(compute, 3), round(wait, 3))
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -288,6 +301,15 @@ def measure_side_channel(lm: LoadedModel, *, trials: int = 12, prefix_blocks: in
     alts = _alt_first_tokens(ids[0], lm.info.vocab_size, trials, rng)
     victim_ids = ids[: need + block_size]  # the victim's prompt goes on past what the attacker probes
     result = SideChannelResult(salted, trials, block_size, prefix_blocks, need, lm.info.device, lm.info.dtype)
+    with batch_origin(PROBE_TAG, alone=True):  # a timed probe shares its forward pass with nobody
+        _side_channel_trials(lm, result, ids, prefix, suffix, alts, victim_ids, salted, rng, progress)
+    return result
+
+
+def _side_channel_trials(lm: LoadedModel, result: SideChannelResult, ids: list[int], prefix: list[int], suffix: int,
+                         alts: list[int], victim_ids: list[int], salted: bool, rng: random.Random,
+                         progress: Progress | None) -> None:
+    trials, block_size, need = result.trials, result.block_size, result.probe_tokens
     start = time.perf_counter()
     prefill(lm, token_ids=[alts[0]] + prefix[1:] + [suffix], max_tokens=need)  # warm-up, outside any room
     for t in range(trials):
@@ -309,7 +331,6 @@ def measure_side_channel(lm: LoadedModel, *, trials: int = 12, prefix_blocks: in
         if progress is not None:
             progress(t + 1, trials)
     result.seconds = time.perf_counter() - start
-    return result
 
 
 # ----------------------------------------------------------------------------- the attacker game
@@ -414,6 +435,14 @@ def attacker_game(lm: LoadedModel, *, rounds: int = 6, salted: bool = False, tem
     tail = list(tokenize(GAME_CONTINUATION, model_name=lm.source.key).ids)
     rng = random.Random(seed)
     result = GameResult(salted, names, template, block_size, blocks)
+    with batch_origin(PROBE_TAG, alone=True):  # timed probes share their forward passes with nobody
+        _game_rounds(lm, result, filled, tail, rounds, rng, progress)
+    return result
+
+
+def _game_rounds(lm: LoadedModel, result: GameResult, filled: list[list[int]], tail: list[int], rounds: int,
+                 rng: random.Random, progress: Progress | None) -> None:
+    names, salted, block_size, blocks = result.candidates, result.salted, result.block_size, result.prefix_blocks
     start = time.perf_counter()
     n = blocks * block_size
     suffix = tail[0]
@@ -440,7 +469,6 @@ def attacker_game(lm: LoadedModel, *, rounds: int = 6, salted: bool = False, tem
         if progress is not None:
             progress(r + 1, rounds)
     result.seconds = time.perf_counter() - start
-    return result
 
 
 # ----------------------------------------------------------------------------- one experiment at a time

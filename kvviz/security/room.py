@@ -215,7 +215,8 @@ class FeedEntry:
     blocks_from_others: int
     salted: bool
     age_s: float
-    prefill_ms: float | None
+    prefill_ms: float | None  # compute time of the forward pass (the request's share when batched)
+    wait_ms: float | None = None  # time queued for the model before its forward pass
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,7 @@ class RoomTotals:
     median_prefill_miss_ms: float | None
     prefills_hit: int
     prefills_miss: int
+    median_wait_ms: float | None = None
 
     @property
     def hit_rate(self) -> float:
@@ -341,7 +343,7 @@ class Room:
         self.manager = KVCacheManager(lim.num_blocks, lim.block_size, self.hash_name, self.seed)
         self._origins: dict[bytes, _Origin] = {}
         self._feed: deque[dict] = deque(maxlen=lim.feed_size)
-        self._timings: deque[tuple[bool, float]] = deque(maxlen=lim.timing_history)
+        self._timings: deque[tuple[bool, float, float | None]] = deque(maxlen=lim.timing_history)
         self._room_bucket = _Bucket(lim.room_burst, lim.room_refill_per_s, lim.room_burst, now)
         self._prompts = self._prompt_tokens = self._hit_tokens = self._cross_hits = 0
         self._refused = self._truncated = 0
@@ -465,7 +467,7 @@ class Room:
             self._truncated += int(truncated)
             self._feed.append({"prompt_no": adm.prompt_no, "session_id": session_id, "num_tokens": adm.num_tokens,
                                "hit_tokens": adm.hit_tokens, "from_others": from_others, "salted": salt is not None,
-                               "at": now, "prefill_ms": None})
+                               "at": now, "prefill_ms": None, "wait_ms": None})
             return adm
 
     def _refuse(self, session_id: object, error: str, retry_after: float = 0.0) -> Admission:
@@ -507,16 +509,21 @@ class Room:
         if len(events) > self.limits.max_events:
             del events[: len(events) - self.limits.max_events // 2]
 
-    def record_prefill(self, session_id: str, prompt_no: int, prefill_ms: float, reused_tokens: int) -> None:
-        """Attach the measured prefill time of an admitted prompt (for the feed and the room's medians)."""
+    def record_prefill(self, session_id: str, prompt_no: int, prefill_ms: float, reused_tokens: int,
+                       wait_ms: float | None = None) -> None:
+        """Attach the measured compute time of an admitted prompt's prefill, and its wait for the model
+        (kept apart: the room's hit/miss medians compare compute only, so load does not invert them)."""
         if not isinstance(prefill_ms, (int, float)) or not 0 <= prefill_ms < 1e9:
             return
+        if not isinstance(wait_ms, (int, float)) or not 0 <= wait_ms < 1e9:
+            wait_ms = None
         with self._lock:
             for entry in reversed(self._feed):
                 if entry["prompt_no"] == prompt_no and entry["session_id"] == session_id:
                     entry["prefill_ms"] = float(prefill_ms)
+                    entry["wait_ms"] = None if wait_ms is None else float(wait_ms)
                     break
-            self._timings.append((reused_tokens > 0, float(prefill_ms)))
+            self._timings.append((reused_tokens > 0, float(prefill_ms), None if wait_ms is None else float(wait_ms)))
 
     def peek(self, token_ids: Sequence[int], cache_salt: str | None = None) -> int:
         """Prompt tokens the room would reuse now for ``token_ids`` under ``cache_salt`` (no change)."""
@@ -539,8 +546,9 @@ class Room:
             now = self._clock()
             window = self.limits.active_window_s
             active = [s for s in self._sessions.values() if now - s.last_seen <= window]
-            hits = [ms for hit, ms in self._timings if hit]
-            misses = [ms for hit, ms in self._timings if not hit]
+            hits = [ms for hit, ms, _ in self._timings if hit]
+            misses = [ms for hit, ms, _ in self._timings if not hit]
+            waits = [w for _, _, w in self._timings if w is not None]
             snap = self.manager.block_pool
             return RoomTotals(
                 sessions_active=len(active),
@@ -563,6 +571,7 @@ class Room:
                 median_prefill_miss_ms=statistics.median(misses) if misses else None,
                 prefills_hit=len(hits),
                 prefills_miss=len(misses),
+                median_wait_ms=statistics.median(waits) if waits else None,
             )
 
     def feed(self, viewer: str | None, limit: int = 20) -> list[FeedEntry]:
@@ -571,7 +580,8 @@ class Room:
             now = self._clock()
             entries = list(self._feed)[-limit:][::-1]
             return [FeedEntry(e["prompt_no"], YOU if e["session_id"] == viewer else OTHER, e["num_tokens"],
-                              e["hit_tokens"], e["from_others"], e["salted"], now - e["at"], e["prefill_ms"])
+                              e["hit_tokens"], e["from_others"], e["salted"], now - e["at"], e["prefill_ms"],
+                              e.get("wait_ms"))
                     for e in entries]
 
     def now(self) -> float:

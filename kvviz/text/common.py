@@ -14,6 +14,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/radix.py", "Radix tree vs hash chain", ":material/account_tree:"),
     ("pages/room.py", "Shared room and cache salt", ":material/groups:"),
     ("pages/side_channel.py", "Timing side channel", ":material/timer:"),
+    ("pages/batching.py", "Continuous batching", ":material/stacks:"),
     ("pages/collisions.py", "Hash collisions", ":material/tag:"),
     ("pages/workload.py", "Your traffic", ":material/query_stats:"),
     ("pages/live.py", "Live engine", ":material/sensors:"),
@@ -51,6 +52,10 @@ PAGE_BLURBS["pages/room.py"] = (
 PAGE_BLURBS["pages/side_channel.py"] = (
     "Cached prefixes answer sooner, measurably: latency distributions of cached vs uncached probes on the "
     "real model, an attacker guessing another session's secret by timing, and salts making the signal vanish."
+)
+PAGE_BLURBS["pages/batching.py"] = (
+    "Everyone's prompts share the model's forward passes: a timeline of the last passes, request by request, "
+    "showing prefill from scratch, prefill of a cached prompt and decode steps packed into one pass."
 )
 PAGE_BLURBS["pages/block_table.py"] = (
     "Requests arrive, decode and finish in a small block pool: block tables, ref_cnt, the LRU free queue "

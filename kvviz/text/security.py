@@ -46,11 +46,12 @@ M_POOL_HELP = (
     "Cached blocks / pool size ({block_size} tokens per block). Beyond it, the least recently used "
     "blocks are evicted ({evictions:,} so far). No timer: vLLM evicts only when it needs a block."
 )
-M_ROOM_TIMING = "Prefill: hit / miss"
+M_ROOM_TIMING = "Prefill compute: hit / miss"
 M_ROOM_TIMING_VALUE = "{hit} / {miss} ms"
 M_ROOM_TIMING_HELP = (
-    "Measured in this room: median prefill time of prompts that reused blocks ({n_hit}) vs prompts that "
-    "reused none ({n_miss}). Different lengths are mixed here; the side-channel page compares like with like."
+    "Measured in this room: median compute time (K/V lookup + forward pass, without the wait for the "
+    "model) of prompts that reused blocks ({n_hit}) vs prompts that reused none ({n_miss}). Median wait "
+    "for the model: {wait} ms. Different lengths are mixed here; the side-channel page compares like with like."
 )
 NO_TIMING = "n/a"
 
@@ -96,10 +97,12 @@ M_FROM_OTHERS_HELP = "Prompt tokens whose K/V another session computed (whole bl
 M_FROM_YOU = "Reused from yourself"
 M_COMPUTED = "Computed now"
 M_COMPUTED_HELP = "Tokens the model ran for this prompt (the last prompt token is always recomputed)."
-M_PREFILL = "Prefill (measured)"
+M_PREFILL = "Prefill: compute / wait"
+M_PREFILL_VALUE = "{compute:,.0f} / {wait:,.0f} ms"
 M_PREFILL_HELP = (
-    "Wall time of the model on the computed tokens, plus the K/V store lookup: {computed} tokens computed, "
-    "{reused} reused from the room's K/V store."
+    "Measured. Compute: the K/V store lookup plus the forward pass on the computed tokens ({computed} "
+    "computed, {reused} reused from the room's K/V store). Wait: time queued while other sessions' "
+    "prompts held the model. Only compute says what a cache hit saves."
 )
 TRUNCATED = "Your prompt had {before:,} tokens; the room keeps the first {kept:,} (the limit per prompt)."
 STRIP_TITLE = "Your prompt's blocks: who computed them"
@@ -131,7 +134,7 @@ NO = "no"
 
 FEED = "Room feed (anonymised, newest first)"
 FEED_COLUMNS = {"who": "Who", "tokens": "Tokens", "reused": "Reused", "from_others": "Blocks from others",
-                "salted": "Salted", "prefill": "Prefill (ms)", "age": "When"}
+                "salted": "Salted", "prefill": "Compute (ms)", "wait": "Wait (ms)", "age": "When"}
 FEED_TABLE = "Prompt by prompt"
 FEED_EMPTY = "Nobody has sent a prompt since the last reset."
 FEED_CHART_TITLE = "Last prompts: reused vs computed tokens"
@@ -175,7 +178,9 @@ SC_HOW = (
     "Victim: a session sends the secret prompt (its K/V land in the shared pool). Attacker: another "
     "session times two probes per trial: the victim's first {blocks} blocks plus one token (cached) and "
     "the same tokens with the first one changed (not cached: through the chain, every block misses). "
-    "Latency = K/V-store lookup + model forward, i.e. time to the first token's logits."
+    "Latency = K/V-store lookup + model forward, i.e. time to the first token's logits. Each probe runs "
+    "alone in its forward pass: the batching scheduler never packs it with other sessions' prompts, "
+    "which would add their tokens to its time (it may still wait for a pass already running)."
 )
 SC_BUSY = "Another session is running an experiment on the model right now; try again in a few seconds."
 SC_LATEST = "Latest measurement, {ago} ({secs:.0f} s of model time). Everyone on this server sees it."

@@ -291,3 +291,22 @@ def test_room_cli_empty_model_is_one_line(model, capsys):
     assert main(["room", "--prompt", "a:hello", "--model", model]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --model is empty") and "\n" not in err
+
+
+def test_room_medians_come_from_compute_time_and_wait_is_kept_apart(clock):
+    """#11 item 5: under load the wait for the model dwarfs the forward pass; the hit/miss medians must
+    come from compute time, so a hit (small compute, long wait) stays cheaper than a miss."""
+    room = make_room(clock, burst=1000)
+    s = room.join()
+    miss = room.submit(s, list(range(1, 41)))
+    room.record_prefill(s, miss.prompt_no, 300.0, 0, wait_ms=5.0)
+    hit = room.submit(s, list(range(1, 41)) + [7, 8])
+    assert hit.hit_tokens > 0
+    room.record_prefill(s, hit.prompt_no, 40.0, hit.hit_tokens, wait_ms=2400.0)
+    t = room.totals()
+    assert t.median_prefill_hit_ms == 40.0 and t.median_prefill_miss_ms == 300.0
+    assert t.median_wait_ms == (5.0 + 2400.0) / 2
+    newest = room.feed(s)[0]
+    assert newest.prefill_ms == 40.0 and newest.wait_ms == 2400.0
+    room.record_prefill(s, hit.prompt_no, 1.0, 1, wait_ms=float("nan"))  # a bad wait is dropped, never raises
+    room.check_invariants()

@@ -87,3 +87,29 @@ def test_concurrent_sessions_on_the_model_keep_the_room_consistent(lm):
     t = room.totals()
     assert t.prompts == 16 and t.cross_session_hits > 0
     assert all(o.reused_tokens <= o.admission.hit_tokens for o in outs)
+
+
+def test_room_reports_the_real_token_count_of_a_long_paste(lm):
+    """#11 item 4: 50,000 characters must report every token of the text, not those of its first 20,000."""
+    from kvviz.model import tokenize
+
+    room = Room(RoomLimits())
+    a = room.join()
+    text = "abc " * 12_500  # 50,000 characters
+    real = tokenize(text, max_tokens=32768).num_tokens_before_truncation
+    out = room_prefill(lm, room, a, text=text)
+    assert out.ok and out.admission.truncated
+    assert out.admission.num_tokens_before_truncation == real > room.limits.max_prompt_tokens
+    assert out.admission.num_tokens == room.limits.max_prompt_tokens
+    assert real > tokenize(text[: room.limits.max_prompt_chars], max_tokens=32768).num_tokens_before_truncation
+
+
+def test_room_prefill_times_compute_apart_from_waiting(lm):
+    """#11 item 5: the room records the forward's compute time; waiting for the model is kept apart."""
+    room = Room(RoomLimits())
+    a = room.join()
+    out = room_prefill(lm, room, a, text=TEXT)
+    assert out.ok and out.compute_ms > 0 and out.wait_ms >= 0
+    assert out.latency_ms >= out.compute_ms
+    entry = room.feed(a)[0]
+    assert entry.prefill_ms == out.compute_ms and entry.wait_ms == out.wait_ms

@@ -1,0 +1,1 @@
+"""Continuous-batching experiments on the real model (the Batching page's burst)."""

@@ -1,0 +1,85 @@
+"""The batching timeline: the last forward passes, each bar split request by request into the prefix it
+reused, the tokens it computed (coloured by kind of work) and the padding a padded batch would add."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from kvviz.figures.style import BLUE, FREE_GREY, INK, LEGEND_ABOVE_LEFT, MUTED, ORANGE, PURPLE, base_layout
+from kvviz.text import batching as T
+
+REUSED_GREY = "#d1d5db"
+KIND_COLOURS = {"scratch": ORANGE, "cached": BLUE, "decode": PURPLE}
+KIND_NAMES = {"scratch": T.FIG_SCRATCH, "cached": T.FIG_CACHED, "decode": T.FIG_DECODE}
+
+
+def request_kind(past_tokens: int, new_tokens: int) -> str:
+    """``decode`` (one token after a prefix), ``cached`` (a prompt's tail after a cached prefix) or
+    ``scratch`` (nothing before it)."""
+    if past_tokens <= 0:
+        return "scratch"
+    return "decode" if new_tokens == 1 else "cached"
+
+
+def pass_label(record: Any) -> str:
+    return T.FIG_PASS_LABEL.format(id=record.pass_id, n=record.batch_size)
+
+
+def _who(item: Any, viewer: str | None) -> str:
+    return T.WHO_YOU if viewer is not None and item.owner == viewer else T.WHO_OTHER
+
+
+def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure:
+    """Horizontal bars, one per pass (oldest at the bottom): per request its reused prefix (grey), its
+    computed tokens (by kind) and the padding to the pass's longest request (hatched, not computed);
+    beside it the pass's measured time. ``passes`` are ``PassRecord``-like (pass_id, ms, items)."""
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.76, 0.24], horizontal_spacing=0.03)
+    segs: dict[str, dict[str, list]] = {k: {"y": [], "x": [], "base": [], "cd": [], "lw": []}
+                                        for k in ("reused", *KIND_COLOURS, "padding")}
+    labels = []
+    for record in passes:
+        label = pass_label(record)
+        labels.append(label)
+        longest = max((i.new_tokens for i in record.items), default=0)
+        offset = 0
+        n = len(record.items)
+        for idx, item in enumerate(record.items, start=1):
+            name = T.REQUEST_LABEL.format(i=idx, n=n, who=_who(item, viewer), tag=T.TAGS.get(item.tag, item.tag),
+                                          wait=item.wait_ms)
+            width = 2.5 if viewer is not None and item.owner == viewer else 0.5
+            kind = request_kind(item.past_tokens, item.new_tokens)
+            pad = longest - item.new_tokens
+            for key, tokens, what in (("reused", item.past_tokens, T.FIG_REUSED), (kind, item.new_tokens, KIND_NAMES[kind]),
+                                      ("padding", pad, T.FIG_PADDING)):
+                if tokens <= 0:
+                    continue
+                seg = segs[key]
+                seg["y"].append(label)
+                seg["x"].append(tokens)
+                seg["base"].append(offset)
+                seg["cd"].append((name, what, tokens))
+                seg["lw"].append(width)
+                offset += tokens
+    names = {"reused": T.FIG_REUSED, "padding": T.FIG_PADDING, **KIND_NAMES}
+    colours = {"reused": REUSED_GREY, "padding": "white", **KIND_COLOURS}
+    for key, seg in segs.items():
+        fig.add_bar(
+            y=seg["y"], x=seg["x"], base=seg["base"], orientation="h", name=names[key], customdata=seg["cd"],
+            marker=dict(color=colours[key], line=dict(color=INK if key != "padding" else MUTED, width=seg["lw"]),
+                        pattern=dict(shape="/" if key == "padding" else "", fgcolor=MUTED)),
+            hovertemplate=T.FIG_SEGMENT_HOVER, showlegend=True, row=1, col=1,
+        )
+    fig.add_bar(y=labels, x=[r.ms for r in passes], orientation="h", name=T.FIG_TIME_TITLE, marker_color=MUTED,
+                customdata=[(r.pass_id, r.batch_size) for r in passes], hovertemplate=T.FIG_TIME_HOVER,
+                showlegend=False, row=1, col=2)
+    fig.update_layout(barmode="overlay", bargap=0.25)
+    fig.update_yaxes(categoryorder="array", categoryarray=labels, tickfont=dict(size=12), automargin=True)
+    fig.update_xaxes(title_text=T.FIG_TOKENS, gridcolor=FREE_GREY, tickfont=dict(size=12), row=1, col=1)
+    fig.update_xaxes(title_text=T.FIG_MS, gridcolor=FREE_GREY, tickfont=dict(size=12), row=1, col=2)
+    height = max(300, 170 + 30 * len(passes))
+    # no title inside the figure (the page heads it): the three-row legend needs the top margin
+    return base_layout(fig, height, None, top=100, legend=dict(LEGEND_ABOVE_LEFT, y=1.01, font=dict(size=12)))

@@ -1,0 +1,111 @@
+"""Batched forward passes of the native decoder against one request a pass: every request of a batch gets
+its own logits and K/V (mixed prefix lengths, mixed new-token counts; MHA, GQA, MQA)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kvviz.model.llama import KVCache, LlamaConfig, NativeLlamaForCausalLM
+
+TOL = 1e-4  # fp32 CPU: the issue's bound on logits
+
+
+def random_llama(heads: int, kv_heads: int, theta: float, seed: int = 0, layers: int = 2) -> NativeLlamaForCausalLM:
+    """A random tiny native Llama (no transformers involved)."""
+    cfg = LlamaConfig(vocab_size=97, hidden_size=16 * heads, intermediate_size=40, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=16, rms_norm_eps=1e-5,
+                      rope_theta=theta, max_position_embeddings=512)
+    model = NativeLlamaForCausalLM(cfg)
+    gen = torch.Generator().manual_seed(seed)
+    state = {}
+    for name, param in model.state_dict(keep_vars=True).items():
+        if name.endswith("norm.weight"):
+            state[name] = torch.rand(param.shape, generator=gen) + 0.5
+        else:
+            state[name] = torch.randn(param.shape, generator=gen) * 0.2
+    model.load_state_dict(state, strict=True, assign=True)
+    model.lm_head.weight = model.model.embed_tokens.weight
+    return model.eval()
+
+
+SHAPES = {"MHA": (4, 4, 10000.0), "GQA": (4, 2, 100000.0), "MQA": (6, 1, 500.0)}
+
+
+@pytest.fixture(scope="module", params=list(SHAPES), ids=list(SHAPES))
+def model(request):
+    return random_llama(*SHAPES[request.param])
+
+
+def _prefix_cache(model: NativeLlamaForCausalLM, prefix: list[int]) -> KVCache:
+    cache = model.new_cache()
+    if prefix:
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([prefix]), past_key_values=cache)
+    return cache
+
+
+def _copy(cache: KVCache) -> KVCache:
+    if cache.get_seq_length() == 0:
+        return KVCache(len(cache.layers))
+    return KVCache(len(cache.layers), [(la.keys.clone(), la.values.clone()) for la in cache.layers])
+
+
+def _compare(model: NativeLlamaForCausalLM, requests: list[tuple[list[int], list[int]]]) -> None:
+    """Batched (one pass) vs one request a pass; logits and every layer's K/V per request."""
+    prefixes = [_prefix_cache(model, p) for p, _ in requests]
+    alone_caches = [_copy(c) for c in prefixes]
+    batch_caches = [_copy(c) for c in prefixes]
+    with torch.inference_mode():
+        alone = [model(input_ids=torch.tensor([new]), past_key_values=c, logits_to_keep=1).logits[0, -1]
+                 for (_, new), c in zip(requests, alone_caches, strict=True)]
+        batched = model.forward_batch([new for _, new in requests], batch_caches)
+    assert batched.shape == (len(requests), model.config.vocab_size)
+    for i, ((prefix, new), ref) in enumerate(zip(requests, alone, strict=True)):
+        assert (batched[i] - ref).abs().max().item() <= TOL, i
+        assert int(batched[i].argmax()) == int(ref.argmax())
+        assert batch_caches[i].get_seq_length() == len(prefix) + len(new)
+        for la, lb in zip(alone_caches[i].layers, batch_caches[i].layers, strict=True):
+            assert (la.keys - lb.keys).abs().max().item() <= TOL
+            assert (la.values - lb.values).abs().max().item() <= TOL
+
+
+def test_mixed_prefixes_and_new_token_counts(model):
+    requests = [([5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15]), ([], [1, 2, 3, 4, 5, 6, 7]),
+                ([3] * 40, [9]), ([20, 21], [22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32])]
+    _compare(model, requests)
+
+
+def test_a_batch_of_one_is_the_plain_forward(model):
+    _compare(model, [([1, 2, 3], [4, 5])])
+
+
+def test_prefix_tensors_handed_in_are_never_modified(model):
+    cache = _prefix_cache(model, [1, 2, 3, 4])
+    before = [(la.keys.clone(), la.values.clone()) for la in cache.layers]
+    given_k = [la.keys for la in cache.layers]
+    with torch.inference_mode():
+        model.forward_batch([[5, 6], [7]], [cache, _prefix_cache(model, [9])])
+    for k, (k0, _) in zip(given_k, before, strict=True):
+        assert torch.equal(k, k0)
+
+
+def test_bad_batches_are_refused(model):
+    with pytest.raises(ValueError):
+        model.forward_batch([[1], []], [model.new_cache(), model.new_cache()])
+    with pytest.raises(ValueError):
+        model.forward_batch([[1]], [])
+
+
+request_st = st.tuples(st.lists(st.integers(0, 96), max_size=30), st.lists(st.integers(0, 96), min_size=1, max_size=12))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(requests=st.lists(request_st, min_size=1, max_size=6), shape=st.sampled_from(list(SHAPES)))
+def test_any_batch_matches_one_request_a_pass(requests, shape):
+    _compare(_MODELS[shape], requests)
+
+
+_MODELS = {name: random_llama(*spec, seed=1) for name, spec in SHAPES.items()}

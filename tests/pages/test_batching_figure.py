@@ -1,0 +1,33 @@
+"""The batching timeline figure: one bar per pass, each request split into reused / computed / padding."""
+
+from __future__ import annotations
+
+from kvviz.figures.batching import pass_timeline, request_kind
+from kvviz.model.batching import PassItem, PassRecord
+from kvviz.text import batching as T
+
+
+def _item(past: int, new: int, owner: str | None = None) -> PassItem:
+    return PassItem("room", owner, past, new, 2.0, False, True)
+
+
+def test_request_kinds():
+    assert request_kind(0, 40) == "scratch"
+    assert request_kind(512, 16) == "cached"
+    assert request_kind(300, 1) == "decode"
+
+
+def test_each_request_is_split_and_padding_is_only_what_a_padded_batch_adds():
+    passes = [PassRecord(1, 0.0, 120.0, (_item(0, 40),)),
+              PassRecord(2, 0.1, 300.0, (_item(512, 16, "me"), _item(0, 40), _item(300, 1)))]
+    assert passes[1].padding_tokens == (40 - 16) + (40 - 1) and passes[0].padding_tokens == 0
+    fig = pass_timeline(passes, viewer="me")
+    by_name = {t.name: t for t in fig.data if t.name}
+    reused = by_name[T.FIG_REUSED]
+    assert list(reused.x) == [512, 300] and list(reused.base) == [0, 512 + 16 + 24 + 40]
+    assert list(by_name[T.FIG_SCRATCH].x) == [40, 40] and list(by_name[T.FIG_DECODE].x) == [1]
+    assert list(by_name[T.FIG_PADDING].x) == [24, 39]
+    assert list(by_name[T.FIG_CACHED].marker.line.width) == [2.5]  # the viewer's request is outlined
+    times = [t for t in fig.data if t.name == T.FIG_TIME_TITLE][0]
+    assert list(times.x) == [120.0, 300.0]
+    assert list(fig.layout.yaxis.categoryarray) == ["#1 · 1 req", "#2 · 3 req"]
