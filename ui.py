@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from kvviz.i18n import LANG_NAMES, LANGS, current_lang, format_bytes, format_number, normalize_lang
+from kvviz.i18n.lang import QUERY_KEY, SESSION_KEY
 from kvviz.model.settings import (
     EMBEDDED_DISPLAY_NAME,
     EMBEDDED_MODEL,
@@ -36,24 +38,18 @@ _ERROR_KEY = "kvviz_model_error"
 
 
 def fmt_bytes(n: float) -> str:
-    """Binary units with one decimal where useful: 900 B, 45 KiB, 1.5 MiB."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{value:,.0f} B"
-            return f"{value:,.1f} {unit}".replace(".0 ", " ")
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
+    """Binary units with one decimal where useful, in the session's language: 900 B, 45 KiB, 1.5 MiB (1,5 МиБ)."""
+    return format_bytes(n, current_lang())
 
 
 def fmt_count(n: int) -> str:
-    """Large counts the way people say them: 134.5 M, 49,152."""
+    """Large counts the way people say them, in the session's language: 134.5 M, 49,152 (134,5 млн)."""
+    lang = current_lang()
     if n >= 1_000_000_000:
-        return f"{n / 1e9:.2f} B"
+        return f"{format_number(n / 1e9, lang, 2)} {T.UNIT_BILLION}"
     if n >= 1_000_000:
-        return f"{n / 1e6:.1f} M"
-    return f"{n:,}"
+        return f"{format_number(n / 1e6, lang, 1)} {T.UNIT_MILLION}"
+    return format_number(n, lang)
 
 
 def visible_piece(piece: str) -> str:
@@ -77,6 +73,31 @@ def token_chips_html(pieces: list[str], limit: int = 256) -> str:
         "white-space:pre}.kvviz-more{color:#6b7280;font-size:0.85em}</style>"
     )
     return style + '<div class="kvviz-toks">' + "".join(spans) + more + "</div>"
+
+
+# ----------------------------------------------------------------------------- language
+
+_LANG_WIDGET = "kvviz_lang_switch"
+
+
+def _on_language_change() -> None:
+    lang = st.session_state[_LANG_WIDGET]
+    st.session_state[SESSION_KEY] = lang
+    st.query_params[QUERY_KEY] = lang
+
+
+def render_language_switch() -> str:
+    """The sidebar's language switch; the session's language, kept in ``?lang=`` (the URL wins on a change)."""
+    from_url = normalize_lang(st.query_params.get(QUERY_KEY))
+    if from_url and from_url != st.session_state.get(SESSION_KEY):
+        st.session_state[SESSION_KEY] = from_url
+    lang = current_lang()
+    st.session_state[_LANG_WIDGET] = lang
+    st.sidebar.radio(T.LANGUAGE_LABEL, LANGS, format_func=LANG_NAMES.get, key=_LANG_WIDGET, horizontal=True,
+                     on_change=_on_language_change)
+    if st.query_params.get(QUERY_KEY) != lang:
+        st.query_params[QUERY_KEY] = lang
+    return lang
 
 
 # ----------------------------------------------------------------------------- page helpers
@@ -258,13 +279,14 @@ def render_model_sidebar() -> LoadedModel | None:
     env_default = default_model()
     if _MODEL_KEY not in st.session_state:
         st.session_state[_MODEL_KEY] = env_default
-    options = [T.MODEL_CHOICE_EMBEDDED, T.MODEL_CHOICE_CUSTOM]
+    options = ["embedded", "custom"]  # widget values are codes; the labels follow the session's language
     if _KIND_KEY not in st.session_state:
         st.session_state[_KIND_KEY] = options[0] if is_embedded(st.session_state[_MODEL_KEY]) else options[1]
     with st.sidebar:
         st.subheader(T.SIDEBAR_MODEL_HEADER)
-        kind = st.radio(T.MODEL_CHOICE_LABEL, options, key=_KIND_KEY)
-        if kind == T.MODEL_CHOICE_CUSTOM:
+        kind = st.radio(T.MODEL_CHOICE_LABEL, options, key=_KIND_KEY,
+                        format_func=lambda c: T.MODEL_CHOICE_EMBEDDED if c == "embedded" else T.MODEL_CHOICE_CUSTOM)
+        if kind == "custom":
             current = st.session_state[_MODEL_KEY]
             with st.form("kvviz_model_form", border=False):
                 typed = st.text_input(
@@ -282,13 +304,13 @@ def render_model_sidebar() -> LoadedModel | None:
         elif not is_embedded(st.session_state[_MODEL_KEY]):
             st.session_state[_MODEL_KEY] = EMBEDDED_MODEL
             st.session_state.pop(_ERROR_KEY, None)
-        if st.session_state.get(_ERROR_KEY) and kind == T.MODEL_CHOICE_CUSTOM:
+        if st.session_state.get(_ERROR_KEY) and kind == "custom":
             st.error(T.MODEL_LOAD_FAILED.format(error=st.session_state[_ERROR_KEY]), icon=":material/error:")
         lm, error = try_get_model(progress_area=progress_area)
         if lm is None:
             st.error(T.MODEL_LOAD_FAILED.format(error=error), icon=":material/error:")
             return None
-        if st.session_state.get(_ERROR_KEY) and kind == T.MODEL_CHOICE_CUSTOM:
+        if st.session_state.get(_ERROR_KEY) and kind == "custom":
             st.caption(T.MODEL_FALLBACK.format(name=lm.info.name))
         _sidebar_card(lm)
     return lm

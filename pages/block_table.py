@@ -24,6 +24,7 @@ from kvviz.core.scenario import (
     user_request_steps,
 )
 from kvviz.figures import engine as F
+from kvviz.i18n import current_lang
 from kvviz.text import engine as T
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
@@ -37,19 +38,19 @@ def _builtin(name: str) -> Scenario:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _play(scenario: Scenario) -> ScenarioRun:
+def _play(scenario: Scenario, lang: str) -> ScenarioRun:  # lang: events carry sentences
     return play_scenario(scenario)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _counters(scenario: Scenario) -> list[dict]:
-    run_ = _play(scenario)
+def _counters(scenario: Scenario, lang: str) -> list[dict]:
+    run_ = _play(scenario, lang)
     return [run_.counters_at(i) for i in range(run_.num_steps + 1)]
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _animation(scenario: Scenario):
-    return F.pool_animation_figure(_play(scenario))
+def _animation(scenario: Scenario, lang: str):
+    return F.pool_animation_figure(_play(scenario, lang))
 
 
 def _tokenize(text: str) -> tuple[list[int], list[str]]:
@@ -119,7 +120,7 @@ name = st.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=
 base = _builtin(name)
 extra: list[ScenarioStep] = list(ss[K_EXTRA].get(name, []))
 scenario = base.with_steps(extra)
-run = _play(scenario)
+run = _play(scenario, current_lang())
 n_steps = run.num_steps
 ss[K_NSTEPS] = n_steps
 _set_step(ss[K_STEP])
@@ -154,7 +155,7 @@ with st.expander(T.ADD_HEADER, expanded=False):
                                            answer_pieces=answer_pieces, answer_text=answer or None,
                                            finish=finish)
                 candidate = scenario.with_steps(steps)
-                _play(candidate)  # validates the new steps
+                _play(candidate, current_lang())  # validates the new steps
             except ScenarioError as exc:
                 ui.show_error(exc, T.ADD_FAILED)
             except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
@@ -313,10 +314,10 @@ def _player() -> None:
             st.dataframe(_table_rows(view), hide_index=True, width="stretch")
 
     st.markdown(f"**{T.TIMELINE_HEADER}**")
-    st.plotly_chart(F.timeline_figure(run, k, _counters(scenario)), width="stretch", key="bt_timeline")
+    st.plotly_chart(F.timeline_figure(run, k, _counters(scenario, current_lang())), width="stretch", key="bt_timeline")
 
 
 st.fragment(_player, run_every=interval if playing else None)()
 
 with st.expander(T.ANIMATION_TITLE):
-    st.plotly_chart(_animation(scenario), width="stretch", key="bt_animation")
+    st.plotly_chart(_animation(scenario, current_lang()), width="stretch", key="bt_animation")

@@ -109,10 +109,11 @@ def _config_input() -> ParsedConfig | None:
 
 
 def choose_model() -> tuple[ModelShape | None, Preset | None, ParsedConfig | None]:
-    mode = st.radio(T.INPUT_LABEL, [T.MODE_PRESET, T.MODE_TYPED, T.MODE_CONFIG], horizontal=True, key="calc_mode")
-    if mode == T.MODE_TYPED:
+    labels = {"preset": T.MODE_PRESET, "typed": T.MODE_TYPED, "config": T.MODE_CONFIG}  # values are codes
+    mode = st.radio(T.INPUT_LABEL, list(labels), horizontal=True, key="calc_mode", format_func=labels.get)
+    if mode == "typed":
         return _typed_input(), None, None
-    if mode == T.MODE_CONFIG:
+    if mode == "config":
         parsed = _config_input()
         return (parsed.shape if parsed else None), None, parsed
     return _preset_input()

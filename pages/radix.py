@@ -10,6 +10,7 @@ import ui
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError, builtin_names, load_builtin
 from kvviz.figures import engine as F
+from kvviz.i18n import current_lang
 from kvviz.text import radix as T
 
 WINDOWS = [8, 16, 32, 48, 64, 128]
@@ -24,7 +25,7 @@ def _scenario(name: str, extra: tuple) -> Scenario:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _compare(scenario: Scenario, window: int, page_size: int) -> RadixComparison:
+def _compare(scenario: Scenario, window: int, page_size: int, lang: str) -> RadixComparison:  # lang: events carry sentences
     return compare_radix_pool(scenario, window, page_size)
 
 
@@ -51,7 +52,7 @@ window = c[1].selectbox(T.WINDOW, WINDOWS, index=WINDOWS.index(32), key=K_WINDOW
 page_size = c[2].selectbox(T.PAGE_SIZE, PAGE_SIZES, index=0, key=K_PAGE, help=T.PAGE_SIZE_HELP)
 scenario = _scenario(name, _extra(name))
 try:
-    comparison = _compare(scenario, int(window), int(page_size))
+    comparison = _compare(scenario, int(window), int(page_size), current_lang())
 except ScenarioError as exc:
     st.error(T.BAD_SETTINGS.format(error=exc), icon=":material/error:")
     st.stop()

@@ -1,4 +1,73 @@
 """Every user-facing string of the app, one module per page, so a translation can follow.
 
-Pages import their strings from here and never hard-code UI text.
+Pages import their strings from here and never hard-code UI text. The modules hold English; each one
+is loaded as a ``TranslatedModule``, so ``T.NAME`` returns the value in the *calling session's*
+language (kvviz.i18n.current_lang): str, Plural, and tuple/list/dict values go through the catalog
+(locale/<lang>/LC_MESSAGES/kvviz.po) on every read. ``vars(module)`` still holds the English source.
 """
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from typing import Any
+
+from kvviz.i18n.catalog import translate
+from kvviz.i18n.lang import current_lang
+
+#: "module.NAME" of values that are data, not UI text (prompts fed to the model, file names, ...):
+#: never translated, never in the catalog.
+UNTRANSLATED: set[str] = {
+    "common.APP_TITLE",
+    "common.MODEL_PROBE_TEXT",
+    "glossary.ENGINE_NAMES",
+}
+
+
+class TranslatedModule(types.ModuleType):
+    """A kvviz.text module whose public values read in the current session's language."""
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        if name.startswith("_") or isinstance(value, (types.ModuleType, type, types.FunctionType)):
+            return value
+        lang = current_lang()
+        if lang == "en":
+            return value
+        short = super().__getattribute__("__name__").rsplit(".", 1)[-1]
+        if f"{short}.{name}" in UNTRANSLATED:
+            return value
+        return translate(value, lang)
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner: importlib.abc.Loader) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._inner.exec_module(module)
+        module.__class__ = TranslatedModule
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for inspect and tracebacks
+        return getattr(self._inner, name)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Loads every ``kvviz.text.<name>`` module as a TranslatedModule."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(__name__ + ".") or fullname.count(".") != 2:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+if not any(isinstance(f, _Finder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Finder())

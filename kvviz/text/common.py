@@ -15,6 +15,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/room.py", "Shared room and cache salt", ":material/groups:"),
     ("pages/side_channel.py", "Timing side channel", ":material/timer:"),
     ("pages/collisions.py", "Hash collisions", ":material/tag:"),
+    ("pages/glossary.py", "Glossary", ":material/translate:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
@@ -62,6 +63,12 @@ PAGE_BLURBS["pages/collisions.py"] = (
     "Why block hashes are SHA-256 over CBOR: Python's hash in fresh processes, NONE_HASH and the seed, a "
     "forced collision that serves another prompt's K/V, and each hash's measured cost."
 )
+
+# Language switch (ui.render_language_switch); the language names are in kvviz.i18n.LANG_NAMES.
+LANGUAGE_LABEL = "Language"
+# Suffixes of large counts (ui.fmt_count): 134.5 M, 1.70 B.
+UNIT_MILLION = "M"
+UNIT_BILLION = "B"
 
 # Model sidebar and model card (ui.render_model_sidebar, ui.get_model).
 SIDEBAR_MODEL_HEADER = "Model"
