@@ -58,7 +58,7 @@ def test_refused_allocation_changes_nothing():
     before = m.snapshot()
     n_events = len(m.events)
     r = m.add_request("b", list(range(100, 112)))
-    assert not r.ok and "needs 3 free block(s) but only 1" in r.error
+    assert not r.ok and "needs 3 free blocks but only 1" in r.error
     after = m.snapshot()
     assert after.ref_cnt == before.ref_cnt and after.free_queue == before.free_queue
     assert after.block_hash == before.block_hash and after.requests == before.requests
@@ -73,7 +73,7 @@ def test_refusal_counts_hit_blocks_that_must_leave_the_free_queue():
     m.free_request("a")
     m.add_request("x", [50])  # the queue is [2, 1, 0]: pops block 2 (an uncached partial block)
     r = m.add_request("c", list(range(9)))  # hits 0,1 (both free) + 1 new block = 3 > 2 free
-    assert not r.ok and "needs 3 free block(s) but only 2" in r.error
+    assert not r.ok and "needs 3 free blocks but only 2" in r.error
     r = m.add_request("d", list(range(8)))  # cap 7 tokens: hits 0 + 1 new block = 2 free blocks
     assert r.ok and r.hit_block_ids == (0,) and r.new_block_ids == (1,) and r.evicted_block_ids == (1,)
 

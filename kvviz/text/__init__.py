@@ -23,6 +23,12 @@ UNTRANSLATED: set[str] = {
     "common.APP_TITLE",
     "common.MODEL_PROBE_TEXT",
     "glossary.ENGINE_NAMES",
+    "engine.EVENT_BADGE_COLOUR",
+    # Shared-room presets and the collision demo's prompts: the same text in every language, so sessions
+    # in different languages still share blocks, and the demo's answer stays the one the model gives.
+    "security.PRESETS",
+    "security.FORCED_DEFAULT_A",
+    "security.FORCED_DEFAULT_B",
 }
 
 

@@ -31,7 +31,7 @@ TERMS: dict[str, str] = {
     "shared_prefix": "shared prefix",
     "prompt": "prompt",
     "token": "token",
-    "cache": "cache",
+    "cache": "KV cache",
     "prompt_caching": "prompt caching",
     "hit": "cache hit",
     "miss": "cache miss",
