@@ -75,10 +75,13 @@ class LocaleStr(str):
 
     lang: str = "en"
 
-    def __new__(cls, text: str, lang: str) -> LocaleStr:
+    def __new__(cls, text: str = "", lang: str = "en") -> LocaleStr:
         obj = super().__new__(cls, text)
         obj.lang = lang
         return obj
+
+    def __reduce__(self) -> tuple:  # pickled by st.cache_data and copy: keep the language
+        return (LocaleStr, (str(self), self.lang))
 
     def format(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
         return locale_format(str(self), self.lang, *args, **kwargs)
