@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from kvviz.i18n import LANG_NAMES, LANGS, current_lang, format_bytes, format_number, normalize_lang
+from kvviz.i18n import LANG_NAMES, LANGS, current_lang, format_bytes, format_number, localize, normalize_lang
 from kvviz.i18n.lang import QUERY_KEY, SESSION_KEY
 from kvviz.model.settings import (
     EMBEDDED_DISPLAY_NAME,
@@ -40,6 +40,11 @@ _ERROR_KEY = "kvviz_model_error"
 def fmt_bytes(n: float) -> str:
     """Binary units with one decimal where useful, in the session's language: 900 B, 45 KiB, 1.5 MiB (1,5 МиБ)."""
     return format_bytes(n, current_lang())
+
+
+def loc(text: str) -> str:
+    """A value formatted the English way (``1,234.5 KiB``) in the session's language (``1 234,5 КиБ``)."""
+    return localize(text, current_lang())
 
 
 def fmt_count(n: int) -> str:
@@ -228,9 +233,9 @@ def kv_help(lm: LoadedModel, probe: ModelProbe) -> str:
     """The tooltip that shows how the measured bytes per token compare with the formula."""
     info = lm.info
     return T.MODEL_KV_MEASURED_HELP.format(
-        tokens=probe.tokens, measured=f"{probe.kv_bytes_measured:,} B", layers=info.num_layers,
+        tokens=probe.tokens, measured=loc(f"{probe.kv_bytes_measured:,} B"), layers=info.num_layers,
         kv_heads=info.num_kv_heads, head_dim=info.head_dim, element_size=info.element_size,
-        formula=f"{info.kv_bytes_per_token_config:,} B",
+        formula=loc(f"{info.kv_bytes_per_token_config:,} B"),
     )
 
 
@@ -267,7 +272,7 @@ def _sidebar_card(lm: LoadedModel) -> None:
             name=info.name, device=info.device, dtype=info.dtype, layers=info.num_layers,
             heads=info.num_heads, kv_heads=info.num_kv_heads, kind=info.attention_kind,
             head_dim=info.head_dim, kv=fmt_bytes(probe.kv_bytes_per_token),
-            kv_exact=f"{probe.kv_bytes_per_token:,.0f}",
+            kv_exact=loc(f"{probe.kv_bytes_per_token:,.0f}"),
         ),
         help=kv_help(lm, probe),
     )

@@ -221,11 +221,11 @@ def _metrics(view, previous) -> None:
     for col, (key, (label, help_text)) in zip(cols, T.COUNTERS.items(), strict=False):
         now, before = view.counters[key], previous[key] if previous is not None else None
         if key == "hit_rate":
-            value = f"{now:.0%}"
+            value = ui.loc(f"{now:.0%}")
             delta = (T.DELTA_POINTS.format(points=(now - before) * 100)
                      if before is not None and abs(now - before) >= 0.005 else None)
         else:
-            value = f"{now:,}"
+            value = ui.loc(f"{now:,}")
             delta = f"{now - before:+,}" if before is not None and now != before else None
         colour = {"computed_tokens": "off", "evictions": "inverse", "running": "off"}.get(key, "normal")
         col.metric(label, value, delta=delta, delta_color=colour, help=help_text)

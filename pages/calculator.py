@@ -11,7 +11,9 @@ import streamlit as st
 import ui
 from kvviz.core import kvsize
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
-from kvviz.core.kvsize import KVSizeError, ModelShape, format_bytes, format_exact
+from kvviz.core.kvsize import KVSizeError, ModelShape
+from kvviz.core.kvsize import format_bytes as _format_bytes
+from kvviz.core.kvsize import format_exact as _format_exact
 from kvviz.core.presets import (
     EXAMPLE_CONFIGS,
     PRESETS,
@@ -27,6 +29,19 @@ CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072
 BLOCK_OPTIONS = [1, 8, 16, 32, 64, 128, 256]
 RESERVE_OPTIONS = [1.0, 1.5, 2.0, 4.0, 8.0]
 _MODEL_RESULT = "calc_model_result"
+
+
+def format_bytes(value) -> str:
+    """kvsize.format_bytes in the session's language (separators, КиБ/МиБ/ГиБ)."""
+    return ui.loc(_format_bytes(value))
+
+
+def format_exact(value) -> str:
+    return ui.loc(_format_exact(value))
+
+
+def _format_value(value) -> str:
+    return ui.loc(kvsize.format_value(value))
 
 
 # ----------------------------------------------------------------------------- layout helpers
@@ -130,7 +145,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
         (T.M_PER_REQUEST.format(tokens=rep.tokens), format_bytes(rep.request_bytes), format_exact(rep.request_bytes), None),
         (T.M_TOTAL.format(batch=rep.batch), format_bytes(rep.total_bytes), format_exact(rep.total_bytes), None),
         (T.M_ATTENTION, shape.attention,
-         T.ATTENTION_DETAIL[shape.attention].format(group=kvsize.format_value(shape.group_size), heads=shape.num_heads),
+         T.ATTENTION_DETAIL[shape.attention].format(group=_format_value(shape.group_size), heads=shape.num_heads),
          None),
     ])
 
@@ -194,7 +209,7 @@ def naive_section(rep: kvsize.KVReport) -> None:
         reason = ""
     text = T.NAIVE_BODY.format(naive=format_bytes(rep.naive_bytes_per_token),
                                naive_exact=format_exact(rep.naive_bytes_per_token),
-                               factor=kvsize.format_value(round(Fraction(factor), 2)),
+                               factor=_format_value(round(Fraction(factor), 2)),
                                exact=format_bytes(rep.bytes_per_token), reason=reason)
     if shape.num_state_layers:
         text += T.NAIVE_STATE.format(state=shape.num_state_layers)
@@ -232,11 +247,11 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
     c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
     rows = kvsize.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
-        T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=kvsize.format_value(r.budget_gib)) for r in rows],
+        T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=_format_value(r.budget_gib)) for r in rows],
         T.NEEDED_COL: [format_bytes(r.needed_bytes) for r in rows],
-        T.SHARE_COL: [f"{100 * r.share:,.1f}%" for r in rows],
+        T.SHARE_COL: [ui.loc(f"{100 * r.share:,.1f}%") for r in rows],
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
-        T.MAXREQ_COL: [f"{r.max_requests:,}" if r.max_requests is not None else "-" for r in rows],
+        T.MAXREQ_COL: [ui.loc(f"{r.max_requests:,}") if r.max_requests is not None else "-" for r in rows],
     })
     c[1].table(table.set_index(T.BUDGET_COL))
     c[1].caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
@@ -261,12 +276,12 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     budget = int(Fraction(gib) * kvsize.GIB)
     cap = kvsize.capacity(shape, dtype, budget, tokens, int(block))
     stat_row([
-        (T.C_MAX_TOKENS, f"{cap.max_tokens:,}" if cap.max_tokens is not None else "-", None, T.C_MAX_TOKENS_HELP),
-        (T.C_MAX_REQUESTS, f"{cap.max_requests:,}" if cap.max_requests is not None else "-",
+        (T.C_MAX_TOKENS, ui.loc(f"{cap.max_tokens:,}") if cap.max_tokens is not None else "-", None, T.C_MAX_TOKENS_HELP),
+        (T.C_MAX_REQUESTS, ui.loc(f"{cap.max_requests:,}") if cap.max_requests is not None else "-",
          T.C_MAX_REQUESTS_NOTE.format(tokens=tokens), None),
-        (T.C_MAX_CONTEXT, T.C_UNBOUNDED if cap.max_context is None else f"{cap.max_context:,}", None,
+        (T.C_MAX_CONTEXT, T.C_UNBOUNDED if cap.max_context is None else ui.loc(f"{cap.max_context:,}"), None,
          T.C_UNBOUNDED_HELP if cap.max_context is None else T.C_MAX_CONTEXT_HELP),
-        (T.C_BLOCKS, f"{cap.blocks_per_request:,}", None, T.C_BLOCKS_HELP),
+        (T.C_BLOCKS, ui.loc(f"{cap.blocks_per_request:,}"), None, T.C_BLOCKS_HELP),
         (T.C_BLOCK_BYTES, format_bytes(cap.bytes_per_block), format_exact(cap.bytes_per_block), T.C_BLOCK_BYTES_HELP),
     ], width=172)
     max_len = max(tokens, int(round(tokens * reserve)))
@@ -325,7 +340,7 @@ def model_section() -> None:
     calc = kvsize.bytes_per_token(shape, res["dtype"])
     per = Fraction(res["measured"], res["tokens"])
     stat_row([
-        (T.MODEL_TOKENS, f"{res['tokens']:,}", None, None),
+        (T.MODEL_TOKENS, ui.loc(f"{res['tokens']:,}"), None, None),
         (T.MODEL_MEASURED, format_bytes(res["measured"]), format_exact(res["measured"]), None),
         (T.MODEL_MEASURED_PER_TOKEN, format_bytes(per), format_exact(per), None),
         (T.MODEL_CALC_PER_TOKEN, format_bytes(calc), kvsize.formula_text(shape, res["dtype"]), None),
@@ -348,7 +363,7 @@ shape, preset, parsed = choose_model()
 c = st.columns([1.3, 2, 2])
 dtype = c[0].radio(T.DTYPE_LABEL, list(kvsize.DTYPES), index=1, horizontal=True, key="calc_dtype", help=T.DTYPE_HELP)
 tokens = int(c[1].select_slider(T.CONTEXT_LABEL, CONTEXT_OPTIONS, value=1000, key="calc_context",
-                                format_func=lambda n: f"{n:,}"))
+                                format_func=lambda n: ui.loc(f"{n:,}")))
 batch = int(c[2].slider(T.BATCH_LABEL, 1, 1024, 100, key="calc_batch"))
 
 if shape is not None:

@@ -347,7 +347,7 @@ st.plotly_chart(F.kv_heatmap_figure(heat, which, proof.first_changed_token),
 def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
-    return "0" if x == 0 else f"{x:.3g}"
+    return "0" if x == 0 else ui.loc(f"{x:.3g}")
 
 
 if proof.prefix_max_abs_diff is None:
@@ -403,10 +403,10 @@ from kvviz.model.kvstore import get_kv_store  # noqa: E402
 
 stats = get_kv_store().stats()
 cols = st.columns(4)
-cols[0].metric(T.STORE_BLOCKS, f"{stats.blocks:,}")
+cols[0].metric(T.STORE_BLOCKS, ui.loc(f"{stats.blocks:,}"))
 cols[1].metric(T.STORE_BYTES, ui.fmt_bytes(stats.bytes), delta=T.STORE_BUDGET.format(budget=ui.fmt_bytes(stats.budget_bytes)),
                delta_color="off", delta_arrow="off")
-cols[2].metric(T.STORE_HITS, f"{stats.hit_blocks:,}")
-cols[3].metric(T.STORE_EVICTIONS, f"{stats.evictions:,}")
+cols[2].metric(T.STORE_HITS, ui.loc(f"{stats.hit_blocks:,}"))
+cols[3].metric(T.STORE_EVICTIONS, ui.loc(f"{stats.evictions:,}"))
 if stats.budget_note:
     st.caption(stats.budget_note)

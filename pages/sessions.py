@@ -146,9 +146,9 @@ proj_turns = int(st.session_state.get("ss_project", 50))
 without_p, with_p = projected_work(first, step, proj_turns)
 sent, computed, read = result.total_prompt_tokens, result.total_computed_tokens, result.total_read_tokens
 c = st.columns(4)
-c[0].metric(T.M_SENT, f"{sent:,}", help=T.M_SENT_HELP)
-c[1].metric(T.M_COMPUTED, f"{computed:,}", help=T.M_COMPUTED_HELP)
-c[2].metric(T.M_READ, f"{read / sent:.0%}" if sent else "0%", help=T.M_READ_HELP)
+c[0].metric(T.M_SENT, ui.loc(f"{sent:,}"), help=T.M_SENT_HELP)
+c[1].metric(T.M_COMPUTED, ui.loc(f"{computed:,}"), help=T.M_COMPUTED_HELP)
+c[2].metric(T.M_READ, ui.loc(f"{read / sent:.0%}") if sent else "0%", help=T.M_READ_HELP)
 c[3].metric(T.M_PROJECTION.format(turns=proj_turns),
             T.M_PROJECTION_VALUE.format(ratio=without_p[-1] / max(1, with_p[-1])),
             help=T.M_PROJECTION_HELP.format(first=first, step=step, without=without_p[-1], with_cache=with_p[-1]))

@@ -14,8 +14,11 @@ from fractions import Fraction
 import plotly.graph_objects as go
 
 from kvviz.core import kvsize
-from kvviz.core.kvsize import LayerKind, ModelShape, PagingComparison, format_bytes, format_exact
+from kvviz.core.kvsize import LayerKind, ModelShape, PagingComparison
+from kvviz.core.kvsize import format_bytes as _format_bytes
+from kvviz.core.kvsize import format_exact as _format_exact
 from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
+from kvviz.i18n import current_lang, localize
 from kvviz.text import calculator as T
 
 GREY = "#a3a3a3"
@@ -24,6 +27,19 @@ GROUP_COLOURS = (BLUE, RED, GREEN, PURPLE, "#ea580c", "#0891b2", "#ca8a04", "#db
 KIND_COLOURS = {LayerKind.FULL: BLUE, LayerKind.SLIDING: TEAL, LayerKind.STATE: GREY}
 
 MAX_HEADS_DRAWN = 128
+
+
+def format_bytes(value) -> str:
+    """kvsize.format_bytes in the session's language (separators, КиБ/МиБ/ГиБ)."""
+    return localize(_format_bytes(value), current_lang())
+
+
+def format_exact(value) -> str:
+    return localize(_format_exact(value), current_lang())
+
+
+def _format_value(value) -> str:
+    return localize(kvsize.format_value(value), current_lang())
 
 
 def _positions(n: int) -> list[float]:
@@ -103,7 +119,7 @@ def head_sharing_title(shape: ModelShape) -> str:
     if shape.attention == "MQA":
         return T.FIG_TITLE_MQA.format(heads=shape.num_heads)
     return T.FIG_TITLE_GQA.format(heads=shape.num_heads, kv=shape.num_kv_heads,
-                                  group=kvsize.format_value(shape.group_size))
+                                  group=_format_value(shape.group_size))
 
 
 def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
@@ -204,7 +220,7 @@ def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: i
                              hovertext=[T.FIG_MEM_HERE_HOVER.format(batch=batch, tokens=tokens, bytes=format_bytes(here))], hoverinfo="text"))
     for b in budgets_gib:
         fig.add_hline(y=b, line=dict(color=MUTED, dash="dash", width=1),
-                      annotation_text=T.FIG_GIB.format(value=kvsize.format_value(b)), annotation_position="top left",
+                      annotation_text=T.FIG_GIB.format(value=_format_value(b)), annotation_position="top left",
                       annotation_font=dict(size=11, color="#374151"))
     ymax = max(max(gib), max(budgets_gib)) * 1.1
     fig.update_xaxes(title=T.FIG_MEM_X, gridcolor=FREE_GREY, range=[0, top_n])

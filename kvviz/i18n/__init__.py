@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from kvviz.i18n.catalog import gettext, ngettext, translate
 from kvviz.i18n.lang import DEFAULT_LANG, LANG_NAMES, LANGS, current_lang, normalize_lang, use_lang
-from kvviz.i18n.numbers import LocaleStr, format_bytes, format_number
+from kvviz.i18n.numbers import LocaleStr, format_bytes, format_number, localize
 from kvviz.i18n.plural import Plural
 
 __all__ = [
     "DEFAULT_LANG", "LANGS", "LANG_NAMES", "LocaleStr", "Plural", "current_lang", "format_bytes",
-    "format_number", "gettext", "ngettext", "normalize_lang", "translate", "use_lang",
+    "format_number", "gettext", "localize", "ngettext", "normalize_lang", "translate", "use_lang",
 ]

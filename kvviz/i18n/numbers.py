@@ -6,6 +6,7 @@ writes a decimal comma; byte units are binary in both languages (КиБ/МиБ/�
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Any
 
@@ -20,6 +21,22 @@ BYTE_UNITS = {
 def localize_digits(text: str, lang: str) -> str:
     """Rewrite a number Python formatted (``1,234.5``) in ``lang``'s separators."""
     return text.translate(_SWAP_RU) if lang == "ru" else text
+
+
+#: Plotly's ``layout.separators`` (decimal mark, then thousands separator) per language.
+PLOTLY_SEPARATORS = {"en": ".,", "ru": "," + THIN_SPACE}
+_NUMBER = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+\.\d+(?![\w.])")
+_UNIT = re.compile(r"(?<=[\d\s])(B|KiB|MiB|GiB|TiB)(?![\w])")
+_UNIT_RU = dict(zip(BYTE_UNITS["en"], BYTE_UNITS["ru"], strict=True))
+
+
+def localize(text: str, lang: str) -> str:
+    """An English-formatted value (``1,234.5 KiB``, ``≈48.83 GiB``, ``29.0%``) rewritten for ``lang``:
+    numbers get the language's separators, byte units its names. Other text is left alone."""
+    if lang != "ru":
+        return text
+    text = _NUMBER.sub(lambda m: localize_digits(m.group(0), lang), text)
+    return _UNIT.sub(lambda m: _UNIT_RU[m.group(1)], text)
 
 
 def format_number(value: float, lang: str, decimals: int | None = None, group: bool = True) -> str:
