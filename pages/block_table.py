@@ -24,7 +24,7 @@ from kvviz.core.scenario import (
     user_request_steps,
 )
 from kvviz.figures import engine as F
-from kvviz.i18n import current_lang
+from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as T
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
@@ -116,7 +116,7 @@ with st.expander(T.LEGEND_HEADER):
 
 names = builtin_names()
 name = st.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
-                    format_func=lambda n: _builtin(n).title)
+                    format_func=lambda n: tr(_builtin(n).title))
 base = _builtin(name)
 extra: list[ScenarioStep] = list(ss[K_EXTRA].get(name, []))
 scenario = base.with_steps(extra)
@@ -124,7 +124,7 @@ run = _play(scenario, current_lang())
 n_steps = run.num_steps
 ss[K_NSTEPS] = n_steps
 _set_step(ss[K_STEP])
-st.markdown(base.description)
+st.markdown(tr(base.description))
 st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
                                  tokens=scenario.num_blocks * scenario.block_size, hash=scenario.hash, steps=n_steps))
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 import ui
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
-from kvviz.i18n import current_lang
+from kvviz.i18n import current_lang, tr
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
 
@@ -129,10 +129,10 @@ st.subheader(T.STEP_INPUT)
 mode = st.radio(T.MODE_LABEL, MODES, key=K_MODE, horizontal=True, help=T.MODE_HELP, on_change=_on_mode_change,
                 format_func=_mode_label)
 if mode == "preset":
-    st.selectbox(T.PRESET_LABEL, list(PRESETS), key=K_PRESET, format_func=lambda k: PRESETS[k].title,
+    st.selectbox(T.PRESET_LABEL, list(PRESETS), key=K_PRESET, format_func=lambda k: tr(PRESETS[k].title),
                  on_change=_on_preset_change)
     preset = _preset()
-    st.caption(preset.description)
+    st.caption(tr(preset.description))
     text_a, text_b = preset.a, preset.b
 elif mode == "char":
     if K_TEXT not in ss:

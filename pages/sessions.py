@@ -26,6 +26,7 @@ from kvviz.core.sessions import (
     session_increment,
 )
 from kvviz.figures import sessions as F
+from kvviz.i18n import tr
 from kvviz.text import sessions as T
 
 _UPLOAD = "__upload__"
@@ -62,11 +63,11 @@ examples = example_names()
 c = st.columns([1, 1])
 choice = c[0].selectbox(
     T.SESSION_LABEL, [*examples, _UPLOAD], key="ss_session",
-    format_func=lambda n: T.SESSION_UPLOAD if n == _UPLOAD else _example(n).title,
+    format_func=lambda n: T.SESSION_UPLOAD if n == _UPLOAD else tr(_example(n).title),
 )
 policy_key = c[1].selectbox(T.POLICY_LABEL, list(POLICIES), index=list(POLICIES).index(DEFAULT_POLICY),
                             key="ss_policy", help=T.POLICY_HELP,
-                            format_func=lambda k: POLICIES[k].label)
+                            format_func=lambda k: tr(POLICIES[k].label))
 policy = POLICIES[policy_key]
 
 session: Session | None = None
@@ -84,14 +85,14 @@ if choice == _UPLOAD:
         st.stop()
 else:
     session = _example(choice)
-    st.caption(session.description)
+    st.caption(tr(session.description))
 
 marks: tuple[str, ...] = MARKS
 min_len: int | None = None
 if not policy.is_policy:
     st.markdown(T.MECHANICS_NOTE.format(block=16))
 else:
-    st.markdown(T.POLICY_NOTE.format(label=policy.label))
+    st.markdown(T.POLICY_NOTE.format(label=tr(policy.label)))
     if policy.checkpoints == "explicit":  # the pills get the whole width: in a column they scroll out of sight
         chosen = st.pills(T.MARKS_LABEL, MARKS, selection_mode="multi", default=list(MARKS), key="ss_marks",
                           format_func=T.MARK_LABELS.get, help=T.MARKS_HELP)
@@ -206,7 +207,7 @@ c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
 
 # ----------------------------------------------------------------------------- policy values
 st.subheader(T.POLICY_HEADER)
-st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=policy.label))
+st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=tr(policy.label)))
 st.markdown("\n".join(T.POLICY_LINE.format(name=v.name, value=v.value, source=v.source, as_of=v.as_of)
                        for v in policy.values))
 st.caption(T.SOURCES_LINE.format(sources=T.SOURCE_SEPARATOR.join(

@@ -51,6 +51,13 @@ def gettext(message: str, lang: str) -> str:
     return load_catalog(lang).get(message, message)
 
 
+def tr(message: str) -> str:
+    """``message`` (an English catalog msgid, e.g. a scenario title from assets/) in the current language."""
+    from kvviz.i18n.lang import current_lang
+
+    return translate(message, current_lang())
+
+
 def ngettext(singular: str, plural: str, n: float, lang: str) -> str:
     """The form of ``singular``/``plural`` for the count ``n`` in ``lang``."""
     return translate(Plural(singular, plural), lang).form(n)

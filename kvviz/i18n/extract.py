@@ -60,8 +60,46 @@ def _walk(value: Any) -> Iterator[str | tuple[str, str]]:
             yield from _walk(v)
 
 
+#: UI text that lives in data files: (glob under the repository root, JSON path of the strings). Pages
+#: show these through ``kvviz.i18n.tr``.
+DATA_TEXT: list[tuple[str, tuple[str, ...]]] = [
+    ("assets/scenarios/*.json", ("title", "description")),
+    ("assets/sessions/*.json", ("title", "description")),
+    ("assets/edit_presets.json", ("presets[].title", "presets[].description")),
+]
+
+
+def _json_strings(data: Any, path: str) -> Iterator[str]:
+    head, _, rest = path.partition(".")
+    if head.endswith("[]"):
+        for item in data.get(head[:-2], []) if isinstance(data, dict) else []:
+            yield from _json_strings(item, rest)
+    elif isinstance(data, dict) and head in data:
+        if rest:
+            yield from _json_strings(data[head], rest)
+        elif isinstance(data[head], str) and is_text(data[head]):
+            yield data[head]
+
+
+def data_text() -> Iterator[tuple[str, str]]:
+    """(string, location) of the UI text in DATA_TEXT files and of the provider policies' labels."""
+    import json
+
+    root = LOCALE_DIR.parent
+    for pattern, paths in DATA_TEXT:
+        for file in sorted(root.glob(pattern)):
+            data = json.loads(file.read_text(encoding="utf-8"))
+            for path in paths:
+                for text in _json_strings(data, path):
+                    yield text, f"{file.relative_to(root)}:{path}"
+    from kvviz.core.providers import POLICIES
+
+    for key, policy in POLICIES.items():
+        yield policy.label, f"kvviz/core/providers.py:POLICIES[{key!r}].label"
+
+
 def extract() -> dict[Any, Message]:
-    """Every translatable English string of kvviz/text, in definition order."""
+    """Every translatable English string of kvviz/text (and of DATA_TEXT), in definition order."""
     from kvviz.text import UNTRANSLATED
 
     out: dict[Any, Message] = {}
@@ -74,6 +112,8 @@ def extract() -> dict[Any, Message]:
                 continue
             for msgid in _walk(value):
                 out.setdefault(msgid, Message(msgid)).locations.append(f"kvviz/text/{short}.py:{name}")
+    for msgid, location in data_text():
+        out.setdefault(msgid, Message(msgid)).locations.append(location)
     return out
 
 
