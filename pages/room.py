@@ -11,6 +11,7 @@ import ui
 from kvviz.core.hashing import short_hash
 from kvviz.core.room import YOU, age_label, get_room, origin_label, salt_for_view
 from kvviz.figures import security as F
+from kvviz.i18n import tr
 from kvviz.model.settings import InputError
 from kvviz.model.timing import room_kv_budget_bytes, room_prefill
 from kvviz.text import security as T
@@ -101,7 +102,7 @@ with c[0]:
     else:
         st.caption(T.SALT_NOW_OFF)
 with c[1]:
-    st.selectbox(T.PRESET_LABEL, _PRESETS, key="room_preset", on_change=_use_preset)
+    st.selectbox(T.PRESET_LABEL, _PRESETS, key="room_preset", on_change=_use_preset, format_func=tr)
     text = st.text_area(T.PROMPT_LABEL, key="room_text", height=150,
                         help=T.PROMPT_HELP.format(limit=room.limits.max_prompt_tokens))
     if st.button(T.SEND, key="room_send", type="primary", icon=":material/send:"):

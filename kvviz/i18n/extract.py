@@ -100,12 +100,15 @@ def data_text() -> Iterator[tuple[str, str]]:
 
 def extract() -> dict[Any, Message]:
     """Every translatable English string of kvviz/text (and of DATA_TEXT), in definition order."""
-    from kvviz.text import UNTRANSLATED
+    from kvviz.text import KEYS_ARE_TEXT, UNTRANSLATED
 
     out: dict[Any, Message] = {}
     for module in text_modules():
         short = module.__name__.rsplit(".", 1)[-1]
         for name, value in vars(module).items():
+            if f"{short}.{name}" in KEYS_ARE_TEXT:
+                for key in value:
+                    out.setdefault(key, Message(key)).locations.append(f"kvviz/text/{short}.py:{name} (key)")
             if name.startswith("_") or f"{short}.{name}" in UNTRANSLATED:
                 continue
             if isinstance(value, (types.ModuleType, type, types.FunctionType)):

@@ -32,6 +32,12 @@ UNTRANSLATED: set[str] = {
 }
 
 
+#: "module.NAME" of dicts whose *keys* are UI text (shown through ``kvviz.i18n.tr``); they are extracted too.
+KEYS_ARE_TEXT: set[str] = {
+    "security.PRESETS",
+}
+
+
 class TranslatedModule(types.ModuleType):
     """A kvviz.text module whose public values read in the current session's language."""
 
