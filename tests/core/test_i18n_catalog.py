@@ -126,3 +126,22 @@ def test_update_keeps_translations_and_adds_new_strings(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         load_catalog.cache_clear()
+
+
+def test_values_formatted_the_english_way_are_localized():
+    from kvviz.i18n import localize
+
+    assert localize("1,234.5 KiB", "ru") == f"1{THIN_SPACE}234,5 КиБ"
+    assert localize("≈48.83 GiB", "ru") == "≈48,83 ГиБ"
+    assert localize("29.0% → 96.1%", "ru") == "29,0% → 96,1%"
+    assert localize("46,080 B", "ru") == f"46{THIN_SPACE}080 Б"
+    assert localize("3 (GQA)", "ru") == "3 (GQA)"
+    assert localize("1,234.5 KiB", "en") == "1,234.5 KiB"
+
+
+def test_data_file_titles_are_in_the_catalog():
+    from kvviz.i18n import tr
+
+    with use_lang("ru"):
+        assert tr("Shared system prompt, 4 users") == "Общий системный промпт, 4 пользователя"
+    assert tr("Shared system prompt, 4 users") == "Shared system prompt, 4 users"
