@@ -23,6 +23,7 @@ from kvviz.core.presets import (
     example_config_text,
 )
 from kvviz.figures import calculator as F
+from kvviz.i18n import tr
 from kvviz.text import calculator as T
 
 CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
@@ -174,7 +175,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
     if preset is not None and preset.article_bytes_per_token is not None:
         st.markdown(T.ARTICLE_FIGURE.format(
             figure=format_bytes(preset.article_bytes_per_token), exact=format_exact(preset.article_bytes_per_token),
-            note=preset.article_note))
+            note=tr(preset.article_note)))
     if shape.num_sliding_layers and rep.tokens <= (shape.sliding_window or 0):
         st.info(T.SLIDING_NOT_FULL.format(sliding=shape.num_sliding_layers, layers=shape.num_layers,
                                           window=shape.sliding_window or 0, tokens=rep.tokens),

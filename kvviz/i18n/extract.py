@@ -92,10 +92,14 @@ def data_text() -> Iterator[tuple[str, str]]:
             for path in paths:
                 for text in _json_strings(data, path):
                     yield text, f"{file.relative_to(root)}:{path}"
+    from kvviz.core.presets import PRESETS
     from kvviz.core.providers import POLICIES
 
     for key, policy in POLICIES.items():
         yield policy.label, f"kvviz/core/providers.py:POLICIES[{key!r}].label"
+    for preset in PRESETS:
+        if preset.article_note:
+            yield preset.article_note, f"kvviz/core/presets.py:{preset.key}.article_note"
 
 
 def extract() -> dict[Any, Message]:

@@ -43,15 +43,36 @@ class TranslatedModule(types.ModuleType):
 
     def __getattribute__(self, name: str) -> Any:
         value = super().__getattribute__(name)
-        if name.startswith("_") or isinstance(value, (types.ModuleType, type, types.FunctionType)):
+        if name.startswith("_") or isinstance(value, (types.ModuleType, type)):
             return value
         lang = current_lang()
         if lang == "en":
             return value
-        short = super().__getattribute__("__name__").rsplit(".", 1)[-1]
-        if f"{short}.{name}" in UNTRANSLATED:
+        module_name = super().__getattribute__("__name__")
+        if isinstance(value, types.FunctionType):
+            # A helper that composes text (e.g. a LaTeX formula) reads the module's constants translated.
+            if value.__module__ != module_name:
+                return value
+            return _with_globals(value, _translated_globals(super().__getattribute__("__dict__"), lang))
+        if f"{module_name.rsplit('.', 1)[-1]}.{name}" in UNTRANSLATED:
             return value
         return translate(value, lang)
+
+
+def _translated_globals(namespace: dict[str, Any], lang: str) -> dict[str, Any]:
+    short = namespace["__name__"].rsplit(".", 1)[-1]
+    return {
+        k: v if k.startswith("_") or isinstance(v, (types.ModuleType, type, types.FunctionType))
+        or f"{short}.{k}" in UNTRANSLATED else translate(v, lang)
+        for k, v in namespace.items()
+    }
+
+
+def _with_globals(fn: types.FunctionType, namespace: dict[str, Any]) -> types.FunctionType:
+    out = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    out.__doc__ = fn.__doc__
+    return out
 
 
 class _Loader(importlib.abc.Loader):

@@ -66,9 +66,9 @@ PAGE_BLURBS["pages/collisions.py"] = (
 
 # Language switch (ui.render_language_switch); the language names are in kvviz.i18n.LANG_NAMES.
 LANGUAGE_LABEL = "Language"
-# Suffixes of large counts (ui.fmt_count): 134.5 M, 1.70 B.
+# Suffixes of large counts (ui.fmt_count): 134.5 M, 1.70 bn.
 UNIT_MILLION = "M"
-UNIT_BILLION = "B"
+UNIT_BILLION = "bn"
 
 # Model sidebar and model card (ui.render_model_sidebar, ui.get_model).
 SIDEBAR_MODEL_HEADER = "Model"
