@@ -145,3 +145,19 @@ def test_data_file_titles_are_in_the_catalog():
     with use_lang("ru"):
         assert tr("Shared system prompt, 4 users") == "Общий системный промпт, 4 пользователя"
     assert tr("Shared system prompt, 4 users") == "Shared system prompt, 4 users"
+
+
+def test_text_module_helpers_compose_in_the_session_language():
+    from fractions import Fraction
+
+    from kvviz.text import calculator as K
+    from kvviz.text import sessions as S
+
+    kw = dict(kv_layers=32, layers=32, kv_heads=32, head_dim=128, bytes_per_value=Fraction(2), dtype="fp16",
+              per_token=Fraction(524288), per_token_human="512 KiB")
+    assert r"\text{layers}" in K.formula_latex(**kw) and r"524{,}288\ \text{B}" in K.formula_latex(**kw)
+    with use_lang("ru"):
+        ru = K.formula_latex(**kw)
+        assert S.duration(90) == "1,5 мин" and S.duration(7200) == "2,0 ч"
+    assert r"\text{слои}" in ru and r"524\,288\ \text{Б}" in ru and "layers" not in ru
+    assert S.duration(90) == "1.5 min"
