@@ -59,13 +59,23 @@ class TranslatedModule(types.ModuleType):
         return translate(value, lang)
 
 
+_GLOBALS_CACHE: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+
+
 def _translated_globals(namespace: dict[str, Any], lang: str) -> dict[str, Any]:
+    """The module's namespace in ``lang``, built once per module and language (the catalog is fixed)."""
+    key = (namespace["__name__"], lang)
+    cached = _GLOBALS_CACHE.get(key)
+    if cached is not None and cached[0] == len(namespace):
+        return cached[1]
     short = namespace["__name__"].rsplit(".", 1)[-1]
-    return {
+    out = {
         k: v if k.startswith("_") or isinstance(v, (types.ModuleType, type, types.FunctionType))
         or f"{short}.{k}" in UNTRANSLATED else translate(v, lang)
         for k, v in namespace.items()
     }
+    _GLOBALS_CACHE[key] = (len(namespace), out)
+    return out
 
 
 def _with_globals(fn: types.FunctionType, namespace: dict[str, Any]) -> types.FunctionType:
