@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: run test test-fast bench lint install clean
+.PHONY: run test test-fast bench lint install clean i18n i18n-check
 
 install: $(STAMP)
 
@@ -40,6 +40,14 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# Translations: re-extract the UI strings of kvviz/text into locale/kvviz.pot and merge them into each
+# locale/<lang>/LC_MESSAGES/kvviz.po (new strings get an empty msgstr, unused ones are dropped).
+i18n: $(STAMP)
+	$(PY) -m kvviz.i18n.extract
+
+i18n-check: $(STAMP)
+	$(PY) -m kvviz.i18n.extract --check
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent
 
 st.set_page_config(page_title=T.APP_TITLE, page_icon=":material/memory:", layout="wide")
 
+ui.render_language_switch()  # before the navigation, so its titles are in the session's language
 pages = [
     st.Page(str(ROOT / path), title=title, icon=icon, default=(i == 0))
     for i, (path, title, icon) in enumerate(T.PAGES)

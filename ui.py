@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from kvviz.core.units import format_bytes  # the one byte formatter (pages and CLI)
+from kvviz.i18n import LANG_NAMES, LANGS, current_lang, format_number, localize, normalize_lang
+from kvviz.i18n.lang import QUERY_KEY, SESSION_KEY
 from kvviz.model.settings import (
     EMBEDDED_DISPLAY_NAME,
     EMBEDDED_MODEL,
@@ -36,13 +38,19 @@ _ERROR_KEY = "kvviz_model_error"
 # ----------------------------------------------------------------------------- formatting
 
 
+def loc(text: str) -> str:
+    """A value formatted the English way (``1,234.5 KiB``) in the session's language (``1 234,5 КиБ``)."""
+    return localize(text, current_lang())
+
+
 def fmt_count(n: int) -> str:
-    """Large counts the way people say them: 134.5 M, 49,152."""
+    """Large counts the way people say them, in the session's language: 134.5 M, 49,152 (134,5 млн)."""
+    lang = current_lang()
     if n >= 1_000_000_000:
-        return f"{n / 1e9:.2f} B"
+        return f"{format_number(n / 1e9, lang, 2)} {T.UNIT_BILLION}"
     if n >= 1_000_000:
-        return f"{n / 1e6:.1f} M"
-    return f"{n:,}"
+        return f"{format_number(n / 1e6, lang, 1)} {T.UNIT_MILLION}"
+    return format_number(n, lang)
 
 
 def visible_piece(piece: str) -> str:
@@ -66,6 +74,31 @@ def token_chips_html(pieces: list[str], limit: int = 256) -> str:
         "white-space:pre}.kvviz-more{color:#6b7280;font-size:0.85em}</style>"
     )
     return style + '<div class="kvviz-toks">' + "".join(spans) + more + "</div>"
+
+
+# ----------------------------------------------------------------------------- language
+
+_LANG_WIDGET = "kvviz_lang_switch"
+
+
+def _on_language_change() -> None:
+    lang = st.session_state[_LANG_WIDGET]
+    st.session_state[SESSION_KEY] = lang
+    st.query_params[QUERY_KEY] = lang
+
+
+def render_language_switch() -> str:
+    """The sidebar's language switch; the session's language, kept in ``?lang=`` (the URL wins on a change)."""
+    from_url = normalize_lang(st.query_params.get(QUERY_KEY))
+    if from_url and from_url != st.session_state.get(SESSION_KEY):
+        st.session_state[SESSION_KEY] = from_url
+    lang = current_lang()
+    st.session_state[_LANG_WIDGET] = lang
+    st.sidebar.radio(T.LANGUAGE_LABEL, LANGS, format_func=LANG_NAMES.get, key=_LANG_WIDGET, horizontal=True,
+                     on_change=_on_language_change)
+    if st.query_params.get(QUERY_KEY) != lang:
+        st.query_params[QUERY_KEY] = lang
+    return lang
 
 
 # ----------------------------------------------------------------------------- page helpers
@@ -196,9 +229,9 @@ def kv_help(lm: LoadedModel, probe: ModelProbe) -> str:
     """The tooltip that shows how the measured bytes per token compare with the formula."""
     info = lm.info
     return T.MODEL_KV_MEASURED_HELP.format(
-        tokens=probe.tokens, measured=f"{probe.kv_bytes_measured:,} B", layers=info.num_layers,
+        tokens=probe.tokens, measured=loc(f"{probe.kv_bytes_measured:,} B"), layers=info.num_layers,
         kv_heads=info.num_kv_heads, head_dim=info.head_dim, element_size=info.element_size,
-        formula=f"{info.kv_bytes_per_token_config:,} B",
+        formula=loc(f"{info.kv_bytes_per_token_config:,} B"),
     )
 
 
@@ -234,8 +267,8 @@ def _sidebar_card(lm: LoadedModel) -> None:
         T.SIDEBAR_CARD.format(
             name=info.name, device=info.device, dtype=info.dtype, layers=info.num_layers,
             heads=info.num_heads, kv_heads=info.num_kv_heads, kind=info.attention_kind,
-            head_dim=info.head_dim, kv=format_bytes(probe.kv_bytes_per_token),
-            kv_exact=f"{probe.kv_bytes_per_token:,.0f}",
+            head_dim=info.head_dim, kv=loc(format_bytes(probe.kv_bytes_per_token)),
+            kv_exact=loc(f"{probe.kv_bytes_per_token:,.0f}"),
         ),
         help=kv_help(lm, probe),
     )
@@ -247,13 +280,14 @@ def render_model_sidebar() -> LoadedModel | None:
     env_default = default_model()
     if _MODEL_KEY not in st.session_state:
         st.session_state[_MODEL_KEY] = env_default
-    options = [T.MODEL_CHOICE_EMBEDDED, T.MODEL_CHOICE_CUSTOM]
+    options = ["embedded", "custom"]  # widget values are codes; the labels follow the session's language
     if _KIND_KEY not in st.session_state:
         st.session_state[_KIND_KEY] = options[0] if is_embedded(st.session_state[_MODEL_KEY]) else options[1]
     with st.sidebar:
         st.subheader(T.SIDEBAR_MODEL_HEADER)
-        kind = st.radio(T.MODEL_CHOICE_LABEL, options, key=_KIND_KEY)
-        if kind == T.MODEL_CHOICE_CUSTOM:
+        kind = st.radio(T.MODEL_CHOICE_LABEL, options, key=_KIND_KEY,
+                        format_func=lambda c: T.MODEL_CHOICE_EMBEDDED if c == "embedded" else T.MODEL_CHOICE_CUSTOM)
+        if kind == "custom":
             current = st.session_state[_MODEL_KEY]
             with st.form("kvviz_model_form", border=False):
                 typed = st.text_input(
@@ -271,13 +305,13 @@ def render_model_sidebar() -> LoadedModel | None:
         elif not is_embedded(st.session_state[_MODEL_KEY]):
             st.session_state[_MODEL_KEY] = EMBEDDED_MODEL
             st.session_state.pop(_ERROR_KEY, None)
-        if st.session_state.get(_ERROR_KEY) and kind == T.MODEL_CHOICE_CUSTOM:
+        if st.session_state.get(_ERROR_KEY) and kind == "custom":
             st.error(T.MODEL_LOAD_FAILED.format(error=st.session_state[_ERROR_KEY]), icon=":material/error:")
         lm, error = try_get_model(progress_area=progress_area)
         if lm is None:
             st.error(T.MODEL_LOAD_FAILED.format(error=error), icon=":material/error:")
             return None
-        if st.session_state.get(_ERROR_KEY) and kind == T.MODEL_CHOICE_CUSTOM:
+        if st.session_state.get(_ERROR_KEY) and kind == "custom":
             st.caption(T.MODEL_FALLBACK.format(name=lm.info.name))
         _sidebar_card(lm)
     return lm

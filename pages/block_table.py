@@ -24,6 +24,7 @@ from kvviz.core.scenario import (
     user_request_steps,
 )
 from kvviz.figures import engine as F
+from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as T
 from kvviz.text.core import render_event, render_seed, render_step_error
 
@@ -38,19 +39,19 @@ def _builtin(name: str) -> Scenario:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _play(scenario: Scenario) -> ScenarioRun:
+def _play(scenario: Scenario, lang: str) -> ScenarioRun:  # lang: events carry sentences
     return play_scenario(scenario)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _counters(scenario: Scenario) -> list[dict]:
-    run_ = _play(scenario)
+def _counters(scenario: Scenario, lang: str) -> list[dict]:
+    run_ = _play(scenario, lang)
     return [run_.counters_at(i) for i in range(run_.num_steps + 1)]
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _animation(scenario: Scenario):
-    return F.pool_animation_figure(_play(scenario))
+def _animation(scenario: Scenario, lang: str):
+    return F.pool_animation_figure(_play(scenario, lang))
 
 
 def _tokenize(text: str) -> tuple[list[int], list[str]]:
@@ -123,13 +124,13 @@ ui.page_header(T.TITLE)
 names = builtin_names()
 c_name, c_speed = st.columns([3, 2], vertical_alignment="bottom")
 name = c_name.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
-                        format_func=lambda n: _builtin(n).title)
+                        format_func=lambda n: tr(_builtin(n).title))
 speed = c_speed.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)
 interval = 1.0 / float(speed)
 base = _builtin(name)
 extra: list[ScenarioStep] = list(ui.user_steps(name))  # shared with the radix page through ui
 scenario = base.with_steps(extra)
-run = _play(scenario)
+run = _play(scenario, current_lang())
 n_steps = run.num_steps
 ss[K_NSTEPS] = n_steps
 _set_step(ss[K_STEP])
@@ -177,11 +178,11 @@ def _metrics(view, previous) -> None:
     for col, (key, (label, help_text)) in zip(cols, T.COUNTERS.items(), strict=False):
         now, before = view.counters[key], previous[key] if previous is not None else None
         if key == "hit_rate":
-            value = f"{now:.0%}"
+            value = ui.loc(f"{now:.0%}")
             delta = (T.DELTA_POINTS.format(points=(now - before) * 100)
                      if before is not None and abs(now - before) >= 0.005 else None)
         else:
-            value = f"{now:,}"
+            value = ui.loc(f"{now:,}")
             delta = f"{now - before:+,}" if before is not None and now != before else None
         colour = {"computed_tokens": "off", "evictions": "inverse", "running": "off"}.get(key, "normal")
         col.metric(label, value, delta=delta, delta_color=colour, help=help_text)
@@ -274,7 +275,7 @@ def _player() -> None:
             st.dataframe(_table_rows(view), hide_index=True, width="stretch")
 
     st.markdown(f"**{T.TIMELINE_HEADER}**")
-    st.plotly_chart(F.timeline_figure(run, k, _counters(scenario)), width="stretch", key="bt_timeline")
+    st.plotly_chart(F.timeline_figure(run, k, _counters(scenario, current_lang())), width="stretch", key="bt_timeline")
 
 
 st.fragment(_player, run_every=interval if playing else None)()
@@ -284,7 +285,7 @@ st.button(T.RESET_CACHE, key="bt_reset_cache", on_click=_reset_cache, args=(name
 
 # ----------------------------------------------------------------------------- the scenario, the legend
 st.divider()
-st.markdown(f"{T.INTRO_SHORT} {base.description}")
+st.markdown(f"{T.INTRO_SHORT} {tr(base.description)}")
 seed_in_force, seed_reason = resolve_none_hash_seed(scenario.hash, scenario.seed)
 st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
                                  usable=scenario.num_blocks - 1, tokens=(scenario.num_blocks - 1) * scenario.block_size,
@@ -321,7 +322,7 @@ with st.expander(T.ADD_HEADER, expanded=False):
                                            answer_pieces=answer_pieces, answer_text=answer or None,
                                            finish=finish)
                 candidate = scenario.with_steps(steps)
-                _play(candidate)  # validates the new steps
+                _play(candidate, current_lang())  # validates the new steps
             except ScenarioError as exc:
                 ui.show_error(exc, T.ADD_FAILED)
             except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
@@ -345,4 +346,4 @@ with st.expander(T.ADD_HEADER, expanded=False):
 
 
 with st.expander(T.ANIMATION_TITLE):
-    st.plotly_chart(_animation(scenario), width="stretch", key="bt_animation")
+    st.plotly_chart(_animation(scenario, current_lang()), width="stretch", key="bt_animation")

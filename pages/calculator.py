@@ -22,12 +22,26 @@ from kvviz.core.presets import (
 )
 from kvviz.core.units import format_bytes, format_exact
 from kvviz.figures import calculator as F
+from kvviz.i18n import tr
 from kvviz.text import calculator as T
 
 CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
 BLOCK_OPTIONS = list(limits.BLOCK_SIZE_CHOICES)  # typed BlockSize values
 RESERVE_OPTIONS = [1.0, 1.5, 2.0, 4.0, 8.0]
 _MODEL_RESULT = "calc_model_result"
+
+
+def _loc_bytes(value) -> str:
+    """units.format_bytes in the session's language (separators, КиБ/МиБ/ГиБ)."""
+    return ui.loc(format_bytes(value))
+
+
+def _loc_exact(value) -> str:
+    return ui.loc(format_exact(value))
+
+
+def _format_value(value) -> str:
+    return ui.loc(units.format_value(value))
 
 
 # ----------------------------------------------------------------------------- layout helpers
@@ -110,10 +124,11 @@ def _config_input() -> ParsedConfig | None:
 
 
 def choose_model() -> tuple[ModelShape | None, Preset | None, ParsedConfig | None]:
-    mode = st.radio(T.INPUT_LABEL, [T.MODE_PRESET, T.MODE_TYPED, T.MODE_CONFIG], horizontal=True, key="calc_mode")
-    if mode == T.MODE_TYPED:
+    labels = {"preset": T.MODE_PRESET, "typed": T.MODE_TYPED, "config": T.MODE_CONFIG}  # values are codes
+    mode = st.radio(T.INPUT_LABEL, list(labels), horizontal=True, key="calc_mode", format_func=labels.get)
+    if mode == "typed":
         return _typed_input(), None, None
-    if mode == T.MODE_CONFIG:
+    if mode == "config":
         parsed = _config_input()
         return (parsed.shape if parsed else None), None, parsed
     return _preset_input()
@@ -126,25 +141,25 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
     shape = rep.shape
     st.subheader(T.RESULT_TITLE)
     stat_row([
-        (T.M_PER_TOKEN, format_bytes(rep.bytes_per_token), format_exact(rep.bytes_per_token), None),
-        (T.M_PER_REQUEST.format(tokens=rep.tokens), format_bytes(rep.request_bytes), format_exact(rep.request_bytes), None),
-        (T.M_TOTAL.format(batch=rep.batch), format_bytes(rep.total_bytes), format_exact(rep.total_bytes), None),
+        (T.M_PER_TOKEN, _loc_bytes(rep.bytes_per_token), _loc_exact(rep.bytes_per_token), None),
+        (T.M_PER_REQUEST.format(tokens=rep.tokens), _loc_bytes(rep.request_bytes), _loc_exact(rep.request_bytes), None),
+        (T.M_TOTAL.format(batch=rep.batch), _loc_bytes(rep.total_bytes), _loc_exact(rep.total_bytes), None),
         (T.M_ATTENTION, shape.attention,
-         T.ATTENTION_DETAIL[shape.attention].format(group=units.format_value(shape.group_size), heads=shape.num_heads),
+         T.ATTENTION_DETAIL[shape.attention].format(group=_format_value(shape.group_size), heads=shape.num_heads),
          None),
     ])
 
     st.latex(T.formula_latex(
         kv_layers=shape.num_kv_layers, layers=shape.num_layers, kv_heads=shape.num_kv_heads,
         head_dim=shape.head_dim, bytes_per_value=rep.bytes_per_value, dtype=rep.dtype,
-        per_token=rep.bytes_per_token, per_token_human=format_bytes(rep.bytes_per_token),
+        per_token=rep.bytes_per_token, per_token_human=_loc_bytes(rep.bytes_per_token),
         mla=(shape.mla.kv_lora_rank, shape.mla.qk_rope_head_dim) if shape.mla else None,
     ))
     st.latex(T.total_latex(
         tokens=rep.tokens, batch=rep.batch, per_token=rep.bytes_per_token, full=shape.num_full_layers,
         sliding=shape.num_sliding_layers, window=shape.sliding_window,
         per_layer_bytes=kvsize.bytes_per_layer_per_token(shape, rep.dtype),
-        total=rep.total_bytes, total_human=format_bytes(rep.total_bytes),
+        total=rep.total_bytes, total_human=_loc_bytes(rep.total_bytes),
     ))
     st.caption(T.FORMULA_CAPTION + " " + T.ROUNDING)
     for warning in shape.warnings:
@@ -152,14 +167,14 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
 
     if shape.num_state_layers:
         st.info(T.HYBRID_BODY.format(
-            all_layers=format_bytes(rep.all_layers_bytes_per_token), all_exact=format_exact(rep.all_layers_bytes_per_token),
-            layers=shape.num_layers, exact=format_bytes(rep.bytes_per_token), exact_exact=format_exact(rep.bytes_per_token),
+            all_layers=_loc_bytes(rep.all_layers_bytes_per_token), all_exact=_loc_exact(rep.all_layers_bytes_per_token),
+            layers=shape.num_layers, exact=_loc_bytes(rep.bytes_per_token), exact_exact=_loc_exact(rep.bytes_per_token),
             kv_layers=shape.num_kv_layers, state=shape.num_state_layers, state_kind=T.STATE_KIND,
         ), icon=":material/layers:")
     if preset is not None and preset.article_bytes_per_token is not None:
         st.markdown(T.ARTICLE_FIGURE.format(
-            figure=format_bytes(preset.article_bytes_per_token), exact=format_exact(preset.article_bytes_per_token),
-            note=preset.article_note))
+            figure=_loc_bytes(preset.article_bytes_per_token), exact=_loc_exact(preset.article_bytes_per_token),
+            note=tr(preset.article_note)))
     if shape.num_sliding_layers and rep.tokens <= (shape.sliding_window or 0):
         st.info(T.SLIDING_NOT_FULL.format(sliding=shape.num_sliding_layers, layers=shape.num_layers,
                                           window=shape.sliding_window or 0, tokens=rep.tokens),
@@ -168,7 +183,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
         unbounded = rep.bytes_per_token * rep.tokens
         st.info(T.SLIDING_NOTE.format(
             sliding=shape.num_sliding_layers, layers=shape.num_layers, window=shape.sliding_window or 0,
-            tokens=rep.tokens, request=format_bytes(rep.request_bytes), unbounded=format_bytes(unbounded),
+            tokens=rep.tokens, request=_loc_bytes(rep.request_bytes), unbounded=_loc_bytes(unbounded),
         ), icon=":material/swipe_right:")
     notes = parsed.notes if parsed is not None else shape.notes
     if notes or (parsed is not None and parsed.config_dtype):
@@ -185,17 +200,17 @@ def naive_section(rep: kvsize.KVReport) -> None:
     c[0].plotly_chart(F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive")
     factor = rep.naive_factor
     if factor is None or rep.naive_bytes_per_token == rep.bytes_per_token:
-        c[1].markdown(T.NAIVE_SAME.format(naive=format_bytes(rep.naive_bytes_per_token)))
+        c[1].markdown(T.NAIVE_SAME.format(naive=_loc_bytes(rep.naive_bytes_per_token)))
         return
     reason = T.NAIVE_REASON[shape.attention].format(
         d_model=shape.d_model, hd=shape.num_heads * shape.head_dim, kv=shape.num_kv_heads, heads=shape.num_heads,
         values=shape.values_per_layer)
     if shape.attention == "MHA" and shape.mha_equivalent_d_model:
         reason = ""
-    text = T.NAIVE_BODY.format(naive=format_bytes(rep.naive_bytes_per_token),
-                               naive_exact=format_exact(rep.naive_bytes_per_token),
-                               factor=units.format_value(round(Fraction(factor), 2)),
-                               exact=format_bytes(rep.bytes_per_token), reason=reason)
+    text = T.NAIVE_BODY.format(naive=_loc_bytes(rep.naive_bytes_per_token),
+                               naive_exact=_loc_exact(rep.naive_bytes_per_token),
+                               factor=_format_value(round(Fraction(factor), 2)),
+                               exact=_loc_bytes(rep.bytes_per_token), reason=reason)
     if shape.num_state_layers:
         text += T.NAIVE_STATE.format(state=shape.num_state_layers)
     c[1].markdown(text)
@@ -232,11 +247,11 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
     c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
     rows = kv_capacity.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
-        T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=units.format_value(r.budget_gib)) for r in rows],
-        T.NEEDED_COL: [format_bytes(r.needed_bytes) for r in rows],
-        T.SHARE_COL: [f"{100 * r.share:,.1f}%" for r in rows],
+        T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=_format_value(r.budget_gib)) for r in rows],
+        T.NEEDED_COL: [_loc_bytes(r.needed_bytes) for r in rows],
+        T.SHARE_COL: [ui.loc(f"{100 * r.share:,.1f}%") for r in rows],
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
-        T.MAXREQ_COL: [f"{r.max_requests:,}" if r.max_requests is not None else "-" for r in rows],
+        T.MAXREQ_COL: [ui.loc(f"{r.max_requests:,}") if r.max_requests is not None else "-" for r in rows],
     })
     c[1].table(table.set_index(T.BUDGET_COL))
     c[1].caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
@@ -261,19 +276,19 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     budget = int(Fraction(gib) * units.GIB)
     cap = kv_capacity.capacity(shape, dtype, budget, tokens, int(block))
     stat_row([
-        (T.C_MAX_TOKENS, f"{cap.max_tokens:,}" if cap.max_tokens is not None else "-", None, T.C_MAX_TOKENS_HELP),
-        (T.C_MAX_REQUESTS, f"{cap.max_requests:,}" if cap.max_requests is not None else "-",
+        (T.C_MAX_TOKENS, ui.loc(f"{cap.max_tokens:,}") if cap.max_tokens is not None else "-", None, T.C_MAX_TOKENS_HELP),
+        (T.C_MAX_REQUESTS, ui.loc(f"{cap.max_requests:,}") if cap.max_requests is not None else "-",
          T.C_MAX_REQUESTS_NOTE.format(tokens=tokens), None),
-        (T.C_MAX_CONTEXT, T.C_UNBOUNDED if cap.max_context is None else f"{cap.max_context:,}", None,
+        (T.C_MAX_CONTEXT, T.C_UNBOUNDED if cap.max_context is None else ui.loc(f"{cap.max_context:,}"), None,
          T.C_UNBOUNDED_HELP if cap.max_context is None else T.C_MAX_CONTEXT_HELP),
-        (T.C_BLOCKS, f"{cap.blocks_per_request:,}", None, T.C_BLOCKS_HELP),
-        (T.C_BLOCK_BYTES, format_bytes(cap.bytes_per_block), format_exact(cap.bytes_per_block), T.C_BLOCK_BYTES_HELP),
+        (T.C_BLOCKS, ui.loc(f"{cap.blocks_per_request:,}"), None, T.C_BLOCKS_HELP),
+        (T.C_BLOCK_BYTES, _loc_bytes(cap.bytes_per_block), _loc_exact(cap.bytes_per_block), T.C_BLOCK_BYTES_HELP),
     ], width=172)
     max_len = max(tokens, int(round(tokens * reserve)))
     cmp = kv_capacity.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
     c = st.columns([3, 2])
     c[0].plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
-    bound = format_bytes(kv_capacity.paged_waste_bound(shape, dtype, int(block), batch))
+    bound = _loc_bytes(kv_capacity.paged_waste_bound(shape, dtype, int(block), batch))
     c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
                                        paged=100 * cmp.paged_utilisation, block=int(block), bound=bound))
 
@@ -284,7 +299,7 @@ def articles_section() -> None:
         for check in article_checks():
             lines.append(T.ARTICLE_CHECK.format(
                 mark=T.ARTICLE_EXACT if check.exact else T.ARTICLE_CLOSE, claim=check.claim,
-                exact=format_exact(check.computed_bytes), human=format_bytes(check.computed_bytes), note=check.note))
+                exact=_loc_exact(check.computed_bytes), human=_loc_bytes(check.computed_bytes), note=check.note))
         st.markdown("\n".join(lines))
 
 
@@ -325,17 +340,17 @@ def model_section() -> None:
     calc = kvsize.bytes_per_token(shape, res["dtype"])
     per = Fraction(res["measured"], res["tokens"])
     stat_row([
-        (T.MODEL_TOKENS, f"{res['tokens']:,}", None, None),
-        (T.MODEL_MEASURED, format_bytes(res["measured"]), format_exact(res["measured"]), None),
-        (T.MODEL_MEASURED_PER_TOKEN, format_bytes(per), format_exact(per), None),
-        (T.MODEL_CALC_PER_TOKEN, format_bytes(calc), kvsize.formula_text(shape, res["dtype"]), None),
+        (T.MODEL_TOKENS, ui.loc(f"{res['tokens']:,}"), None, None),
+        (T.MODEL_MEASURED, _loc_bytes(res["measured"]), _loc_exact(res["measured"]), None),
+        (T.MODEL_MEASURED_PER_TOKEN, _loc_bytes(per), _loc_exact(per), None),
+        (T.MODEL_CALC_PER_TOKEN, _loc_bytes(calc), kvsize.formula_text(shape, res["dtype"]), None),
     ])
     if per == calc:
-        st.success(T.MODEL_MATCH.format(measured=format_exact(res["measured"]), tokens=res["tokens"],
-                                        per=format_exact(per), calc=format_exact(calc), dtype=res["dtype"],
+        st.success(T.MODEL_MATCH.format(measured=_loc_exact(res["measured"]), tokens=res["tokens"],
+                                        per=_loc_exact(per), calc=_loc_exact(calc), dtype=res["dtype"],
                                         device=res["device"]), icon=":material/check_circle:")
     else:
-        st.error(T.MODEL_MISMATCH.format(per=format_exact(per), calc=format_exact(calc)), icon=":material/error:")
+        st.error(T.MODEL_MISMATCH.format(per=_loc_exact(per), calc=_loc_exact(calc)), icon=":material/error:")
     st.caption(T.MODEL_SHAPE.format(layers=res["layers"], heads=res["heads"], kv=res["kv_heads"],
                                     hd=res["head_dim"], dtype=res["dtype"]))
 
@@ -348,7 +363,7 @@ shape, preset, parsed = choose_model()
 c = st.columns([1.3, 2, 2])
 dtype = c[0].radio(T.DTYPE_LABEL, list(kvsize.DTYPES), index=1, horizontal=True, key="calc_dtype", help=T.DTYPE_HELP)
 tokens = int(c[1].select_slider(T.CONTEXT_LABEL, CONTEXT_OPTIONS, value=1000, key="calc_context",
-                                format_func=lambda n: f"{n:,}"))
+                                format_func=lambda n: ui.loc(f"{n:,}")))
 batch = int(c[2].slider(T.BATCH_LABEL, 1, 1024, 100, key="calc_batch"))
 
 if shape is not None:

@@ -11,13 +11,14 @@ import ui
 from kvviz.core import limits
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
 from kvviz.core.units import format_bytes
+from kvviz.i18n import current_lang, tr
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
 from kvviz.text.core import render_block_reason
 
 BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
 DEFAULT_PRESET = "cat_window"
-MODES = [T.MODE_PRESET, T.MODE_CHAR, T.MODE_FREE]
+MODES = ["preset", "char", "free"]  # widget values are codes; labels via _mode_label
 STATUS_DOT = {"hit": "🟩", "miss": "🟥", "invalidated": "🟧", "partial": "⬜"}
 MAX_TOKEN_ROWS = 16
 K_MODE, K_PRESET, K_TEXT, K_POS, K_REPL = "edit_mode", "edit_preset", "edit_char_text", "edit_char_pos", "edit_char_repl"
@@ -62,7 +63,7 @@ def _preset() -> R.EditPreset:
 # ----------------------------------------------------------------------------- state and callbacks
 
 if K_MODE not in ss:
-    ss[K_MODE] = T.MODE_PRESET
+    ss[K_MODE] = "preset"
     ss[K_PRESET] = DEFAULT_PRESET if DEFAULT_PRESET in PRESETS else next(iter(PRESETS))
     ss[K_BLOCK] = _preset().block_size
     ss[K_HASH] = DEFAULT_HASH
@@ -82,13 +83,17 @@ def _enter_char_mode(text: str, position: int, replacement: str | None = None) -
         ss[K_REPL] = "x"
 
 
+def _mode_label(code: str) -> str:
+    return {"preset": T.MODE_PRESET, "char": T.MODE_CHAR, "free": T.MODE_FREE}[code]
+
+
 def _on_mode_change() -> None:
     a, b = _current()
-    if ss[K_MODE] == T.MODE_CHAR:
+    if ss[K_MODE] == "char":
         edit = R.char_diff(a, b)
         one = len(edit.added) == 1 and edit.end_a - edit.start == 1
         _enter_char_mode(a, edit.start if edit.start < len(a) else 0, edit.added if one else None)
-    elif ss[K_MODE] == T.MODE_FREE:
+    elif ss[K_MODE] == "free":
         ss[K_FREE_A], ss[K_FREE_B] = a, b
 
 
@@ -116,7 +121,7 @@ def _apply_token_click() -> None:
     ss[K_CLICK] = click
     offsets = R.token_char_offsets(lm, a, int(data[1]) + 1)
     if offsets:
-        ss[K_MODE] = T.MODE_CHAR
+        ss[K_MODE] = "char"
         _enter_char_mode(a, offsets[-1])
 
 
@@ -125,14 +130,15 @@ _apply_token_click()
 # ----------------------------------------------------------------------------- 1. inputs
 
 st.subheader(T.STEP_INPUT)
-mode = st.radio(T.MODE_LABEL, MODES, key=K_MODE, horizontal=True, help=T.MODE_HELP, on_change=_on_mode_change)
-if mode == T.MODE_PRESET:
-    st.selectbox(T.PRESET_LABEL, list(PRESETS), key=K_PRESET, format_func=lambda k: PRESETS[k].title,
+mode = st.radio(T.MODE_LABEL, MODES, key=K_MODE, horizontal=True, help=T.MODE_HELP, on_change=_on_mode_change,
+                format_func=_mode_label)
+if mode == "preset":
+    st.selectbox(T.PRESET_LABEL, list(PRESETS), key=K_PRESET, format_func=lambda k: tr(PRESETS[k].title),
                  on_change=_on_preset_change)
     preset = _preset()
-    st.caption(preset.description)
+    st.caption(tr(preset.description))
     text_a, text_b = preset.a, preset.b
-elif mode == T.MODE_CHAR:
+elif mode == "char":
     if K_TEXT not in ss:
         _enter_char_mode(_current()[0], 0)
     text_a = st.text_area(T.CHAR_BASE_LABEL, key=K_TEXT, height=110)
@@ -190,7 +196,8 @@ if not text_b.strip():
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _run_edit(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm) -> R.EditReport:
+def _run_edit(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
+              lang: str) -> R.EditReport:  # lang: the block reasons are sentences
     # timed passes: through the batching scheduler, each alone (a shared pass would time others' tokens)
     with batch_origin("edit", alone=True):
         return R.run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
@@ -206,7 +213,7 @@ def _run_proof(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str
 model_id = (lm.info.model_id, lm.info.device, lm.info.dtype)
 try:
     with st.spinner(T.EDIT_RUNNING):
-        edit = _run_edit(text_a, text_b, int(block_size), hash_name, seed, model_id, lm)
+        edit = _run_edit(text_a, text_b, int(block_size), hash_name, seed, model_id, lm, current_lang())
     # The proof (full prefills, heatmaps) runs now, before any chart is sent: timed forward passes
     # must not compete with the browser drawing charts on the same CPU.
     with st.spinner(T.PROOF_RUNNING):
@@ -337,16 +344,17 @@ with st.expander(T.CHAIN_TABLE):
 
 st.subheader(T.STEP_PROOF)
 st.markdown(T.PROOF_INTRO)
-which = st.radio(T.KV_LABEL, [T.KV_K, T.KV_V], horizontal=True, key="edit_kv")
-heat = proof.heat_k if which == T.KV_K else proof.heat_v
-st.plotly_chart(F.kv_heatmap_figure(heat, "K" if which == T.KV_K else "V", proof.first_changed_token),
+which = st.radio(T.KV_LABEL, ["K", "V"], horizontal=True, key="edit_kv",
+                 format_func=lambda c: T.KV_K if c == "K" else T.KV_V)
+heat = proof.heat_k if which == "K" else proof.heat_v
+st.plotly_chart(F.kv_heatmap_figure(heat, which, proof.first_changed_token),
                 width="stretch", key="edit_heatmap_chart", config={"displayModeBar": False})
 
 
 def _fmt(x: float | None) -> str:
     if x is None:
         return "-"
-    return "0" if x == 0 else f"{x:.3g}"
+    return "0" if x == 0 else ui.loc(f"{x:.3g}")
 
 
 if proof.prefix_max_abs_diff is None:
@@ -402,10 +410,10 @@ from kvviz.model.kvstore import get_kv_store  # noqa: E402
 
 stats = get_kv_store().stats()
 cols = st.columns(4)
-cols[0].metric(T.STORE_BLOCKS, f"{stats.blocks:,}")
-cols[1].metric(T.STORE_BYTES, format_bytes(stats.bytes), delta=T.STORE_BUDGET.format(budget=format_bytes(stats.budget_bytes)),
+cols[0].metric(T.STORE_BLOCKS, ui.loc(f"{stats.blocks:,}"))
+cols[1].metric(T.STORE_BYTES, ui.loc(format_bytes(stats.bytes)), delta=T.STORE_BUDGET.format(budget=ui.loc(format_bytes(stats.budget_bytes))),
                delta_color="off", delta_arrow="off")
-cols[2].metric(T.STORE_HITS, f"{stats.hit_blocks:,}")
-cols[3].metric(T.STORE_EVICTIONS, f"{stats.evictions:,}")
+cols[2].metric(T.STORE_HITS, ui.loc(f"{stats.hit_blocks:,}"))
+cols[3].metric(T.STORE_EVICTIONS, ui.loc(f"{stats.evictions:,}"))
 if stats.budget_note:
     st.caption(stats.budget_note)

@@ -83,8 +83,8 @@ c[1].metric(T.M_FIT, T.M_FIT_VALUE.format(cont=cont.requests_fit_at_start, paged
 c[2].metric(T.M_SPEEDUP, T.M_SPEEDUP_VALUE.format(ratio=overview.speedup_steps), help=T.M_SPEEDUP_HELP)
 table = pd.DataFrame(
     {T.TABLE_COLUMNS[name]: [
-        f"{res.utilisation:.1%}", f"{res.requests_fit_at_start:,}", f"{res.max_running:,}",
-        f"{res.mean_running:,.1f}", f"{res.steps:,}", f"{res.throughput:,.2f}", f"{res.preemptions:,}",
+        ui.loc(f"{res.utilisation:.1%}"), ui.loc(f"{res.requests_fit_at_start:,}"), ui.loc(f"{res.max_running:,}"),
+        ui.loc(f"{res.mean_running:,.1f}"), ui.loc(f"{res.steps:,}"), ui.loc(f"{res.throughput:,.2f}"), ui.loc(f"{res.preemptions:,}"),
     ] for name, res in results.items()},
     index=list(T.COMPARE_ROWS.values()),
 )

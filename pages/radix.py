@@ -10,6 +10,7 @@ import ui
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError, builtin_names, load_builtin
 from kvviz.figures import engine as F
+from kvviz.i18n import current_lang, tr
 from kvviz.text import radix as T
 
 WINDOWS = [8, 16, 32, 48, 64, 128]
@@ -24,7 +25,7 @@ def _scenario(name: str, extra: tuple) -> Scenario:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _compare(scenario: Scenario, window: int, page_size: int) -> RadixComparison:
+def _compare(scenario: Scenario, window: int, page_size: int, lang: str) -> RadixComparison:  # lang: events carry sentences
     return compare_radix_pool(scenario, window, page_size)
 
 
@@ -46,12 +47,12 @@ names = builtin_names()
 c = st.columns([3, 1, 1])
 name = c[0].selectbox(T.SCENARIO, names, index=names.index(DEFAULT_SCENARIO) if DEFAULT_SCENARIO in names else 0,
                       key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
-                      format_func=lambda n: _scenario(n, ()).title)
+                      format_func=lambda n: tr(_scenario(n, ()).title))
 window = c[1].selectbox(T.WINDOW, WINDOWS, index=WINDOWS.index(32), key=K_WINDOW, help=T.WINDOW_HELP)
 page_size = c[2].selectbox(T.PAGE_SIZE, PAGE_SIZES, index=0, key=K_PAGE, help=T.PAGE_SIZE_HELP)
 scenario = _scenario(name, _extra(name))
 try:
-    comparison = _compare(scenario, int(window), int(page_size))
+    comparison = _compare(scenario, int(window), int(page_size), current_lang())
 except ScenarioError as exc:
     st.error(T.BAD_SETTINGS.format(error=exc), icon=":material/error:")
     st.stop()
@@ -59,7 +60,7 @@ n = comparison.num_steps
 if K_STEP not in st.session_state:
     st.session_state[K_STEP] = scenario.last_arrival_step
 st.session_state[K_STEP] = max(0, min(int(st.session_state[K_STEP]), n))
-st.markdown(_scenario(name, ()).description)
+st.markdown(tr(_scenario(name, ()).description))
 k = st.slider(T.STEP, 0, max(n, 1), key=K_STEP, help=T.STEP_HELP)
 k = min(int(k), n)
 

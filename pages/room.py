@@ -12,6 +12,7 @@ from kvviz.core.hashing import short_hash
 from kvviz.core.units import format_bytes
 from kvviz.figures import batching as FB
 from kvviz.figures import security as F
+from kvviz.i18n import tr
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.model.timing import room_kv_budget_bytes, room_prefill
@@ -31,7 +32,7 @@ lm = ui.get_model()
 
 
 def _fmt_ms(ms: float | None) -> str:
-    return T.NO_TIMING if ms is None else f"{ms:,.0f}"
+    return T.NO_TIMING if ms is None else ui.loc(f"{ms:,.0f}")
 
 
 def _totals() -> None:
@@ -39,10 +40,10 @@ def _totals() -> None:
     c = st.columns(3) + st.columns(3)
     c[0].metric(T.M_SESSIONS, t.sessions_active,
                 help=T.M_SESSIONS_HELP.format(total=t.sessions_total, salted=t.salted_sessions))
-    c[1].metric(T.M_PROMPTS, f"{t.prompts:,}", help=T.M_PROMPTS_HELP.format(refused=t.refused))
-    c[2].metric(T.M_HIT_RATE, f"{t.hit_rate:.0%}", help=T.M_HIT_RATE_HELP.format(hit=t.hit_tokens, total=t.prompt_tokens))
-    c[3].metric(T.M_SHARED, f"{t.shared_blocks:,}", help=T.M_SHARED_HELP.format(hits=t.cross_session_hits))
-    c[4].metric(T.M_POOL, f"{t.cached_blocks:,} / {t.num_blocks:,}",
+    c[1].metric(T.M_PROMPTS, ui.loc(f"{t.prompts:,}"), help=T.M_PROMPTS_HELP.format(refused=t.refused))
+    c[2].metric(T.M_HIT_RATE, ui.loc(f"{t.hit_rate:.0%}"), help=T.M_HIT_RATE_HELP.format(hit=t.hit_tokens, total=t.prompt_tokens))
+    c[3].metric(T.M_SHARED, ui.loc(f"{t.shared_blocks:,}"), help=T.M_SHARED_HELP.format(hits=t.cross_session_hits))
+    c[4].metric(T.M_POOL, ui.loc(f"{t.cached_blocks:,} / {t.num_blocks:,}"),
                 help=T.M_POOL_HELP.format(block_size=t.block_size, evictions=t.evictions))
     c[5].metric(T.M_ROOM_TIMING, T.M_ROOM_TIMING_VALUE.format(hit=_fmt_ms(t.median_prefill_hit_ms),
                                                               miss=_fmt_ms(t.median_prefill_miss_ms)),
@@ -112,7 +113,7 @@ with c[0]:
     else:
         st.caption(T.SALT_NOW_OFF)
 with c[1]:
-    st.selectbox(T.PRESET_LABEL, _PRESETS, key="room_preset", on_change=_use_preset)
+    st.selectbox(T.PRESET_LABEL, _PRESETS, key="room_preset", on_change=_use_preset, format_func=tr)
     text = st.text_area(T.PROMPT_LABEL, key="room_text", height=150,
                         help=T.PROMPT_HELP.format(limit=room.limits.max_prompt_tokens))
     if st.button(T.SEND, key="room_send", type="primary", icon=":material/send:"):
@@ -147,12 +148,12 @@ else:
     bs = room.limits.block_size
     from_others = last.blocks_from_others * bs
     c = st.columns(5)
-    c[0].metric(T.M_TOKENS, f"{last.num_tokens:,}")
-    c[1].metric(T.M_FROM_OTHERS, f"{from_others:,}", help=T.M_FROM_OTHERS_HELP)
-    c[2].metric(T.M_FROM_YOU, f"{last.hit_tokens - from_others:,}")
-    c[3].metric(T.M_COMPUTED, f"{last.computed_tokens:,}", help=T.M_COMPUTED_HELP)
+    c[0].metric(T.M_TOKENS, ui.loc(f"{last.num_tokens:,}"))
+    c[1].metric(T.M_FROM_OTHERS, ui.loc(f"{from_others:,}"), help=T.M_FROM_OTHERS_HELP)
+    c[2].metric(T.M_FROM_YOU, ui.loc(f"{last.hit_tokens - from_others:,}"))
+    c[3].metric(T.M_COMPUTED, ui.loc(f"{last.computed_tokens:,}"), help=T.M_COMPUTED_HELP)
     if measured is not None:
-        c[4].metric(T.M_PREFILL, T.M_PREFILL_VALUE.format(compute=measured["compute_ms"], wait=measured["wait_ms"]),
+        c[4].metric(T.M_PREFILL, ui.loc(T.M_PREFILL_VALUE.format(compute=measured["compute_ms"], wait=measured["wait_ms"])),
                     help=T.M_PREFILL_HELP.format(computed=measured["computed"], reused=measured["reused"]))
     if last.truncated:
         st.caption(T.TRUNCATED.format(before=last.num_tokens_before_truncation, kept=last.num_tokens))

@@ -10,6 +10,7 @@ import streamlit as st
 import ui
 from kvviz.core.providers import DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.figures import sessions as F
+from kvviz.i18n import tr
 from kvviz.sessions import (
     DEFAULT_PAUSE_S,
     EVENT_NAMES,
@@ -62,11 +63,11 @@ examples = example_names()
 c = st.columns([1, 1])
 choice = c[0].selectbox(
     T.SESSION_LABEL, [*examples, _UPLOAD], key="ss_session",
-    format_func=lambda n: T.SESSION_UPLOAD if n == _UPLOAD else _example(n).title,
+    format_func=lambda n: T.SESSION_UPLOAD if n == _UPLOAD else tr(_example(n).title),
 )
 policy_key = c[1].selectbox(T.POLICY_LABEL, list(POLICIES), index=list(POLICIES).index(DEFAULT_POLICY),
                             key="ss_policy", help=T.POLICY_HELP,
-                            format_func=lambda k: POLICIES[k].label)
+                            format_func=lambda k: tr(POLICIES[k].label))
 policy = POLICIES[policy_key]
 
 session: Session | None = None
@@ -84,14 +85,14 @@ if choice == _UPLOAD:
         st.stop()
 else:
     session = _example(choice)
-    st.caption(session.description)
+    st.caption(tr(session.description))
 
 marks: tuple[str, ...] = MARKS
 min_len: int | None = None
 if not policy.is_policy:
     st.markdown(T.MECHANICS_NOTE.format(block=16))
 else:
-    st.markdown(T.POLICY_NOTE.format(label=policy.label))
+    st.markdown(T.POLICY_NOTE.format(label=tr(policy.label)))
     if policy.checkpoints == "explicit":  # the pills get the whole width: in a column they scroll out of sight
         chosen = st.pills(T.MARKS_LABEL, MARKS, selection_mode="multi", default=list(MARKS), key="ss_marks",
                           format_func=T.MARK_LABELS.get, help=T.MARKS_HELP)
@@ -146,9 +147,9 @@ proj_turns = int(st.session_state.get("ss_project", 50))
 without_p, with_p = projected_work(first, step, proj_turns)
 sent, computed, read = result.total_prompt_tokens, result.total_computed_tokens, result.total_read_tokens
 c = st.columns(4)
-c[0].metric(T.M_SENT, f"{sent:,}", help=T.M_SENT_HELP)
-c[1].metric(T.M_COMPUTED, f"{computed:,}", help=T.M_COMPUTED_HELP)
-c[2].metric(T.M_READ, f"{read / sent:.0%}" if sent else "0%", help=T.M_READ_HELP)
+c[0].metric(T.M_SENT, ui.loc(f"{sent:,}"), help=T.M_SENT_HELP)
+c[1].metric(T.M_COMPUTED, ui.loc(f"{computed:,}"), help=T.M_COMPUTED_HELP)
+c[2].metric(T.M_READ, ui.loc(f"{read / sent:.0%}") if sent else "0%", help=T.M_READ_HELP)
 c[3].metric(T.M_PROJECTION.format(turns=proj_turns),
             T.M_PROJECTION_VALUE.format(ratio=without_p[-1] / max(1, with_p[-1])),
             help=T.M_PROJECTION_HELP.format(first=first, step=step, without=without_p[-1], with_cache=with_p[-1]))
@@ -206,7 +207,7 @@ c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
 
 # ----------------------------------------------------------------------------- policy values
 st.subheader(T.POLICY_HEADER)
-st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=policy.label))
+st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=tr(policy.label)))
 st.markdown("\n".join(T.POLICY_LINE.format(name=v.name, value=v.value, source=v.source, as_of=v.as_of)
                        for v in policy.values))
 st.caption(T.SOURCES_LINE.format(sources=T.SOURCE_SEPARATOR.join(

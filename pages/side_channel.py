@@ -76,10 +76,10 @@ if results is not None:
     for r in results:
         st.markdown(f"**{T.SALT_ON if r.salted else T.SALT_OFF}**")
         c = st.columns(4)
-        c[0].metric(T.M_MEDIAN_CACHED, f"{r.cached_median_ms:,.1f} ms")
-        c[1].metric(T.M_MEDIAN_UNCACHED, f"{r.uncached_median_ms:,.1f} ms")
-        c[2].metric(T.M_RATIO, f"{r.ratio:.2f}x", help=T.M_RATIO_HELP)
-        c[3].metric(T.M_AUC, f"{r.auc:.2f}", help=T.M_AUC_HELP.format(acc=r.threshold_accuracy))
+        c[0].metric(T.M_MEDIAN_CACHED, ui.loc(f"{r.cached_median_ms:,.1f} ms"))
+        c[1].metric(T.M_MEDIAN_UNCACHED, ui.loc(f"{r.uncached_median_ms:,.1f} ms"))
+        c[2].metric(T.M_RATIO, ui.loc(f"{r.ratio:.2f}x"), help=T.M_RATIO_HELP)
+        c[3].metric(T.M_AUC, ui.loc(f"{r.auc:.2f}"), help=T.M_AUC_HELP.format(acc=r.threshold_accuracy))
     r0 = results[0]
     st.caption(T.TRIALS_NOTE.format(trials=r0.trials, n=sum(len(r.probes) for r in results),
                                     device=f"{r0.device}, {r0.dtype}", probe_tokens=r0.probe_tokens,

@@ -18,6 +18,7 @@ from kvviz.core.kv_capacity import PagingComparison
 from kvviz.core.kvsize import LayerKind, ModelShape
 from kvviz.core.units import format_bytes, format_exact
 from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
+from kvviz.i18n import current_lang, localize
 from kvviz.text import calculator as T
 
 GREY = "#a3a3a3"
@@ -26,6 +27,19 @@ GROUP_COLOURS = (BLUE, RED, GREEN, PURPLE, "#ea580c", "#0891b2", "#ca8a04", "#db
 KIND_COLOURS = {LayerKind.FULL: BLUE, LayerKind.SLIDING: TEAL, LayerKind.STATE: GREY}
 
 MAX_HEADS_DRAWN = 128
+
+
+def _loc_bytes(value) -> str:
+    """units.format_bytes in the session's language (separators, КиБ/МиБ/ГиБ)."""
+    return localize(format_bytes(value), current_lang())
+
+
+def _loc_exact(value) -> str:
+    return localize(format_exact(value), current_lang())
+
+
+def _loc_value(value) -> str:
+    return localize(units.format_value(value), current_lang())
 
 
 def _positions(n: int) -> list[float]:
@@ -105,7 +119,7 @@ def head_sharing_title(shape: ModelShape) -> str:
     if shape.attention == "MQA":
         return T.FIG_TITLE_MQA.format(heads=shape.num_heads)
     return T.FIG_TITLE_GQA.format(heads=shape.num_heads, kv=shape.num_kv_heads,
-                                  group=units.format_value(shape.group_size))
+                                  group=_loc_value(shape.group_size))
 
 
 def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
@@ -120,9 +134,9 @@ def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
         if kind == LayerKind.STATE:
             hover = T.FIG_LAYER_STATE
         elif kind == LayerKind.SLIDING:
-            hover = T.FIG_LAYER_SLIDING.format(per=format_exact(per_layer), window=shape.sliding_window or 0)
+            hover = T.FIG_LAYER_SLIDING.format(per=_loc_exact(per_layer), window=shape.sliding_window or 0)
         else:
-            hover = T.FIG_LAYER_FULL.format(per=format_exact(per_layer))
+            hover = T.FIG_LAYER_FULL.format(per=_loc_exact(per_layer))
         fig.add_trace(go.Bar(
             x=idx, y=[1] * len(idx), marker=dict(color=KIND_COLOURS[kind], line=dict(color="white", width=1)),
             name=f"{T.KIND_NAMES[kind]} ({len(idx)})", hovertext=[f"layer {i}: {hover}" for i in idx],
@@ -155,9 +169,9 @@ def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
             continue
         fig.add_trace(go.Bar(
             y=[r.label for r in part], x=[float(r.exact) / 1024 for r in part], orientation="h",
-            marker=dict(color=colour), name=name, text=[format_bytes(r.exact) for r in part],
+            marker=dict(color=colour), name=name, text=[_loc_bytes(r.exact) for r in part],
             textposition="outside", cliponaxis=False,
-            hovertext=[T.FIG_BAR_HOVER.format(label=r.label, exact=format_exact(r.exact)) for r in part], hoverinfo="text",
+            hovertext=[T.FIG_BAR_HOVER.format(label=r.label, exact=_loc_exact(r.exact)) for r in part], hoverinfo="text",
         ))
     kib = [float(r.exact) / 1024 for r in rows]
     diff = [r for r in rows if r.all_layers != r.exact]
@@ -165,7 +179,7 @@ def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
         fig.add_trace(go.Scatter(
             y=[r.label for r in diff], x=[float(r.all_layers) / 1024 for r in diff], mode="markers",
             marker=dict(symbol="line-ns", size=16, line=dict(width=3, color=INK)), name=T.FIG_BAR_ALL_LAYERS,
-            hovertext=[T.FIG_BAR_ALL_HOVER.format(label=r.label, exact=format_exact(r.all_layers)) for r in diff],
+            hovertext=[T.FIG_BAR_ALL_HOVER.format(label=r.label, exact=_loc_exact(r.all_layers)) for r in diff],
             hoverinfo="text",
         ))
     top = max([float(r.all_layers) / 1024 for r in rows] + kib + [1.0])
@@ -182,8 +196,8 @@ def naive_vs_exact_figure(report: kvsize.KVReport) -> go.Figure:
     colours = [ORANGE, LIGHT_BLUE, BLUE]
     fig = go.Figure(go.Bar(
         x=names, y=[float(v) / 1024 for v in values], marker=dict(color=colours),
-        text=[format_bytes(v) for v in values], textposition="outside", cliponaxis=False,
-        hovertext=[format_exact(v) for v in values], hoverinfo="text",
+        text=[_loc_bytes(v) for v in values], textposition="outside", cliponaxis=False,
+        hovertext=[_loc_exact(v) for v in values], hoverinfo="text",
     ))
     top = max(float(v) / 1024 for v in values) or 1.0
     fig.update_yaxes(title=T.FIG_NAIVE_AXIS, range=[0, top * 1.2], gridcolor=FREE_GREY)
@@ -203,10 +217,10 @@ def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: i
     here = kvsize.total_bytes(shape, dtype, tokens, batch)
     fig.add_trace(go.Scatter(x=[batch], y=[here / units.GIB], mode="markers", name=T.FIG_MEM_HERE,
                              marker=dict(size=12, color=ORANGE, line=dict(color="white", width=2)),
-                             hovertext=[T.FIG_MEM_HERE_HOVER.format(batch=batch, tokens=tokens, bytes=format_bytes(here))], hoverinfo="text"))
+                             hovertext=[T.FIG_MEM_HERE_HOVER.format(batch=batch, tokens=tokens, bytes=_loc_bytes(here))], hoverinfo="text"))
     for b in budgets_gib:
         fig.add_hline(y=b, line=dict(color=MUTED, dash="dash", width=1),
-                      annotation_text=T.FIG_GIB.format(value=units.format_value(b)), annotation_position="top left",
+                      annotation_text=T.FIG_GIB.format(value=_loc_value(b)), annotation_position="top left",
                       annotation_font=dict(size=11, color="#374151"))
     ymax = max(max(gib), max(budgets_gib)) * 1.1
     fig.update_xaxes(title=T.FIG_MEM_X, gridcolor=FREE_GREY, range=[0, top_n])
@@ -224,9 +238,9 @@ def paging_figure(cmp: PagingComparison) -> go.Figure:
     unit_name = T.UNIT_GIB if unit == units.GIB else T.UNIT_MIB
     fig = go.Figure()
     fig.add_trace(go.Bar(y=names, x=[u / unit for u in used], orientation="h", name=T.FIG_PAGE_USED,
-                         marker=dict(color=BLUE), hovertext=[format_bytes(u) for u in used], hoverinfo="text"))
+                         marker=dict(color=BLUE), hovertext=[_loc_bytes(u) for u in used], hoverinfo="text"))
     fig.add_trace(go.Bar(y=names, x=[w / unit for w in waste], orientation="h", name=T.FIG_PAGE_WASTE,
-                         marker=dict(color=ORANGE), hovertext=[format_bytes(w) for w in waste], hoverinfo="text",
+                         marker=dict(color=ORANGE), hovertext=[_loc_bytes(w) for w in waste], hoverinfo="text",
                          text=[T.FIG_PAGE_UTIL.format(pct=100 * u) for u in util], textposition="outside",
                          cliponaxis=False))
     fig.update_layout(barmode="stack", legend=dict(traceorder="normal"))

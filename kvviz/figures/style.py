@@ -7,6 +7,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from kvviz.i18n import current_lang
+from kvviz.i18n.numbers import PLOTLY_SEPARATORS
+
 INK = "#1f2937"
 MUTED = "#6b7280"
 BLUE = "#2563eb"
@@ -47,6 +50,7 @@ def base_layout(
         plot_bgcolor="white",
         paper_bgcolor="white",
         font=dict(color=INK),
+        separators=PLOTLY_SEPARATORS[current_lang()],  # axis ticks and %{y:,} hovers: 1 234,5 in Russian
     )
     if legend is not None:
         layout["legend"] = dict(legend)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from kvviz.i18n.lang import current_lang
+
 TITLE = "KV-bytes calculator"
 INTRO = (
     "How many bytes of K and V one token costs, for any architecture: MHA, GQA, MQA, MLA, "
@@ -242,12 +244,23 @@ FIG_PAGE_TITLE = "{batch:,} requests of {tokens:,} tokens"
 
 
 # --- LaTeX -------------------------------------------------------------------------------------
+# Words under the braces of the formulas (inside \text{}), and the byte unit.
+TEX_K_AND_V = "K and V"
+TEX_LAYERS = "layers"
+TEX_KV_LAYERS_OF = "KV layers (of {n})"
+TEX_KV_HEADS = "KV heads"
+TEX_REQUESTS = "requests"
+TEX_TOKENS = "tokens"
+TEX_WINDOW = "window"
+TEX_BYTE = "B"
 
 
 def tex_num(value: int | Fraction | float) -> str:
-    """A number for LaTeX with thin-comma thousands separators (``524{,}288``)."""
+    """A number for LaTeX with thin-comma thousands separators (``524{,}288``; Russian ``524\\,288``, ``0{,}5``)."""
     v = Fraction(value)
     text = f"{v.numerator:,}" if v.denominator == 1 else f"{float(v):,g}"
+    if current_lang() == "ru":
+        return text.replace(",", "\\,").replace(".", "{,}")
     return text.replace(",", "{,}")
 
 
@@ -260,7 +273,7 @@ def tex_bytes(human: str) -> str:
     """A formatted size (``512 KiB``, ``≈48.83 GiB``) as LaTeX."""
     approx = human.startswith("≈")
     number, _, unit = human.lstrip("≈").partition(" ")
-    body = number.replace(",", "{,}") + r"\ \text{" + unit + "}"
+    body = number.replace(",", "{,}").replace("\u202f", r"\,") + r"\ \text{" + unit + "}"
     return (r"\approx " if approx else "= ") + body
 
 
@@ -268,17 +281,18 @@ def formula_latex(*, kv_layers: int, layers: int, kv_heads: int, head_dim: int, 
                   dtype: str, per_token: Fraction, per_token_human: str,
                   mla: tuple[int, int] | None = None) -> str:
     """``2 x layers x kv_heads x head_dim x bytes = N B = human`` with labelled terms (MLA: latent form)."""
-    layer_label = r"\text{layers}" if kv_layers == layers else r"\text{KV layers (of " + tex_num(layers) + ")}"
-    b = r"\underbrace{" + tex_num(bytes_per_value) + r"\,\text{B}}_{\text{" + dtype + "}}"
+    layer_label = (r"\text{" + TEX_LAYERS + "}" if kv_layers == layers
+                   else r"\text{" + TEX_KV_LAYERS_OF.format(n="}" + tex_num(layers) + r"\text{") + "}")
+    b = r"\underbrace{" + tex_num(bytes_per_value) + r"\,\text{" + TEX_BYTE + r"}}_{\text{" + dtype + "}}"
     if mla is not None:
         rank, rope = mla
         body = (r"\underbrace{" + tex_num(kv_layers) + "}_{" + layer_label + r"} \times (\underbrace{" + tex_num(rank)
                 + r"}_{\text{kv\_lora\_rank}} + \underbrace{" + tex_num(rope) + r"}_{\text{qk\_rope\_head\_dim}}) \times " + b)
     else:
-        body = (r"\underbrace{2}_{\text{K and V}} \times \underbrace{" + tex_num(kv_layers) + "}_{" + layer_label
-                + r"} \times \underbrace{" + tex_num(kv_heads) + r"}_{\text{KV heads}} \times \underbrace{"
+        body = (r"\underbrace{2}_{\text{" + TEX_K_AND_V + r"}} \times \underbrace{" + tex_num(kv_layers) + "}_{" + layer_label
+                + r"} \times \underbrace{" + tex_num(kv_heads) + r"}_{\text{" + TEX_KV_HEADS + r"}} \times \underbrace{"
                 + tex_num(head_dim) + r"}_{\text{head\_dim}} \times " + b)
-    total = tex_num(per_token) + r"\ \text{B}"
+    total = tex_num(per_token) + r"\ \text{" + TEX_BYTE + "}"
     return body + " = " + total + " " + tex_bytes(per_token_human)
 
 
@@ -286,14 +300,15 @@ def total_latex(*, tokens: int, batch: int, per_token: Fraction, full: int, slid
                 per_layer_bytes: Fraction, total: int, total_human: str) -> str:
     """Total KV for ``batch`` requests of ``tokens``: a product, or a per-layer sum when windows cap layers."""
     if sliding == 0:
-        body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{requests}} \times \underbrace{" + tex_num(tokens)
-                + r"}_{\text{tokens}} \times " + tex_num(per_token) + r"\,\text{B}")
+        body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{" + TEX_REQUESTS + r"}} \times \underbrace{"
+                + tex_num(tokens) + r"}_{\text{" + TEX_TOKENS + r"}} \times " + tex_num(per_token)
+                + r"\,\text{" + TEX_BYTE + "}")
     else:
         parts = []
         if full:
             parts.append(tex_num(full) + r" \times " + tex_num(tokens))
-        parts.append(tex_num(sliding) + r" \times \min(\underbrace{" + tex_num(tokens) + r"}_{\text{tokens}},\ \underbrace{"
-                     + tex_num(window or 0) + r"}_{\text{window}})")
-        body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{requests}} \times (" + " + ".join(parts)
-                + r") \times " + tex_num(per_layer_bytes) + r"\,\text{B}")
-    return body + " = " + tex_num(total) + r"\ \text{B} " + tex_bytes(total_human)
+        parts.append(tex_num(sliding) + r" \times \min(\underbrace{" + tex_num(tokens) + r"}_{\text{" + TEX_TOKENS
+                     + r"}},\ \underbrace{" + tex_num(window or 0) + r"}_{\text{" + TEX_WINDOW + "}})")
+        body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{" + TEX_REQUESTS + r"}} \times (" + " + ".join(parts)
+                + r") \times " + tex_num(per_layer_bytes) + r"\,\text{" + TEX_BYTE + "}")
+    return body + " = " + tex_num(total) + r"\ \text{" + TEX_BYTE + "} " + tex_bytes(total_human)

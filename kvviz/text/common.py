@@ -18,6 +18,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("pages/collisions.py", "Hash collisions", ":material/tag:"),
     ("pages/workload.py", "Your traffic", ":material/query_stats:"),
     ("pages/live.py", "Live engine", ":material/sensors:"),
+    ("pages/glossary.py", "Glossary", ":material/translate:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
@@ -79,6 +80,12 @@ PAGE_BLURBS["pages/workload.py"] = (
     "every cache capacity in blocks, tokens and GPU bytes, the infinite-cache maximum, TTLs, and the shared "
     "prefixes that save the most."
 )
+
+# Language switch (ui.render_language_switch); the language names are in kvviz.i18n.LANG_NAMES.
+LANGUAGE_LABEL = "Language"
+# Suffixes of large counts (ui.fmt_count): 134.5 M, 1.70 bn.
+UNIT_MILLION = "M"
+UNIT_BILLION = "bn"
 
 # Model sidebar and model card (ui.render_model_sidebar, ui.get_model).
 SIDEBAR_MODEL_HEADER = "Model"

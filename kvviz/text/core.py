@@ -4,6 +4,8 @@ block-pool event happened, which NONE_HASH seed is in force. The core speaks in 
 
 from typing import Any
 
+from kvviz.i18n.plural import Plural
+
 # compare_prompts: one short sentence per block of prompt B, against a cache filled by prompt A.
 REASON_HIT = "Same tokens and same parent hash as A's block {index}: reused from the cache."
 REASON_HIT_CAPPED = (
@@ -23,14 +25,18 @@ REASON_INVALIDATED_CHAIN = (
 REASON_PARTIAL = "Only {count} of {block_size} tokens: a partial block is never cached."
 
 # Block-pool and manager events (kvviz.core.events.Event.reason).
-EVENT_HIT = "{count} cached block(s) cover the first {tokens} tokens of the prompt."
-EVENT_MISS = "{tokens} token(s) must be computed, from block {index} on."
+EVENT_HIT = Plural("{count} cached block covers the first {tokens} tokens of the prompt.",
+                   "{count} cached blocks cover the first {tokens} tokens of the prompt.", count="count")
+EVENT_MISS = Plural("{tokens} token must be computed, from block {index} on.",
+                    "{tokens} tokens must be computed, from block {index} on.", count="tokens")
 EVENT_MISS_CAPPED = (
     "{tokens} token(s) must be computed; the whole prompt is cached but its last token is always "
     "recomputed."
 )
 EVENT_TOUCH = "Cache hit: ref_cnt + 1, and blocks with ref_cnt 0 leave the free queue."
-EVENT_ALLOCATE = "Popped {count} block(s) from the head of the free queue for tokens up to {tokens}."
+EVENT_ALLOCATE = Plural("Popped {count} block from the head of the free queue for tokens up to {tokens}.",
+                        "Popped {count} blocks from the head of the free queue for tokens up to {tokens}.",
+                        count="count")
 EVENT_ALLOCATE_NONE = "The last block still has room: no new block for tokens up to {tokens}."
 EVENT_EVICT = "Popped for reuse: cached block(s) lose their hash, so they can no longer be hit."
 EVENT_CACHE = "Full block(s) get their chained hash and enter the hash -> block map."
@@ -39,11 +45,15 @@ EVENT_FREE = (
     "to the free-queue head, since they can never be hit; cached ones go to the tail."
 )
 EVENT_FREE_WINDOW = "Left the sliding window: these blocks are no longer attended to and are freed."
-EVENT_REFUSE = (
-    "Refused: needs {needed} free block(s) but only {free} are free; nothing was changed."
-)
-EVENT_RESET = "reset_prefix_cache: {dropped} cached hash(es) dropped; no block can be hit any more."
-EVENT_RESET_REFUSED = "reset_prefix_cache refused: {in_use} block(s) are still in use; nothing was changed."
+EVENT_REFUSE = Plural("Refused: needs {needed} free block but only {free} are free; nothing was changed.",
+                      "Refused: needs {needed} free blocks but only {free} are free; nothing was changed.",
+                      count="needed")
+EVENT_RESET = Plural("reset_prefix_cache: {dropped} cached hash dropped; no block can be hit any more.",
+                     "reset_prefix_cache: {dropped} cached hashes dropped; no block can be hit any more.",
+                     count="dropped")
+EVENT_RESET_REFUSED = Plural("reset_prefix_cache refused: {in_use} block is still in use; nothing was changed.",
+                             "reset_prefix_cache refused: {in_use} blocks are still in use; nothing was changed.",
+                             count="in_use")
 EVENT_TEXT = {
     "hit": EVENT_HIT, "miss": EVENT_MISS, "miss_capped": EVENT_MISS_CAPPED, "touch": EVENT_TOUCH,
     "allocate": EVENT_ALLOCATE, "allocate_none": EVENT_ALLOCATE_NONE, "evict": EVENT_EVICT,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kvviz.i18n.plural import Plural
+
 TITLE = "Edit one character"
 INTRO = (
     "A prompt cache does not keep text: it keeps the **K and V tensors** of every token at every layer, in "
@@ -292,7 +294,7 @@ FIG_CASCADE_SUMMARY = (
     "{hits} block(s) hit, then from block #{first}: {miss} miss, {invalidated} invalidated, {partial} partial. "
     "▶ Play walks the lookup."
 )
-FIG_GAP = "… {count} more block(s): {summary} …"
+FIG_GAP = Plural("… {count} more block: {summary} …", "… {count} more blocks: {summary} …", count="count")
 FIG_NOT_CHECKED = "not checked yet"
 FIG_CASCADE_START = "Blocks before #{first} are hits. Press Play: the lookup walks B's chain from block #{first}."
 FIG_CASCADE_NONE = "A and B have the same full blocks: every block is a hit (except the recomputed last token)."

@@ -3,6 +3,8 @@ radix page."""
 
 from __future__ import annotations
 
+from kvviz.i18n.plural import Plural
+
 TITLE = "Block table and LRU free queue"
 INTRO = (
     "Watch a vLLM-style block manager serve a few requests. Every prompt is cut into **blocks** of 16 "
@@ -154,7 +156,7 @@ HOVER_NOT_TOUCHED = "not touched this step"
 NO_HASH = "no hash"
 
 QUEUE_HEADER = "Free queue (LRU order)"
-QUEUE_TITLE = "Step {k}: {n} free block(s), head first"
+QUEUE_TITLE = Plural("Step {k}: {n} free block, head first", "Step {k}: {n} free blocks, head first")
 QUEUE_EMPTY = "The free queue is empty: the next request that needs a block is refused."
 QUEUE_HEAD = "head: next eviction"
 QUEUE_TAIL = "tail: freed last"

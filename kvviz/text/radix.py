@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kvviz.i18n.plural import Plural
+
 TITLE = "Radix tree vs hash chain"
 INTRO = (
     "Two engines, one idea: reuse the KV cache of a shared token prefix. **SGLang** keeps cached tokens in "
@@ -61,7 +63,8 @@ METRIC_HELP = {
 # --- figures -------------------------------------------------------------------------------------
 STRUCTURES_HEADER = "The tree and the chain"
 TREE_TITLE = "Radix tree after step {k}: {tokens:,} of {capacity:,} token slots in the tree"
-CHAIN_TITLE = "Hash chain after step {k}: {blocks} cached block(s) of {bs} tokens"
+CHAIN_TITLE = Plural("Hash chain after step {k}: {blocks} cached block of {bs} tokens",
+                     "Hash chain after step {k}: {blocks} cached blocks of {bs} tokens", count="blocks")
 TREE_EMPTY = "The tree is empty."
 CHAIN_EMPTY = "No block holds a hash."
 AXIS_TOKENS = "token position"

@@ -158,13 +158,18 @@ WHY = {"first": WHY_FIRST, "diff": WHY_DIFF, "expired": WHY_EXPIRED, "below_min"
 WHY_SEPARATOR = "; "
 
 
+DURATION_H = "{value:,.1f} h"
+DURATION_MIN = "{value:,.1f} min"
+DURATION_S = "{value:,.0f} s"
+
+
 def duration(seconds: float) -> str:
     """A time span the way people read it: ``45 s``, ``5.0 min``, ``1.5 h``."""
     if seconds >= 3600:
-        return f"{seconds / 3600:,.1f} h"
+        return DURATION_H.format(value=seconds / 3600)
     if seconds >= 60:
-        return f"{seconds / 60:,.1f} min"
-    return f"{seconds:,.0f} s"
+        return DURATION_MIN.format(value=seconds / 60)
+    return DURATION_S.format(value=seconds)
 
 
 WORK_HEADER = "Cumulative prefill work"

@@ -59,7 +59,7 @@ def test_unknown_custom_model_shows_an_error_and_keeps_the_model():
     # The sidebar alone (AppTest drops sidebar elements of st.navigation apps on reruns).
     at = AppTest.from_string(SIDEBAR_ONLY, default_timeout=240).run()
     assert not at.exception and not at.error
-    at.sidebar.radio[0].set_value(C.MODEL_CHOICE_CUSTOM).run()
+    at.sidebar.radio[0].set_value("custom").run()
     at.sidebar.text_input[0].input("kvviz-tests/no-such-model")
     at.sidebar.button[0].click().run()
     assert not at.exception
@@ -68,5 +68,5 @@ def test_unknown_custom_model_shows_an_error_and_keeps_the_model():
     card = "\n".join(m.value for m in at.sidebar.markdown)
     assert "SmolLM2-135M-Instruct" in card and "30 layers" in card  # still the embedded model
     assert C.MODEL_FALLBACK.format(name="SmolLM2-135M-Instruct") in [c.value for c in at.sidebar.caption]
-    at.sidebar.radio[0].set_value(C.MODEL_CHOICE_EMBEDDED).run()
+    at.sidebar.radio[0].set_value("embedded").run()
     assert not at.exception and not at.sidebar.error

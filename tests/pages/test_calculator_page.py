@@ -67,7 +67,7 @@ def test_every_preset_renders(at):
 
 
 def test_pasted_config(at):
-    at.radio(key="calc_mode").set_value("config.json").run()
+    at.radio(key="calc_mode").set_value("config").run()
     assert any("Upload or paste" in i.value for i in at.info)
     at.text_area(key="calc_config_text").input((CONFIG_DIR / "gemma-3-12b-it.json").read_text()).run()
     assert not at.exception and not at.error
@@ -77,7 +77,7 @@ def test_pasted_config(at):
 
 
 def test_bad_pasted_configs_show_errors_not_tracebacks(at):
-    at.radio(key="calc_mode").set_value("config.json").run()
+    at.radio(key="calc_mode").set_value("config").run()
     cases = [
         ('{"model_type": "llama", "num_hidden_layers": 32', "not valid JSON"),
         ("[1, 2]", "JSON object"),
@@ -96,7 +96,7 @@ def test_bad_pasted_configs_show_errors_not_tracebacks(at):
 
 
 def test_uploaded_config_wins_over_pasted_text(at):
-    at.radio(key="calc_mode").set_value("config.json").run()
+    at.radio(key="calc_mode").set_value("config").run()
     at.text_area(key="calc_config_text").input((CONFIG_DIR / "gpt2.json").read_text()).run()
     at.file_uploader[0].upload("config.json", (CONFIG_DIR / "falcon-7b.json").read_bytes(), "application/json").run()
     assert not at.exception
@@ -106,14 +106,14 @@ def test_uploaded_config_wins_over_pasted_text(at):
 
 
 def test_example_config_loader_fills_the_text_area(at):
-    at.radio(key="calc_mode").set_value("config.json").run()
+    at.radio(key="calc_mode").set_value("config").run()
     at.selectbox(key="calc_example").set_value("deepseek-v2-lite.json").run()
     assert "deepseek_v2" in at.text_area(key="calc_config_text").value
     assert metrics(at)["Attention"] == "MLA"
 
 
 def test_typed_numbers_and_their_errors(at):
-    at.radio(key="calc_mode").set_value("Type numbers").run()
+    at.radio(key="calc_mode").set_value("typed").run()
     assert metrics(at)["KV per token"] == "128 KiB" and metrics(at)["Attention"] == "GQA"
     at.number_input(key="calc_kv_heads").set_value(64).run()
     assert not at.exception

@@ -51,7 +51,7 @@ def test_default_preset_shows_the_whole_story(at):
 
 
 def test_change_one_character_then_block_size(at):
-    at.radio(key="edit_mode").set_value(T.MODE_CHAR).run()
+    at.radio(key="edit_mode").set_value("char").run()
     at.text_area(key="edit_char_text").set_value(SENTENCE).run()
     position = SENTENCE.index("street") + 1
     at.slider(key="edit_char_pos").set_value(position)
@@ -70,7 +70,7 @@ def test_change_one_character_then_block_size(at):
 
 
 def test_free_text_bad_input(at, monkeypatch):
-    at.radio(key="edit_mode").set_value(T.MODE_FREE).run()
+    at.radio(key="edit_mode").set_value("free").run()
     at.text_area(key="edit_free_a").set_value("   ").run()
     assert not at.exception and T.EMPTY_A in texts(at.info)
     at.text_area(key="edit_free_a").set_value(SENTENCE)

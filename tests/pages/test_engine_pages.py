@@ -120,14 +120,14 @@ def test_block_page_reset_prefix_cache(bt):
     assert metrics(bt)[T.COUNTERS["running"][0]] == "0"
     click(bt, "bt_reset_cache")
     assert step_shown(bt) == "Step 16 of 16" and ":red-badge[reset]" in markdown_text(bt)
-    assert "cached hash(es) dropped" in markdown_text(bt) and not bt.error
+    assert "cached hashes dropped" in markdown_text(bt) and not bt.error
     assert bt.session_state["kvviz_user_steps"]["shared_prompt"][-1].op == "reset"
     # refused while a request holds blocks: a user's request that has not finished, then the button
     bt.session_state["kvviz_user_steps"] = {"shared_prompt": (ScenarioStep("add", "you1", (1, 2, 3)),)}
     bt.run()
     click(bt, "bt_reset_cache")
     assert step_shown(bt) == "Step 17 of 17"
-    assert any("reset_prefix_cache refused: 1 block(s) are still in use" in e.value for e in bt.error)
+    assert any("reset_prefix_cache refused: 1 block is still in use" in e.value for e in bt.error)
 
 
 def test_block_page_add_a_request(bt):

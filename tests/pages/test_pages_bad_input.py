@@ -88,7 +88,7 @@ def test_sessions_control_characters_are_just_text(sessions):
 @pytest.fixture(scope="module")
 def calculator() -> AppTest:
     at = page("calculator")
-    at.radio(key="calc_mode").set_value(C.MODE_CONFIG).run()
+    at.radio(key="calc_mode").set_value("config").run()
     return at
 
 
@@ -171,7 +171,7 @@ def test_radix_absurd_step_in_the_session_is_clamped(step):
 @pytest.mark.model
 def test_edit_page_empty_huge_and_control_text(monkeypatch):
     at = page("edit")
-    at.radio(key="edit_mode").set_value(E.MODE_FREE).run()
+    at.radio(key="edit_mode").set_value("free").run()
     at.text_area(key="edit_free_a").set_value("")
     at.text_area(key="edit_free_b").set_value("").run()
     assert not at.exception and not at.error and E.EMPTY_A in values(at.info)
@@ -185,6 +185,6 @@ def test_edit_page_empty_huge_and_control_text(monkeypatch):
     at.text_area(key="edit_free_b").set_value(CONTROL + " help").run()
     assert not at.exception and not at.error
     assert any("U\\+0000" in i and "U\\+200B" in i for i in values(at.info))  # named, markdown-escaped
-    at.radio(key="edit_mode").set_value(E.MODE_CHAR).run()
+    at.radio(key="edit_mode").set_value("char").run()
     at.text_input(key="edit_char_repl").set_value("\x07").run()
     assert not at.exception and not at.error
