@@ -10,6 +10,7 @@ import streamlit as st
 
 import ui
 from kvviz.core import kvsize
+from kvviz.core.blank import is_blank
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
 from kvviz.core.kvsize import KVSizeError, ModelShape, format_bytes, format_exact
 from kvviz.core.presets import (
@@ -93,10 +94,10 @@ def _config_input() -> ParsedConfig | None:
     text = st.text_area(T.PASTE_LABEL, key="calc_config_text", height=160, placeholder=T.PASTE_PLACEHOLDER)
     try:
         if upload is not None:
-            if text.strip():
+            if not is_blank(text):
                 st.caption(T.UPLOAD_WINS.format(name=upload.name))
             parsed = parse_config_text(upload.getvalue(), upload.name)
-        elif text.strip():
+        elif not is_blank(text):
             parsed = parse_config_text(text, T.PASTED_NAME)
         else:
             st.info(T.CONFIG_EMPTY, icon=":material/upload_file:")
@@ -294,7 +295,7 @@ def model_section() -> None:
         text = st.text_input(T.MODEL_TEXT_LABEL, value=T.MODEL_DEFAULT_TEXT, key="calc_model_text", max_chars=4000)
         run = st.form_submit_button(T.MODEL_BUTTON, type="primary")
     if run:
-        if not text.strip():
+        if is_blank(text):
             st.error(T.MODEL_EMPTY, icon=":material/error:")
         else:
             lm, error = ui.try_get_model()

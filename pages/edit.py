@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from kvviz.core.blank import is_blank
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
@@ -174,10 +175,10 @@ st.caption(T.SETTINGS_NOTE)
 if hash_name in UNSAFE_HASHES:
     st.warning(T.HASH_UNSAFE, icon=":material/warning:")
 
-if not text_a.strip():
+if is_blank(text_a):
     st.info(T.EMPTY_A, icon=":material/edit:")
     st.stop()
-if not text_b.strip():
+if is_blank(text_b):
     st.info(T.EMPTY_B, icon=":material/edit:")
     st.stop()
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from kvviz.core.blank import is_blank
 from kvviz.core.hashing import short_hash
 from kvviz.core.room import YOU, age_label, get_room, origin_label, salt_for_view
 from kvviz.figures import security as F
@@ -105,7 +106,7 @@ with c[1]:
     text = st.text_area(T.PROMPT_LABEL, key="room_text", height=150,
                         help=T.PROMPT_HELP.format(limit=room.limits.max_prompt_tokens))
     if st.button(T.SEND, key="room_send", type="primary", icon=":material/send:"):
-        if not text.strip():
+        if is_blank(text):
             st.warning(T.PROMPT_EMPTY, icon=":material/warning:")
         else:
             try:

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kvviz.core.blank import is_blank
+
 
 class CliError(Exception):
     """A user-facing error: printed as one line on stderr, exit code 2."""
@@ -37,7 +39,7 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 def check_model_option(value: str | None, flag: str = "--model") -> None:
     """Refuse an empty or blank ``--model`` (the default is simply to leave the flag out)."""
-    if value is not None and not value.strip():
+    if value is not None and is_blank(value):
         raise CliError(f"{flag} is empty: give 'embedded', a Hugging Face id (owner/name) or a local folder")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from kvviz.core.blank import is_blank
 from kvviz.model.loader import load_tokenizer
 from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
 from kvviz.text import common as T
@@ -115,7 +116,7 @@ def clean_text(text: object) -> str:
         raise InputError("text must be a string, not bytes (decode it first)")
     if not isinstance(text, str):
         raise InputError(f"text must be a string, got {type(text).__name__}")
-    if not text.strip():
+    if is_blank(text):
         raise InputError(T.ERROR_EMPTY_TEXT)
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
