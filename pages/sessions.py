@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core.providers import DEFAULT_POLICY, POLICIES, USAGE_FIELDS
+from kvviz.core.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.core.sessions import (
     DEFAULT_PAUSE_S,
     EVENT_NAMES,
@@ -209,7 +209,7 @@ st.subheader(T.POLICY_HEADER)
 st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=policy.label))
 st.markdown("\n".join(T.POLICY_LINE.format(name=v.name, value=v.value, source=v.source, as_of=v.as_of)
                        for v in policy.values))
-st.caption(T.SOURCES_LINE.format(sources=T.SOURCE_SEPARATOR.join(
+st.caption(T.SOURCES_LINE.format(as_of=AS_OF, sources=T.SOURCE_SEPARATOR.join(
     T.SOURCE_ITEM.format(key=k, name=T.SOURCE_NAMES[k]) for k in T.SOURCE_NAMES if k in policy.sources_used)))
 if policy.is_policy:
     st.caption(T.POLICY_CAVEAT)

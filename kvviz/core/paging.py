@@ -50,7 +50,7 @@ WASTE_LABELS = {
     "free": "free",
 }
 
-# The PagedAttention paper's measurement of earlier systems (BRIEF section 3).
+# The PagedAttention paper's measurement of earlier systems (Kwon et al., SOSP 2023, figure 2).
 PAPER_UTILISATION_BAND = (0.204, 0.382)
 PAPER_SOURCE = (
     "Kwon et al., 'Efficient Memory Management for Large Language Model Serving with PagedAttention' "
