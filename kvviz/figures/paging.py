@@ -41,7 +41,7 @@ def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
         shares = [results[name].waste_share[kind] for name in LAYOUTS]
         fig.add_bar(
             y=names, x=shares, orientation="h", name=T.KIND_LABELS[kind], marker_color=KIND_COLOURS[kind],
-            text=[f"{s:.0%}" if s >= 0.04 else "" for s in shares], textposition="inside",
+            text=[f"{s:.1%}" if s >= 0.04 else "" for s in shares], textposition="inside",
             insidetextanchor="middle",
             hovertemplate=T.HOVER_WASTE.format(kind=T.KIND_LABELS[kind], help=T.KIND_HELP[kind]),
         )

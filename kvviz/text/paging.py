@@ -50,8 +50,9 @@ RESULTS = "What each layout achieves"
 M_UTIL = "Utilisation"
 M_UTIL_VALUE = "{cont:.1%} → {paged:.1%}"
 M_UTIL_HELP = (
-    "Contiguous → paged. Tokens stored / memory reserved, averaged over every step with a request "
-    "running. While a request waits for memory, free slots count as reserved: they are out of use."
+    "Contiguous → paged. Share of the whole KV memory holding token states, averaged over the steps "
+    "when requests wait for memory (every running step if none waits): the same number as the "
+    "'token states' bar below."
 )
 M_FIT = "Requests at once"
 M_FIT_VALUE = "{cont} → {paged}"

@@ -1,0 +1,30 @@
+"""The paging page's headline utilisation and its bar chart are one number with one definition
+(issue #11 item 6: the headline said 29.0% / 96.1%, the chart 27% / 95%)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvviz.core.paging import PagingConfig, compare_layouts
+from kvviz.figures import paging as F
+from kvviz.text import paging as T
+
+CONFIGS = [PagingConfig(), PagingConfig(num_requests=3, memory_tokens=8192), PagingConfig(block_size=32, seed=3)]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_headline_utilisation_is_the_charts_stored_share(cfg):
+    cmp = compare_layouts(cfg)
+    for res in (cmp.contiguous, cmp.paged):
+        assert res.utilisation == pytest.approx(res.waste_share["stored"], abs=1e-12)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_chart_prints_the_headline_number(cfg):
+    cmp = compare_layouts(cfg)
+    results = {"contiguous": cmp.contiguous, "paged": cmp.paged}
+    fig = F.waste_figure(results)
+    stored = next(tr for tr in fig.data if tr.name == T.KIND_LABELS["stored"])
+    headline = T.M_UTIL_VALUE.format(cont=cmp.contiguous.utilisation, paged=cmp.paged.utilisation)
+    for text in stored.text:
+        assert text in headline, (text, headline)
