@@ -215,6 +215,10 @@ cmp = edit.comparison
 st.subheader(T.STEP_CHANGE)
 for notice in edit.notices:
     st.warning(T.TRUNCATED.format(notice=notice), icon=":material/content_cut:")
+beyond = edit.edit_beyond_limit
+if beyond is not None:
+    st.warning(T.EDIT_BEYOND_LIMIT.format(pos=edit.char_edit.start, limit=edit.max_tokens, kept=beyond),
+               icon=":material/content_cut:")
 controls = sorted({md(R.describe_char(c)) for c in R.invisible_chars(text_a + text_b)})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
@@ -252,8 +256,13 @@ def _describe_change() -> list[str]:
 
 
 if edit.identical:
-    st.info(T.IDENTICAL, icon=":material/check_circle:")
-    if text_a != text_b:
+    if cmp.reused_tokens == 0:
+        same = T.IDENTICAL_SHORT.format(n=edit.num_tokens_b, block_size=cmp.block_size)
+    else:
+        same = T.IDENTICAL_REUSE.format(n=edit.num_tokens_b, reused=cmp.reused_tokens,
+                                        recompute=cmp.recompute_tokens, block_size=cmp.block_size)
+    st.info(same, icon=":material/check_circle:")
+    if text_a != text_b and beyond is None:
         st.caption(T.IDENTICAL_TEXT_ONLY.format(desc=" ".join(_describe_change()) or "-"))
 else:
     st.markdown("\n".join(f"- {line}" for line in _describe_change()))
@@ -284,15 +293,22 @@ cols = st.columns(4)
 cols[0].metric(T.M_COMMON, T.TOKENS_UNIT.format(n=cmp.common_prefix_tokens), help=T.M_COMMON_HELP)
 cols[1].metric(T.M_REUSED, T.TOKENS_UNIT.format(n=cmp.reused_tokens), help=T.M_REUSED_HELP)
 cols[2].metric(T.M_RECOMPUTE, T.TOKENS_UNIT.format(n=cmp.recompute_tokens), help=T.M_RECOMPUTE_HELP)
-reused_any = cmp.reused_tokens > 0 and proof.speedup is not None
+timing = proof.timing  # None when nothing is reused
+noise = T.M_WITHIN_NOISE if timing is not None else None
 cols[3].metric(T.M_SAVED, T.M_SAVED_VALUE.format(pct=100.0 * edit.reused_share),
-               delta=T.M_SAVED_MS.format(ms=proof.saved_ms) if reused_any else None, delta_color="off",
-               delta_arrow="off", help=T.M_SAVED_HELP)
+               delta=T.M_SAVED_MS.format(ms=proof.saved_ms) if proof.saved_ms is not None else noise,
+               delta_color="off", delta_arrow="off", help=T.M_SAVED_HELP)
 cols = st.columns(2)
-cols[0].metric(T.M_REUSE_MS, T.MS_VALUE.format(ms=edit.reuse_prefill_ms), help=T.M_REUSE_MS_HELP)
-cols[1].metric(T.M_FULL_MS, T.MS_VALUE.format(ms=proof.full_prefill_ms),
-               delta=T.M_SPEEDUP.format(x=proof.speedup) if reused_any else None,
+cols[0].metric(T.M_REUSE_MS, T.MS_MEDIAN.format(ms=proof.reuse_prefill_ms), help=T.M_REUSE_MS_HELP)
+cols[1].metric(T.M_FULL_MS, T.MS_MEDIAN.format(ms=proof.full_prefill_ms),
+               delta=T.M_SPEEDUP.format(x=proof.speedup) if proof.speedup is not None else noise,
                delta_color="off", delta_arrow="off", help=T.M_FULL_MS_HELP)
+if timing is not None:
+    st.caption(T.TIMING_NOTE.format(runs=len(timing.slow_ms), full_spread=timing.slow_spread_ms,
+                                    reuse_spread=timing.fast_spread_ms))
+    if not timing.measured:
+        st.info(T.TIMING_NOISE.format(full=timing.slow_median_ms, reuse=timing.fast_median_ms,
+                                      runs=len(timing.slow_ms)), icon=":material/timer_off:")
 if edit.a_computed_tokens == 0:
     a_state = T.A_STATE_STORED
 elif edit.a_hit_blocks == 0:

@@ -66,9 +66,20 @@ SETTINGS_NOTE = (
 EMPTY_A = "Prompt A is empty. Type or paste some text (or pick a preset) to start."
 EMPTY_B = "Prompt B is empty. Type the edited prompt (or pick a preset)."
 INPUT_ERROR = "Cannot run the experiment: {error}"
-IDENTICAL = (
-    "A and B are the same token sequence. Everything is reusable except the last token, which an engine "
-    "always recomputes to get the next-token logits."
+IDENTICAL_REUSE = (
+    "A and B are the same token sequence ({n:,} tokens). An engine reuses the {reused:,} tokens of its full "
+    "blocks before the last token and recomputes the other {recompute:,}: the last token, whose logits it "
+    "needs, and the rest of its block, since only whole blocks of {block_size} tokens are cached."
+)
+IDENTICAL_SHORT = (
+    "A and B are the same token sequence, but {n:,} tokens do not make one full block of {block_size} "
+    "tokens before the last token: an engine caches only whole blocks, so nothing is reused and all "
+    "{n:,} tokens are recomputed. A smaller block size shows the reuse."
+)
+EDIT_BEYOND_LIMIT = (
+    "The edit is at character {pos:,}, beyond the {limit:,}-token limit: only the first {kept:,} characters "
+    "fit in {limit:,} tokens, so both prompts were cut before the edit and the model sees the same tokens. "
+    "Move the edit before character {kept:,} (or shorten the text) to see its effect."
 )
 IDENTICAL_TEXT_ONLY = (
     "The texts differ ({desc}), but they tokenize to exactly the same tokens, so the cache cannot tell "
@@ -127,20 +138,32 @@ M_RECOMPUTE = "To recompute"
 M_RECOMPUTE_HELP = "Tokens of B that go through the model: the changed block and everything after it."
 M_SAVED = "Tokens not recomputed"
 M_SAVED_HELP = (
-    "Reused tokens / B's tokens. The milliseconds below are measured: the full prefill of B minus B "
-    "computed on top of the reused K/V (both timed on this machine; a busy machine adds noise)."
+    "Reused tokens / B's tokens. The milliseconds below are measured: the median full prefill of B minus "
+    "the median of B computed on top of the reused K/V, each timed several times on this machine; shown "
+    "only when the two sets of timings do not overlap."
 )
 M_SAVED_VALUE = "{pct:.0f}%"
 M_SAVED_MS = "{ms:,.0f} ms saved"
 TOKENS_UNIT = "{n:,} tokens"
 M_REUSE_MS = "Measured: B on top of the reused K/V"
 M_REUSE_MS_HELP = (
-    "Wall time of the model computing only B's non-reused tokens, on top of the K/V of the reused blocks "
-    "taken from kvviz's K/V store."
+    "Median wall time of the model computing only B's non-reused tokens, on top of the K/V of the reused "
+    "blocks (forward pass only)."
 )
 M_FULL_MS = "Measured: full prefill of B"
-M_FULL_MS_HELP = "Wall time of the model computing every token of B from scratch."
+M_FULL_MS_HELP = "Median wall time of the model computing every token of B from scratch (forward pass only)."
 M_SPEEDUP = "{x:.1f}× faster"
+M_WITHIN_NOISE = "within the noise"
+MS_MEDIAN = "{ms:,.1f} ms"
+TIMING_NOTE = (
+    "Medians of {runs} timed runs each, alternating the two; spread (slowest − fastest run): full prefill "
+    "{full_spread:,.1f} ms, on the reused K/V {reuse_spread:,.1f} ms."
+)
+TIMING_NOISE = (
+    "Too short to measure a difference on this machine: the timings of the full prefill and of the "
+    "prefill on the reused K/V overlap (medians {full:,.1f} ms and {reuse:,.1f} ms over {runs} runs each). "
+    "Longer prompts, or an edit nearer their end, show the saving."
+)
 REUSE_STORE_NOTE = (
     "B computed {computed:,} token(s) on top of {reused:,} reused token(s) from the K/V store (A was "
     "{a_state})."
