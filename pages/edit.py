@@ -10,6 +10,7 @@ import streamlit as st
 import ui
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
+from kvviz.core.utf8 import cyrillic_letters, escaped_bytes, is_byte_piece, letters, utf8_length
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
 
@@ -32,9 +33,16 @@ def md(text: str) -> str:
 
 
 def tok(piece: str) -> str:
-    """A token's text as an inline code span (repr, so spaces and controls show)."""
+    """A token's text as an inline code span (repr, so spaces and controls show); a token that is only
+    the first byte of a character says so."""
     shown = repr(piece).replace("`", "ˋ")
-    return f"`{shown}`"
+    raw = escaped_bytes(piece)
+    if not raw or not is_byte_piece(piece):
+        return f"`{shown}`"
+    n = utf8_length(raw[0])
+    return f"`{shown}`" + T.BYTE_TOKEN_NOTE.format(
+        byte=" ".join(f"{b:02X}" for b in raw), n=n or "several",
+        script=T.BYTE_TOKEN_CYRILLIC if raw[0] in (0xD0, 0xD1) else "")
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -284,6 +292,23 @@ token_fig = F.token_strip_figure(edit.pieces_a, edit.ids_a, edit.pieces_b, edit.
 st.plotly_chart(token_fig, width="stretch", key=K_TOKENS, on_select="rerun", selection_mode="points",
                 config={"displayModeBar": False})
 st.caption(T.TOKENS_CAPTION.format(width=width, block_size=cmp.block_size))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _letter_cost(text: str, model: str) -> tuple[int, int]:
+    from kvviz.model.tokens import letter_cost
+
+    return letter_cost(text, model_name=model)
+
+
+if letters(text_a) and cyrillic_letters(text_a) * 2 >= letters(text_a):
+    from kvviz.model.tokens import ENGLISH_SAMPLE
+
+    ru_tokens, ru_letters = _letter_cost(text_a, lm.source.key)
+    en_tokens, en_letters = _letter_cost(ENGLISH_SAMPLE, lm.source.key)
+    ru, en = ru_tokens / ru_letters, en_tokens / en_letters
+    st.info(T.CYRILLIC_NOTE.format(tokens=ru_tokens, letters=ru_letters, ru=ru, en_tokens=en_tokens,
+                                   en_letters=en_letters, en=en, ratio=ru / en), icon=":material/translate:")
 
 # ----------------------------------------------------------------------------- 3. reuse numbers
 

@@ -205,9 +205,7 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
         kv=ui.fmt_bytes(room_kv_budget_bytes()), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
         max_tokens=lim.max_prompt_tokens))
     st.caption(T.WORKSHOP_HINT)
-    key = None
-    if room.presenter_key is not None:
-        key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)
+    key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)
     if st.button(T.RESET, key="room_reset", icon=":material/restart_alt:"):
         res = room.reset(key)
         if res.ok:

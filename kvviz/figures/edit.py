@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from kvviz.core.compare import PromptComparison
 from kvviz.core.hashing import short_hash
+from kvviz.core.utf8 import completed_chars, escaped_bytes
 from kvviz.figures.style import INK, MUTED, OUTLINE_GREY
 from kvviz.text import edit as T
 
@@ -61,6 +62,23 @@ def show_piece(piece: str, limit: int = 5) -> str:
         text = text[: limit - 1] + "…"
     # Bidi isolation keeps right-to-left pieces from reordering their neighbours.
     return html.escape("\u2068" + text + "\u2069", quote=False)
+
+
+def cell_piece(piece: str, completes: str | None, limit: int = 8) -> str:
+    """A chart cell for one token: a byte-only token shows its byte and the character it starts,
+    ⟨D0⟩→П, so a split letter reads as one letter in two tokens."""
+    if completes is None:
+        return show_piece(piece, limit=limit)
+    return show_piece(piece, limit=limit - 2) + html.escape("→" + completes, quote=False)
+
+
+def byte_hover(piece: str, completes: str | None) -> str:
+    """Hover text of a byte-only token: its bytes and the whole character's UTF-8 bytes."""
+    if completes is None:
+        return hover_piece(piece)
+    own = " ".join(f"{b:02X}" for b in escaped_bytes(piece))
+    whole = " ".join(f"{b:02X}" for b in completes.encode("utf-8"))
+    return T.FIG_BYTE_HOVER.format(bytes=own, char=html.escape(completes, quote=False), utf8=whole)
 
 
 def hover_piece(piece: str) -> str:
@@ -116,6 +134,7 @@ def token_strip_figure(
 
     z, text, ylabels = [], [], []
     px, py, pdata, phover = [], [], [], []
+    completes = {"A": completed_chars(pieces_a), "B": completed_chars(pieces_b)}
     for k, r in enumerate(rows):
         for s_i, (side, pieces, ids, cats) in enumerate(sides):
             y = 2 * k + s_i
@@ -124,12 +143,13 @@ def token_strip_figure(
                 p = r * width + c
                 if p < len(pieces):
                     zr.append(_CODES[cats[p]])
-                    tr.append(show_piece(pieces[p], limit=8))
+                    done = completes[side][p]
+                    tr.append(cell_piece(pieces[p], done))
                     px.append(c)
                     py.append(y)
                     pdata.append([side, p])
                     phover.append(T.FIG_TOKEN_HOVER.format(side=side, pos=p, block=p // bs,
-                                                           piece=hover_piece(pieces[p]), id=ids[p]))
+                                                           piece=byte_hover(pieces[p], done), id=ids[p]))
                 else:
                     zr.append(None)
                     tr.append("")

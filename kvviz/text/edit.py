@@ -118,6 +118,19 @@ CHANGE_NO_SHIFT = (
     "The token count did not change, so every token after the edit keeps its position and its id: "
     "those blocks have the same tokens as before, and still cannot be reused."
 )
+CYRILLIC_NOTE = (
+    "This model's tokenizer spends {ru:.2f} tokens per Cyrillic letter: prompt A has {tokens:,} tokens for "
+    "{letters:,} letters, while an English sentence costs {en:.2f} tokens per letter ({en_tokens:,} tokens "
+    "for {en_letters:,} letters), both measured now. Its vocabulary has few Russian pieces, so most letters "
+    "are a token each and some are split into byte tokens (⟨D0⟩→П: the first byte of «П», completed by the "
+    "next token). Every token has its own K and V: per letter of text, Russian needs about {ratio:.1f}× the "
+    "KV cache of English on this model."
+)
+BYTE_TOKEN_NOTE = (
+    " (byte {byte}: the first of the {n} bytes of one character{script}; the model predicts only the "
+    "start of a letter, the next token completes it)"
+)
+BYTE_TOKEN_CYRILLIC = ", as every Russian letter starts with D0 or D1"
 TOKENS_CAPTION = (
     "Rows of {width} tokens, A's row above B's row for the same positions; thick lines are block "
     "boundaries (every {block_size} tokens). Colours on B are the block's status; magenta marks the "
@@ -298,6 +311,7 @@ STORE_EVICTIONS = "Evictions"
 FIG_TOKENS_A = "A (original)"
 FIG_TOKENS_B = "B (edited)"
 FIG_TOKEN_HOVER = "{side} · token {pos} · block {block}<br>{piece}<br>id {id}"
+FIG_BYTE_HOVER = "byte {bytes}: the start of «{char}» (UTF-8 {utf8}); the next token completes it"
 FIG_CHANGED = "changed token"
 FIG_A_TOKEN = "A's tokens (cached)"
 FIG_CHAIN_A = "A's chain (cached)"

@@ -96,3 +96,30 @@ def test_edit_past_the_token_limit_is_named(at, monkeypatch):
     warnings = texts(at.warning)
     assert "beyond the 64-token limit" in warnings and f"character {len(a) - 1:,}" in warnings
     assert T.IDENTICAL_TEXT_ONLY.split("(")[0] not in texts(at.caption)
+
+
+def test_byte_tokens_show_the_letter_they_start():
+    from kvviz.core.compare import compare_prompts
+    from kvviz.figures import edit as F
+
+    pieces, ids = ["<0xD0>", "П", "о"], [1, 2, 3]
+    fig = F.token_strip_figure(pieces, ids, pieces, ids, [], [], compare_prompts(ids, ids, block_size=2))
+    cells = [c for row in fig.data[0].text for c in row if c]
+    assert any("D0" in c and "П" in c for c in cells), cells
+    hovers = " ".join(str(h) for tr in fig.data for h in (tr.hovertext or []))
+    assert "D0 9F" in hovers
+
+
+def test_russian_prompt_gets_a_measured_tokens_per_letter_note(at):
+    from kvviz.core.utf8 import letters
+    from kvviz.model.tokens import ENGLISH_SAMPLE, letter_cost
+
+    a = "Почему один символ ломает кэш промптов? Объясни на простом примере."
+    free(at, a, a[:-1] + "!")
+    ru_tokens, ru_letters = letter_cost(a)
+    en_tokens, en_letters = letter_cost(ENGLISH_SAMPLE)
+    assert ru_letters == letters(a) and ru_tokens / ru_letters > 2 * en_tokens / en_letters
+    info = texts(at.info)
+    assert T.CYRILLIC_NOTE.format(tokens=ru_tokens, letters=ru_letters, ru=ru_tokens / ru_letters,
+                                  en_tokens=en_tokens, en_letters=en_letters, en=en_tokens / en_letters,
+                                  ratio=(ru_tokens / ru_letters) / (en_tokens / en_letters)) in info
