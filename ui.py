@@ -99,11 +99,15 @@ def _leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
-# Metric labels and values wrap instead of ending in "…" on a laptop screen or a projector.
+# Metric labels and values, widget and checkbox labels and page-link titles wrap instead of ending in
+# "…" on a laptop screen or a projector (1024 px).
 _METRIC_WRAP_CSS = (
     "<style>[data-testid='stMetricLabel'] *, [data-testid='stMetricValue'],"
-    " [data-testid='stMetricValue'] * {white-space: normal !important; overflow: visible !important;"
-    " text-overflow: clip !important; overflow-wrap: anywhere;}</style>"
+    " [data-testid='stMetricValue'] *, [data-testid='stWidgetLabel'] p, [data-testid='stCheckbox'] p,"
+    " [data-testid='stPageLink'] p, [data-testid='stPageLink'] span, [data-testid='stPageLink-NavLink'] *"
+    " {white-space: normal !important; overflow: visible !important;"
+    " text-overflow: clip !important; overflow-wrap: anywhere;}"
+    " [data-testid='stPageLink-NavLink'] {height: auto !important; min-height: 2rem;}</style>"
 )
 
 
@@ -129,7 +133,7 @@ _ANNOUNCE_LOCK = threading.Lock()
 
 
 def _server_url(path: str) -> str:
-    address = st.get_option("browser.serverAddress") or st.get_option("server.address") or "localhost"
+    address = st.get_option("server.address") or st.get_option("browser.serverAddress") or "localhost"
     if address in ("0.0.0.0", "::"):
         address = "localhost"
     return f"http://{address}:{st.get_option('server.port')}/{path}"

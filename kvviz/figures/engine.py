@@ -63,7 +63,7 @@ def _legend_entries(fig: go.Figure, items: Sequence[tuple[str, str]], symbol: st
             fig.add_trace(trace, row=row, col=col)
 
 
-def _text_traces(fig: go.Figure, xs: list, ys: list, texts: list[str], fills: list[str], size: int = 11,
+def _text_traces(fig: go.Figure, xs: list, ys: list, texts: list[str], fills: list[str], size: int = 12,
                  **where) -> None:
     """Cell labels in white on dark fills and ink on light ones (heatmaps have one text colour)."""
     for dark in (True, False):
@@ -147,14 +147,14 @@ def block_tables_figure(view: StepView) -> go.Figure:
     fig = go.Figure()
     if requests:
         fig.add_trace(_discrete_heatmap(z, list(SOURCE_COLOURS.values()), hover))
-        _text_traces(fig, xs, ys, texts, fills, size=11)
+        _text_traces(fig, xs, ys, texts, fills, size=12)
     _legend_entries(fig, [(T.SOURCE_LABELS[k], c) for k, c in SOURCE_COLOURS.items() if k != "skipped"
                           or any(c.block_id is None for r in requests for c in r.rows)])
     fig.update_layout(shapes=shapes)
     ticks = list(range(width))
     fig.update_xaxes(tickvals=ticks, ticktext=[T.AXIS_TOKENS.format(first=i * bs + 1, last=(i + 1) * bs)
                                                for i in ticks],
-                     side="top", showgrid=False, zeroline=False, range=[-0.5, max(width, 4) - 0.5], tickfont=dict(size=10))
+                     side="top", showgrid=False, zeroline=False, range=[-0.5, max(width, 4) - 0.5], tickfont=dict(size=12))
     fig.update_yaxes(tickvals=list(range(len(requests))), ticktext=labels, autorange="reversed", showgrid=False,
                      zeroline=False, range=[len(requests) - 0.5, -0.5] if requests else [0.5, -0.5])
     fig = _layout(fig, 110 + 46 * max(len(requests), 1), None)
@@ -211,7 +211,7 @@ def pool_grid_figure(view: StepView) -> go.Figure:
     cols = pool_columns(state.num_blocks)
     z, hover, xs, ys, texts, fills, shapes, rows = _pool_grid(state, view.touched, cols)
     fig = go.Figure(_discrete_heatmap(z, list(POOL_COLOURS.values()), hover))
-    _text_traces(fig, xs, ys, texts, fills, size=10)
+    _text_traces(fig, xs, ys, texts, fills, size=12)
     _legend_entries(fig, [(T.POOL_STATE_LABELS[k], c) for k, c in POOL_COLOURS.items()])
     kinds_now = {k for ks in view.touched.values() for k in ks}
     for kind in EVENT_PRIORITY:
@@ -226,7 +226,7 @@ def pool_grid_figure(view: StepView) -> go.Figure:
     title = T.POOL_TITLE.format(k=view.step, used=c["used_blocks"], cached=c["cached_free_blocks"],
                                 free=c["free_blocks"])
     fig = _layout(fig, 90 + 66 * rows, title)
-    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left", font=dict(size=11)),
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left", font=dict(size=12)),
                       margin=dict(b=50))
     return fig
 
@@ -261,13 +261,13 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
         texts.append(T.QUEUE_CELL.format(block=bid) + (f"<br>{short_hash(h, 4)}" if h else ""))
         fills.append(POOL_COLOURS[st])
     fig.add_trace(_discrete_heatmap(z, [POOL_COLOURS["cached"], POOL_COLOURS["free"]], hover))
-    _text_traces(fig, xs, ys, texts, fills, size=10)
+    _text_traces(fig, xs, ys, texts, fills, size=12)
     fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color=RED, width=3))
     fig.add_annotation(x=0, y=-0.5, yanchor="bottom", text="▼ " + T.QUEUE_HEAD, showarrow=False, xanchor="left",
                        xshift=-18, font=dict(color=RED, size=12))
     last_r, last_c = divmod(len(queue) - 1, per_row)
     fig.add_annotation(x=last_c, y=last_r + 0.5, yanchor="top", text=T.QUEUE_TAIL + " ▲", showarrow=False,
-                       xanchor="right", xshift=18, font=dict(color=MUTED, size=11))
+                       xanchor="right", xshift=18, font=dict(color=MUTED, size=12))
     fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
     fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
     return _layout(fig, 110 + 52 * rows, title)
@@ -307,7 +307,7 @@ def pool_animation_figure(run: ScenarioRun) -> go.Figure:
         view = run.view_at(k)
         z, hover, xs, ys, texts, fills, shapes, rows = _pool_grid(view.state, view.touched, cols)
         data = [_discrete_heatmap(z, list(POOL_COLOURS.values()), hover),
-                go.Scatter(x=xs, y=ys, text=texts, mode="text", textfont=dict(size=10, color=INK), hoverinfo="skip")]
+                go.Scatter(x=xs, y=ys, text=texts, mode="text", textfont=dict(size=12, color=INK), hoverinfo="skip")]
         layout = go.Layout(shapes=shapes, title=dict(text=f"{T.ANIMATION_TITLE} · {T.STEP_HEADER.format(k=k, n=run.num_steps)}"))
         frames.append(go.Frame(data=data, layout=layout, name=str(k)))
         if first is None:
@@ -409,7 +409,7 @@ class _Bars:
         for dark, (lx, ly, lt) in self.labels.items():
             if lx:
                 fig.add_trace(go.Scatter(x=lx, y=ly, text=lt, mode="text", hoverinfo="skip", showlegend=False,
-                                         textfont=dict(size=10, color="white" if dark else INK)), row=self.row, col=1)
+                                         textfont=dict(size=12, color="white" if dark else INK)), row=self.row, col=1)
 
 
 def _links(segments, row: int) -> list[dict]:
@@ -510,8 +510,8 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
     for row, n in ((1, heights[0]), (2, heights[1])):
         fig.update_yaxes(visible=False, autorange=False, range=[n - 0.5, -0.6], row=row, col=1)
         fig.update_xaxes(range=[-1, x_end + 1], tickvals=list(range(0, x_end + 1, bs)), showgrid=False, row=row,
-                         col=1, showticklabels=row == 2, tickfont=dict(size=10))
-    fig.update_xaxes(title=dict(text=R.AXIS_TOKENS, font=dict(size=11)), row=2, col=1)
+                         col=1, showticklabels=row == 2, tickfont=dict(size=12))
+    fig.update_xaxes(title=dict(text=R.AXIS_TOKENS, font=dict(size=12)), row=2, col=1)
     legend = [(R.LEGEND_TREE[s], c) for s, c in RADIX_COLOURS.items()]
     legend += [(R.LEGEND_CHAIN[s], c) for s, c in CHAIN_COLOURS.items()]
     _legend_entries(fig, legend, row=1, col=1)
@@ -520,7 +520,7 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
     if not chain_items:
         fig.add_annotation(x=0.5, y=0.5, xref="x2 domain", yref="y2 domain", text=R.CHAIN_EMPTY, showarrow=False)
     fig = _layout(fig, 190 + 44 * (heights[0] + heights[1]))
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, x=1, xanchor="right", font=dict(size=11)),
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, x=1, xanchor="right", font=dict(size=12)),
                       margin=dict(t=100, b=40))
     for ann in fig.layout.annotations[:2]:
         ann.update(x=0, xanchor="left", font=dict(size=13))

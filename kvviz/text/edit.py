@@ -321,7 +321,7 @@ FIG_BLOCK_PARTIAL = "#{index} · {start}–{end} · partial"
 FIG_PARENT = "{parent}"
 FIG_HOVER_A = "A · block {index}<br>hash {hash}<br>parent {parent}"
 FIG_HOVER_B = "B · block {index}: {meaning}<br>{reason}"
-FIG_BLOCK_LABEL_B = "#{index} · {start}–{end} · {hash} ← {parent} · {status}"
+FIG_BLOCK_LABEL_B = "#{index} · {hash} ← {parent} · {status}"  # the token span is on A's side
 FIG_NO_HASH = "no hash"
 FIG_CASCADE_SUMMARY = (
     "{hits} block(s) hit, then from block #{first}: {miss} miss, {invalidated} invalidated, {partial} partial. "
