@@ -107,7 +107,8 @@ _METRIC_WRAP_CSS = (
     " [data-testid='stPageLink'] p, [data-testid='stPageLink'] span, [data-testid='stPageLink-NavLink'] *"
     " {white-space: normal !important; overflow: visible !important;"
     " text-overflow: clip !important; overflow-wrap: anywhere;}"
-    " [data-testid='stPageLink-NavLink'] {height: auto !important; min-height: 2rem;}</style>"
+    " [data-testid='stPageLink-NavLink'] {height: auto !important; min-height: 2rem;}"
+    " [data-testid='stTable'] th, [data-testid='stTable'] td {overflow-wrap: anywhere;}</style>"
 )
 
 

@@ -179,17 +179,15 @@ st.markdown(T.USAGE_INTRO)
 st.plotly_chart(F.usage_figure(result), width="stretch", key="ss_usage")
 rows = []
 for t in result.turns:
+    # the cache columns come right after the prompt; the reason last. An HTML table wraps its headers and
+    # the reason, so every column stays in view at 1024 px (a data grid would scroll sideways).
     row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: T.duration(t.at_s),
-           T.USAGE_TABLE["why"]: _why(t, result), T.USAGE_TABLE["prompt"]: t.prompt_tokens}
-    row.update({T.USAGE_TABLE[f]: getattr(t, f) for f in USAGE_FIELDS})
-    row[T.USAGE_TABLE["answer"]] = t.answer_tokens
+           T.USAGE_TABLE["prompt"]: f"{t.prompt_tokens:,}"}
+    row.update({T.USAGE_TABLE[f]: f"{getattr(t, f):,}" for f in USAGE_FIELDS})
+    row[T.USAGE_TABLE["answer"]] = f"{t.answer_tokens:,}"
+    row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
-number = st.column_config.NumberColumn(format="localized")
-st.dataframe(
-    pd.DataFrame(rows), hide_index=True, width="stretch",
-    column_config={**{T.USAGE_TABLE[k]: number for k in ("turn", "prompt", *USAGE_FIELDS, "answer")},
-                   T.USAGE_TABLE["why"]: st.column_config.TextColumn(width="large")},
-)
+st.table(pd.DataFrame(rows).set_index(T.USAGE_TABLE["turn"]))
 
 # ----------------------------------------------------------------------------- cumulative work
 st.subheader(T.WORK_HEADER)

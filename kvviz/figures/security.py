@@ -201,10 +201,10 @@ def hash_cost_figure(costs: Sequence[HashCost]) -> go.Figure:
     fig = go.Figure(go.Bar(
         x=[c.ns_per_block for c in costs], y=[c.name for c in costs], orientation="h", marker_color=colours,
         text=[T.FIG_NS.format(ns=c.ns_per_block) for c in costs], textposition="outside", showlegend=False,
-        hovertemplate=T.FIG_COST_HOVER,
+        hovertemplate=T.FIG_COST_HOVER, cliponaxis=False,
     ))
     fig.update_xaxes(title_text=T.FIG_COST_AXIS, gridcolor=FREE_GREY,
-                     range=[0, max((c.ns_per_block for c in costs), default=1) * 1.25])
+                     range=[0, max((c.ns_per_block for c in costs), default=1) * 1.45])
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, 260, T.COST_TITLE)
 

@@ -56,6 +56,10 @@ def base_layout(
 ) -> go.Figure:
     """Apply the shared layout: ``height`` px, top margin ``title_top`` with a title and ``top`` without,
     the given legend placement (None leaves Plotly's), plus any ``extra`` layout keys. Returns ``fig``."""
+    if title:  # Plotly never wraps a title: break long ones, and give each extra line room
+        title = wrap_title(title)
+        title_top += 18 * title.count("<br>")
+        height += 18 * title.count("<br>")
     layout: dict[str, Any] = dict(
         height=height,
         margin=dict(l=10, r=10, t=title_top if title else top, b=10),

@@ -149,6 +149,7 @@ TABLE_REQUEST_LABEL = "request {rid} ({length:,} tokens)"
 TABLE_TOKENS = "tokens"
 TABLE_BLOCK = "physical block"
 TABLE_NOTE = "shared (ref_cnt {ref})"
+TABLE_STATE = "block state"
 TABLE_NONE = "No request is running at this step."
 TABLE_ROW = "{first:,}-{last:,}"
 

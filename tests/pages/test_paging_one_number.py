@@ -28,3 +28,17 @@ def test_chart_prints_the_headline_number(cfg):
     headline = T.M_UTIL_VALUE.format(cont=cmp.contiguous.utilisation, paged=cmp.paged.utilisation)
     for text in stored.text:
         assert text in headline, (text, headline)
+
+
+def test_block_table_columns_all_have_headers():
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    page = str(Path(__file__).resolve().parents[2] / "pages" / "paging.py")
+    at = AppTest.from_file(page, default_timeout=120).run()
+    assert not at.exception
+    for frame in at.dataframe:
+        assert all(str(c).strip() for c in frame.value.columns), list(frame.value.columns)
+    metric = next(m for m in at.metric if m.label == T.M_UTIL)
+    assert "%" in metric.value
