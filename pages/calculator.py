@@ -181,7 +181,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
 def naive_section(rep: kvsize.KVReport) -> None:
     shape = rep.shape
     st.subheader(T.NAIVE_TITLE)
-    c = st.columns([3, 2])
+    c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
     c[0].plotly_chart(F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive")
     factor = rep.naive_factor
     if factor is None or rep.naive_bytes_per_token == rep.bytes_per_token:
@@ -228,8 +228,8 @@ def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> Non
 def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block_size: int) -> None:
     st.subheader(T.MEMORY_TITLE)
     st.caption(T.MEMORY_CAPTION)
-    c = st.columns([1, 1])
-    c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
+    # the chart gets the full width (in a half column at 1024 px its title was cut under its legend)
+    st.plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
     rows = kvsize.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
         T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=kvsize.format_value(r.budget_gib)) for r in rows],
@@ -238,8 +238,8 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
         T.MAXREQ_COL: [f"{r.max_requests:,}" if r.max_requests is not None else "-" for r in rows],
     })
-    c[1].table(table.set_index(T.BUDGET_COL))
-    c[1].caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
+    st.table(table.set_index(T.BUDGET_COL))
+    st.caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
 
 
 def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> None:
@@ -271,7 +271,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     ], width=172)
     max_len = max(tokens, int(round(tokens * reserve)))
     cmp = kvsize.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
-    c = st.columns([3, 2])
+    c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
     c[0].plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
     bound = format_bytes(kvsize.paged_waste_bound(shape, dtype, int(block), batch))
     c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
