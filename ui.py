@@ -108,7 +108,10 @@ _METRIC_WRAP_CSS = (
     " {white-space: normal !important; overflow: visible !important;"
     " text-overflow: clip !important; overflow-wrap: anywhere;}"
     " [data-testid='stPageLink-NavLink'] {height: auto !important; min-height: 2rem;}"
-    " [data-testid='stTable'] th, [data-testid='stTable'] td {overflow-wrap: anywhere;}</style>"
+    " [data-testid='stTable'] th, [data-testid='stTable'] td, [data-testid='stTable'] th *,"
+    " [data-testid='stTable'] td * {white-space: normal !important; overflow-wrap: anywhere !important;"
+    " word-break: break-word; min-width: 0 !important;}"
+    " [data-testid='stTable'] table {width: 100% !important; table-layout: auto;}</style>"
 )
 
 

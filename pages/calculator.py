@@ -238,7 +238,7 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
         T.MAXREQ_COL: [f"{r.max_requests:,}" if r.max_requests is not None else "-" for r in rows],
     })
-    st.table(table.set_index(T.BUDGET_COL))
+    st.table(table)
     st.caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
 
 

@@ -116,7 +116,7 @@ if col is not None:
             hashes.append({cols["index"]: i, cols["toy_a"]: col.toy_hashes_a[i].hex(),
                            cols["toy_b"]: col.toy_hashes_b[i].hex(), cols["sha_a"]: short_hash(col.sha_hashes_a[i], 16),
                            cols["sha_b"]: short_hash(col.sha_hashes_b[i], 16)})
-        st.table(pd.DataFrame(tokens).set_index(cols["index"]))  # wraps long token runs at 1024 px
+        st.table(pd.DataFrame(tokens))  # wraps long token runs at 1024 px
         st.dataframe(pd.DataFrame(hashes), hide_index=True, width="stretch")
         st.caption(T.FORCED_PIECES)
 
@@ -155,4 +155,4 @@ st.table(pd.DataFrame([{  # an HTML table: its headers wrap, so the last columns
     cols["ms_50k"]: f"{c.ms_per_50k_tokens:,.2f}",
     cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else "-",
     cols["safe"]: T.SAFE.get(c.name, ""),
-} for c in costs]).set_index(cols["name"]))
+} for c in costs]))

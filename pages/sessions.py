@@ -187,7 +187,7 @@ for t in result.turns:
     row[T.USAGE_TABLE["answer"]] = f"{t.answer_tokens:,}"
     row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
-st.table(pd.DataFrame(rows).set_index(T.USAGE_TABLE["turn"]))
+st.table(pd.DataFrame(rows))
 
 # ----------------------------------------------------------------------------- cumulative work
 st.subheader(T.WORK_HEADER)

@@ -61,8 +61,12 @@ CHECK_JS = r"""
     const box = table.getBoundingClientRect();
     if (box.width === 0) return;
     if (box.right > right + 1) problems.push(`table ${ti} reaches past the main area`);
-    table.querySelectorAll('.dvn-scroller, table').forEach((s) => {
-      if (s.scrollWidth > s.clientWidth + 2) problems.push(`table ${ti} scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
+    [table, ...table.querySelectorAll('*')].forEach((s) => {
+      if (s.clientWidth > 0 && s.scrollWidth > s.clientWidth + 2)
+        problems.push(`table ${ti} scrolls or is cut sideways (${s.scrollWidth} > ${s.clientWidth})`);
+    });
+    table.querySelectorAll('table').forEach((t) => {
+      if (t.getBoundingClientRect().right > box.right + 2) problems.push(`table ${ti} is wider than its container`);
     });
   });
   // 3. labels, page links, checkbox and radio labels: never cut
