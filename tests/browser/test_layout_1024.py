@@ -61,7 +61,10 @@ CHECK_JS = r"""
     const box = table.getBoundingClientRect();
     if (box.width === 0) return;
     if (box.right > right + 1) problems.push(`table ${ti} reaches past the main area`);
-    [table, ...table.querySelectorAll('*')].forEach((s) => {
+    // a data grid scrolls in its .dvn-scroller; an HTML table is cut by any of its wrappers
+    const inner = table.matches('[data-testid="stDataFrame"]') ? table.querySelectorAll('.dvn-scroller')
+      : [table, ...table.querySelectorAll('*')];
+    inner.forEach((s) => {
       if (s.clientWidth > 0 && s.scrollWidth > s.clientWidth + 2)
         problems.push(`table ${ti} scrolls or is cut sideways (${s.scrollWidth} > ${s.clientWidth})`);
     });
