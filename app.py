@@ -20,5 +20,6 @@ pages = [
     if (ROOT / path).exists()
 ]
 navigation = st.navigation(pages)
+ui.announce_presenter_key()  # once per server process: the room's presenter key in the server log
 ui.render_model_sidebar()
 navigation.run()

@@ -8,6 +8,8 @@ streamlit; everything here is presentation.
 from __future__ import annotations
 
 import html
+import sys
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from kvviz.model.settings import (
     is_embedded,
 )
 from kvviz.text import common as T
+from kvviz.text import security as T_SEC
 
 if TYPE_CHECKING:  # torch is imported only when a model is actually needed
     from kvviz.model import LoadedModel
@@ -118,11 +121,19 @@ def _leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
-# Metric labels and values wrap instead of ending in "…" on a laptop screen or a projector.
+# Metric labels and values, widget and checkbox labels and page-link titles wrap instead of ending in
+# "…" on a laptop screen or a projector (1024 px).
 _METRIC_WRAP_CSS = (
     "<style>[data-testid='stMetricLabel'] *, [data-testid='stMetricValue'],"
-    " [data-testid='stMetricValue'] * {white-space: normal !important; overflow: visible !important;"
-    " text-overflow: clip !important; overflow-wrap: anywhere;}</style>"
+    " [data-testid='stMetricValue'] *, [data-testid='stWidgetLabel'] p, [data-testid='stCheckbox'] p,"
+    " [data-testid='stPageLink'] p, [data-testid='stPageLink'] span, [data-testid='stPageLink-NavLink'] *"
+    " {white-space: normal !important; overflow: visible !important;"
+    " text-overflow: clip !important; overflow-wrap: anywhere;}"
+    " [data-testid='stPageLink-NavLink'] {height: auto !important; min-height: 2rem;}"
+    " [data-testid='stTable'] th, [data-testid='stTable'] td, [data-testid='stTable'] th *,"
+    " [data-testid='stTable'] td * {white-space: normal !important; overflow-wrap: anywhere !important;"
+    " word-break: break-word; min-width: 0 !important;}"
+    " [data-testid='stTable'] table {width: 100% !important; table-layout: auto;}</style>"
 )
 
 
@@ -139,6 +150,37 @@ def show_error(exc: BaseException, prefix: str | None = None) -> None:
     """A user-facing error box (one line, never a traceback)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     st.error(f"{prefix}: {text}" if prefix else text, icon=":material/error:")
+
+
+# ----------------------------------------------------------------------------- the room's presenter key
+
+_ANNOUNCED = False
+_ANNOUNCE_LOCK = threading.Lock()
+
+
+def _server_url(path: str) -> str:
+    address = st.get_option("server.address") or st.get_option("browser.serverAddress") or "localhost"
+    if address in ("0.0.0.0", "::"):
+        address = "localhost"
+    return f"http://{address}:{st.get_option('server.port')}/{path}"
+
+
+def announce_presenter_key() -> None:
+    """Create the process-wide room and print its presenter key (generated when KVVIZ_PRESENTER_KEY is
+    unset) with the room's URL in the server log, once per server process, as notebook servers print
+    their token."""
+    global _ANNOUNCED
+    from kvviz.security.room import get_room, presenter_key_generated
+
+    with _ANNOUNCE_LOCK:
+        if _ANNOUNCED:
+            return
+        _ANNOUNCED = True
+        key = get_room().presenter_key
+        url = _server_url("room")
+        line = (T_SEC.PRESENTER_KEY_LOG.format(key=key, url=url) if presenter_key_generated()
+                else T_SEC.PRESENTER_KEY_LOG_ENV.format(url=url))
+        print(line, file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------- the model

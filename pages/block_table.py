@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from kvviz.core.blank import is_blank
 from kvviz.core.hashing import resolve_none_hash_seed, short_hash
 from kvviz.core.scenario import (
     MAX_REQUEST_TOKENS,
@@ -310,12 +311,12 @@ with st.expander(T.ADD_HEADER, expanded=False):
         finish = c[1].checkbox(T.ADD_FINISH, value=False, key="bt_add_finish")
         submitted = st.form_submit_button(T.ADD_SUBMIT)
     if submitted:
-        if not text.strip():
+        if is_blank(text):
             st.warning(T.ADD_EMPTY, icon=":material/edit:")
         else:
             try:
                 ids, pieces = _tokenize(scenario.compose_prompt(text, with_prefix))
-                answer_ids, answer_pieces = _tokenize(answer) if answer.strip() else ([], [])
+                answer_ids, answer_pieces = _tokenize(answer) if not is_blank(answer) else ([], [])
                 rid = next_request_id(scenario)
                 steps = user_request_steps(rid, ids, pieces, text=scenario.compose_prompt(text, with_prefix),
                                            salt=salt.strip() or None, answer_tokens=answer_ids,

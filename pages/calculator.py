@@ -10,6 +10,7 @@ import streamlit as st
 
 import ui
 from kvviz.core import kv_capacity, kvsize, limits, units
+from kvviz.core.blank import is_blank
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
 from kvviz.core.kvsize import KVSizeError, ModelShape
 from kvviz.core.presets import (
@@ -108,10 +109,10 @@ def _config_input() -> ParsedConfig | None:
     text = st.text_area(T.PASTE_LABEL, key="calc_config_text", height=160, placeholder=T.PASTE_PLACEHOLDER)
     try:
         if upload is not None:
-            if text.strip():
+            if not is_blank(text):
                 st.caption(T.UPLOAD_WINS.format(name=upload.name))
             parsed = parse_config_text(upload.getvalue(), upload.name)
-        elif text.strip():
+        elif not is_blank(text):
             parsed = parse_config_text(text, T.PASTED_NAME)
         else:
             st.info(T.CONFIG_EMPTY, icon=":material/upload_file:")
@@ -196,7 +197,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
 def naive_section(rep: kvsize.KVReport) -> None:
     shape = rep.shape
     st.subheader(T.NAIVE_TITLE)
-    c = st.columns([3, 2])
+    c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
     c[0].plotly_chart(F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive")
     factor = rep.naive_factor
     if factor is None or rep.naive_bytes_per_token == rep.bytes_per_token:
@@ -243,8 +244,8 @@ def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> Non
 def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block_size: int) -> None:
     st.subheader(T.MEMORY_TITLE)
     st.caption(T.MEMORY_CAPTION)
-    c = st.columns([1, 1])
-    c[0].plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
+    # the chart gets the full width (in a half column at 1024 px its title was cut under its legend)
+    st.plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
     rows = kv_capacity.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
         T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=_format_value(r.budget_gib)) for r in rows],
@@ -253,8 +254,8 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
         T.MAXREQ_COL: [ui.loc(f"{r.max_requests:,}") if r.max_requests is not None else "-" for r in rows],
     })
-    c[1].table(table.set_index(T.BUDGET_COL))
-    c[1].caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
+    st.table(table)
+    st.caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))
 
 
 def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> None:
@@ -286,7 +287,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     ], width=172)
     max_len = max(tokens, int(round(tokens * reserve)))
     cmp = kv_capacity.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
-    c = st.columns([3, 2])
+    c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
     c[0].plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
     bound = _loc_bytes(kv_capacity.paged_waste_bound(shape, dtype, int(block), batch))
     c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
@@ -310,7 +311,7 @@ def model_section() -> None:
         text = st.text_input(T.MODEL_TEXT_LABEL, value=T.MODEL_DEFAULT_TEXT, key="calc_model_text", max_chars=4000)
         run = st.form_submit_button(T.MODEL_BUTTON, type="primary")
     if run:
-        if not text.strip():
+        if is_blank(text):
             st.error(T.MODEL_EMPTY, icon=":material/error:")
         else:
             lm, error = ui.try_get_model()

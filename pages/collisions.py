@@ -116,7 +116,7 @@ if col is not None:
             hashes.append({cols["index"]: i, cols["toy_a"]: col.toy_hashes_a[i].hex(),
                            cols["toy_b"]: col.toy_hashes_b[i].hex(), cols["sha_a"]: short_hash(col.sha_hashes_a[i], 16),
                            cols["sha_b"]: short_hash(col.sha_hashes_b[i], 16)})
-        st.dataframe(pd.DataFrame(tokens), hide_index=True, width="stretch")
+        st.table(pd.DataFrame(tokens))  # wraps long token runs at 1024 px
         st.dataframe(pd.DataFrame(hashes), hide_index=True, width="stretch")
         st.caption(T.FORCED_PIECES)
 
@@ -144,15 +144,15 @@ if st.button(T.COSTS_AGAIN, key="col_costs_again", icon=":material/refresh:"):
     st.session_state["col_costs_run"] = st.session_state.get("col_costs_run", 0) + 1
 costs = _costs(st.session_state.get("col_costs_run", 0))
 st.markdown(T.COSTS_INTRO.format(blocks=2000, block_size=BLOCK, repeats=5))
-left, right = st.columns(2)
-left.plotly_chart(F.hash_cost_figure(costs), width="stretch", key="col_costs")
-right.plotly_chart(F.birthday_figure(), width="stretch", key="col_birthday")
-right.caption(T.BIRTHDAY_NOTE)
+# one under the other: side by side, each had under 300 px at 1024 px and cut its title and labels
+st.plotly_chart(F.hash_cost_figure(costs), width="stretch", key="col_costs")
+st.plotly_chart(F.birthday_figure(), width="stretch", key="col_birthday")
+st.caption(T.BIRTHDAY_NOTE)
 cols = T.COST_COLUMNS
-st.dataframe(pd.DataFrame([{
+st.table(pd.DataFrame([{  # an HTML table: its headers wrap, so the last columns stay in view at 1024 px
     cols["name"]: c.name, cols["digest"]: str(c.digest_bytes) if c.digest_bytes else "-",
-    cols["ns_block"]: round(c.ns_per_block), cols["ns_token"]: round(c.ns_per_token, 1),
-    cols["ms_50k"]: round(c.ms_per_50k_tokens, 2),
+    cols["ns_block"]: f"{c.ns_per_block:,.0f}", cols["ns_token"]: f"{c.ns_per_token:,.1f}",
+    cols["ms_50k"]: f"{c.ms_per_50k_tokens:,.2f}",
     cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else "-",
     cols["safe"]: T.SAFE.get(c.name, ""),
-} for c in costs]), hide_index=True, width="stretch")
+} for c in costs]))

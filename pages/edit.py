@@ -9,8 +9,10 @@ import streamlit as st
 
 import ui
 from kvviz.core import limits
+from kvviz.core.blank import is_blank
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
 from kvviz.core.units import format_bytes
+from kvviz.core.utf8 import cyrillic_letters, escaped_bytes, is_byte_piece, letters, utf8_length
 from kvviz.i18n import current_lang, tr
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
@@ -35,9 +37,16 @@ def md(text: str) -> str:
 
 
 def tok(piece: str) -> str:
-    """A token's text as an inline code span (repr, so spaces and controls show)."""
+    """A token's text as an inline code span (repr, so spaces and controls show); a token that is only
+    the first byte of a character says so."""
     shown = repr(piece).replace("`", "ˋ")
-    return f"`{shown}`"
+    raw = escaped_bytes(piece)
+    if not raw or not is_byte_piece(piece):
+        return f"`{shown}`"
+    n = utf8_length(raw[0])
+    return f"`{shown}`" + T.BYTE_TOKEN_NOTE.format(
+        byte=" ".join(f"{b:02X}" for b in raw), n=n or "several",
+        script=T.BYTE_TOKEN_CYRILLIC if raw[0] in (0xD0, 0xD1) else "")
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -184,10 +193,10 @@ st.caption(T.SETTINGS_NOTE)
 if hash_name in UNSAFE_HASHES:
     st.warning(T.HASH_UNSAFE, icon=":material/warning:")
 
-if not text_a.strip():
+if is_blank(text_a):
     st.info(T.EMPTY_A, icon=":material/edit:")
     st.stop()
-if not text_b.strip():
+if is_blank(text_b):
     st.info(T.EMPTY_B, icon=":material/edit:")
     st.stop()
 
@@ -228,6 +237,10 @@ cmp = edit.comparison
 st.subheader(T.STEP_CHANGE)
 for notice in edit.notices:
     st.warning(T.TRUNCATED.format(notice=notice), icon=":material/content_cut:")
+beyond = edit.edit_beyond_limit
+if beyond is not None:
+    st.warning(T.EDIT_BEYOND_LIMIT.format(pos=edit.char_edit.start, limit=edit.max_tokens, kept=beyond),
+               icon=":material/content_cut:")
 controls = sorted({md(R.describe_char(c)) for c in R.invisible_chars(text_a + text_b)})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
@@ -265,8 +278,13 @@ def _describe_change() -> list[str]:
 
 
 if edit.identical:
-    st.info(T.IDENTICAL, icon=":material/check_circle:")
-    if text_a != text_b:
+    if cmp.reused_tokens == 0:
+        same = T.IDENTICAL_SHORT.format(n=edit.num_tokens_b, block_size=cmp.block_size)
+    else:
+        same = T.IDENTICAL_REUSE.format(n=edit.num_tokens_b, reused=cmp.reused_tokens,
+                                        recompute=cmp.recompute_tokens, block_size=cmp.block_size)
+    st.info(same, icon=":material/check_circle:")
+    if text_a != text_b and beyond is None:
         st.caption(T.IDENTICAL_TEXT_ONLY.format(desc=" ".join(_describe_change()) or "-"))
 else:
     st.markdown("\n".join(f"- {line}" for line in _describe_change()))
@@ -289,6 +307,23 @@ st.plotly_chart(token_fig, width="stretch", key=K_TOKENS, on_select="rerun", sel
                 config={"displayModeBar": False})
 st.caption(T.TOKENS_CAPTION.format(width=width, block_size=cmp.block_size))
 
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _letter_cost(text: str, model: str) -> tuple[int, int]:
+    from kvviz.model.tokens import letter_cost
+
+    return letter_cost(text, model_name=model)
+
+
+if letters(text_a) and cyrillic_letters(text_a) * 2 >= letters(text_a):
+    from kvviz.model.tokens import ENGLISH_SAMPLE
+
+    ru_tokens, ru_letters = _letter_cost(text_a, lm.source.key)
+    en_tokens, en_letters = _letter_cost(ENGLISH_SAMPLE, lm.source.key)
+    ru, en = ru_tokens / ru_letters, en_tokens / en_letters
+    st.info(T.CYRILLIC_NOTE.format(tokens=ru_tokens, letters=ru_letters, ru=ru, en_tokens=en_tokens,
+                                   en_letters=en_letters, en=en, ratio=ru / en), icon=":material/translate:")
+
 # ----------------------------------------------------------------------------- 3. reuse numbers
 
 st.subheader(T.STEP_REUSE)
@@ -297,15 +332,22 @@ cols = st.columns(4)
 cols[0].metric(T.M_COMMON, T.TOKENS_UNIT.format(n=cmp.common_prefix_tokens), help=T.M_COMMON_HELP)
 cols[1].metric(T.M_REUSED, T.TOKENS_UNIT.format(n=cmp.reused_tokens), help=T.M_REUSED_HELP)
 cols[2].metric(T.M_RECOMPUTE, T.TOKENS_UNIT.format(n=cmp.recompute_tokens), help=T.M_RECOMPUTE_HELP)
-reused_any = cmp.reused_tokens > 0 and proof.speedup is not None
+timing = proof.timing  # None when nothing is reused
+noise = T.M_WITHIN_NOISE if timing is not None else None
 cols[3].metric(T.M_SAVED, T.M_SAVED_VALUE.format(pct=100.0 * edit.reused_share),
-               delta=T.M_SAVED_MS.format(ms=proof.saved_ms) if reused_any else None, delta_color="off",
-               delta_arrow="off", help=T.M_SAVED_HELP)
+               delta=T.M_SAVED_MS.format(ms=proof.saved_ms) if proof.saved_ms is not None else noise,
+               delta_color="off", delta_arrow="off", help=T.M_SAVED_HELP)
 cols = st.columns(2)
-cols[0].metric(T.M_REUSE_MS, T.MS_VALUE.format(ms=edit.reuse_prefill_ms), help=T.M_REUSE_MS_HELP)
-cols[1].metric(T.M_FULL_MS, T.MS_VALUE.format(ms=proof.full_prefill_ms),
-               delta=T.M_SPEEDUP.format(x=proof.speedup) if reused_any else None,
+cols[0].metric(T.M_REUSE_MS, T.MS_MEDIAN.format(ms=proof.reuse_prefill_ms), help=T.M_REUSE_MS_HELP)
+cols[1].metric(T.M_FULL_MS, T.MS_MEDIAN.format(ms=proof.full_prefill_ms),
+               delta=T.M_SPEEDUP.format(x=proof.speedup) if proof.speedup is not None else noise,
                delta_color="off", delta_arrow="off", help=T.M_FULL_MS_HELP)
+if timing is not None:
+    st.caption(T.TIMING_NOTE.format(runs=len(timing.slow_ms), full_spread=timing.slow_spread_ms,
+                                    reuse_spread=timing.fast_spread_ms))
+    if not timing.measured:
+        st.info(T.TIMING_NOISE.format(full=timing.slow_median_ms, reuse=timing.fast_median_ms,
+                                      runs=len(timing.slow_ms)), icon=":material/timer_off:")
 if edit.a_computed_tokens == 0:
     a_state = T.A_STATE_STORED
 elif edit.a_hit_blocks == 0:

@@ -143,7 +143,7 @@ else:
         rows_out.append({
             T.TABLE_TOKENS: T.TABLE_ROW.format(first=first, last=last_token),
             T.TABLE_BLOCK: block_id,
-            "": T.TABLE_NOTE.format(ref=b.ref_cnt) if b.kind == "shared" else T.BLOCK_KINDS[b.kind],
+            T.TABLE_STATE: T.TABLE_NOTE.format(ref=b.ref_cnt) if b.kind == "shared" else T.BLOCK_KINDS[b.kind],
         })
     st.dataframe(pd.DataFrame(rows_out), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(rows_out)))
 

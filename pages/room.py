@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from kvviz.core.blank import is_blank
 from kvviz.core.hashing import short_hash
 from kvviz.core.units import format_bytes
 from kvviz.figures import batching as FB
@@ -117,7 +118,7 @@ with c[1]:
     text = st.text_area(T.PROMPT_LABEL, key="room_text", height=150,
                         help=T.PROMPT_HELP.format(limit=room.limits.max_prompt_tokens))
     if st.button(T.SEND, key="room_send", type="primary", icon=":material/send:"):
-        if not text.strip():
+        if is_blank(text):
             st.warning(T.PROMPT_EMPTY, icon=":material/warning:")
         else:
             try:
@@ -217,9 +218,7 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
         kv=format_bytes(room_kv_budget_bytes()), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
         max_tokens=lim.max_prompt_tokens))
     st.caption(T.WORKSHOP_HINT)
-    key = None
-    if room.presenter_key is not None:
-        key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)
+    key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)
     if st.button(T.RESET, key="room_reset", icon=":material/restart_alt:"):
         res = room.reset(key)
         if res.ok:

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core.providers import DEFAULT_POLICY, POLICIES, USAGE_FIELDS
+from kvviz.core.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.figures import sessions as F
 from kvviz.i18n import tr
 from kvviz.sessions import (
@@ -180,17 +180,15 @@ st.markdown(T.USAGE_INTRO)
 st.plotly_chart(F.usage_figure(result), width="stretch", key="ss_usage")
 rows = []
 for t in result.turns:
+    # the cache columns come right after the prompt; the reason last. An HTML table wraps its headers and
+    # the reason, so every column stays in view at 1024 px (a data grid would scroll sideways).
     row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: T.duration(t.at_s),
-           T.USAGE_TABLE["why"]: _why(t, result), T.USAGE_TABLE["prompt"]: t.prompt_tokens}
-    row.update({T.USAGE_TABLE[f]: getattr(t, f) for f in USAGE_FIELDS})
-    row[T.USAGE_TABLE["answer"]] = t.answer_tokens
+           T.USAGE_TABLE["prompt"]: f"{t.prompt_tokens:,}"}
+    row.update({T.USAGE_TABLE[f]: f"{getattr(t, f):,}" for f in USAGE_FIELDS})
+    row[T.USAGE_TABLE["answer"]] = f"{t.answer_tokens:,}"
+    row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
-number = st.column_config.NumberColumn(format="localized")
-st.dataframe(
-    pd.DataFrame(rows), hide_index=True, width="stretch",
-    column_config={**{T.USAGE_TABLE[k]: number for k in ("turn", "prompt", *USAGE_FIELDS, "answer")},
-                   T.USAGE_TABLE["why"]: st.column_config.TextColumn(width="large")},
-)
+st.table(pd.DataFrame(rows))
 
 # ----------------------------------------------------------------------------- cumulative work
 st.subheader(T.WORK_HEADER)
@@ -210,7 +208,7 @@ st.subheader(T.POLICY_HEADER)
 st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=tr(policy.label)))
 st.markdown("\n".join(T.POLICY_LINE.format(name=v.name, value=v.value, source=v.source, as_of=v.as_of)
                        for v in policy.values))
-st.caption(T.SOURCES_LINE.format(sources=T.SOURCE_SEPARATOR.join(
+st.caption(T.SOURCES_LINE.format(as_of=AS_OF, sources=T.SOURCE_SEPARATOR.join(
     T.SOURCE_ITEM.format(key=k, name=T.SOURCE_NAMES[k]) for k in T.SOURCE_NAMES if k in policy.sources_used)))
 if policy.is_policy:
     st.caption(T.POLICY_CAVEAT)

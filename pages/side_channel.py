@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+from kvviz.core.blank import is_blank
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
 from kvviz.model.timing import (
@@ -93,7 +94,7 @@ template = st.text_area(T.GAME_TEMPLATE_LABEL, GAME_TEMPLATE, key="sc_template",
 c = st.columns([3, 1, 1])
 candidates_text = c[0].text_input(T.GAME_CANDIDATES_LABEL, ", ".join(GAME_CANDIDATES), key="sc_candidates")
 rounds = c[1].slider(T.GAME_ROUNDS, 2, 20, 6, key="sc_rounds")
-candidates = [x.strip() for x in candidates_text.split(",") if x.strip()]
+candidates = [x.strip() for x in candidates_text.split(",") if not is_blank(x)]
 if c[2].button(T.GAME_RUN, key="sc_play", type="primary", icon=":material/sports_esports:"):
     bar, report = _progress_bar(T.GAME_RUNNING, 2 * rounds)
 

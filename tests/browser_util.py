@@ -76,6 +76,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The presenter key the test server's room uses (unless KVVIZ_PRESENTER_KEY is set already).
+PRESENTER_KEY = "kvviz-test-presenter"
+
+
 class AppServer:
     """``streamlit run app.py`` on a free localhost port, as a child process with the test env."""
 
@@ -91,6 +95,7 @@ class AppServer:
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
         ]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.setdefault("KVVIZ_PRESENTER_KEY", PRESENTER_KEY)  # the room's reset needs it
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_until_up(self, timeout_s: float = SERVER_START_TIMEOUT_S) -> None:

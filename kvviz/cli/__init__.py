@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kvviz.core import limits
+from kvviz.core.blank import is_blank
 
 
 class CliError(Exception):
@@ -60,7 +61,7 @@ def add_block_size_flag(parser: argparse.ArgumentParser, default: int = limits.D
 
 def check_model_option(value: str | None, flag: str = "--model") -> None:
     """Refuse an empty or blank ``--model`` (the default is simply to leave the flag out)."""
-    if value is not None and not value.strip():
+    if value is not None and is_blank(value):
         raise CliError(f"{flag} is empty: give 'embedded', a Hugging Face id (owner/name) or a local folder")
 
 

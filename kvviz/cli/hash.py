@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
+from kvviz.core.blank import is_blank
 from kvviz.core.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
@@ -50,7 +51,7 @@ def parse_token_list(value: str, flag: str = "--tokens") -> list[int]:
 
 def tokens_from_text(text: str, flag: str = "--text") -> tuple[list[int], str | None]:
     """Token ids of ``text`` from the embedded model's tokenizer, and a truncation notice if any."""
-    if not text.strip():
+    if is_blank(text):
         raise CliError(f"{flag}: the text is empty")
     try:
         from kvviz.model import InputError, ModelLoadError, tokenize  # imports torch: only when needed

@@ -19,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Prints exactly: num_tokens_a, num_tokens_b, first_changed_token, reused_tokens, "
         "recomputed_tokens, logits_max_abs_diff_reuse, logits_max_abs_diff_wrong_reuse, kl_wrong_reuse, "
         "next_token_changed_wrong_reuse, layer0_unchanged_after_edit, deep_layers_changed_after_edit, "
-        "full_prefill_ms, reuse_prefill_ms. Wrong-reuse keys are null when B has no invalidated block.",
+        "full_prefill_ms, reuse_prefill_ms (medians of repeated runs), prefill_timing (samples, spreads, and "
+        "whether the saving is measurable or within the noise). Wrong-reuse keys are null when B has no "
+        "invalidated block.",
     )
     p.add_argument("--a", required=True, help="the original prompt A")
     p.add_argument("--b", required=True, help="the edited prompt B")

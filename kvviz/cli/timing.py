@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
+from kvviz.core.blank import is_blank
 
 SALT_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     candidates = GAME_CANDIDATES
     if args.candidates is not None:
-        candidates = tuple(c.strip() for c in args.candidates.split(",") if c.strip())
+        candidates = tuple(c.strip() for c in args.candidates.split(",") if not is_blank(c))
     try:
         lm = load_model(args.model)
         runs = [measure_side_channel(lm, trials=args.trials, prefix_blocks=args.prefix_blocks, salted=s,

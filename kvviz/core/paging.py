@@ -52,7 +52,7 @@ WASTE_LABELS = {
     "free": "free",
 }
 
-# The PagedAttention paper's measurement of earlier systems (BRIEF section 3).
+# The PagedAttention paper's measurement of earlier systems (Kwon et al., SOSP 2023, figure 2).
 PAPER_UTILISATION_BAND = (0.204, 0.382)
 PAPER_SOURCE = (
     "Kwon et al., 'Efficient Memory Management for Large Language Model Serving with PagedAttention' "
@@ -320,7 +320,7 @@ class StepRecord:
     waiting: int
     finished: int
     slots: dict[str, int]
-    utilisation: float
+    utilisation: float  # of the memory reserved at this step (one request's view; the page shows LayoutResult.utilisation)
 
 
 @dataclass(frozen=True)
@@ -362,7 +362,7 @@ class LayoutResult:
     layout: str
     steps: int  # the step at which the last request finished (makespan)
     records: list[StepRecord]
-    utilisation: float
+    utilisation: float  # waste_share["stored"]: share of all KV memory holding token states (one definition)
     waste_share: dict[str, float]
     requests_fit_at_start: int
     max_running: int
@@ -520,12 +520,16 @@ def _summarise(layout: str, cfg: PagingConfig, records: list[StepRecord], preemp
                snapshot: Snapshot | None) -> LayoutResult:
     busy = [r for r in records if r.running > 0]
     loaded = [r for r in busy if r.waiting > 0] or busy
-    share = {k: sum(r.slots[k] for r in loaded) / (len(loaded) * cfg.memory_tokens) for k in WASTE_KINDS}
+    # One definition of utilisation for the headline, the table and the chart: the share of the whole
+    # KV memory holding token states, averaged over the steps when requests wait (all running steps
+    # if none wait) - the "stored" share of ``waste_share``.
+    share = {k: sum(r.slots[k] for r in loaded) / (len(loaded) * cfg.memory_tokens) if loaded else 0.0
+             for k in WASTE_KINDS}
     return LayoutResult(
         layout=layout,
         steps=records[-1].step if records else 0,
         records=records,
-        utilisation=sum(r.utilisation for r in busy) / len(busy) if busy else 0.0,
+        utilisation=share["stored"],
         waste_share=share,
         requests_fit_at_start=records[0].running if records else 0,
         max_running=max((r.running for r in records), default=0),

@@ -1,9 +1,8 @@
 """Provider cache policies as data: checkpoints, minimum length, lifetimes, usage fields.
 
-These are **policy, not mechanics**: product decisions of each provider, stated in their
-documentation and summarised by the seed article ("Prompt caching: what is actually documented") and
-BRIEF section 5. They change over time, so every value carries its source and the date it was
-checked. The mechanics (only an identical prefix can be reused) are the same everywhere and live in
+These are **policy, not mechanics**: product decisions of each provider, stated in their public
+documentation. They change over time, so every value carries its source (a documentation page, spelled
+out with its address in kvviz.text.sessions.SOURCE_NAMES) and the date it was checked. The mechanics (only an identical prefix can be reused) are the same everywhere and live in
 the block manager; vLLM itself has no time-to-live at all, only LRU eviction under memory pressure.
 """
 
@@ -13,11 +12,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 AS_OF = "2026-11"
-SOURCE_SEED = "seed article 003"
-SOURCE_BRIEF = "BRIEF §5"
-SOURCE_ENGINE = "seed article 000; BRIEF §4"
-# The short source names above are spelled out for readers in kvviz.text.sessions.SOURCE_NAMES.
-SOURCE_BOTH = f"{SOURCE_SEED}; {SOURCE_BRIEF}"
+SOURCE_ANTHROPIC = "Anthropic docs, Prompt caching"
+SOURCE_OPENAI = "OpenAI docs, Prompt caching"
+SOURCE_ENGINE = "vLLM docs, Automatic Prefix Caching"
+# The short source names above are spelled out (with their addresses) in kvviz.text.sessions.SOURCE_NAMES.
 
 # Anthropic's per-response usage fields, in the order a turn's prompt is laid out.
 USAGE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_tokens", "input_tokens")
@@ -69,28 +67,28 @@ class CachePolicy:
 
 
 _ANTHROPIC_VALUES = (
-    PolicyValue("caching", "off by default; on where a cache_control mark is placed", SOURCE_BOTH),
+    PolicyValue("caching", "off by default; on where a cache_control mark is placed", SOURCE_ANTHROPIC),
     PolicyValue("checkpoints", "entries only at cache_control marks; mark the last block that stays the same",
-                SOURCE_BOTH),
-    PolicyValue("reuse", "up to the nearest checkpoint before the first difference", SOURCE_BOTH),
-    PolicyValue("lifetime", "5 min by default, refreshed free on each hit; 1 h for a fee", SOURCE_BOTH),
-    PolicyValue("lifetime counted from", "the start of the request, not the end of the answer", SOURCE_SEED),
+                SOURCE_ANTHROPIC),
+    PolicyValue("reuse", "up to the nearest checkpoint before the first difference", SOURCE_ANTHROPIC),
+    PolicyValue("lifetime", "5 min by default, refreshed free on each hit; 1 h for a fee", SOURCE_ANTHROPIC),
+    PolicyValue("lifetime counted from", "the start of the request, not the end of the answer", SOURCE_ANTHROPIC),
     PolicyValue("minimum cacheable prompt", "about 500 to a few thousand tokens, depending on the model",
-                SOURCE_BOTH),
+                SOURCE_ANTHROPIC),
     PolicyValue("usage fields", "cache_creation_input_tokens, cache_read_input_tokens, input_tokens",
-                SOURCE_BOTH),
+                SOURCE_ANTHROPIC),
     PolicyValue("JSON key order", "tool arguments serialised with unstable key order (Swift, Go) make a new "
-                "prefix each time", SOURCE_BOTH),
+                "prefix each time", SOURCE_ANTHROPIC),
 )
 
 _OPENAI_VALUES = (
-    PolicyValue("caching", "automatic, no marks needed (manual marks only on recent models)", SOURCE_BOTH),
-    PolicyValue("checkpoints", "chosen by the server; kvviz assumes block boundaries", SOURCE_SEED),
-    PolicyValue("lifetime (older models)", "about 5-10 min idle, up to an hour", SOURCE_BOTH),
-    PolicyValue("lifetime (newer models)", "30 min", SOURCE_BOTH),
-    PolicyValue("extended retention", "optional 24 h", SOURCE_BOTH),
+    PolicyValue("caching", "automatic, no marks needed (manual marks only on recent models)", SOURCE_OPENAI),
+    PolicyValue("checkpoints", "chosen by the server; kvviz assumes block boundaries", SOURCE_OPENAI),
+    PolicyValue("lifetime (older models)", "about 5-10 min idle, up to an hour", SOURCE_OPENAI),
+    PolicyValue("lifetime (newer models)", "30 min", SOURCE_OPENAI),
+    PolicyValue("extended retention", "optional 24 h", SOURCE_OPENAI),
     PolicyValue("minimum cacheable prompt", "about 500 to a few thousand tokens, depending on the model",
-                SOURCE_BOTH),
+                SOURCE_OPENAI),
 )
 
 _VLLM_VALUES = (

@@ -7,6 +7,7 @@ nothing is recomputed here that kvsize already computes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -83,7 +84,7 @@ def head_sharing_figure(shape: ModelShape) -> go.Figure:
     fig.add_trace(go.Scatter(
         x=qx, y=[1.0] * drawn, mode="markers+text" if not small else "markers",
         marker=dict(symbol="square", size=8 if small else 20, color=q_colours, line=dict(color="white", width=1)),
-        text=[f"Q{i}" for i in range(drawn)], textposition="top center", textfont=dict(size=10),
+        text=_sparse_labels([f"Q{i}" for i in range(drawn)]), textposition="top center", textfont=dict(size=12),
         hovertext=[T.FIG_HOVER_QUERY.format(i=i, kv=kv_labels[owner[i]]) for i in range(drawn)],
         hoverinfo="text", showlegend=False,
     ))
@@ -94,20 +95,35 @@ def head_sharing_figure(shape: ModelShape) -> go.Figure:
         mode="markers" if kv_small else "markers+text",
         marker=dict(symbol="square", size=8 if kv_small else (34 if shape.mla else 24), color=kv_colours,
                     line=dict(color="white", width=1)),
-        text=kv_labels, textposition="bottom center", textfont=dict(size=11),
+        text=_sparse_labels(kv_labels), textposition="bottom center", textfont=dict(size=12),
         hovertext=kv_labels, hoverinfo="text", showlegend=False,
     ))
-    fig.update_xaxes(visible=False, range=[-0.17, 1.03])
+    fig.update_xaxes(visible=False, range=[-0.03, 1.03])
     fig.update_yaxes(visible=False, range=[-0.55, 1.45])
-    fig.add_annotation(x=-0.04, y=1.0, xref="x", yref="y", text=T.FIG_QUERY_ROW, showarrow=False,
-                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color=MUTED))
-    fig.add_annotation(x=-0.04, y=0.0, xref="x", yref="y", text=T.FIG_LATENT_ROW if shape.mla else T.FIG_KV_ROW,
-                       showarrow=False,
-                       xanchor="right", yanchor="middle", align="right", font=dict(size=11, color=MUTED))
+    # row names sit in the left margin (fixed pixels), so they never run into the heads at any width
+    fig.add_annotation(x=0, y=1.0, xref="paper", yref="y", text=T.FIG_QUERY_ROW, showarrow=False, xshift=-8,
+                       xanchor="right", yanchor="middle", align="right", font=dict(size=12, color=MUTED))
+    fig.add_annotation(x=0, y=0.0, xref="paper", yref="y", text=T.FIG_LATENT_ROW if shape.mla else T.FIG_KV_ROW,
+                       showarrow=False, xshift=-8,
+                       xanchor="right", yanchor="middle", align="right", font=dict(size=12, color=MUTED))
     if drawn < heads:
         fig.add_annotation(x=1.03, y=1.0, xref="x", yref="y", text=T.FIG_HEADS_CAPPED.format(drawn=drawn, heads=heads),
-                           showarrow=False, xanchor="right", yanchor="bottom", yshift=18, font=dict(size=11))
-    return base_layout(fig, 300, head_sharing_title(shape))
+                           showarrow=False, xanchor="right", yanchor="bottom", yshift=18, font=dict(size=12))
+    fig = base_layout(fig, 300, head_sharing_title(shape))
+    fig.update_layout(margin=dict(l=HEAD_LABEL_MARGIN))
+    return fig
+
+
+#: Left margin (px) of the head-sharing figure: room for its row names at 12 px.
+HEAD_LABEL_MARGIN = 130
+#: At most this many head labels per row: a 1024 px screen leaves about 560 px for 32 heads.
+MAX_HEAD_LABELS = 8
+
+
+def _sparse_labels(labels: list[str]) -> list[str]:
+    """Every k-th label (first and last kept) so that at most MAX_HEAD_LABELS show; hover names them all."""
+    step = max(1, math.ceil(len(labels) / MAX_HEAD_LABELS))
+    return [lab if i % step == 0 or i == len(labels) - 1 and step == 1 else "" for i, lab in enumerate(labels)]
 
 
 def head_sharing_title(shape: ModelShape) -> str:
@@ -221,7 +237,7 @@ def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: i
     for b in budgets_gib:
         fig.add_hline(y=b, line=dict(color=MUTED, dash="dash", width=1),
                       annotation_text=T.FIG_GIB.format(value=_loc_value(b)), annotation_position="top left",
-                      annotation_font=dict(size=11, color="#374151"))
+                      annotation_font=dict(size=12, color="#374151"))
     ymax = max(max(gib), max(budgets_gib)) * 1.1
     fig.update_xaxes(title=T.FIG_MEM_X, gridcolor=FREE_GREY, range=[0, top_n])
     fig.update_yaxes(title=T.FIG_MEM_Y, gridcolor=FREE_GREY, range=[0, ymax])

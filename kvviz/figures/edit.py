@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 
 from kvviz.core.compare import PromptComparison
 from kvviz.core.hashing import short_hash
-from kvviz.figures.style import INK, MUTED, OUTLINE_GREY
+from kvviz.core.utf8 import completed_chars, escaped_bytes
+from kvviz.figures.style import INK, MUTED, OUTLINE_GREY, wrap_title
 from kvviz.text import edit as T
 from kvviz.text.core import render_block_reason
 
@@ -30,7 +31,7 @@ ZERO_COLOR = "#d5d9df"
 BOUNDARY_COLOR = INK
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 TOKENS_PER_ROW = 16
-B_X = 0.75  # x of B's chain in the chain figure (A's is 0)
+B_X = 0.72  # x of B's chain in the chain figure (A's is 0); B's labels fit 560 px from here
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -62,6 +63,23 @@ def show_piece(piece: str, limit: int = 5) -> str:
         text = text[: limit - 1] + "…"
     # Bidi isolation keeps right-to-left pieces from reordering their neighbours.
     return html.escape("\u2068" + text + "\u2069", quote=False)
+
+
+def cell_piece(piece: str, completes: str | None, limit: int = 8) -> str:
+    """A chart cell for one token: a byte-only token shows its byte and the character it starts,
+    ⟨D0⟩→П, so a split letter reads as one letter in two tokens."""
+    if completes is None:
+        return show_piece(piece, limit=limit)
+    return show_piece(piece, limit=limit - 2) + html.escape("→" + completes, quote=False)
+
+
+def byte_hover(piece: str, completes: str | None) -> str:
+    """Hover text of a byte-only token: its bytes and the whole character's UTF-8 bytes."""
+    if completes is None:
+        return hover_piece(piece)
+    own = " ".join(f"{b:02X}" for b in escaped_bytes(piece))
+    whole = " ".join(f"{b:02X}" for b in completes.encode("utf-8"))
+    return T.FIG_BYTE_HOVER.format(bytes=own, char=html.escape(completes, quote=False), utf8=whole)
 
 
 def hover_piece(piece: str) -> str:
@@ -117,6 +135,7 @@ def token_strip_figure(
 
     z, text, ylabels = [], [], []
     px, py, pdata, phover = [], [], [], []
+    completes = {"A": completed_chars(pieces_a), "B": completed_chars(pieces_b)}
     for k, r in enumerate(rows):
         for s_i, (side, pieces, ids, cats) in enumerate(sides):
             y = 2 * k + s_i
@@ -125,12 +144,13 @@ def token_strip_figure(
                 p = r * width + c
                 if p < len(pieces):
                     zr.append(_CODES[cats[p]])
-                    tr.append(show_piece(pieces[p], limit=8))
+                    done = completes[side][p]
+                    tr.append(cell_piece(pieces[p], done))
                     px.append(c)
                     py.append(y)
                     pdata.append([side, p])
                     phover.append(T.FIG_TOKEN_HOVER.format(side=side, pos=p, block=p // bs,
-                                                           piece=hover_piece(pieces[p]), id=ids[p]))
+                                                           piece=byte_hover(pieces[p], done), id=ids[p]))
                 else:
                     zr.append(None)
                     tr.append("")
@@ -140,7 +160,7 @@ def token_strip_figure(
     fig = go.Figure()
     fig.add_trace(go.Heatmap(
         z=z, x=list(range(width)), y=list(range(len(z))), text=text, texttemplate="%{text}",
-        textfont={"family": FONT, "size": 11, "color": "#111827"}, colorscale=scale, zmin=-0.5,
+        textfont={"family": FONT, "size": 12, "color": "#111827"}, colorscale=scale, zmin=-0.5,
         zmax=len(colors) - 0.5, showscale=False, xgap=1, ygap=0, hoverinfo="skip",
     ))
     fig.add_trace(go.Scatter(
@@ -169,11 +189,11 @@ def token_strip_figure(
     fig.update_layout(
         height=70 + 21 * len(z) + 40, margin={"l": 60, "r": 10, "t": 10, "b": 10}, clickmode="event+select",
         dragmode=False, plot_bgcolor="#ffffff",
-        legend={"orientation": "h", "y": -0.01, "yanchor": "top", "x": 0, "font": {"size": 11}},
+        legend={"orientation": "h", "y": -0.01, "yanchor": "top", "x": 0, "font": {"size": 12}},
         xaxis={"range": [-0.5, width - 0.5], "showticklabels": False, "showgrid": False, "zeroline": False,
                "fixedrange": True},
         yaxis={"autorange": "reversed", "tickvals": list(range(len(z))), "ticktext": ylabels, "showgrid": False,
-               "zeroline": False, "tickfont": {"size": 10, "family": FONT}, "fixedrange": True},
+               "zeroline": False, "tickfont": {"size": 12, "family": FONT}, "fixedrange": True},
     )
     return fig
 
@@ -265,7 +285,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         x=[0.0] * len(a_has), y=[ys[i] for i in a_has], mode="markers+text",
         text=[label_a(i) for i in a_has], textposition="middle right",
         marker={"size": 18, "symbol": "square", "color": [A_COLOR if blocks[i].hash_a else STATUS_COLORS["partial"] for i in a_has]},
-        textfont={"family": FONT, "size": 11}, hoverinfo="text", showlegend=False,
+        textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
         hovertext=[T.FIG_HOVER_A.format(index=i, hash=short_hash(blocks[i].hash_a, 16),
                                          parent=short_hash(blocks[i].parent_a, 16)) for i in a_has],
     ))
@@ -283,7 +303,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
                 "color": [STATUS_COLORS[blocks[i].status] if shown(i) else UNCHECKED_COLOR for i in idx],
                 "line": {"color": [BOUNDARY_COLOR if i == current else "rgba(0,0,0,0)" for i in idx], "width": 2},
             },
-            textfont={"family": FONT, "size": 11}, hoverinfo="text", showlegend=False,
+            textfont={"family": FONT, "size": 12}, hoverinfo="text", showlegend=False,
             hovertext=[T.FIG_HOVER_B.format(index=i, meaning=T.STATUS_MEANING[blocks[i].status],
                                              reason=html.escape(render_block_reason(blocks[i].code,
                                                                                      blocks[i].params)))
@@ -299,28 +319,30 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
             text=[f"<i>{_gap_text(comparison, row.gap)}</i>" for _, row in gap_rows],
             textfont={"size": 12, "color": MUTED}, hoverinfo="skip", showlegend=False,
         ))
-    for status in ("hit", "miss", "invalidated", "partial"):
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.STATUS_MEANING[status],
+    for status in ("hit", "miss", "invalidated", "partial"):  # short names: one legend line at 1024 px
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.STATUS_LABELS[status],
                                  marker={"size": 12, "symbol": "square", "color": STATUS_COLORS[status]}))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.FIG_CHAIN_A,
                              marker={"size": 12, "symbol": "square", "color": A_COLOR}))
 
-    height = 150 + 30 * len(rows)
+    height = 170 + 30 * len(rows)
     fig.update_layout(
         height=height, margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="#ffffff",
         xaxis={"range": [-0.03, 2.0], "visible": False, "fixedrange": True},
-        yaxis={"range": [-(len(rows) - 0.4), 0.8], "visible": False, "fixedrange": True},
-        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
+        yaxis={"range": [-(len(rows) - 0.4), 1.3], "visible": False, "fixedrange": True},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 12}},
         annotations=[
-            {"x": 0.0, "y": 0.75, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_A}</b>", "showarrow": False,
-             "xanchor": "left"},
-            {"x": B_X, "y": 0.75, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_B}</b>", "showarrow": False,
-             "xanchor": "left"},
+            {"x": 0.0, "y": 0.5, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_A}</b>", "showarrow": False,
+             "xanchor": "left", "yanchor": "bottom"},
+            {"x": B_X, "y": 0.5, "xref": "x", "yref": "y", "text": f"<b>{wrap_title(T.FIG_CHAIN_B, 40)}</b>",
+             "showarrow": False, "xanchor": "left", "yanchor": "bottom", "align": "left"},
         ],
     )
     steps = [i for i in idx if fc is not None and i >= fc]
     if not steps:
-        fig.update_layout(title={"text": T.FIG_CASCADE_NONE, "font": {"size": 13}, "x": 0.01})
+        fig.update_layout(title={"text": wrap_title(T.FIG_CASCADE_NONE, 64), "font": {"size": 13}, "x": 0.01,
+                                 "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 10}},
+                          margin={"t": 100})
         return fig
 
     def step_text(i: int) -> str:
@@ -335,19 +357,20 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         return T.FIG_STEP_HIT.format(index=i)
 
     frames = [go.Frame(name="start", data=[b_trace(fc, None)], traces=[b_index],
-                       layout={"title": {"text": T.FIG_CASCADE_START.format(first=fc)}})]
+                       layout={"title": {"text": wrap_title(T.FIG_CASCADE_START.format(first=fc), 64)}})]
     for i in steps:
         frames.append(go.Frame(name=f"b{i}", data=[b_trace(i + 1, i)], traces=[b_index],
-                               layout={"title": {"text": step_text(i)}}))
+                               layout={"title": {"text": wrap_title(step_text(i), 64)}}))
     fig.frames = frames
     counts = Counter(blocks[i].status for i in range(fc, len(blocks)))
     summary = T.FIG_CASCADE_SUMMARY.format(
         first=fc, miss=counts.get("miss", 0), invalidated=counts.get("invalidated", 0),
         partial=counts.get("partial", 0), hits=fc)
     fig.update_layout(
-        title={"text": summary, "font": {"size": 13}, "x": 0.01, "y": 0.995, "yanchor": "top"},
-        margin={"l": 10, "r": 10, "t": 110, "b": 70},
-        height=height + 100,
+        title={"text": wrap_title(summary, 64), "font": {"size": 13}, "x": 0.01, "y": 1, "yref": "container",
+               "yanchor": "top", "pad": {"t": 10}},
+        margin={"l": 10, "r": 10, "t": 130, "b": 70},
+        height=height + 120,
         updatemenus=[{
             "type": "buttons", "direction": "left", "x": 0.0, "y": -0.01, "xanchor": "left", "yanchor": "top",
             "showactive": False, "pad": {"t": 4, "r": 8},

@@ -64,7 +64,7 @@ def _legend_entries(fig: go.Figure, items: Sequence[tuple[str, str]], symbol: st
             fig.add_trace(trace, row=row, col=col)
 
 
-def _text_traces(fig: go.Figure, xs: list, ys: list, texts: list[str], fills: list[str], size: int = 11,
+def _text_traces(fig: go.Figure, xs: list, ys: list, texts: list[str], fills: list[str], size: int = 12,
                  **where) -> None:
     """Cell labels in white on dark fills and ink on light ones (heatmaps have one text colour)."""
     for dark in (True, False):
@@ -148,14 +148,14 @@ def block_tables_figure(view: StepView) -> go.Figure:
     fig = go.Figure()
     if requests:
         fig.add_trace(_discrete_heatmap(z, list(SOURCE_COLOURS.values()), hover))
-        _text_traces(fig, xs, ys, texts, fills, size=11)
+        _text_traces(fig, xs, ys, texts, fills, size=12)
     _legend_entries(fig, [(T.SOURCE_LABELS[k], c) for k, c in SOURCE_COLOURS.items() if k != "skipped"
                           or any(c.block_id is None for r in requests for c in r.rows)])
     fig.update_layout(shapes=shapes)
     ticks = list(range(width))
     fig.update_xaxes(tickvals=ticks, ticktext=[T.AXIS_TOKENS.format(first=i * bs + 1, last=(i + 1) * bs)
                                                for i in ticks],
-                     side="top", showgrid=False, zeroline=False, range=[-0.5, max(width, 4) - 0.5], tickfont=dict(size=10))
+                     side="top", showgrid=False, zeroline=False, range=[-0.5, max(width, 4) - 0.5], tickfont=dict(size=12))
     fig.update_yaxes(tickvals=list(range(len(requests))), ticktext=labels, autorange="reversed", showgrid=False,
                      zeroline=False, range=[len(requests) - 0.5, -0.5] if requests else [0.5, -0.5])
     fig = _layout(fig, 110 + 46 * max(len(requests), 1), None)
@@ -430,7 +430,7 @@ class _Bars:
         for dark, (lx, ly, lt) in self.labels.items():
             if lx:
                 fig.add_trace(go.Scatter(x=lx, y=ly, text=lt, mode="text", hoverinfo="skip", showlegend=False,
-                                         textfont=dict(size=10, color="white" if dark else INK)), row=self.row, col=1)
+                                         textfont=dict(size=12, color="white" if dark else INK)), row=self.row, col=1)
 
 
 def _links(segments, row: int) -> list[dict]:
@@ -531,8 +531,8 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
     for row, n in ((1, heights[0]), (2, heights[1])):
         fig.update_yaxes(visible=False, autorange=False, range=[n - 0.5, -0.6], row=row, col=1)
         fig.update_xaxes(range=[-1, x_end + 1], tickvals=list(range(0, x_end + 1, bs)), showgrid=False, row=row,
-                         col=1, showticklabels=row == 2, tickfont=dict(size=10))
-    fig.update_xaxes(title=dict(text=R.AXIS_TOKENS, font=dict(size=11)), row=2, col=1)
+                         col=1, showticklabels=row == 2, tickfont=dict(size=12))
+    fig.update_xaxes(title=dict(text=R.AXIS_TOKENS, font=dict(size=12)), row=2, col=1)
     legend = [(R.LEGEND_TREE[s], c) for s, c in RADIX_COLOURS.items()]
     legend += [(R.LEGEND_CHAIN[s], c) for s, c in CHAIN_COLOURS.items()]
     _legend_entries(fig, legend, row=1, col=1)
@@ -541,7 +541,7 @@ def radix_chain_figure(comparison: RadixComparison, k: int) -> go.Figure:
     if not chain_items:
         fig.add_annotation(x=0.5, y=0.5, xref="x2 domain", yref="y2 domain", text=R.CHAIN_EMPTY, showarrow=False)
     fig = _layout(fig, 190 + 44 * (heights[0] + heights[1]))
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, x=1, xanchor="right", font=dict(size=11)),
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, x=1, xanchor="right", font=dict(size=12)),
                       margin=dict(t=100, b=40))
     for ann in fig.layout.annotations[:2]:
         ann.update(x=0, xanchor="left", font=dict(size=13))

@@ -99,16 +99,16 @@ def salt_chain(plain: Sequence[BlockHashRecord], salted: Sequence[BlockHashRecor
         fig.add_annotation(x=-1.45, y=y, text=f"<b>{label}</b>", showarrow=False, xanchor="right", font=dict(size=12))
         fig.add_shape(type="rect", x0=-1.3, x1=-0.75, y0=y - 0.18, y1=y + 0.18, fillcolor="white",
                       line=dict(color=MUTED, dash="dot"))
-        fig.add_annotation(x=-1.025, y=y, text=T.FIG_NONE_HASH, showarrow=False, font=dict(size=10, color=MUTED))
+        fig.add_annotation(x=-1.025, y=y, text=T.FIG_NONE_HASH, showarrow=False, font=dict(size=12, color=MUTED))
         for i, rec in enumerate(full):
             hit = bool(cached[i]) if i < len(cached) else False
             fig.add_shape(type="rect", x0=i - 0.4, x1=i + 0.4, y0=y - 0.3, y1=y + 0.3,
                           fillcolor=CACHED_FILL if hit else MISSING_FILL, line=dict(color=GREEN if hit else OUTLINE_GREY))
             extra = T.SALT_EXTRA_KEY if (rec.extra_keys and i == 0) else ""
             fig.add_annotation(x=i, y=y + 0.08, text=f"<b>{short_hash(rec.hash)}</b>", showarrow=False,
-                               font=dict(family="monospace", size=11))
+                               font=dict(family="monospace", size=12))
             fig.add_annotation(x=i, y=y - 0.15, text=T.FIG_BLOCK.format(i=i) + (f" + {extra}" if extra else ""), showarrow=False,
-                               font=dict(size=10, color=MUTED))
+                               font=dict(size=12, color=MUTED))
             fig.add_annotation(x=i - 0.4, y=y, ax=(i - 0.6) if i else -0.75, ay=y, xref="x", yref="y", axref="x",
                                ayref="y", showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, arrowcolor=MUTED, text="")
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=CACHED_FILL, size=12, symbol="square",
@@ -201,10 +201,10 @@ def hash_cost_figure(costs: Sequence[HashCost]) -> go.Figure:
     fig = go.Figure(go.Bar(
         x=[c.ns_per_block for c in costs], y=[c.name for c in costs], orientation="h", marker_color=colours,
         text=[T.FIG_NS.format(ns=c.ns_per_block) for c in costs], textposition="outside", showlegend=False,
-        hovertemplate=T.FIG_COST_HOVER,
+        hovertemplate=T.FIG_COST_HOVER, cliponaxis=False,
     ))
     fig.update_xaxes(title_text=T.FIG_COST_AXIS, gridcolor=FREE_GREY,
-                     range=[0, max((c.ns_per_block for c in costs), default=1) * 1.25])
+                     range=[0, max((c.ns_per_block for c in costs), default=1) * 1.45])
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, 260, T.COST_TITLE)
 

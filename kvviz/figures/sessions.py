@@ -69,7 +69,7 @@ def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) ->
             x=p["x"], base=p["base"], y=p["y"], orientation="h", name=T.STATUS_LABELS[status],
             marker=dict(color=STATUS_COLOURS[status], line=dict(color="white", width=1.5)),
             text=p["text"], textposition="inside", insidetextanchor="middle", textangle=0,
-            textfont=dict(color="white", size=11), customdata=p["hover"],
+            textfont=dict(color="white", size=12), customdata=p["hover"],
             hovertemplate="%{customdata}<extra></extra>", width=0.72,
         )
     longest = max((t.prompt_tokens for t in result.turns), default=1)
@@ -79,8 +79,8 @@ def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) ->
             notes.append(T.DIFF_NOTE.format(segment=turn.first_difference))
         if notes:
             fig.add_annotation(x=turn.prompt_tokens, y=ylabel, text=" · ".join(notes), showarrow=False,
-                               xanchor="left", xshift=6, font=dict(size=11, color=DARK_RED))
-    fig.update_layout(barmode="overlay", uniformtext=dict(minsize=9, mode="hide"))
+                               xanchor="left", xshift=6, font=dict(size=12, color=DARK_RED))
+    fig.update_layout(barmode="overlay", uniformtext=dict(minsize=12, mode="hide"))
     fig.update_xaxes(title=T.TOKEN_AXIS, range=[0, longest * 1.32], showgrid=True, gridcolor=PALE_GREY)
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels)
     return _layout(fig, 120 + 34 * len(result.turns), title)

@@ -30,6 +30,22 @@ LEGEND_ABOVE_RIGHT: dict[str, Any] = dict(orientation="h", yanchor="bottom", y=1
 LEGEND_ABOVE_LEFT: dict[str, Any] = dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0)
 
 
+def wrap_title(text: str, width: int = 58) -> str:
+    """``text`` broken into lines of at most ``width`` characters (``<br>``), at spaces: Plotly never wraps
+    a title, and about 58 characters of 15 px text fit a chart on a 1024 px screen beside the sidebar."""
+    lines: list[str] = []
+    for part in text.split("<br>"):
+        line = ""
+        for word in part.split(" "):
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
 def base_layout(
     fig: go.Figure,
     height: int,
@@ -43,13 +59,17 @@ def base_layout(
 ) -> go.Figure:
     """Apply the shared layout: ``height`` px, top margin ``title_top`` with a title and ``top`` without,
     the given legend placement (None leaves Plotly's), plus any ``extra`` layout keys. Returns ``fig``."""
+    if title:  # Plotly never wraps a title: break long ones, and give each extra line room
+        title = wrap_title(title)
+        title_top += 18 * title.count("<br>")
+        height += 18 * title.count("<br>")
     layout: dict[str, Any] = dict(
         height=height,
         margin=dict(l=10, r=10, t=title_top if title else top, b=10),
         title=dict(text=title, x=0, xanchor="left", font=dict(size=title_size)) if title else None,
         plot_bgcolor="white",
         paper_bgcolor="white",
-        font=dict(color=INK),
+        font=dict(color=INK, size=12),  # chart text is never below 12 px (projectors, laptops at 1024 px)
         separators=PLOTLY_SEPARATORS[current_lang()],  # axis ticks and %{y:,} hovers: 1 234,5 in Russian
     )
     if legend is not None:

@@ -35,6 +35,8 @@ import torch
 
 from kvviz.core.compare import PromptComparison, compare_prompts
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn, init_none_hash, validate_block_size
+from kvviz.core.timing_compare import TimingComparison
+from kvviz.model.edit_timing import time_full_vs_reuse
 from kvviz.model.kvstore import (
     KVStore,
     get_kv_store,
@@ -45,7 +47,7 @@ from kvviz.model.kvstore import (
 )
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
-from kvviz.model.settings import InputError, check_max_tokens, max_tokens_default
+from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
 from kvviz.model.tokens import Tokenized, byte_decoder, clean_text, token_pieces, tokenize
 
 #: The wrong reuse computes at most this many separate runs of changed blocks (one model call each).
@@ -67,6 +69,7 @@ CLI_KEYS = (
     "deep_layers_changed_after_edit",
     "full_prefill_ms",
     "reuse_prefill_ms",
+    "prefill_timing",
 )
 
 
@@ -183,6 +186,21 @@ def token_char_offsets(lm: LoadedModel, text: str, num_tokens: int) -> list[int]
     return out
 
 
+def kept_chars(lm: LoadedModel, text: str, tok: Tokenized) -> int | None:
+    """How many leading characters of ``text`` the kept tokens of a cut prompt cover (None if not cut)."""
+    if not tok.truncated:
+        return None
+    n = len(tok.ids)
+    try:
+        enc = lm.tokenizer(text[:MAX_INPUT_CHARS], add_special_tokens=True, return_offsets_mapping=True)
+        ends = [int(e) for _s, e in enc["offset_mapping"][:n]]
+        if len(ends) == n:
+            return max(ends, default=0)
+    except Exception:  # noqa: BLE001 - slow tokenizers have no offsets: sum the pieces instead
+        pass
+    return min(len(text), sum(len(p) for p in tok.pieces))
+
+
 def describe_char(ch: str) -> str:
     """A character with its code point and Unicode name, for messages about invisible edits."""
     if not ch:
@@ -283,6 +301,19 @@ class EditReport:
     next_token_id_reuse: int
     next_token_reuse: str
     logits_reuse: np.ndarray = field(repr=False)
+    # characters of A / B that the kept tokens cover (None: the prompt was not cut)
+    kept_chars_a: int | None = None
+    kept_chars_b: int | None = None
+    max_tokens: int = 0
+
+    @property
+    def edit_beyond_limit(self) -> int | None:
+        """Characters both prompts keep when the character edit lies past the token limit of a cut
+        prompt (the model then sees no edit); None when the edit is inside what the model sees."""
+        kept = [k for k in (self.kept_chars_a, self.kept_chars_b) if k is not None]
+        if self.char_edit.identical or not kept or self.char_edit.start < min(kept):
+            return None
+        return min(kept)
 
     @property
     def num_tokens_a(self) -> int:
@@ -476,6 +507,9 @@ def run_edit(
         next_token_id_reuse=next_id,
         next_token_reuse=_piece(lm, next_id),
         logits_reuse=logits.numpy().astype(np.float32, copy=True),
+        kept_chars_a=kept_chars(lm, text_a, tok_a),
+        kept_chars_b=kept_chars(lm, text_b, tok_b),
+        max_tokens=tok_b.max_tokens,
     )
 
 
@@ -562,6 +596,7 @@ class ProofReport:
     deep_after_max_abs_diff: float | None = None
     wrong_reuse: WrongReuse | None = None
     a_full_prefill_ms: float = 0.0
+    timing: TimingComparison | None = None  # repeated timings of both sides (None: nothing reused)
 
     @property
     def layer0_unchanged_after_edit(self) -> bool | None:
@@ -571,13 +606,14 @@ class ProofReport:
 
     @property
     def speedup(self) -> float | None:
-        """Measured full prefill of B / measured prefill of B on top of the reused K/V."""
-        return self.full_prefill_ms / self.reuse_prefill_ms if self.reuse_prefill_ms > 0 else None
+        """Median full prefill of B / median prefill of B on the reused K/V; None when nothing is reused
+        or the difference is within the noise (never below 1)."""
+        return self.timing.speedup if self.timing is not None else None
 
     @property
-    def saved_ms(self) -> float:
-        """Measured time the reuse saved: full prefill of B minus B on top of the reused K/V."""
-        return self.full_prefill_ms - self.reuse_prefill_ms
+    def saved_ms(self) -> float | None:
+        """Median time the reuse saved; None when nothing is reused or it is within the noise (never < 0)."""
+        return self.timing.saved_ms if self.timing is not None else None
 
     @property
     def deep_layers_changed_after_edit(self) -> bool | None:
@@ -715,9 +751,12 @@ def run_proof(lm: LoadedModel, edit: EditReport) -> ProofReport:
     logits_full = b_full.last_logits
     logits_reuse = torch.from_numpy(edit.logits_reuse)
     next_full = int(torch.argmax(logits_full))
+    wrong = _wrong_reuse(lm, edit, a_full, b_full)
+    # timed last, after every other forward pass of the proof
+    timing = time_full_vs_reuse(lm, ids_b, b_full.keys, b_full.values, edit.reused_tokens)
     return ProofReport(
-        full_prefill_ms=b_full.prefill_ms,
-        reuse_prefill_ms=edit.reuse_prefill_ms,
+        full_prefill_ms=timing.slow_median_ms if timing else b_full.prefill_ms,
+        reuse_prefill_ms=timing.fast_median_ms if timing else edit.reuse_prefill_ms,
         logits_max_abs_diff_reuse=float((logits_full - logits_reuse).abs().max()),
         next_token_id_full=next_full,
         next_token_full=_piece(lm, next_full),
@@ -729,8 +768,9 @@ def run_proof(lm: LoadedModel, edit: EditReport) -> ProofReport:
         same_after_positions=after,
         layer0_after_max_abs_diff=layer0_after,
         deep_after_max_abs_diff=deep_after,
-        wrong_reuse=_wrong_reuse(lm, edit, a_full, b_full),
+        wrong_reuse=wrong,
         a_full_prefill_ms=a_full.prefill_ms,
+        timing=timing,
     )
 
 
@@ -759,7 +799,8 @@ def cli_summary(edit: EditReport, proof: ProofReport) -> dict[str, object]:
         "layer0_unchanged_after_edit": proof.layer0_unchanged_after_edit,
         "deep_layers_changed_after_edit": proof.deep_layers_changed_after_edit,
         "full_prefill_ms": round(proof.full_prefill_ms, 3),
-        "reuse_prefill_ms": round(edit.reuse_prefill_ms, 3),
+        "reuse_prefill_ms": round(proof.reuse_prefill_ms, 3),
+        "prefill_timing": proof.timing.as_dict() if proof.timing else None,
     }
     assert tuple(out) == CLI_KEYS
     return out

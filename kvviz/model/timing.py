@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from kvviz.core.blank import is_blank
 from kvviz.model.batching import batch_origin, current_origin
 from kvviz.model.kvstore import CachedPrefill, KVStore, model_key, prefill_cached, store_block_hashes
 from kvviz.model.loader import LoadedModel
@@ -407,7 +408,7 @@ def game_probes(lm: LoadedModel, template: str, candidates: Sequence[str], block
     filled template has (at most ``max_blocks``). InputError unless the candidates differ in block 0."""
     if not isinstance(template, str) or template.count("{secret}") != 1:
         raise InputError("the template needs exactly one {secret} field")
-    names = [c.strip() for c in candidates if isinstance(c, str) and c.strip()]
+    names = [c.strip() for c in candidates if isinstance(c, str) and not is_blank(c)]
     if len(names) < 2 or len(set(names)) != len(names):
         raise InputError("give at least two different candidates")
     if len(names) > 16:
@@ -431,7 +432,7 @@ def attacker_game(lm: LoadedModel, *, rounds: int = 6, salted: bool = False, tem
     random order (its first whole blocks + one token). The fastest probe is the guess."""
     _check_count("rounds", rounds, 1, 200)
     filled, blocks = game_probes(lm, template, candidates, block_size, max_blocks)
-    names = tuple(c.strip() for c in candidates if isinstance(c, str) and c.strip())
+    names = tuple(c.strip() for c in candidates if isinstance(c, str) and not is_blank(c))
     tail = list(tokenize(GAME_CONTINUATION, model_name=lm.source.key).ids)
     rng = random.Random(seed)
     result = GameResult(salted, names, template, block_size, blocks)

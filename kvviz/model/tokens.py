@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from kvviz.core.blank import is_blank
+from kvviz.core.utf8 import letters
 from kvviz.model.loader import load_tokenizer
 from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
 from kvviz.text import common as T
@@ -110,13 +112,26 @@ def _token_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
     return pieces
 
 
+#: The English reference for the tokens-per-letter note (the meaning of the Russian preset "cat_window").
+ENGLISH_SAMPLE = "The cat sits on the window and waits for its owner to bring its dinner."
+
+
+def letter_cost(text: str, model_name: str | None = None) -> tuple[int, int]:
+    """(tokens, letters) of ``text`` with the model's tokenizer (no special tokens): measured, not assumed."""
+    tokenizer = load_tokenizer(model_name)
+    with _TOKENIZER_CALL_LOCK:
+        ids = tokenizer(clean_text(text)[:MAX_INPUT_CHARS], add_special_tokens=False,
+                        return_attention_mask=False)["input_ids"]
+    return len(ids), letters(text[:MAX_INPUT_CHARS])
+
+
 def clean_text(text: object) -> str:
     """Validate user text: a non-blank str; lone surrogates become U+FFFD so any str tokenizes."""
     if isinstance(text, bytes):
         raise InputError("text must be a string, not bytes (decode it first)")
     if not isinstance(text, str):
         raise InputError(f"text must be a string, got {type(text).__name__}")
-    if not text.strip():
+    if is_blank(text):
         raise InputError(T.ERROR_EMPTY_TEXT)
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 

@@ -650,20 +650,30 @@ def with_limits(limits: RoomLimits, **changes: object) -> RoomLimits:
 
 _ROOM: Room | None = None
 _ROOM_LOCK = threading.Lock()
+_KEY_GENERATED = False
 
 
 def get_room() -> Room:
     """The process-wide room every browser session joins, created on first use (pool size from
-    ``KVVIZ_ROOM_BLOCKS``, presenter key from ``KVVIZ_PRESENTER_KEY``)."""
-    global _ROOM
+    ``KVVIZ_ROOM_BLOCKS``). Its presenter key is ``KVVIZ_PRESENTER_KEY``, or a random one generated
+    here when that is unset or blank: the room's reset always needs a key."""
+    global _ROOM, _KEY_GENERATED
     with _ROOM_LOCK:
         if _ROOM is None:
-            _ROOM = Room(RoomLimits.from_env(), presenter_key=os.environ.get(ENV_PRESENTER_KEY) or None)
+            key = (os.environ.get(ENV_PRESENTER_KEY) or "").strip()
+            _KEY_GENERATED = not key
+            _ROOM = Room(RoomLimits.from_env(), presenter_key=key or secrets.token_urlsafe(12))
         return _ROOM
+
+
+def presenter_key_generated() -> bool:
+    """True when the process-wide room's presenter key was generated (no ``KVVIZ_PRESENTER_KEY``)."""
+    return _KEY_GENERATED
 
 
 __all__ = [
     "SALT_MODES",
+    "presenter_key_generated",
     "Admission",
     "BlockOutcome",
     "FeedEntry",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvviz.core.blank import is_blank
 from kvviz.core.jsonio import parse_json, read_limited
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "sessions"
@@ -78,7 +79,7 @@ class Session:
 def _text(obj: Any, where: str, *, optional: bool = False) -> str | None:
     if obj is None and optional:
         return None
-    if not isinstance(obj, str) or not obj.strip():
+    if not isinstance(obj, str) or is_blank(obj):
         raise SessionError(f"{where} must be a non-empty string")
     if len(obj) > MAX_TEXT_CHARS:
         raise SessionError(f"{where} is longer than {MAX_TEXT_CHARS:,} characters")

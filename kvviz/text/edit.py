@@ -70,9 +70,20 @@ SETTINGS_NOTE = (
 EMPTY_A = "Prompt A is empty. Type or paste some text (or pick a preset) to start."
 EMPTY_B = "Prompt B is empty. Type the edited prompt (or pick a preset)."
 INPUT_ERROR = "Cannot run the experiment: {error}"
-IDENTICAL = (
-    "A and B are the same token sequence. Everything is reusable except the last token, which an engine "
-    "always recomputes to get the next-token logits."
+IDENTICAL_REUSE = (
+    "A and B are the same token sequence ({n:,} tokens). An engine reuses the {reused:,} tokens of its full "
+    "blocks before the last token and recomputes the other {recompute:,}: the last token, whose logits it "
+    "needs, and the rest of its block, since only whole blocks of {block_size} tokens are cached."
+)
+IDENTICAL_SHORT = (
+    "A and B are the same token sequence, but {n:,} tokens do not make one full block of {block_size} "
+    "tokens before the last token: an engine caches only whole blocks, so nothing is reused and all "
+    "{n:,} tokens are recomputed. A smaller block size shows the reuse."
+)
+EDIT_BEYOND_LIMIT = (
+    "The edit is at character {pos:,}, beyond the {limit:,}-token limit: only the first {kept:,} characters "
+    "fit in {limit:,} tokens, so both prompts were cut before the edit and the model sees the same tokens. "
+    "Move the edit before character {kept:,} (or shorten the text) to see its effect."
 )
 IDENTICAL_TEXT_ONLY = (
     "The texts differ ({desc}), but they tokenize to exactly the same tokens, so the cache cannot tell "
@@ -111,6 +122,19 @@ CHANGE_NO_SHIFT = (
     "The token count did not change, so every token after the edit keeps its position and its id: "
     "those blocks have the same tokens as before, and still cannot be reused."
 )
+CYRILLIC_NOTE = (
+    "This model's tokenizer spends {ru:.2f} tokens per Cyrillic letter: prompt A has {tokens:,} tokens for "
+    "{letters:,} letters, while an English sentence costs {en:.2f} tokens per letter ({en_tokens:,} tokens "
+    "for {en_letters:,} letters), both measured now. Its vocabulary has few Russian pieces, so most letters "
+    "are a token each and some are split into byte tokens (⟨D0⟩→П: the first byte of «П», completed by the "
+    "next token). Every token has its own K and V: per letter of text, Russian needs about {ratio:.1f}× the "
+    "KV cache of English on this model."
+)
+BYTE_TOKEN_NOTE = (
+    " (byte {byte}: the first of the {n} bytes of one character{script}; the model predicts only the "
+    "start of a letter, the next token completes it)"
+)
+BYTE_TOKEN_CYRILLIC = ", as every Russian letter starts with D0 or D1"
 TOKENS_CAPTION = (
     "Rows of {width} tokens, A's row above B's row for the same positions; thick lines are block "
     "boundaries (every {block_size} tokens). Colours on B are the block's status; magenta marks the "
@@ -131,20 +155,32 @@ M_RECOMPUTE = "To recompute"
 M_RECOMPUTE_HELP = "Tokens of B that go through the model: the changed block and everything after it."
 M_SAVED = "Tokens not recomputed"
 M_SAVED_HELP = (
-    "Reused tokens / B's tokens. The milliseconds below are measured: the full prefill of B minus B "
-    "computed on top of the reused K/V (both timed on this machine; a busy machine adds noise)."
+    "Reused tokens / B's tokens. The milliseconds below are measured: the median full prefill of B minus "
+    "the median of B computed on top of the reused K/V, each timed several times on this machine; shown "
+    "only when the two sets of timings do not overlap."
 )
 M_SAVED_VALUE = "{pct:.0f}%"
 M_SAVED_MS = "{ms:,.0f} ms saved"
 TOKENS_UNIT = "{n:,} tokens"
 M_REUSE_MS = "Measured: B on top of the reused K/V"
 M_REUSE_MS_HELP = (
-    "Wall time of the model computing only B's non-reused tokens, on top of the K/V of the reused blocks "
-    "taken from kvviz's K/V store."
+    "Median wall time of the model computing only B's non-reused tokens, on top of the K/V of the reused "
+    "blocks (forward pass only)."
 )
 M_FULL_MS = "Measured: full prefill of B"
-M_FULL_MS_HELP = "Wall time of the model computing every token of B from scratch."
+M_FULL_MS_HELP = "Median wall time of the model computing every token of B from scratch (forward pass only)."
 M_SPEEDUP = "{x:.1f}× faster"
+M_WITHIN_NOISE = "within the noise"
+MS_MEDIAN = "{ms:,.1f} ms"
+TIMING_NOTE = (
+    "Medians of {runs} timed runs each, alternating the two; spread (slowest − fastest run): full prefill "
+    "{full_spread:,.1f} ms, on the reused K/V {reuse_spread:,.1f} ms."
+)
+TIMING_NOISE = (
+    "Too short to measure a difference on this machine: the timings of the full prefill and of the "
+    "prefill on the reused K/V overlap (medians {full:,.1f} ms and {reuse:,.1f} ms over {runs} runs each). "
+    "Longer prompts, or an edit nearer their end, show the saving."
+)
 REUSE_STORE_NOTE = (
     "B computed {computed:,} token(s) on top of {reused:,} reused token(s) from the K/V store (A was "
     "{a_state})."
@@ -279,6 +315,7 @@ STORE_EVICTIONS = "Evictions"
 FIG_TOKENS_A = "A (original)"
 FIG_TOKENS_B = "B (edited)"
 FIG_TOKEN_HOVER = "{side} · token {pos} · block {block}<br>{piece}<br>id {id}"
+FIG_BYTE_HOVER = "byte {bytes}: the start of «{char}» (UTF-8 {utf8}); the next token completes it"
 FIG_CHANGED = "changed token"
 FIG_A_TOKEN = "A's tokens (cached)"
 FIG_CHAIN_A = "A's chain (cached)"
@@ -288,7 +325,7 @@ FIG_BLOCK_PARTIAL = "#{index} · {start}–{end} · partial"
 FIG_PARENT = "{parent}"
 FIG_HOVER_A = "A · block {index}<br>hash {hash}<br>parent {parent}"
 FIG_HOVER_B = "B · block {index}: {meaning}<br>{reason}"
-FIG_BLOCK_LABEL_B = "#{index} · {start}–{end} · {hash} ← {parent} · {status}"
+FIG_BLOCK_LABEL_B = "#{index} · {hash} ← {parent} · {status}"  # the token span is on A's side
 FIG_NO_HASH = "no hash"
 FIG_CASCADE_SUMMARY = (
     "{hits} block(s) hit, then from block #{first}: {miss} miss, {invalidated} invalidated, {partial} partial. "

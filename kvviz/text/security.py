@@ -147,7 +147,17 @@ PRESENTER_INTRO = (
     "{max_tokens:,} tokens per prompt."
 )
 PRESENTER_KEY = "Presenter key"
-PRESENTER_KEY_HELP = "Set KVVIZ_PRESENTER_KEY when starting the server to keep attendees from resetting."
+PRESENTER_KEY_HELP = (
+    "Printed in the server's log when the app starts (or the KVVIZ_PRESENTER_KEY you set): only the "
+    "presenter can reset the room."
+)
+PRESENTER_KEY_LOG = (
+    "\n  kvviz room: the presenter key (needed to reset the shared room) is\n"
+    "      {key}\n"
+    "  generated for this server; set KVVIZ_PRESENTER_KEY to choose your own. Room page:\n"
+    "      {url}\n"
+)
+PRESENTER_KEY_LOG_ENV = "\n  kvviz room: resetting the shared room needs KVVIZ_PRESENTER_KEY. Room page: {url}\n"
 RESET = "Reset the room"
 RESET_DONE = "The room was reset ({dropped:,} cached blocks dropped)."
 WORKSHOP_HINT = (

@@ -191,8 +191,8 @@ PROJECT_TURNS = "Project to this many turns"
 
 POLICY_HEADER = "The policy values used"
 POLICY_LINE = "- **{name}**: {value} _({source}; as of {as_of})_"
-SOURCES_LINE = "Sources: {sources}."
-SOURCE_ITEM = "{key} = {name}"
+SOURCES_LINE = "Sources (checked {as_of}): {sources}."
+SOURCE_ITEM = "[{key}]({name})"
 SOURCE_SEPARATOR = "; "
 BADGE_LINE = "{badge}: {label}"
 POLICY_CAVEAT = (
@@ -212,12 +212,12 @@ EVENT_LINES = {
 }
 EXPIRED_SUFFIX = " ({count} entries had expired)"
 
-# What the short source names of kvviz.core.providers refer to.
+# What the short source names of kvviz.core.providers refer to: public documentation pages (checked on
+# the date kvviz.core.providers.AS_OF gives).
 SOURCE_NAMES = {
-    "seed article 003": "'Prompt caching: what is actually documented' (seeds/003, Russian)",
-    "seed article 000": "'Why one character breaks the cache: prompt caching under the hood' (seeds/000, Russian)",
-    "BRIEF §5": "kvviz BRIEF section 5, providers: policy, not mechanics",
-    "BRIEF §4": "kvviz BRIEF section 4, chained block hashes (vLLM v1)",
+    "Anthropic docs, Prompt caching": "https://docs.claude.com/en/docs/build-with-claude/prompt-caching",
+    "OpenAI docs, Prompt caching": "https://platform.openai.com/docs/guides/prompt-caching",
+    "vLLM docs, Automatic Prefix Caching": "https://docs.vllm.ai/en/latest/design/prefix_caching/",
 }
 # Anthropic's usage fields (kvviz.core.providers.USAGE_FIELDS) in words.
 USAGE_LABELS = {

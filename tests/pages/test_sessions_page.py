@@ -19,7 +19,7 @@ def test_sessions_page_defaults_events_and_policies():
     assert int(metrics["Prompt tokens sent"].replace(",", "")) > int(metrics["Prompt tokens computed"].replace(",", ""))
     assert len(at.get("plotly_chart")) == 4
     assert not at.info  # no event yet
-    why = at.dataframe[0].value[T.USAGE_TABLE["why"]].tolist()
+    why = at.table[0].value[T.USAGE_TABLE["why"]].tolist()
     assert why[0] == T.WHY_FIRST and set(why[1:]) == {T.WHY_APPEND}
     assert T.duration(45) == "45 s" and T.duration(600) == "10.0 min" and T.duration(5400) == "1.5 h"
 
