@@ -3,10 +3,10 @@ presenter key, printed once in the server log with the room's URL, and reset req
 
 from __future__ import annotations
 
-import kvviz.security.room as room_mod
 import pytest
-from kvviz.security.room import ENV_PRESENTER_KEY, get_room, presenter_key_generated
 
+import kvviz.security.room as room_mod
+from kvviz.security.room import ENV_PRESENTER_KEY, get_room, presenter_key_generated
 from kvviz.text import security as T
 
 
