@@ -9,6 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_schemas
+import ui_share
 from kvviz.core.hashing import short_hash
 from kvviz.core.scenario import (
     MAX_REQUEST_TOKENS,
@@ -110,6 +113,8 @@ def _jump() -> None:
 
 # ----------------------------------------------------------------------------- header and scenario
 ui.page_header(T.TITLE, T.INTRO)
+SHARE = ui_schemas.block_table()
+ui_share.restore("block_table", SHARE)
 with st.expander(T.LEGEND_HEADER):
     st.markdown(T.LEGEND)
 
@@ -248,6 +253,17 @@ def _table_rows(view) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _pool_and_queue(view) -> None:
+    """The pool grid and the LRU free queue side by side (the page's key picture)."""
+    left, right = st.columns([1, 1])
+    with left:
+        st.markdown(f"**{T.POOL_HEADER}**")
+        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
+    with right:
+        st.markdown(f"**{T.QUEUE_HEADER}**")
+        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
+
+
 def _player() -> None:
     n = run.num_steps
     if ss[K_PLAYING] and time.monotonic() - ss[K_TICK] >= 0.8 * interval:
@@ -259,6 +275,9 @@ def _player() -> None:
     k = ss[K_STEP]
     view = run.view_at(k)
     previous = run.view_at(k - 1).counters if k > 0 else None
+    ui_share.sync("block_table", SHARE, draw=False)
+    if ui_share.presenting():
+        _pool_and_queue(view)  # presenter mode: the key picture first
 
     if ss[K_PLAYING]:
         st.progress(k / max(n, 1), text=T.PLAYING_PROGRESS.format(step=T.STEP_HEADER.format(k=k, n=n)))
@@ -284,6 +303,7 @@ def _player() -> None:
                 st.code(action.text, language=None, wrap_lines=True)
     if k >= n and n > 0:
         st.caption(T.AT_END)
+    ui_present.predict_evict(name, k, view, run.view_at(k + 1) if k < n else None)
 
     _metrics(view, previous)
     c = view.counters
@@ -300,13 +320,8 @@ def _player() -> None:
     else:
         st.caption(T.TABLES_NONE)
 
-    left, right = st.columns([1, 1])
-    with left:
-        st.markdown(f"**{T.POOL_HEADER}**")
-        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
-    with right:
-        st.markdown(f"**{T.QUEUE_HEADER}**")
-        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
+    if not ui_share.presenting():
+        _pool_and_queue(view)
 
     if view.requests:
         with st.expander(T.TABLES_TEXT):
@@ -317,6 +332,8 @@ def _player() -> None:
 
 
 st.fragment(_player, run_every=interval if playing else None)()
+ui_share.sync("block_table", SHARE)
 
 with st.expander(T.ANIMATION_TITLE):
     st.plotly_chart(_animation(scenario), width="stretch", key="bt_animation")
+ui_present.next_link("pages/block_table.py", ui_share.current_params(SHARE))

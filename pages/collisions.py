@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
 from kvviz.core.collisions import (
     CollisionDemo,
     HashCost,
@@ -156,3 +157,4 @@ st.dataframe(pd.DataFrame([{
     cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else "-",
     cols["safe"]: T.SAFE.get(c.name, ""),
 } for c in costs]), hide_index=True, width="stretch")
+ui_present.next_link("pages/collisions.py")

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
 from kvviz.core.room import age_label
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
@@ -134,3 +135,4 @@ if games is not None:
 
 st.subheader(T.DEFENCES)
 st.markdown(T.DEFENCES_TEXT)
+ui_present.next_link("pages/side_channel.py")
