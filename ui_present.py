@@ -197,9 +197,11 @@ def predict_edit(comparison: Any, change_pos: int, tokens_b: int, ident: tuple) 
         st.caption(T.EDIT_PREDICT_CONTEXT.format(pos=change_pos, block_size=comparison.block_size, tokens=tokens_b))
         if key not in ss:
             with st.form("predict_edit"):
-                guess_block = st.selectbox(T.EDIT_Q_BLOCK, [*range(len(blocks)), None], format_func=block_label)
-                guess_tokens = st.number_input(T.EDIT_Q_TOKENS.format(total=tokens_b), 0, max(tokens_b, 0), 0)
-                if st.form_submit_button(T.PREDICT_REVEAL, type="primary"):
+                guess_block = st.selectbox(T.EDIT_Q_BLOCK, [*range(len(blocks)), None], format_func=block_label,
+                                           key="predict_edit_block")
+                guess_tokens = st.number_input(T.EDIT_Q_TOKENS.format(total=tokens_b), 0, max(tokens_b, 0), 0,
+                                               key="predict_edit_tokens")
+                if st.form_submit_button(T.PREDICT_REVEAL, type="primary", key="predict_edit_reveal"):
                     ss[key] = (guess_block, int(guess_tokens))
         if key not in ss:
             st.info(T.PREDICT_WAITING, icon=":material/psychology:")

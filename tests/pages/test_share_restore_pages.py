@@ -124,3 +124,21 @@ def test_presenter_mode_on_the_landing_page_shows_the_join_panel_and_paths():
     assert at.session_state["kvviz_path"] == "workshop"
     text = " ".join(c.value for c in at.caption)
     assert "Ask:" in text and "45 minutes" in text
+
+
+def test_block_table_predicts_the_next_eviction():
+    from kvviz.core.scenario import load_builtin, play_scenario
+
+    run = play_scenario(load_builtin("pool_pressure"))
+    k = next(i for i in range(run.num_steps) if any(e.kind.value == "evict" for e in run.view_at(i + 1).events))
+    evicted = next(e.block_ids[0] for e in run.view_at(k + 1).events if e.kind.value == "evict")
+    at = _page("block_table", {"scenario": "pool_pressure", "step": str(k), "path": "self"})
+    assert not at.exception and at.toggle(key="predict_block_table").value is True
+    wrong = next(b for b in run.view_at(k).state.free_queue if b != evicted)
+    at.selectbox(key=f"predict_evict_pool_pressure_{k}").set_value(wrong).run()
+    at.button(key="bt_fwd").click().run()
+    assert not at.exception and at.session_state["bt_step"] == k + 1
+    assert any(f"engine evicted block {evicted}" in w.value for w in at.warning)
+
+    at = _page("block_table", {"scenario": "pool_pressure", "step": str(k), "present": "1"})
+    assert at.toggle(key="predict_block_table").value is False  # off in presenter mode
