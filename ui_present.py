@@ -27,7 +27,8 @@ html { font-size: 18px; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
 [data-testid="stExpander"] summary p, [data-testid="stTable"] td, [data-testid="stTable"] th,
 .stCode code, .stCodeBlock code { font-size: 16px !important; }
-.block-container, [data-testid="stMainBlockContainer"] { padding-top: 1.5rem; }
+.block-container, [data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }
+h1 { font-size: 2.1rem !important; padding-top: 0 !important; padding-bottom: 0.25rem !important; }
 </style>"""
 
 
@@ -97,10 +98,9 @@ def join_panel() -> None:
         st.subheader(T.JOIN_HEADER)
         left, right = st.columns([3, 2], vertical_alignment="center")
         left.markdown(T.JOIN_TEXT.format(url=url))
-        address = st.get_option("server.address") or ""
         if share.is_local_host(ui_share.lan_address()):
             left.caption(T.JOIN_LOCAL)
-        elif share.is_local_host(address):
+        elif not ui_share.serves_lan():
             left.caption(T.JOIN_LOOPBACK)
         right.image(_qr(url), caption=url, width=220)
 

@@ -105,13 +105,20 @@ def current_params(schema: Mapping[str, Param]) -> dict[str, str]:
 
 
 def page_url(params: Mapping[str, str]) -> str:
-    """The full URL of this page with ``params``, a loopback host replaced by the LAN address."""
+    """The full URL of this page with ``params``; a loopback host is replaced by the LAN address when
+    the server listens on the LAN (a presenter copying a link from http://localhost)."""
     try:
         base = st.context.url or ""
     except Exception:  # noqa: BLE001 - no browser (AppTest): a relative link
         base = ""
     url = share.link(base, params) if base else "?" + share.link("", params).lstrip("?")
-    return share.public_url(url, lan_address()) if base else url
+    return share.public_url(url, lan_address()) if base and serves_lan() else url
+
+
+def serves_lan() -> bool:
+    """True when this server listens beyond loopback (so its LAN address answers other machines)."""
+    address = (st.get_option("server.address") or "").strip()
+    return address in ("", "0.0.0.0", "::") or not share.is_local_host(address)
 
 
 @st.cache_resource(show_spinner=False, ttl=60)

@@ -115,6 +115,7 @@ def _jump() -> None:
 ui.page_header(T.TITLE, T.INTRO)
 SHARE = ui_schemas.block_table()
 ui_share.restore("block_table", SHARE)
+PICTURE = ui_present.key_slot()  # presenter mode: the player (pool and free queue first) at the top
 with st.expander(T.LEGEND_HEADER):
     st.markdown(T.LEGEND)
 
@@ -331,7 +332,8 @@ def _player() -> None:
     st.plotly_chart(F.timeline_figure(run, k, _counters(scenario)), width="stretch", key="bt_timeline")
 
 
-st.fragment(_player, run_every=interval if playing else None)()
+with PICTURE or st.container():
+    st.fragment(_player, run_every=interval if playing else None)()
 ui_share.sync("block_table", SHARE)
 
 with st.expander(T.ANIMATION_TITLE):
