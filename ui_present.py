@@ -77,6 +77,11 @@ def picture(slot: Any, fig: Any, where: Any = None, **kwargs: Any) -> Any:
     return slot.plotly_chart(style.presenter_layer(fig), **kwargs)
 
 
+def chart(fig: Any, **kwargs: Any) -> Any:
+    """st.plotly_chart, with chart text of at least 16 px in presenter mode."""
+    return st.plotly_chart(style.presenter_layer(fig) if ui_share.presenting() else fig, **kwargs)
+
+
 # ----------------------------------------------------------------------------- join panel
 
 
