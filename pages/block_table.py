@@ -259,7 +259,7 @@ def _pool_and_queue(view) -> None:
     left, right = st.columns([1, 1])
     with left:
         st.markdown(f"**{T.POOL_HEADER}**")
-        ui_present.chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")
+        st.plotly_chart(F.pool_grid_figure(view), width="stretch", key="bt_pool")  # 16 px overflows its cells
     with right:
         st.markdown(f"**{T.QUEUE_HEADER}**")
         ui_present.chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
