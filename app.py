@@ -7,11 +7,14 @@ from pathlib import Path
 import streamlit as st
 
 import ui
+import ui_present
 from kvviz.text import common as T
 
 ROOT = Path(__file__).resolve().parent
 
-st.set_page_config(page_title=T.APP_TITLE, page_icon=":material/memory:", layout="wide")
+presenting = ui_present.begin_run()  # ?present=1 / the sidebar toggle; collapses the sidebar on a projector
+st.set_page_config(page_title=T.APP_TITLE, page_icon=":material/memory:", layout="wide",
+                   initial_sidebar_state="collapsed" if presenting else "auto")
 
 ui.render_language_switch()  # before the navigation, so its titles are in the session's language
 pages = [
@@ -22,4 +25,5 @@ pages = [
 navigation = st.navigation(pages)
 ui.announce_presenter_key()  # once per server process: the room's presenter key in the server log
 ui.render_model_sidebar()
+ui_present.sidebar()
 navigation.run()

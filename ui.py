@@ -139,11 +139,14 @@ _METRIC_WRAP_CSS = (
 
 def page_header(title: str, intro: str | None = None) -> None:
     """The standard page title and a short introduction under it."""
+    import ui_present  # presenter mode: ?present=1 even when a page runs alone; folds the intro away
+
     _leave_legacy_pages_mode()
+    ui_present.page_start()
     st.markdown(_METRIC_WRAP_CSS, unsafe_allow_html=True)
     st.title(title)
     if intro:
-        st.markdown(intro)
+        ui_present.intro(intro)
 
 
 def show_error(exc: BaseException, prefix: str | None = None) -> None:

@@ -9,6 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_schemas
+import ui_share
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import resolve_none_hash_seed, short_hash
 from kvviz.core.scenario import (
@@ -121,6 +124,9 @@ def _reset_cache(name: str, steps: list[ScenarioStep]) -> None:
 # Compact on purpose: the controls and the pool / free queue fit one 1024x768 screen, so a presenter
 # never scrolls while it plays. The scenario's description, the legend and "add a request" follow below.
 ui.page_header(T.TITLE)
+SHARE = ui_schemas.block_table()
+ui_share.restore("block_table", SHARE)
+PICTURE = ui_present.key_slot()  # presenter mode: the player (pool and free queue first) at the top
 
 names = builtin_names()
 c_name, c_speed = st.columns([3, 2], vertical_alignment="bottom")
@@ -207,6 +213,19 @@ def _table_rows(view) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _pool_and_queue(view) -> None:
+    """The pool grid and the LRU free queue side by side (the page's key picture), right under the controls,
+    so a presenter never scrolls while it plays."""
+    left, right = st.columns([1, 1])
+    with left:
+        st.plotly_chart(F.pool_grid_figure(view, legend=False), width="stretch", key="bt_pool")  # 16 px overflows its cells
+    with right:
+        ui_present.chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
+        jumped = F.jumped_to_head(view)
+        if jumped:
+            st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped))))
+
+
 def _player() -> None:
     n = run.num_steps
     if ss[K_PLAYING] and time.monotonic() - ss[K_TICK] >= 0.8 * interval:
@@ -218,22 +237,14 @@ def _player() -> None:
     k = ss[K_STEP]
     view = run.view_at(k)
     previous = run.view_at(k - 1).counters if k > 0 else None
-
+    ui_share.sync("block_table", SHARE, draw=False)
     if ss[K_PLAYING]:
         st.progress(k / max(n, 1), text=T.PLAYING_PROGRESS.format(step=T.STEP_HEADER.format(k=k, n=n)))
     else:
         ss[K_JUMP] = k
         st.slider(T.JUMP, 0, max(n, 1), key=K_JUMP, on_change=_jump, help=T.JUMP_HELP, disabled=n == 0)
 
-    # The moving pictures sit right under the controls, so a presenter never scrolls while it plays.
-    left, right = st.columns([1, 1])
-    with left:
-        st.plotly_chart(F.pool_grid_figure(view, legend=False), width="stretch", key="bt_pool")
-    with right:
-        st.plotly_chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
-        jumped = F.jumped_to_head(view)
-        if jumped:
-            st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped))))
+    _pool_and_queue(view)
 
     st.subheader(T.STEP_HEADER.format(k=k, n=n))
     action = view.action
@@ -255,6 +266,7 @@ def _player() -> None:
                 st.code(action.text, language=None, wrap_lines=True)
     if k >= n and n > 0:
         st.caption(T.AT_END)
+    ui_present.predict_evict(name, k, view, run.view_at(k + 1) if k < n else None)
 
     _metrics(view, previous)
     c = view.counters
@@ -279,7 +291,9 @@ def _player() -> None:
     st.plotly_chart(F.timeline_figure(run, k, _counters(scenario, current_lang())), width="stretch", key="bt_timeline")
 
 
-st.fragment(_player, run_every=interval if playing else None)()
+with PICTURE or st.container():
+    st.fragment(_player, run_every=interval if playing else None)()
+ui_share.sync("block_table", SHARE)
 
 st.button(T.RESET_CACHE, key="bt_reset_cache", on_click=_reset_cache, args=(name, extra),
           icon=":material/delete_sweep:", help=T.RESET_CACHE_HELP)
@@ -348,3 +362,4 @@ with st.expander(T.ADD_HEADER, expanded=False):
 
 with st.expander(T.ANIMATION_TITLE):
     st.plotly_chart(_animation(scenario, current_lang()), width="stretch", key="bt_animation")
+ui_present.next_link("pages/block_table.py", ui_share.current_params(SHARE))

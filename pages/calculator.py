@@ -9,6 +9,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_schemas
+import ui_share
 from kvviz.core import kv_capacity, kvsize, limits, units
 from kvviz.core.blank import is_blank
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
@@ -245,7 +248,8 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
     st.subheader(T.MEMORY_TITLE)
     st.caption(T.MEMORY_CAPTION)
     # the chart gets the full width (in a half column at 1024 px its title was cut under its legend)
-    st.plotly_chart(F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch", key="calc_fig_mem")
+    ui_present.picture(PICTURE, F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch",
+                       key="calc_fig_mem")
     rows = kv_capacity.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
         T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=_format_value(r.budget_gib)) for r in rows],
@@ -359,6 +363,10 @@ def model_section() -> None:
 # ----------------------------------------------------------------------------- page
 
 ui.page_header(T.TITLE, T.INTRO)
+SHARE = ui_schemas.calculator({m: m for m in ("preset", "typed", "config")},  # widget values are codes
+                              CONTEXT_OPTIONS, BLOCK_OPTIONS, RESERVE_OPTIONS)
+ui_share.restore("calculator", SHARE)
+PICTURE = ui_present.key_slot()  # presenter mode: memory against GPU budgets first
 shape, preset, parsed = choose_model()
 
 c = st.columns([1.3, 2, 2])
@@ -377,3 +385,5 @@ if shape is not None:
     capacity_section(shape, dtype, tokens, batch)
 articles_section()
 model_section()
+ui_share.sync("calculator", SHARE)
+ui_present.next_link("pages/calculator.py", ui_share.current_params(SHARE))

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
 from kvviz.core.hashing import short_hash
 from kvviz.figures import security as F
 from kvviz.model import token_pieces, tokenize
@@ -156,3 +157,4 @@ st.table(pd.DataFrame([{  # an HTML table: its headers wrap, so the last columns
     cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else "-",
     cols["safe"]: T.SAFE.get(c.name, ""),
 } for c in costs]))
+ui_present.next_link("pages/collisions.py")

@@ -8,6 +8,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_schemas
+import ui_share
 from kvviz.core import limits
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
@@ -77,6 +80,9 @@ if K_MODE not in ss:
     ss[K_BLOCK] = _preset().block_size
     ss[K_HASH] = DEFAULT_HASH
     ss[K_SEED] = DEFAULT_SEED
+SHARE = ui_schemas.edit(PRESETS, BLOCK_SIZES, {m: m for m in MODES})  # widget values are codes
+ui_share.restore("edit", SHARE)
+PICTURE = ui_present.key_slot()  # presenter mode: the hash chains first
 
 
 def _current() -> tuple[str, str]:
@@ -192,6 +198,7 @@ seed = c_seed.text_input(T.SEED_LABEL, key=K_SEED, help=T.SEED_HELP)
 st.caption(T.SETTINGS_NOTE)
 if hash_name in UNSAFE_HASHES:
     st.warning(T.HASH_UNSAFE, icon=":material/warning:")
+ui_share.sync("edit", SHARE)
 
 if is_blank(text_a):
     st.info(T.EMPTY_A, icon=":material/edit:")
@@ -231,6 +238,8 @@ except (InputError, ValueError) as exc:
     st.error(T.INPUT_ERROR.format(error=str(exc).strip().splitlines()[0]), icon=":material/error:")
     st.stop()
 cmp = edit.comparison
+if not ui_present.predict_edit(cmp, edit.char_edit.start, edit.num_tokens_b, (text_a, text_b, int(block_size))):
+    st.stop()  # the learner predicts first; the answers are below the Reveal button
 
 # ----------------------------------------------------------------------------- 2. what changed
 
@@ -365,7 +374,8 @@ elif edit.store_reused_tokens < cmp.reused_tokens:
 
 st.subheader(T.STEP_CHAIN)
 st.markdown(T.CHAIN_INTRO)
-st.plotly_chart(F.chain_figure(cmp), width="stretch", key="edit_chain_chart", config={"displayModeBar": False})
+ui_present.picture(PICTURE, F.chain_figure(cmp), width="stretch", key="edit_chain_chart",
+                   config={"displayModeBar": False})
 with st.expander(T.CHAIN_TABLE):
     table = pd.DataFrame([
         {
@@ -459,3 +469,4 @@ cols[2].metric(T.STORE_HITS, ui.loc(f"{stats.hit_blocks:,}"))
 cols[3].metric(T.STORE_EVICTIONS, ui.loc(f"{stats.evictions:,}"))
 if stats.budget_note:
     st.caption(stats.budget_note)
+ui_present.next_link("pages/edit.py", ui_share.current_params(SHARE))

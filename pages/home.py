@@ -8,6 +8,8 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 import ui
+import ui_present
+import ui_share
 from kvviz.core.units import format_bytes
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.text import common as C
@@ -17,6 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 _RESULT_KEY = "home_prefill_result"
 
 ui.page_header(T.TITLE, T.INTRO)
+if ui_share.presenting():
+    ui_present.join_panel()
+ui_present.paths_panel()
 
 st.subheader(T.TEACHES_HEADER)
 st.markdown("\n".join(f"- {line}" for line in T.TEACHES))
@@ -79,3 +84,4 @@ if others:
                     st.caption(blurb)
             except StreamlitAPIException:  # run alone (no navigation): plain text instead
                 st.markdown(f"**{title}**" + (f": {blurb}" if blurb else ""))
+ui_present.next_link("pages/home.py")

@@ -7,6 +7,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_schemas
+import ui_share
 from kvviz.core import limits
 from kvviz.core.paging import (
     PAPER_UTILISATION_BAND,
@@ -38,6 +41,9 @@ def _snapshot(cfg: PagingConfig, layout: str, step: int) -> tuple[Snapshot, Step
 
 
 ui.page_header(T.TITLE, T.INTRO)
+SHARE = ui_schemas.paging(MEMORY_OPTIONS, BLOCK_OPTIONS, MAX_LEN_OPTIONS)
+ui_share.restore("paging", SHARE)
+PICTURE = ui_present.key_slot()  # presenter mode: the waste comparison first
 st.caption(T.UNITS_NOTE)
 
 # ----------------------------------------------------------------------------- controls
@@ -98,7 +104,7 @@ if paged.preemptions:
 # ----------------------------------------------------------------------------- where the waste is
 st.subheader(T.WASTE_HEADER)
 st.markdown(T.WASTE_INTRO)
-st.plotly_chart(F.waste_figure(results), width="stretch", key="pg_waste")
+ui_present.picture(PICTURE, F.waste_figure(results), width="stretch", key="pg_waste")
 st.markdown("  \n".join(f"**{T.KIND_LABELS[k]}**: {T.KIND_HELP[k]}" for k in T.KIND_LABELS))
 
 # ----------------------------------------------------------------------------- layout at one step
@@ -150,3 +156,5 @@ else:
 # ----------------------------------------------------------------------------- over time
 st.subheader(T.TIME_HEADER)
 st.plotly_chart(F.over_time_figure(results, cfg.memory_tokens, int(step)), width="stretch", key="pg_time")
+ui_share.sync("paging", SHARE)
+ui_present.next_link("pages/paging.py", ui_share.current_params(SHARE))

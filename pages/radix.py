@@ -7,6 +7,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_schemas
+import ui_share
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError, builtin_names, load_builtin
 from kvviz.figures import engine as F
@@ -40,6 +43,9 @@ def _on_scenario() -> None:
 
 
 ui.page_header(T.TITLE, T.INTRO)
+SHARE = ui_schemas.radix(WINDOWS, PAGE_SIZES)
+ui_share.restore("radix", SHARE)
+PICTURE = ui_present.key_slot()  # presenter mode: both structures first
 with st.expander(T.LEGEND_HEADER):
     st.markdown(T.LEGEND)
 
@@ -86,7 +92,7 @@ for col, (key, value) in zip(cols, totals.items(), strict=True):
 
 # ----------------------------------------------------------------------------- the structures
 st.subheader(T.STRUCTURES_HEADER)
-st.plotly_chart(F.radix_chain_figure(comparison, k), width="stretch", key="rx_structures")
+ui_present.picture(PICTURE, F.radix_chain_figure(comparison, k), width="stretch", key="rx_structures")
 tree = comparison.radix_states[k]
 sizes = {node.id: node.num_tokens for node in tree.nodes}
 leaves = [T.LRU_ITEM.format(id=i, tokens=sizes[i]) for i in tree.lru_leaves]
@@ -135,3 +141,5 @@ else:
         cols_e["count"]: e.num_tokens,
         cols_e["request"]: e.request_id or "",
     } for i, e in evicted]), hide_index=True, width="stretch")
+ui_share.sync("radix", SHARE)
+ui_present.next_link("pages/radix.py", ui_share.current_params(SHARE))

@@ -8,6 +8,8 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_share
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import short_hash
 from kvviz.core.units import format_bytes
@@ -26,6 +28,8 @@ _LAST = "room_last_prefill"
 _PRESETS = list(T.PRESETS)
 
 ui.page_header(T.ROOM_TITLE, T.ROOM_INTRO)
+if ui_share.presenting():
+    ui_present.join_panel()
 room = get_room()
 sid = room.join(st.session_state.get(_SID))
 st.session_state[_SID] = sid
@@ -227,3 +231,4 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
             st.rerun()
         else:
             st.warning(res.error or "", icon=":material/warning:")
+ui_present.next_link("pages/room.py")

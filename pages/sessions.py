@@ -8,6 +8,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
+import ui_schemas
+import ui_share
 from kvviz.core.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.figures import sessions as F
 from kvviz.i18n import tr
@@ -60,6 +63,9 @@ ui.page_header(T.TITLE, T.INTRO)
 
 # ----------------------------------------------------------------------------- session and policy
 examples = example_names()
+SHARE = ui_schemas.sessions(examples)
+ui_share.restore("sessions", SHARE)
+PICTURE = ui_present.key_slot()  # presenter mode: the turn-by-turn picture first
 c = st.columns([1, 1])
 choice = c[0].selectbox(
     T.SESSION_LABEL, [*examples, _UPLOAD], key="ss_session",
@@ -172,7 +178,7 @@ if lines:
 # ----------------------------------------------------------------------------- the picture
 st.subheader(T.PICTURE_HEADER)
 st.markdown(T.PICTURE_INTRO)
-st.plotly_chart(F.turns_picture(result), width="stretch", key="ss_picture")
+ui_present.picture(PICTURE, F.turns_picture(result), width="stretch", key="ss_picture")
 
 # ----------------------------------------------------------------------------- usage per turn
 st.subheader(T.USAGE_HEADER)
@@ -212,3 +218,5 @@ st.caption(T.SOURCES_LINE.format(as_of=AS_OF, sources=T.SOURCE_SEPARATOR.join(
     T.SOURCE_ITEM.format(key=k, name=T.SOURCE_NAMES[k]) for k in T.SOURCE_NAMES if k in policy.sources_used)))
 if policy.is_policy:
     st.caption(T.POLICY_CAVEAT)
+ui_share.sync("sessions", SHARE)
+ui_present.next_link("pages/sessions.py", ui_share.current_params(SHARE))

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_present
 from kvviz.core.blank import is_blank
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
@@ -135,3 +136,4 @@ if games is not None:
 
 st.subheader(T.DEFENCES)
 st.markdown(T.DEFENCES_TEXT)
+ui_present.next_link("pages/side_channel.py")

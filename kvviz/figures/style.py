@@ -3,6 +3,7 @@ title flush left). Figure modules keep their own meaning-named colour maps built
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 import plotly.graph_objects as go
@@ -76,4 +77,47 @@ def base_layout(
         layout["legend"] = dict(legend)
     layout.update(extra)
     fig.update_layout(**layout)
+    return presenter_layer(fig) if presenter() else fig
+
+
+# ----------------------------------------------------------------------------- presenter mode
+
+#: Smallest chart text in presenter mode (px): readable from the back of a room on a projector.
+PRESENTER_MIN_FONT = 16
+_PRESENTER: ContextVar[bool] = ContextVar("kvviz_presenter", default=False)
+
+
+def set_presenter(on: bool) -> None:
+    """Turn presenter sizing on or off for figures built in this context (one Streamlit session's run)."""
+    _PRESENTER.set(bool(on))
+
+
+def presenter() -> bool:
+    """True while figures are built for a projector."""
+    return _PRESENTER.get()
+
+
+def presenter_layer(fig: go.Figure, min_size: int = PRESENTER_MIN_FONT) -> go.Figure:
+    """Raise every font in ``fig`` to at least ``min_size`` px (layout, titles, axes, legend, hover,
+    annotations, trace text); sizes already larger are kept. Returns ``fig``."""
+
+    def grow(font: Any) -> None:
+        if font is not None:
+            font.size = max(font.size or 0, min_size)
+
+    layout = fig.layout
+    grow(layout.font)
+    if layout.title is not None and layout.title.text:
+        layout.title.font.size = max(layout.title.font.size or 0, min_size + 4)
+    grow(layout.legend.font)
+    grow(layout.hoverlabel.font)
+    for name in dir(layout):
+        if name.startswith(("xaxis", "yaxis")) and layout[name] is not None:
+            grow(layout[name].tickfont)
+            grow(layout[name].title.font)
+    for annotation in layout.annotations or ():
+        grow(annotation.font)
+    for trace in fig.data:
+        if getattr(trace, "textfont", None) is not None and "textfont" in trace:
+            grow(trace.textfont)
     return fig
