@@ -45,7 +45,7 @@ TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  
 # When a block saw several events in one step, the outline shows the most telling one.
 EVENT_PRIORITY = ("evict", "touch", "hit", "allocate", "cache", "free")
 DARK_FILLS = {GREEN, BLUE, TEAL, "#1d4ed8", "#0f766e", "#7c3aed", RED}
-HASH_CHARS = 6
+HASH_CHARS = 4  # pool cells are ~30 px wide at 1024 px: 4 hex digits fit at 12 px
 
 
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
