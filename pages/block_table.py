@@ -109,7 +109,10 @@ def _pause() -> None:
 
 
 def _jump() -> None:
-    ss[K_PLAYING] = False
+    # The slider exists only while paused; a stale value the browser still sends for it during playback
+    # (the slider was unmounted when Play replaced it with the progress bar) must not stop the player.
+    if ss[K_PLAYING] or K_JUMP not in ss:
+        return
     _set_step(ss[K_JUMP])
 
 

@@ -45,7 +45,7 @@ TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  
 # When a block saw several events in one step, the outline shows the most telling one.
 EVENT_PRIORITY = ("evict", "touch", "hit", "allocate", "cache", "free")
 DARK_FILLS = {GREEN, BLUE, TEAL, "#1d4ed8", "#0f766e", "#7c3aed", RED}
-HASH_CHARS = 6
+HASH_CHARS = 4  # pool cells are ~30 px wide at 1024 px: 4 hex digits fit at 12 px
 
 
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
@@ -231,7 +231,7 @@ def pool_grid_figure(view: StepView, legend: bool = True) -> go.Figure:
     c = view.counters
     title = T.POOL_TITLE.format(k=view.step, used=c["used_blocks"], cached=c["cached_free_blocks"],
                                 free=c["free_blocks"])
-    fig = _layout(fig, 64 + 52 * rows + (40 if legend else 0), title)
+    fig = _layout(fig, 64 + 56 * rows + (40 if legend else 0), title)
     fig.update_layout(showlegend=legend,
                       legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left", font=dict(size=12)),
                       margin=dict(b=50 if legend else 8))
@@ -286,11 +286,15 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
             r, c = divmod(pos, per_row)
             fig.add_shape(type="rect", x0=c - 0.47, x1=c + 0.47, y0=r - 0.45, y1=r + 0.45,
                           line=dict(color=PURPLE, width=3, dash="dot"))
-            fig.add_annotation(x=c, y=r + 0.5, yanchor="top", text=T.QUEUE_JUMPED, showarrow=False,
-                               font=dict(color=PURPLE, size=12))
+    if jumped:
+        fig.add_annotation(x=0, y=0, xref="paper", yref="paper", yanchor="top", xanchor="left", yshift=-4,
+                           text="┅ " + T.QUEUE_JUMP_LEGEND, showarrow=False, font=dict(color=PURPLE, size=12))
     fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
     fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
-    return _layout(fig, 80 + 52 * rows + (16 if jumped else 0), title)
+    fig = _layout(fig, 80 + 52 * rows + (22 if jumped else 0), title)
+    if jumped:
+        fig.update_layout(margin=dict(b=30))
+    return fig
 
 
 # ----------------------------------------------------------------------------- over time

@@ -30,6 +30,8 @@ def test_pool_and_queue_visible_after_play_without_scrolling(app_server, browser
         pause.wait_for(timeout=120_000)
         # the player's progress line appears once the playing run has drawn the pictures (slow on a busy CI)
         page.get_by_text(T.PLAYING, exact=False).first.wait_for(timeout=240_000)
+        # and the timer really advances the player (generous: CI machines are shared)
+        page.get_by_text(T.STEP_HEADER.format(k=3, n=15)).first.wait_for(state="attached", timeout=240_000)
         charts = page.locator('[data-testid="stPlotlyChart"]')
         for locator in (charts.nth(0), charts.nth(1), pause):  # pool, free queue, the control
             top, bottom, vh = _box_in_viewport(page, locator)

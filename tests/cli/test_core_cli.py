@@ -224,8 +224,8 @@ def test_hash_and_diff_text_use_the_model_tokenizer(capsys):
 
     ids = tokenize("The cat sat on the mat.").ids
     data = run_json(capsys, "hash", "--text", "The cat sat on the mat.", "--block-size", "2")
-    none = init_none_hash("sha256_cbor", "0")
-    expected = hash_request_blocks(ids, 2, "sha256_cbor", none)
+    none = init_none_hash("sha256", None)  # vLLM's defaults
+    expected = hash_request_blocks(ids, 2, "sha256", none)
     assert [b["tokens"] for b in data["blocks"]] == [list(r.tokens) for r in expected]
     assert [b["hash"] for b in data["blocks"]] == [r.hash.hex() if r.hash else None for r in expected]
     diff = run_json(capsys, "diff", "--a", "The cat sat on the mat.", "--b", "The cat sat on the hat.",
