@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kvviz import share as S
-from kvviz.core import kvsize
+from kvviz.core import kv_capacity, kvsize, limits
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
 from kvviz.core.paging import RESERVATION_POLICIES, PagingConfig
 from kvviz.core.presets import PRESETS
@@ -41,7 +41,7 @@ def edit(preset_ids: Iterable[str], block_sizes: Iterable[int], modes: dict[str,
 def calculator(modes: dict[str, str], contexts: list[int], blocks: list[int], reserves: list[float]) -> dict[str, Param]:
     """KV-bytes calculator: preset or typed numbers, dtype, tokens, batch, budget, block, reserve."""
     mode_parse, mode_dump = S.coded(modes)
-    budget_parse, budget_dump = S.coded({**{str(b): b for b in kvsize.GPU_BUDGETS_GIB}, "custom": None})
+    budget_parse, budget_dump = S.coded({**{str(b): b for b in kv_capacity.GPU_BUDGETS_GIB}, "custom": None})
     return {
         "mode": Param("calc_mode", mode_parse, None, mode_dump),
         "preset": Param("calc_preset", S.choice([p.key for p in PRESETS]), PRESETS[0].key),
@@ -58,9 +58,9 @@ def calculator(modes: dict[str, str], contexts: list[int], blocks: list[int], re
         "dtype": Param("calc_dtype", S.choice(list(kvsize.DTYPES)), list(kvsize.DTYPES)[1]),
         "tokens": Param("calc_context", S.choice(contexts), 1000),
         "batch": Param("calc_batch", S.integer(1, 1024), 100),
-        "budget": Param("calc_budget", budget_parse, kvsize.GPU_BUDGETS_GIB[1], budget_dump),
+        "budget": Param("calc_budget", budget_parse, kv_capacity.GPU_BUDGETS_GIB[1], budget_dump),
         "gib": Param("calc_budget_custom", S.number(0.01, 1_000_000.0), 40.0, S.dump_number),
-        "block": Param("calc_block", S.choice(blocks), kvsize.DEFAULT_BLOCK_SIZE),
+        "block": Param("calc_block", S.choice(blocks), limits.DEFAULT_BLOCK_SIZE),
         "reserve": Param("calc_reserve", S.choice(reserves), 4.0, S.dump_number),
     }
 
