@@ -29,6 +29,13 @@ UNTRANSLATED: set[str] = {
     "security.PRESETS",
     "security.FORCED_DEFAULT_A",
     "security.FORCED_DEFAULT_B",
+    # The batching burst: prompts fed to the model, shared with the room's presets (same blocks).
+    "batching.DEMO_PROMPT",
+    "batching.DEMO_QUESTIONS",
+    "batching.DEMO_FRESH",
+    # Documentation links: page names and URLs, the same in every language.
+    "sessions.SOURCE_ITEM",
+    "sessions.SOURCE_NAMES",
 }
 
 
