@@ -76,10 +76,19 @@ def test_sessions_bad_uploads(sessions, content, fragment):
 
 def test_sessions_control_characters_are_just_text(sessions):
     data = {"system": f"Be brief{CONTROL}.", "turns": [{"user": f"hi{CONTROL}", "answer": "hello"},
-                                                       {"user": "\x00", "answer": f"ok{CONTROL}"}]}
+                                                       {"user": f"\x00{CONTROL}?", "answer": f"ok{CONTROL}"}]}
     sessions.file_uploader(key="ss_upload").upload("ctrl.json", json.dumps(data).encode(), "application/json").run()
     assert not sessions.exception and not sessions.error
     assert int(next(m.value for m in sessions.metric if m.label == S.M_SENT).replace(",", "")) > 0
+
+
+def test_sessions_control_only_message_is_blank(sessions):
+    # The one blank rule (kvviz.core.blank.is_blank, tests/core/test_blank_rule.py): a message of nothing
+    # but control and zero-width characters is as empty as spaces, so it gets the clear one-line error.
+    data = {"system": "Be brief.", "turns": [{"user": "\x00", "answer": "ok"}]}
+    sessions.file_uploader(key="ss_upload").upload("ctrl0.json", json.dumps(data).encode(), "application/json").run()
+    only_error(sessions, "turn 1 'user' must be a non-empty string")
+    assert not sessions.metric
 
 
 # ----------------------------------------------------------------------------- calculator: config paste, model text
