@@ -164,10 +164,10 @@ def _event_lines(view, owners) -> list[str]:
     for e in view.events:
         kind = e.kind.value
         badge = f":{T.EVENT_BADGE_COLOUR[kind]}-badge[{T.EVENT_KIND_LABEL[kind]}]"
-        blocks = T.EVENT_BLOCKS.format(ids=", ".join(map(str, e.block_ids))) if e.block_ids else T.EVENT_NO_BLOCKS
+        blocks = T.EVENT_BLOCKS.format(ids=", ".join(map(str, e.block_ids)), n=len(e.block_ids)) if e.block_ids else T.EVENT_NO_BLOCKS
         reason = render_event(e.code, e.params)
         if kind == "free" and e.params.get("to_head"):
-            reason += " " + T.FREE_JUMP_WHY.format(ids=", ".join(map(str, e.params["to_head"])))
+            reason += " " + T.FREE_JUMP_WHY.format(ids=", ".join(map(str, e.params["to_head"])), n=len(e.params["to_head"]))
         if kind == "evict":
             spans = []
             for bid, h in zip(e.block_ids, e.block_hashes, strict=True):
@@ -226,7 +226,7 @@ def _pool_and_queue(view) -> None:
         ui_present.chart(F.free_queue_figure(view, per_row=8), width="stretch", key="bt_queue")
         jumped = F.jumped_to_head(view)
         if jumped:
-            st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped))))
+            st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped)), n=len(jumped)))
 
 
 def _player() -> None:

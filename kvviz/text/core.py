@@ -29,17 +29,18 @@ EVENT_HIT = Plural("{count} cached block covers the first {tokens} tokens of the
                    "{count} cached blocks cover the first {tokens} tokens of the prompt.", count="count")
 EVENT_MISS = Plural("{tokens} token must be computed, from block {index} on.",
                     "{tokens} tokens must be computed, from block {index} on.", count="tokens")
-EVENT_MISS_CAPPED = (
-    "{tokens} token(s) must be computed; the whole prompt is cached but its last token is always "
-    "recomputed."
+EVENT_MISS_CAPPED = Plural(
+    "{tokens} token must be computed; the whole prompt is cached but its last token is always recomputed.",
+    "{tokens} tokens must be computed; the whole prompt is cached but its last token is always recomputed.",
+    count="tokens",
 )
 EVENT_TOUCH = "Cache hit: ref_cnt + 1, and blocks with ref_cnt 0 leave the free queue."
 EVENT_ALLOCATE = Plural("Popped {count} block from the head of the free queue for tokens up to {tokens}.",
                         "Popped {count} blocks from the head of the free queue for tokens up to {tokens}.",
                         count="count")
 EVENT_ALLOCATE_NONE = "The last block still has room: no new block for tokens up to {tokens}."
-EVENT_EVICT = "Popped for reuse: cached block(s) lose their hash, so they can no longer be hit."
-EVENT_CACHE = "Full block(s) get their chained hash and enter the hash -> block map."
+EVENT_EVICT = "Popped for reuse: a cached block loses its hash, so it can no longer be hit."
+EVENT_CACHE = "Each full block gets its chained hash and enters the hash -> block map."
 EVENT_FREE = (
     "Request finished: ref_cnt - 1, last block first. Blocks at 0 without a hash (a partial block) jump "
     "to the free-queue head, since they can never be hit; cached ones go to the tail."

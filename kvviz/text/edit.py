@@ -104,8 +104,10 @@ LIST_MORE = " …"
 # --- 2. what changed --------------------------------------------------------------------------------
 STEP_CHANGE = "2 · What the edit did to the tokens"
 CHANGE_CHAR_ONE = "One character changed at position {pos}: {removed} → {added}."
-CHANGE_CHAR_INSERT = "{count} character(s) inserted at position {pos}: {added}."
-CHANGE_CHAR_DELETE = "{count} character(s) deleted at position {pos}: {removed}."
+CHANGE_CHAR_INSERT = Plural("{count} character inserted at position {pos}: {added}.",
+                            "{count} characters inserted at position {pos}: {added}.", count="count")
+CHANGE_CHAR_DELETE = Plural("{count} character deleted at position {pos}: {removed}.",
+                            "{count} characters deleted at position {pos}: {removed}.", count="count")
 CHANGE_CHAR_MANY = "Characters {start}–{end} of A changed ({removed_count} removed, {added_count} added)."
 CHANGE_TOKENS = (
     "In tokens: A's tokens {a_span} became B's tokens {b_span} (first changed token: {first})."
@@ -114,9 +116,12 @@ CHANGE_MULTI = (
     "**One character changed {count} tokens**: the tokenizer merges characters into tokens, so a single "
     "edit can re-split its neighbours."
 )
-CHANGE_SHIFT = (
-    "**Every later token moved by {shift:+d} position(s)** ({moved} tokens). Their K/V depend on their "
-    "position, so even identical later tokens can never be reused."
+CHANGE_SHIFT = Plural(
+    "**Every later token moved by {shift:+d} position** ({moved} tokens). Their K/V depend on their "
+    "position, so even identical later tokens can never be reused.",
+    "**Every later token moved by {shift:+d} positions** ({moved} tokens). Their K/V depend on their "
+    "position, so even identical later tokens can never be reused.",
+    count="shift",
 )
 CHANGE_NO_SHIFT = (
     "The token count did not change, so every token after the edit keeps its position and its id: "
@@ -340,7 +345,8 @@ FIG_STEP_MISS = "Block #{index}: its own tokens changed → new hash {hash} → 
 FIG_STEP_INVALIDATED = (
     "Block #{index}: same tokens as A's, but parent {parent} ≠ A's {parent_a} → new hash {hash} → invalidated."
 )
-FIG_STEP_PARTIAL = "Block #{index}: only {count} token(s), a partial block is never cached."
+FIG_STEP_PARTIAL = Plural("Block #{index}: only {count} token, a partial block is never cached.",
+                          "Block #{index}: only {count} tokens, a partial block is never cached.", count="count")
 FIG_STEP_HIT = "Block #{index}: same hash as A's → hit."
 FIG_PLAY = "▶ Play"
 FIG_PAUSE = "❚❚ Pause"

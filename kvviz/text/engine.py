@@ -67,7 +67,7 @@ AT_END = "End of the scenario. **Reset** or step back to look again."
 
 ACTION = {
     "add": "**{id}** arrives: a {tokens}-token prompt{salt}",
-    "append": "**{id}** decodes {tokens} token(s)",
+    "append": Plural("**{id}** decodes {tokens} token", "**{id}** decodes {tokens} tokens", count="tokens"),
     "free": "**{id}** finishes",
     "reset": "**reset_prefix_cache**: drop every cached hash (refused while any block is in use)",
 }
@@ -107,12 +107,15 @@ EVENT_BADGE_COLOUR = {
     "free": "gray", "evict": "red", "refuse": "red", "reset": "red",
 }
 ENGINE_REQUEST = "engine"  # the request column of an event no request caused (reset_prefix_cache)
-FREE_JUMP_WHY = (
-    "Block(s) {ids} had no hash (a partly filled last block), so they jumped to the free-queue head: they "
-    "can never be a cache hit, so vLLM spends them before any cached block."
+FREE_JUMP_WHY = Plural(
+    "Block {ids} had no hash (a partly filled last block), so it jumped to the free-queue head: it can "
+    "never be a cache hit, so vLLM spends it before any cached block.",
+    "Blocks {ids} had no hash (partly filled last blocks), so they jumped to the free-queue head: they "
+    "can never be a cache hit, so vLLM spends them before any cached block.",
+    count="n",
 )
 EVENT_LINE = "{badge} **{request}** · {blocks} · {reason}"
-EVENT_BLOCKS = "block(s) {ids}"
+EVENT_BLOCKS = Plural("block {ids}", "blocks {ids}", count="n")
 EVENT_NO_BLOCKS = "no block"
 EVICTED_SPAN = "block {block} held tokens {first}-{last} of {request}"
 

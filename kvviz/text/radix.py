@@ -42,7 +42,7 @@ PAGE_SIZE_HELP = "SGLang's default is 1 (token granularity). Set it to the block
 CAPTION = (
     "Memory: {blocks} blocks x {bs} tokens = {capacity:,} token slots for each engine · step {k} of {n}: {action}"
 )
-ACTION = {"add": "{id} arrives ({tokens} tokens{salt})", "append": "{id} decodes {tokens} token(s)",
+ACTION = {"add": "{id} arrives ({tokens} tokens{salt})", "append": Plural("{id} decodes {tokens} token", "{id} decodes {tokens} tokens", count="tokens"),
           "free": "{id} finishes", None: "nothing yet"}
 SALT = ", salt {salt}"
 
