@@ -54,7 +54,7 @@ def _clear_events() -> None:
 
 def _why(turn, result: SessionResult) -> str:
     """One line saying why this turn read what it read (the result's own reason codes, as text)."""
-    return T.WHY_SEPARATOR.join(T.WHY[code].format(segment=turn.first_difference, pos=turn.common_prefix,
+    return T.WHY_SEPARATOR.join(T.WHY[code].format(segment=T.segment_label(turn.first_difference), pos=turn.common_prefix,
                                                    count=turn.expired_entries)
                                 for code in result.turn_reasons(turn))
 

@@ -59,8 +59,8 @@ def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) ->
                 p["x"].append(hi - lo)
                 p["base"].append(lo)
                 p["y"].append(ylabel)
-                p["text"].append(seg.label if first else "")
-                p["hover"].append(T.HOVER_PIECE.format(turn=turn.turn, label=seg.label, start=lo, end=hi - 1,
+                p["text"].append(T.segment_label(seg.label) if first else "")
+                p["hover"].append(T.HOVER_PIECE.format(turn=turn.turn, label=T.segment_label(seg.label), start=lo, end=hi - 1,
                                                        length=hi - lo, status=T.STATUS_LABELS[status]))
                 first = False
     fig = go.Figure()
@@ -76,7 +76,7 @@ def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) ->
     for turn, ylabel in zip(result.turns, labels, strict=True):
         notes = [T.EVENT_SHORT[e] for e in turn.events]
         if turn.first_difference:
-            notes.append(T.DIFF_NOTE.format(segment=turn.first_difference))
+            notes.append(T.DIFF_NOTE.format(segment=T.segment_label(turn.first_difference)))
         if notes:
             fig.add_annotation(x=turn.prompt_tokens, y=ylabel, text=" · ".join(notes), showarrow=False,
                                xanchor="left", xshift=6, font=dict(size=12, color=DARK_RED))

@@ -225,3 +225,27 @@ USAGE_LABELS = {
     "cache_creation_input_tokens": "written to cache",
     "input_tokens": "uncached input",
 }
+
+# The prompt segments of kvviz.sessions.render; their ``label`` is a code ("tools", "user 3", "answer 2
+# starts", "tool result 4", "file read"), shown through ``segment_label``.
+SEGMENT_LABELS = {
+    "tools": "tools",
+    "system": "system",
+    "file read": "file read",
+    "user": "user {n}",
+    "answer": "answer {n}",
+    "answer starts": "answer {n} starts",
+    "tool result": "tool result {n}",
+}
+
+
+def segment_label(code: str | None) -> str | None:
+    """A segment's label code (kvviz.sessions.render) in the session's language; unknown codes as they are."""
+    import re
+
+    if code is None:
+        return None
+    m = re.fullmatch(r"(user|answer|tool result) (\d+)( starts)?", code)
+    if m is None:
+        return SEGMENT_LABELS.get(code, code)
+    return SEGMENT_LABELS[m.group(1) + (" starts" if m.group(3) else "")].format(n=int(m.group(2)))

@@ -163,3 +163,15 @@ def test_text_module_helpers_compose_in_the_session_language():
         assert S.duration(90) == "1,5 мин" and S.duration(7200) == "2,0 ч"
     assert r"\text{слои}" in ru and r"524\,288\ \text{Б}" in ru and "layers" not in ru
     assert S.duration(90) == "1.5 min"
+
+
+def test_session_segment_labels_are_codes_rendered_per_language():
+    from kvviz.text import sessions as S
+
+    codes = ["tools", "system", "user 3", "answer 2", "answer 4 starts", "tool result 5", "file read"]
+    assert [S.segment_label(c) for c in codes] == codes  # English: the code reads as the label
+    with use_lang("ru"):
+        ru = [S.segment_label(c) for c in codes]
+    assert ru[2] == "пользователь 3" and ru[4] == "начало ответа 4" and ru[5] == "результат инструмента 5"
+    assert not any(c in r for c, r in zip(codes, ru, strict=True))
+    assert S.segment_label(None) is None
