@@ -11,9 +11,6 @@ from kvviz.core.workload_report import CurvePoint, PrefixNode
 from kvviz.figures.style import AMBER, BLUE, GREEN, INK, MUTED, ORANGE, PALE_GREY, PURPLE, TEAL, base_layout
 from kvviz.text import workload as T
 
-AXIS_TITLES = {"blocks": "cache capacity (blocks, log)", "tokens": "cache capacity (tokens, log)",
-               "bytes": "cache capacity (bytes of KV, log)"}
-
 
 def _x(point: CurvePoint, unit: str) -> float:
     if unit == "tokens":
@@ -51,7 +48,7 @@ def curve_figure(points: Sequence[CurvePoint], infinite_rate: float, unit: str =
                                  marker=dict(color=PURPLE, size=9), textposition="bottom right",
                                  text=[T.CURVE_MARK.format(label=label, rate=p.hit_rate)],
                                  textfont=dict(color=PURPLE), hovertemplate="%{x:,.4s}: %{y:.1%}<extra></extra>"))
-    fig.update_xaxes(type="log", title=AXIS_TITLES.get(unit, unit), gridcolor=PALE_GREY,
+    fig.update_xaxes(type="log", title=T.CURVE_AXIS.get(unit, unit), gridcolor=PALE_GREY,
                      exponentformat="SI" if unit == "bytes" else "none")
     fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.02], gridcolor=PALE_GREY)
     return base_layout(fig, 420, T.CURVE_TITLE)

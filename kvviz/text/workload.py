@@ -148,3 +148,7 @@ STATS_ROWS = {
 STATS_NAME = "statistic"
 STATS_VALUE = "value"
 DOWNLOAD = "Download the analysis (JSON)"
+
+# The hit-rate curve's x axis, per capacity unit (the figure's ``unit`` code).
+CURVE_AXIS = {"blocks": "cache capacity (blocks, log)", "tokens": "cache capacity (tokens, log)",
+              "bytes": "cache capacity (bytes of KV, log)"}
