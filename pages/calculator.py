@@ -166,8 +166,8 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
         total=rep.total_bytes, total_human=_loc_bytes(rep.total_bytes),
     ))
     st.caption(T.FORMULA_CAPTION + " " + T.ROUNDING)
-    for warning in shape.warnings:
-        st.warning(T.WARNING.format(warning=warning), icon=":material/warning:")
+    for code, params in shape.warning_codes:
+        st.warning(T.WARNING.format(warning=T.SHAPE_WARNINGS[code].format(**params)), icon=":material/warning:")
 
     if shape.num_state_layers:
         st.info(T.HYBRID_BODY.format(
@@ -302,9 +302,13 @@ def articles_section() -> None:
     with st.expander(T.ARTICLES_TITLE):
         lines = []
         for check in article_checks():
+            params = dict(check.params)
+            if "bytes" in params:
+                params.update(human=_loc_bytes(params["bytes"]), gb=params["bytes"] / 1e9)
             lines.append(T.ARTICLE_CHECK.format(
-                mark=T.ARTICLE_EXACT if check.exact else T.ARTICLE_CLOSE, claim=check.claim,
-                exact=_loc_exact(check.computed_bytes), human=_loc_bytes(check.computed_bytes), note=check.note))
+                mark=T.ARTICLE_EXACT if check.exact else T.ARTICLE_CLOSE, claim=T.ARTICLE_CLAIMS[check.code],
+                exact=_loc_exact(check.computed_bytes), human=_loc_bytes(check.computed_bytes),
+                note=T.ARTICLE_NOTES[check.code].format(**params)))
         st.markdown("\n".join(lines))
 
 

@@ -198,15 +198,19 @@ class ModelShape:
         return Fraction(self.num_heads, self.num_kv_heads)
 
     @property
-    def warnings(self) -> tuple[str, ...]:
-        """Suspicious but legal shapes; reported beside the result, never fatal."""
-        out = []
+    def warning_codes(self) -> tuple[tuple[str, dict[str, int]], ...]:
+        """Suspicious but legal shapes as (code, params); reported beside the result, never fatal."""
+        out: list[tuple[str, dict[str, int]]] = []
         if self.mla is None and self.num_heads % self.num_kv_heads:
-            out.append(
-                f"heads ({self.num_heads}) is not a multiple of kv_heads ({self.num_kv_heads}): "
-                "query groups are uneven, which real GQA models avoid; the byte count does not depend on it"
-            )
+            out.append(("uneven_groups", {"heads": self.num_heads, "kv_heads": self.num_kv_heads}))
         return tuple(out)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """``warning_codes`` in English, for the CLI and its JSON (the UI renders the codes itself)."""
+        english = {"uneven_groups": "heads ({heads}) is not a multiple of kv_heads ({kv_heads}): query groups are "
+                                    "uneven, which real GQA models avoid; the byte count does not depend on it"}
+        return tuple(english[code].format(**params) for code, params in self.warning_codes)
 
     # -- layer counts --------------------------------------------------------------------------
 

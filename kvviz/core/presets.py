@@ -8,7 +8,7 @@ the same reader.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -130,13 +130,14 @@ def example_config_text(file_name: str) -> str:
 class ArticleCheck:
     """One figure the source articles print, recomputed by kvviz from the preset's config."""
 
-    claim: str
-    """What the articles say."""
+    code: str
+    """Which figure of the articles (the view's text: kvviz.text.calculator.ARTICLE_CLAIMS / ARTICLE_NOTES)."""
     computed_bytes: int
     """What kvviz computes, exactly."""
     stated_bytes: int
     """The articles' number in bytes (their rounding, if any, undone as stated)."""
-    note: str
+    params: dict[str, int] = field(default_factory=dict)
+    """Numbers the note quotes (bytes, layer counts)."""
 
     @property
     def exact(self) -> bool:
@@ -147,7 +148,7 @@ class ArticleCheck:
 def article_checks() -> list[ArticleCheck]:
     """The articles' per-token and total figures, recomputed (fp16, as the articles assume)."""
     from kvviz.core.kvsize import all_layers_bytes_per_token, bytes_per_token, total_bytes
-    from kvviz.core.units import GIB, format_bytes
+    from kvviz.core.units import GIB
 
     llama = get_preset("llama-2-7b").shape()
     q27 = get_preset("qwen3.6-27b").shape()
@@ -156,19 +157,11 @@ def article_checks() -> list[ArticleCheck]:
     one_k = total_bytes(llama, "fp16", 1000)
     hundred = total_bytes(llama, "fp16", 1000, 100)
     return [
-        ArticleCheck("Llama-2-7B: 2 x 32 x 32 x 128 x 2 = 524,288 B = 512 KiB per token",
-                     per_token, 524_288, "exact"),
-        ArticleCheck("Llama-2-7B: 1,000 tokens ~ 500 MiB", one_k, 500 << 20,
-                     "exact: 1,000 x 512 KiB = 512,000 KiB = 524,288,000 B = 500 MiB"),
-        ArticleCheck("Llama-2-7B: 100 requests x 1,000 tokens ~ 50 GiB", hundred, 50 * GIB,
-                     f"the exact total is {hundred:,} B, {format_bytes(hundred)} ({hundred / 1e9:.1f} GB in decimal units); "
-                     "the articles round it to 50"),
-        ArticleCheck("Qwen3.6-27B: 64 layers x 4 KV heads x head_dim 256 = 256 KiB per token",
-                     int(all_layers_bytes_per_token(q27, "fp16")), 256 << 10,
-                     f"exact when every layer is counted; config-exact (16 full-attention layers) "
-                     f"{int(bytes_per_token(q27, 'fp16')):,} B = {format_bytes(bytes_per_token(q27, 'fp16'))}"),
-        ArticleCheck("Qwen3.6-35B-A3B: 40 layers x 2 KV heads x head_dim 256 = 80 KiB per token",
-                     int(all_layers_bytes_per_token(q35, "fp16")), 80 << 10,
-                     f"exact when every layer is counted; config-exact (10 full-attention layers) "
-                     f"{int(bytes_per_token(q35, 'fp16')):,} B = {format_bytes(bytes_per_token(q35, 'fp16'))}"),
+        ArticleCheck("llama_per_token", per_token, 524_288),
+        ArticleCheck("llama_1k", one_k, 500 << 20),
+        ArticleCheck("llama_100x1k", hundred, 50 * GIB, {"bytes": hundred}),
+        ArticleCheck("qwen27_per_token", int(all_layers_bytes_per_token(q27, "fp16")), 256 << 10,
+                     {"full_layers": q27.num_full_layers, "bytes": int(bytes_per_token(q27, "fp16"))}),
+        ArticleCheck("qwen35_per_token", int(all_layers_bytes_per_token(q35, "fp16")), 80 << 10,
+                     {"full_layers": q35.num_full_layers, "bytes": int(bytes_per_token(q35, "fp16"))}),
     ]

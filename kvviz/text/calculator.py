@@ -171,6 +171,25 @@ ARTICLES_TITLE = "The articles' figures, reproduced"
 ARTICLE_CHECK = "- {mark} **{claim}**: kvviz computes {exact} ({human}); {note}."
 ARTICLE_EXACT = "✅"
 ARTICLE_CLOSE = "≈"
+# kvviz.core.presets.article_checks, by code: what the articles say, and kvviz's note on it. In a note,
+# {bytes} is exact bytes, {human} the same in binary units, {gb} decimal gigabytes.
+ARTICLE_CLAIMS = {
+    "llama_per_token": "Llama-2-7B: 2 x 32 x 32 x 128 x 2 = 524,288 B = 512 KiB per token",
+    "llama_1k": "Llama-2-7B: 1,000 tokens ~ 500 MiB",
+    "llama_100x1k": "Llama-2-7B: 100 requests x 1,000 tokens ~ 50 GiB",
+    "qwen27_per_token": "Qwen3.6-27B: 64 layers x 4 KV heads x head_dim 256 = 256 KiB per token",
+    "qwen35_per_token": "Qwen3.6-35B-A3B: 40 layers x 2 KV heads x head_dim 256 = 80 KiB per token",
+}
+ARTICLE_NOTES = {
+    "llama_per_token": "exact",
+    "llama_1k": "exact: 1,000 x 512 KiB = 512,000 KiB = 524,288,000 B = 500 MiB",
+    "llama_100x1k": "the exact total is {bytes:,} B, {human} ({gb:.1f} GB in decimal units); the articles round it "
+                    "to 50",
+    "qwen27_per_token": "exact when every layer is counted; config-exact ({full_layers} full-attention layers) "
+                        "{bytes:,} B = {human}",
+    "qwen35_per_token": "exact when every layer is counted; config-exact ({full_layers} full-attention layers) "
+                        "{bytes:,} B = {human}",
+}
 
 # --- embedded model ----------------------------------------------------------------------------
 MODEL_TITLE = "Check against the real model"
@@ -312,3 +331,9 @@ def total_latex(*, tokens: int, batch: int, per_token: Fraction, full: int, slid
         body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{" + TEX_REQUESTS + r"}} \times (" + " + ".join(parts)
                 + r") \times " + tex_num(per_layer_bytes) + r"\,\text{" + TEX_BYTE + "}")
     return body + " = " + tex_num(total) + r"\ \text{" + TEX_BYTE + "} " + tex_bytes(total_human)
+
+# kvviz.core.kvsize.ModelShape.warning_codes, by code.
+SHAPE_WARNINGS = {
+    "uneven_groups": "heads ({heads}) is not a multiple of kv_heads ({kv_heads}): query groups are uneven, which "
+                     "real GQA models avoid; the byte count does not depend on it",
+}

@@ -89,7 +89,15 @@ def test_article_checks_reproduce_and_flag_the_rounded_one():
     assert len(checks) == 5
     assert [c.exact for c in checks] == [True, True, False, True, True]
     rounded = checks[2]
-    assert rounded.computed_bytes == 52_428_800_000 and "48.83 GiB" in rounded.note and "round" in rounded.note
+    assert rounded.computed_bytes == 52_428_800_000 and rounded.params == {"bytes": 52_428_800_000}
+    from kvviz.core.units import format_bytes
+    from kvviz.text import calculator as T
+
+    note = T.ARTICLE_NOTES[rounded.code].format(bytes=rounded.params["bytes"], gb=52.4,
+                                                human=format_bytes(rounded.params["bytes"]))
+    assert "48.83 GiB" in note and "round" in note
+    assert {c.code for c in checks} == set(T.ARTICLE_CLAIMS) == set(T.ARTICLE_NOTES)
+    assert [c.params.get("full_layers") for c in checks[3:]] == [16, 10]
 
 
 def test_smollm2_fp32_and_fp16():
