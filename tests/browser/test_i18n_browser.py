@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_util import ROOT, assert_no_errors, open_page, screenshot, wait_idle
+from browser_util import PAGE_TIMEOUT_MS, ROOT, assert_no_errors, open_page, screenshot, wait_idle
+from test_layout_1024 import check_layout, tall_screenshot
 
 from kvviz.i18n import use_lang
 from kvviz.text import common as C
@@ -28,6 +29,9 @@ def _open_in_russian(browser, base, path, title, width):
     if path != "pages/home.py":
         page.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
     page.locator("h1").first.wait_for()
+    wait_idle(page)
+    # a page may still show a spinner (the model's work) after the status widget went quiet
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stSpinner\"]')", timeout=PAGE_TIMEOUT_MS)
     wait_idle(page)
     page.wait_for_timeout(500)  # charts draw a moment after the script ends
     wait_idle(page)
@@ -51,11 +55,17 @@ def test_every_page_renders_in_russian_at_1024(app_server, browser, path, title)
         assert title in nav and "Overview" not in nav
         assert "lang=ru" in page.url
         name = path.split("/")[-1][:-3]
-        screenshot(page, f"ru-{name}-1024")
+        # Russian runs longer than English: nothing may overflow, be clipped or cut (test_layout_1024's check)
+        problems = check_layout(page)
+        tall_screenshot(page, f"ru-{name}-1024", 1024)
+        assert not problems, f"{path} in Russian at 1024 px: {problems[:12]}"
         if name in {"home", "edit", "calculator", "block_table", "glossary", "paging", "live", "workload", "batching"}:
             page.set_viewport_size({"width": 1400, "height": 1000})
             wait_idle(page)
-            screenshot(page, f"ru-{name}-1400")
+            page.wait_for_timeout(1500)
+            problems = check_layout(page)
+            tall_screenshot(page, f"ru-{name}-1400", 1400)
+            assert not problems, f"{path} in Russian at 1400 px: {problems[:12]}"
     finally:
         page.close()
 
