@@ -33,6 +33,9 @@ UNTRANSLATED: set[str] = {
     "batching.DEMO_PROMPT",
     "batching.DEMO_QUESTIONS",
     "batching.DEMO_FRESH",
+    # The server log's presenter-key banner: one terminal for the whole process, not a session's language.
+    "security.PRESENTER_KEY_LOG",
+    "security.PRESENTER_KEY_LOG_ENV",
     # Documentation links: page names and URLs, the same in every language.
     "sessions.SOURCE_ITEM",
     "sessions.SOURCE_NAMES",
