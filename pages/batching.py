@@ -51,15 +51,15 @@ def _timeline() -> None:
     sizes = [p.batch_size for p in passes]
     c = st.columns(4)
     c[0].metric(T.M_PASSES, len(passes))
-    c[1].metric(T.M_BATCH, f"{statistics.mean(sizes):.1f}", help=T.M_BATCH_HELP.format(max=max(sizes)))
+    c[1].metric(T.M_BATCH, T.MEAN_VALUE.format(mean=statistics.mean(sizes)), help=T.M_BATCH_HELP.format(max=max(sizes)))
     c[2].metric(T.M_SHARED, sum(s for s in sizes if s > 1))
-    c[3].metric(T.M_PASS_MS, f"{statistics.median(p.ms for p in passes):,.0f} ms", help=T.M_PASS_MS_HELP)
+    c[3].metric(T.M_PASS_MS, T.MS_VALUE.format(ms=statistics.median(p.ms for p in passes)), help=T.M_PASS_MS_HELP)
     st.markdown(f"**{T.FIG_TITLE}**")
     st.plotly_chart(F.pass_timeline(passes, viewer=sid), width="stretch", key="batching_timeline")
     cols = T.TABLE_COLUMNS
     now = time.time()
     rows = [{
-        cols["pass"]: p.pass_id, cols["ago"]: f"{max(0.0, now - p.started_at):,.0f} s", cols["ms"]: round(p.ms, 1),
+        cols["pass"]: p.pass_id, cols["ago"]: T.AGO_VALUE.format(s=max(0.0, now - p.started_at)), cols["ms"]: round(p.ms, 1),
         cols["requests"]: p.batch_size, cols["computed"]: p.new_tokens, cols["reused"]: p.past_tokens,
         cols["padding"]: p.padding_tokens,
         cols["kinds"]: ", ".join(sorted({T.KIND_NAMES[F.request_kind(i.past_tokens, i.new_tokens)] for i in p.items})),

@@ -81,3 +81,8 @@ ROOM_CAPTION = (
     "Your prompts and everyone else's share the model's forward passes; the Continuous batching page "
     "explains the picture."
 )
+
+# Values with their units (a translated template writes the number the session's way).
+MEAN_VALUE = "{mean:.1f}"
+MS_VALUE = "{ms:,.0f} ms"
+AGO_VALUE = "{s:,.0f} s ago"
