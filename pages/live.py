@@ -140,14 +140,14 @@ def _live() -> None:
     media = view.media
     cols = st.columns(4)
     cols[0].metric(T.M_STATUS, T.STATUS_WORD[view.status])
-    cols[1].metric(T.M_BATCHES, f"{s['batches']:,}", help=T.M_BATCHES_HELP)
-    cols[2].metric(T.M_RATE, f"{rate:,.1f}", help=T.M_RATE_HELP.format(n=len(recent)))
-    cols[3].metric(T.M_BLOCKS, f"{s['cached_blocks']:,}", help=T.M_BLOCKS_HELP)
+    cols[1].metric(T.M_BATCHES, ui.loc(f"{s['batches']:,}"), help=T.M_BATCHES_HELP)
+    cols[2].metric(T.M_RATE, ui.loc(f"{rate:,.1f}"), help=T.M_RATE_HELP.format(n=len(recent)))
+    cols[3].metric(T.M_BLOCKS, ui.loc(f"{s['cached_blocks']:,}"), help=T.M_BLOCKS_HELP)
     cols = st.columns(4)
-    cols[0].metric(T.M_TOKENS, f"{s['stored_tokens']:,}", help=T.M_TOKENS_HELP)
-    cols[1].metric(T.M_MEDIA, f"{media.get('GPU', 0):,} / {media.get('CPU', 0):,}", help=T.M_MEDIA_HELP)
-    cols[2].metric(T.M_REPLAYED, f"{s['replayed']:,}", help=T.M_REPLAYED_HELP)
-    cols[3].metric(T.M_MISSED, f"{s['missed']:,} / {s['decode_errors']:,}", help=f"{T.M_MISSED_HELP} {T.M_ERRORS_HELP}")
+    cols[0].metric(T.M_TOKENS, ui.loc(f"{s['stored_tokens']:,}"), help=T.M_TOKENS_HELP)
+    cols[1].metric(T.M_MEDIA, ui.loc(f"{media.get('GPU', 0):,} / {media.get('CPU', 0):,}"), help=T.M_MEDIA_HELP)
+    cols[2].metric(T.M_REPLAYED, ui.loc(f"{s['replayed']:,}"), help=T.M_REPLAYED_HELP)
+    cols[3].metric(T.M_MISSED, ui.loc(f"{s['missed']:,} / {s['decode_errors']:,}"), help=f"{T.M_MISSED_HELP} {T.M_ERRORS_HELP}")
     if view.overflow:
         st.warning(T.OVERFLOW.format(cap=view.max_blocks, overflow=view.overflow), icon=":material/warning:")
     if view.unknown_kinds or view.unknown_fields:
