@@ -22,7 +22,7 @@ pages = [
     for i, (path, title, icon) in enumerate(T.PAGES)
     if (ROOT / path).exists()
 ]
-navigation = st.navigation(pages)
+navigation = st.navigation(pages, expanded=True)  # every page listed: no "View N more" (English, and hides pages)
 ui.announce_presenter_key()  # once per server process: the room's presenter key in the server log
 ui.render_model_sidebar()
 ui_present.sidebar()
