@@ -69,7 +69,7 @@ def test_block_page_steps_forward_and_back(bt):
     assert m[T.COUNTERS["hit_rate"][0]] == f"{expected['hit_rate']:.0%}"
     text = markdown_text(bt)
     assert "**u4** arrives: a 84-token prompt" in text
-    assert ":green-badge[hit] **u4** · block(s) 1, 2, 3, 4" in text  # one line per event, with why
+    assert ":green-badge[hit] **u4** · blocks 1, 2, 3, 4" in text  # one line per event, with why
     assert ":blue-badge[allocate]" in text and ":violet-badge[cache]" in text
     click(bt, "bt_back")
     assert step_shown(bt) == "Step 5 of 15"
