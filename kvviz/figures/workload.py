@@ -48,7 +48,8 @@ def curve_figure(points: Sequence[CurvePoint], infinite_rate: float, unit: str =
                                  marker=dict(color=PURPLE, size=9), textposition="bottom right",
                                  text=[T.CURVE_MARK.format(label=label, rate=p.hit_rate)],
                                  textfont=dict(color=PURPLE), hovertemplate="%{x:,.4s}: %{y:.1%}<extra></extra>"))
-    fig.update_xaxes(type="log", title=T.CURVE_AXIS.get(unit, unit), gridcolor=PALE_GREY,
+    # dtick 1: a label per power of ten only (Plotly's small "2" and "5" labels are below 12 px)
+    fig.update_xaxes(type="log", title=T.CURVE_AXIS.get(unit, unit), gridcolor=PALE_GREY, dtick=1,
                      exponentformat="SI" if unit == "bytes" else "none")
     fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.02], gridcolor=PALE_GREY)
     return base_layout(fig, 420, T.CURVE_TITLE)
@@ -71,10 +72,10 @@ def timeline_figure(xs: Sequence[float], lru: Sequence[float], infinite: Sequenc
 def histogram_figure(bins: Sequence[tuple[int, int, int]]) -> go.Figure:
     """Block lookups per log-spaced reuse-distance bin."""
     shown = [(lo, hi, c) for lo, hi, c in bins]
-    labels = [f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}" for lo, hi, _ in shown]
+    labels = [T.BIN_ONE.format(lo=lo) if lo == hi else T.BIN_RANGE.format(lo=lo, hi=hi) for lo, hi, _ in shown]
     fig = go.Figure(go.Bar(x=labels, y=[c for _, _, c in shown], marker_color=AMBER,
                            hovertemplate="%{x}: %{y:,}<extra></extra>"))
-    fig.update_xaxes(title=T.HIST_X, type="category", tickangle=-45)
+    fig.update_xaxes(title=T.HIST_X, type="category", tickangle=-90)  # upright labels: no two boxes overlap
     fig.update_yaxes(title=T.HIST_Y, gridcolor=PALE_GREY)
     return base_layout(fig, 340, T.HIST_TITLE, legend=None)
 

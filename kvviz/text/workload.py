@@ -152,3 +152,6 @@ DOWNLOAD = "Download the analysis (JSON)"
 # The hit-rate curve's x axis, per capacity unit (the figure's ``unit`` code).
 CURVE_AXIS = {"blocks": "cache capacity (blocks, log)", "tokens": "cache capacity (tokens, log)",
               "bytes": "cache capacity (bytes of KV, log)"}
+# Reuse-distance bins on the histogram's axis: one distance, or a range of them.
+BIN_ONE = "{lo:,}"
+BIN_RANGE = "{lo:,}–{hi:,}"
