@@ -206,7 +206,7 @@ else:
 # ----------------------------------------------------------------------------- statistics
 st.subheader(T.STATS_HEADER)
 stats = trace_stats(trace, profile)
-rows = [(T.STATS_ROWS[k], ", ".join(v) if isinstance(v, list) else (f"{v:,}" if isinstance(v, (int, float)) else "—"))
+rows = [(T.STATS_ROWS[k], ", ".join(v) if isinstance(v, list) else (ui.loc(f"{v:,}") if isinstance(v, (int, float)) else "—"))
         for k, v in stats.items() if k in T.STATS_ROWS]
 st.dataframe(pd.DataFrame(rows, columns=[T.STATS_NAME, T.STATS_VALUE]), hide_index=True, width="stretch")
 full = report(trace, profile, None, bpt)
