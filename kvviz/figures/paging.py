@@ -41,7 +41,7 @@ def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
         shares = [results[name].waste_share[kind] for name in LAYOUTS]
         fig.add_bar(
             y=names, x=shares, orientation="h", name=T.KIND_LABELS[kind], marker_color=KIND_COLOURS[kind],
-            text=[f"{s:.1%}" if s >= 0.04 else "" for s in shares], textposition="inside",
+            text=[T.SHARE_VALUE.format(share=s) if s >= 0.04 else "" for s in shares], textposition="inside",
             insidetextanchor="middle",
             hovertemplate=T.HOVER_WASTE.format(kind=T.KIND_LABELS[kind], help=T.KIND_HELP[kind]),
         )
@@ -52,9 +52,10 @@ def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
                        text=T.PAPER_BAND.format(low=low, high=high), font=dict(size=12))
     fig.update_layout(barmode="stack", xaxis=dict(range=[0, 1], tickformat=".0%"),
                       yaxis=dict(autorange="reversed"), uniformtext=dict(minsize=12, mode="hide"))
-    fig = _layout(fig, 250, T.WASTE_TITLE)
-    fig.update_layout(legend=dict(y=-0.2, yanchor="top", x=0, xanchor="left", traceorder="normal"),
-                      margin=dict(b=60))
+    # Room below the axis for a legend of two or three rows (Russian labels wrap at 1024-1400 px).
+    fig = _layout(fig, 310, T.WASTE_TITLE)
+    fig.update_layout(legend=dict(y=-0.3, yanchor="top", x=0, xanchor="left", traceorder="normal"),
+                      margin=dict(b=110))
     return fig
 
 

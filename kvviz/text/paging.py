@@ -97,7 +97,7 @@ KIND_LABELS = {
     "reserved": "reserved, written later",
     "internal": "internal fragmentation",
     "external": "external fragmentation",
-    "free": "free",
+    "free": "free memory",
 }
 KIND_HELP = {
     "stored": "K/V of real tokens: the only useful part",
@@ -163,3 +163,5 @@ HOVER_WASTE = "{kind}: %{{x:.1%}}<br>{help}<extra>%{{y}}</extra>"
 HOVER_STORED = "{layout}, step %{{x:,}}: %{{y:.1%}}<extra></extra>"
 HOVER_RUNNING = "{layout}, step %{{x:,}}: %{{y}} running<extra></extra>"
 TIME_STEP_AXIS = "scheduler step"
+# A share of memory written inside its bar.
+SHARE_VALUE = "{share:.1%}"
