@@ -13,6 +13,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+# The table fits the main area at 1024 px: fixed column widths, and long engine names
+# (cached_block_hash_to_block) may wrap instead of pushing the meaning column out of view.
+_TABLE_CSS = (
+    "<style>.st-key-glossary_table table{table-layout:fixed;width:100%}"
+    ".st-key-glossary_table th:nth-child(1){width:16%}.st-key-glossary_table th:nth-child(2){width:18%}"
+    ".st-key-glossary_table th:nth-child(3){width:24%}"
+    ".st-key-glossary_table td{overflow-wrap:anywhere}.st-key-glossary_table code{white-space:normal}</style>"
+)
+
+
 ui.page_header(T.TITLE, T.INTRO)
 query = st.text_input(T.FILTER_LABEL, placeholder=T.FILTER_PLACEHOLDER, key="glossary_filter", max_chars=100)
 with use_lang("en"):
@@ -34,7 +44,9 @@ if rows:
         engine = T.ENGINE_NAMES[code]
         engine = f"`{engine}`" if engine != "—" else engine
         lines.append(f"| {_cell(english[code])} | {_cell(russian[code])} | {engine} | {_cell(meanings[code])} |")
-    st.markdown("\n".join(lines))
+    with st.container(key="glossary_table"):
+        st.markdown(_TABLE_CSS, unsafe_allow_html=True)
+        st.markdown("\n".join(lines))
 else:
     st.info(T.NO_MATCH.format(query=query.strip()))
 st.caption(T.SOURCES)
