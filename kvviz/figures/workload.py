@@ -106,7 +106,7 @@ def prefix_tree_figure(nodes: Sequence[PrefixNode]) -> go.Figure:
 def pool_figure(lru_rate: float, pool_rate: float, infinite_rate: float) -> go.Figure:
     """Two bars: pure LRU and the block pool at the same capacity, with the infinite line."""
     fig = go.Figure(go.Bar(x=[T.POOL_LRU, T.POOL_VLLM], y=[lru_rate, pool_rate], marker_color=[BLUE, INK],
-                           text=[f"{lru_rate:.1%}", f"{pool_rate:.1%}"], textposition="outside",
+                           text=[T.RATE_VALUE.format(rate=lru_rate), T.RATE_VALUE.format(rate=pool_rate)], textposition="outside",
                            hovertemplate="%{x}: %{y:.2%}<extra></extra>"))
     fig.add_hline(y=infinite_rate, line=dict(color=GREEN, dash="dash"))
     fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.1], gridcolor=PALE_GREY)

@@ -155,3 +155,5 @@ CURVE_AXIS = {"blocks": "cache capacity (blocks, log)", "tokens": "cache capacit
 # Reuse-distance bins on the histogram's axis: one distance, or a range of them.
 BIN_ONE = "{lo:,}"
 BIN_RANGE = "{lo:,}–{hi:,}"
+# A hit rate written on its bar.
+RATE_VALUE = "{rate:.1%}"
