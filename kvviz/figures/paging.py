@@ -54,7 +54,8 @@ def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
                       yaxis=dict(autorange="reversed"), uniformtext=dict(minsize=12, mode="hide"))
     # Room below the axis for a legend of two or three rows (Russian labels wrap at 1024-1400 px).
     fig = _layout(fig, 310, T.WASTE_TITLE)
-    fig.update_layout(legend=dict(y=-0.3, yanchor="top", x=0, xanchor="left", traceorder="normal"),
+    fig.update_layout(legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left",
+                                  traceorder="normal"),
                       margin=dict(b=110))
     return fig
 
