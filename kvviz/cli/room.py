@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, text in prompts:
         try:
             if lm is not None:
-                from kvviz.model.timing import room_prefill
+                from kvviz.security.room_prefill import room_prefill
 
                 out = room_prefill(lm, room, sid(name), text=text)
                 adm, latency = out.admission, out.latency_ms

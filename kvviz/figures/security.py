@@ -1,6 +1,6 @@
 """Figures of the security chapter: a prompt's blocks by origin, the room feed, the salt's effect on the
 hash chain, timing distributions, the attacker game, hash costs and the birthday bound. Data in (from
-kvviz.security.room, kvviz.security.collisions, kvviz.model.timing), ``go.Figure`` out; nothing recomputed."""
+kvviz.security.room, kvviz.security.collisions and the model-side experiments of kvviz.security), ``go.Figure`` out; nothing recomputed."""
 
 from __future__ import annotations
 

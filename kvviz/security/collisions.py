@@ -9,7 +9,7 @@
 - ``measure_hash_costs``: each hash function's cost per block on this machine, through the chain.
 - ``birthday_probability``: the chance of any collision among n blocks for a b-bit hash (computed).
 
-Pure Python, no torch (the model-side consequence of a collision is ``kvviz.model.timing.collision_leak``).
+Pure Python, no torch (the model-side consequence of a collision is ``kvviz.security.collision_leak``).
 """
 
 from __future__ import annotations
