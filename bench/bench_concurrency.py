@@ -62,7 +62,8 @@ def _percentile(values: list[float], q: float) -> float:
 def run(results: dict) -> None:
     from kvviz.model import load_model, tokenize
     from kvviz.model.prefill import scheduler_for
-    from kvviz.security.room import Room, RoomLimits
+    from kvviz.security.room import Room
+    from kvviz.security.room_limits import RoomLimits
     from kvviz.security.room_prefill import room_prefill
 
     lm = load_model()

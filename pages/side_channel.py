@@ -15,7 +15,7 @@ from kvviz.figures import security as F
 from kvviz.model.settings import InputError
 from kvviz.security.attacker import GAME_CANDIDATES, GAME_TEMPLATE, attacker_game
 from kvviz.security.exclusive import latest_result, run_exclusive
-from kvviz.security.room import age_label
+from kvviz.security.room_labels import age_label
 from kvviz.security.side_channel import measure_side_channel
 from kvviz.text import security as T
 

@@ -26,7 +26,8 @@ from kvviz.figures.style import (
     base_layout,
 )
 from kvviz.security.collisions import HashCost, birthday_probability
-from kvviz.security.room import Admission, FeedEntry, origin_label
+from kvviz.security.room_labels import origin_label
+from kvviz.security.room_records import Admission, FeedEntry
 from kvviz.text import security as T
 
 STATUS_COLOURS = {"hit_other": GREEN, "hit_you": BLUE, "computed": ORANGE, "partial": "#d1d5db"}

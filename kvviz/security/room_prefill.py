@@ -27,7 +27,9 @@ from kvviz.model.kvstore import CachedPrefill, KVStore, model_key, prefill_cache
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import InputError
 from kvviz.model.tokens import tokenize
-from kvviz.security.room import Admission, Room, RoomLimits
+from kvviz.security.room import Room
+from kvviz.security.room_limits import RoomLimits
+from kvviz.security.room_records import Admission
 
 ENV_ROOM_KV_MB = "KVVIZ_ROOM_KV_MB"
 DEFAULT_ROOM_KV_MB = 384
