@@ -37,8 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the experiment; truncation notices go to stderr so stdout keeps exactly the listed keys."""
-    if not 1 <= args.block_size <= 256:
-        raise CliError(f"--block-size must be between 1 and 256, got {args.block_size}")
     check_model_option(args.model)
     from kvviz.edit.experiment import check_reuse_inputs
     from kvviz.edit.report import cli_summary, run_reuse_experiment

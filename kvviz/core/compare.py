@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.core.hashing import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
     BlockHashRecord,
     hash_request_blocks,
-    validate_block_size,
     validate_token_ids,
 )
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.core.manager import KVCacheManager, cdiv
 
 STATUSES = ("hit", "miss", "invalidated", "partial")
@@ -91,7 +90,6 @@ def compare_prompts(
     salt_b: str | None = None,
 ) -> PromptComparison:
     """What prompt B reuses from a cache that holds every full block of prompt A."""
-    validate_block_size(block_size)
     a = validate_token_ids(tokens_a)
     b = validate_token_ids(tokens_b)
     # The engine itself: A runs and finishes, so every full block of A is cached (and free).

@@ -31,8 +31,6 @@ from typing import Any, NamedTuple, NewType
 import cbor2
 import xxhash
 
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE  # noqa: F401 - re-exported
-
 HashFn = Callable[[Any], bytes]
 # The hash of one full block (vLLM: ``kv_cache_utils.BlockHash``), distinct from arbitrary bytes.
 BlockHash = NewType("BlockHash", bytes)
@@ -155,15 +153,6 @@ def init_none_hash(hash_fn: HashFn | str, seed: str | None = DEFAULT_SEED) -> Bl
     return BlockHash(resolve_hash_fn(hash_fn)(in_force))
 
 
-def validate_block_size(block_size: Any) -> int:
-    """``block_size`` as an int in 1..256; ValueError otherwise."""
-    if isinstance(block_size, bool) or not isinstance(block_size, int):
-        raise ValueError(f"block size must be an integer, got {block_size!r}")
-    if not MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE:
-        raise ValueError(f"block size must be in {MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE}, got {block_size}")
-    return block_size
-
-
 def validate_token_ids(token_ids: Any, *, allow_empty: bool = False) -> tuple[int, ...]:
     """``token_ids`` as a tuple of ints in 0..2**32-1; ValueError naming the first bad entry."""
     if isinstance(token_ids, (str, bytes, bytearray)):
@@ -246,7 +235,6 @@ def hash_block_chain(
     ``parent_block_hash`` is the hash of block ``start_block - 1`` (``none_hash`` when starting at 0);
     this is how a request extends its chain as decoded tokens fill new blocks.
     """
-    validate_block_size(block_size)
     if start_block > 0 and not parent_block_hash:
         raise ValueError("extending a chain from block > 0 needs the parent_block_hash of the block before")
     fn = resolve_hash_fn(hash_fn)
@@ -314,7 +302,6 @@ def hash_request_blocks(
 ) -> list[BlockHashRecord]:
     """Every block of a request, full blocks hashed through the chain, a trailing partial block
     (if any) with ``hash=None`` and the parent it would have once full."""
-    validate_block_size(block_size)
     tokens = tuple(token_ids)
     hashes = hash_block_chain(tokens, block_size, hash_fn, none_hash, cache_salt, lora_name)
     records: list[BlockHashRecord] = []

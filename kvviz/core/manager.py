@@ -19,7 +19,6 @@ from kvviz.core.block_pool import BlockPool, KVCacheBlock
 from kvviz.core.events import BlockTableEntry, Event, EventKind, PoolCounters, PoolState, RequestBlocks
 from kvviz.core.events import replay as replay_events
 from kvviz.core.hashing import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
     generate_block_hash_extra_keys,
@@ -27,9 +26,9 @@ from kvviz.core.hashing import (
     hash_block_chain,
     init_none_hash,
     resolve_none_hash_seed,
-    validate_block_size,
     validate_token_ids,
 )
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 
 MAX_NUM_BLOCKS = 65536
 
@@ -139,7 +138,7 @@ class KVCacheManager:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 2 <= num_blocks <= MAX_NUM_BLOCKS:
             raise ValueError(f"num_blocks must be an integer in 2..{MAX_NUM_BLOCKS} (block 0 is the null block), "
                              f"got {num_blocks!r}")
-        self.block_size = validate_block_size(block_size)
+        self.block_size = block_size  # a BlockSize, checked at the edge
         self.hash_name = hash_name
         self.hash_fn = get_hash_fn(hash_name)
         self.seed = seed

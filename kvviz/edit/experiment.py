@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from kvviz.core.compare import PromptComparison, compare_prompts
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn, init_none_hash, validate_block_size
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn, init_none_hash
 from kvviz.edit.diffs import CharEdit, TokenEdit, char_diff, kept_chars, piece_text, token_diff
 from kvviz.model.kvstore import (
     KVStore,
@@ -229,9 +229,8 @@ def run_edit(
 ) -> EditReport:
     """The engine's view of the edit: compare the chains, then prefill B on top of A's stored blocks.
 
-    Raises InputError for empty prompts, a bad block size, hash name or seed.
+    Raises InputError for empty prompts, a bad hash name or seed (``block_size`` is a checked BlockSize).
     """
-    validate_block_size(block_size)
     get_hash_fn(hash_name)
     if seed is not None and not isinstance(seed, str):
         raise InputError("the seed must be text")

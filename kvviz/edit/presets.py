@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvviz.core.hashing import validate_block_size
+from kvviz.core import limits
 
 # ----------------------------------------------------------------------------- presets
 
@@ -50,7 +50,7 @@ def load_edit_presets(path: Path | str | None = None) -> list[EditPreset]:
         a = _preset_text(item["a"], texts, None)
         b = _preset_text(item["b"], texts, a)
         out.append(EditPreset(item["id"], item["title"], item.get("description", ""), a, b,
-                              validate_block_size(int(item.get("block_size", 16)))))
+                              limits.block_size(int(item.get("block_size", limits.DEFAULT_BLOCK_SIZE)))))
     return out
 
 

@@ -151,8 +151,6 @@ def test_bad_and_unusual_input(lm, store):
     with pytest.raises(InputError, match="edited prompt"):
         run_edit(lm, "x", "\n\t", store=store)
     with pytest.raises(ValueError):
-        run_edit(lm, "a", "b", block_size=0, store=store)
-    with pytest.raises(ValueError):
         run_edit(lm, "a", "b", hash_name="md5", store=store)
     long = run_edit(lm, SENTENCE * 3, BAT * 3, max_tokens=8, store=store)
     assert long.num_tokens_a == long.num_tokens_b == 8 and len(long.notices) == 2
