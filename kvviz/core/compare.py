@@ -22,7 +22,7 @@ from kvviz.core.hashing import (
     hash_request_blocks,
     validate_token_ids,
 )
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE, BlockSize
 from kvviz.core.manager import KVCacheManager, cdiv
 
 STATUSES = ("hit", "miss", "invalidated", "partial")
@@ -60,7 +60,7 @@ class PromptComparison:
     first_changed_token: int | None
     num_tokens_a: int
     num_tokens_b: int
-    block_size: int
+    block_size: BlockSize
     hash_name: str
     none_hash: bytes
 
@@ -83,7 +83,7 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
 def compare_prompts(
     tokens_a: Sequence[int],
     tokens_b: Sequence[int],
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    block_size: BlockSize = DEFAULT_BLOCK_SIZE,
     hash_name: str = DEFAULT_HASH,
     seed: str | None = DEFAULT_SEED,
     salt_a: str | None = None,
@@ -139,7 +139,7 @@ def _classify(
     ra: BlockHashRecord | None,
     a_full: bool,
     cached: bool,
-    block_size: int,
+    block_size: BlockSize,
     common: int,
     salts_differ: bool,
 ) -> tuple[str, str, dict[str, Any]]:

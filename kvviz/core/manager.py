@@ -21,6 +21,7 @@ from kvviz.core.events import replay as replay_events
 from kvviz.core.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
+    BlockHash,
     generate_block_hash_extra_keys,
     get_hash_fn,
     hash_block_chain,
@@ -28,11 +29,11 @@ from kvviz.core.hashing import (
     resolve_none_hash_seed,
     validate_token_ids,
 )
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE, BlockSize
 
 MAX_NUM_BLOCKS = 65536
 
-Lookup = Callable[[bytes], KVCacheBlock | None]
+Lookup = Callable[[BlockHash], KVCacheBlock | None]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -40,7 +41,7 @@ def cdiv(a: int, b: int) -> int:
 
 
 def find_longest_cache_hit(
-    block_hashes: Sequence[bytes], max_length: int, block_size: int, lookup: Lookup
+    block_hashes: Sequence[BlockHash], max_length: int, block_size: BlockSize, lookup: Lookup
 ) -> list[KVCacheBlock]:
     """Full attention (vLLM ``FullAttentionManager``): cached blocks for the longest run of hashes
     from the start, at most ``max_length // block_size`` blocks, stopping at the first miss (the
@@ -55,7 +56,7 @@ def find_longest_cache_hit(
 
 
 def find_longest_cache_hit_sliding_window(
-    block_hashes: Sequence[bytes], max_length: int, block_size: int, sliding_window: int, lookup: Lookup
+    block_hashes: Sequence[BlockHash], max_length: int, block_size: BlockSize, sliding_window: int, lookup: Lookup
 ) -> list[KVCacheBlock | None]:
     """Sliding-window attention (vLLM ``SlidingWindowManager``): only the last ``sliding_window - 1``
     tokens before the next one are attended to, so a hit needs just ``cdiv(sliding_window - 1,
@@ -85,7 +86,7 @@ class CacheHit:
 
     block_ids: tuple[int | None, ...]
     num_computed_tokens: int
-    block_hashes: tuple[bytes, ...]
+    block_hashes: tuple[BlockHash, ...]
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class _Request:
     request_id: str
     token_ids: list[int]
     cache_salt: str | None
-    block_hashes: list[bytes] = field(default_factory=list)
+    block_hashes: list[BlockHash] = field(default_factory=list)
     blocks: list[KVCacheBlock | None] = field(default_factory=list)
     num_cached_blocks: int = 0
 
@@ -130,7 +131,7 @@ class KVCacheManager:
     def __init__(
         self,
         num_blocks: int,
-        block_size: int = DEFAULT_BLOCK_SIZE,
+        block_size: BlockSize = DEFAULT_BLOCK_SIZE,
         hash_name: str = DEFAULT_HASH,
         seed: str | None = DEFAULT_SEED,
         sliding_window: int | None = None,
@@ -168,11 +169,11 @@ class KVCacheManager:
     def request_ids(self) -> list[str]:
         return list(self._requests)
 
-    def request_block_hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[bytes]:
+    def request_block_hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[BlockHash]:
         """Chained hashes of the full blocks of ``token_ids`` under this manager's settings."""
         return hash_block_chain(token_ids, self.block_size, self.hash_fn, self.none_hash, cache_salt)
 
-    def _find_hit(self, block_hashes: Sequence[bytes], max_length: int,
+    def _find_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
                   sliding_window: int | None) -> list[KVCacheBlock | None]:
         lookup = self.block_pool.get_cached_block
         if sliding_window is None:
