@@ -1,6 +1,6 @@
 """Editing the last character of a 1,024-token prompt, through the page's own code path.
 
-Keys: ``edit_last_char_ms`` (median of 3 edits: ``kvviz.model.reuse.run_edit`` wall time, which is
+Keys: ``edit_last_char_ms`` (median of 3 edits: ``kvviz.edit.experiment.run_edit`` wall time, which is
 tokenizing both prompts, comparing their block chains, finding A's blocks in the KV store and
 prefilling only B's non-reused tail), ``edit_last_char_forward_ms`` (the model's part of it),
 ``edit_recomputed_tokens``, ``edit_prefill_1024_ms`` (this module's own cold full prefill of the same
@@ -26,7 +26,7 @@ TARGETS = [
 
 def prompt_of(lm, tokens: int) -> str:
     """An English prompt of at most ``tokens`` tokens (as close as whole words allow), ending in '.'."""
-    from kvviz.model.reuse import load_edit_presets
+    from kvviz.edit.presets import load_edit_presets
 
     base = next(p.a for p in load_edit_presets() if p.id == "system_tail")
     words = (base + "\n\n") .split(" ") * 4
@@ -42,9 +42,9 @@ def prompt_of(lm, tokens: int) -> str:
 
 
 def run(results: dict) -> None:
+    from kvviz.edit.experiment import clear_full_prefill_cache, run_edit
     from kvviz.model import load_model, prefill, tokenize
     from kvviz.model.kvstore import KVStore
-    from kvviz.model.reuse import clear_full_prefill_cache, run_edit
 
     lm = load_model()
     text_a = prompt_of(lm, PREFILL_TOKENS)

@@ -27,7 +27,7 @@ from kvviz.core.scenario import (
     play_scenario,
     user_request_steps,
 )
-from kvviz.figures import engine as F
+from kvviz.figures import block_table as F
 from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as T
 from kvviz.text.core import render_event, render_seed, render_step_error

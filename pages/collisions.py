@@ -1,6 +1,6 @@
 """Hash collisions: why the block identity is SHA-256 over canonical CBOR, what NONE_HASH and the seed do,
 what a (forced) collision serves, and each hash function's measured cost. UI only: every number comes
-from kvviz.security.collisions and kvviz.model.timing.collision_leak."""
+from kvviz.security.collisions and kvviz.security.collision_leak."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kvviz.core.hashing import short_hash
 from kvviz.figures import security as F
 from kvviz.model import token_pieces, tokenize
 from kvviz.model.settings import InputError
-from kvviz.model.timing import CollisionLeak, collision_leak
+from kvviz.security.collision_leak import CollisionLeak, collision_leak
 from kvviz.security.collisions import (
     CollisionDemo,
     HashCost,

@@ -55,20 +55,24 @@ def tok(piece: str) -> str:
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()
 
-from kvviz.figures import edit as F  # noqa: E402 - plotly and torch only after the model is up
-from kvviz.model import reuse as R  # noqa: E402
+# torch and plotly only after the model is up
+from kvviz.edit.diffs import char_diff, describe_char, invisible_chars, replace_char, token_char_offsets  # noqa: E402
+from kvviz.edit.experiment import EditReport, run_edit  # noqa: E402
+from kvviz.edit.presets import EditPreset, load_edit_presets  # noqa: E402
+from kvviz.edit.proof import ProofReport, run_proof  # noqa: E402
+from kvviz.figures import edit as F  # noqa: E402
 from kvviz.model.batching import batch_origin  # noqa: E402
 
 
 @st.cache_data(show_spinner=False)
-def _presets() -> list[R.EditPreset]:
-    return R.load_edit_presets()
+def _presets() -> list[EditPreset]:
+    return load_edit_presets()
 
 
 PRESETS = {p.id: p for p in _presets()}
 
 
-def _preset() -> R.EditPreset:
+def _preset() -> EditPreset:
     return PRESETS.get(ss.get(K_PRESET), PRESETS.get(DEFAULT_PRESET) or next(iter(PRESETS.values())))
 
 
@@ -105,7 +109,7 @@ def _mode_label(code: str) -> str:
 def _on_mode_change() -> None:
     a, b = _current()
     if ss[K_MODE] == "char":
-        edit = R.char_diff(a, b)
+        edit = char_diff(a, b)
         one = len(edit.added) == 1 and edit.end_a - edit.start == 1
         _enter_char_mode(a, edit.start if edit.start < len(a) else 0, edit.added if one else None)
     elif ss[K_MODE] == "free":
@@ -134,7 +138,7 @@ def _apply_token_click() -> None:
     if ss.get(K_CLICK) == click:
         return
     ss[K_CLICK] = click
-    offsets = R.token_char_offsets(lm, a, int(data[1]) + 1)
+    offsets = token_char_offsets(lm, a, int(data[1]) + 1)
     if offsets:
         ss[K_MODE] = "char"
         _enter_char_mode(a, offsets[-1])
@@ -166,12 +170,12 @@ elif mode == "char":
     else:
         pos = c_pos.number_input(T.CHAR_POS_LABEL, 0, top, key=K_POS, help=T.CHAR_POS_HELP)
     replacement = c_repl.text_input(T.CHAR_REPL_LABEL, key=K_REPL, max_chars=1, help=T.CHAR_REPL_HELP)
-    text_b = R.replace_char(text_a, int(pos), replacement) if text_a else ""
+    text_b = replace_char(text_a, int(pos), replacement) if text_a else ""
     if text_a and pos < len(text_a):
         ch = text_a[pos]
         before = text_a[max(0, pos - 20):pos].replace("\n", " ")
         after = text_a[pos + 1:pos + 21].replace("\n", " ")
-        st.caption(T.CHAR_AT.format(pos=pos, total=len(text_a), desc=md(R.describe_char(ch)), before=md(before),
+        st.caption(T.CHAR_AT.format(pos=pos, total=len(text_a), desc=md(describe_char(ch)), before=md(before),
                                     char=md(ch) if ch.isprintable() and not ch.isspace() else "·", after=md(after)))
         if replacement == ch:
             st.caption(T.CHAR_NOOP)
@@ -213,17 +217,17 @@ if is_blank(text_b):
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _run_edit(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
-              lang: str) -> R.EditReport:  # lang: the block reasons are sentences
+              lang: str) -> EditReport:  # lang: the block reasons are sentences
     # timed passes: through the batching scheduler, each alone (a shared pass would time others' tokens)
     with batch_origin("edit", alone=True):
-        return R.run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
+        return run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _run_proof(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
-               _edit: R.EditReport) -> R.ProofReport:
+               _edit: EditReport) -> ProofReport:
     with batch_origin("edit", alone=True):
-        return R.run_proof(_lm, _edit)
+        return run_proof(_lm, _edit)
 
 
 model_id = (lm.info.model_id, lm.info.device, lm.info.dtype)
@@ -250,7 +254,7 @@ beyond = edit.edit_beyond_limit
 if beyond is not None:
     st.warning(T.EDIT_BEYOND_LIMIT.format(pos=edit.char_edit.start, limit=edit.max_tokens, kept=beyond),
                icon=":material/content_cut:")
-controls = sorted({md(R.describe_char(c)) for c in R.invisible_chars(text_a + text_b)})
+controls = sorted({md(describe_char(c)) for c in invisible_chars(text_a + text_b)})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
 
@@ -261,13 +265,13 @@ def _describe_change() -> list[str]:
     if not ce.identical:
         removed, added = text_a[ce.start:ce.end_a], text_b[ce.start:ce.end_b]
         if len(removed) == 1 and len(added) == 1:
-            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=md(R.describe_char(removed)),
-                                                  added=md(R.describe_char(added))))
+            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=md(describe_char(removed)),
+                                                  added=md(describe_char(added))))
         elif not removed:
-            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=md(R.describe_char(added[:3]))))
+            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=md(describe_char(added[:3]))))
         elif not added:
             lines.append(T.CHANGE_CHAR_DELETE.format(count=len(removed), pos=ce.start,
-                                                     removed=md(R.describe_char(removed[:3]))))
+                                                     removed=md(describe_char(removed[:3]))))
         else:
             lines.append(T.CHANGE_CHAR_MANY.format(start=ce.start, end=ce.end_a - 1, removed_count=len(removed),
                                                    added_count=len(added)))

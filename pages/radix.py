@@ -12,7 +12,7 @@ import ui_schemas
 import ui_share
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError, builtin_names, load_builtin
-from kvviz.figures import engine as F
+from kvviz.figures import radix as F
 from kvviz.i18n import current_lang, tr
 from kvviz.text import radix as T
 

@@ -1,6 +1,6 @@
 """The shared room: one block pool for every browser session, the salt switch, the room's totals and the
-presenter's reset. UI only: the room is kvviz.security.room.get_room(); prompts go through
-kvviz.model.timing.room_prefill (the same path the concurrency benchmark drives)."""
+presenter's reset. UI only: the room is kvviz.security.room_service.get_room(); prompts go through
+kvviz.security.room_prefill.room_prefill (the same path the concurrency benchmark drives)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from kvviz.figures import security as F
 from kvviz.i18n import tr
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
-from kvviz.model.timing import room_kv_budget_bytes, room_prefill
-from kvviz.security.room import YOU, age_label, get_room, origin_label, salt_for_view
+from kvviz.security.room_labels import age_label, origin_label, salt_for_view
+from kvviz.security.room_prefill import room_kv_budget_bytes, room_prefill
+from kvviz.security.room_records import YOU
+from kvviz.security.room_service import get_room
 from kvviz.text import batching as TB
 from kvviz.text import security as T
 

@@ -1,5 +1,5 @@
 """The timing side channel, measured on the real model: cached vs uncached probe latencies with salts off
-and on, and the attacker game. UI only: every number comes from kvviz.model.timing."""
+and on, and the attacker game. UI only: every number comes from kvviz.security.side_channel and kvviz.security.attacker."""
 
 from __future__ import annotations
 
@@ -13,15 +13,10 @@ import ui_present
 from kvviz.core.blank import is_blank
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
-from kvviz.model.timing import (
-    GAME_CANDIDATES,
-    GAME_TEMPLATE,
-    attacker_game,
-    latest_result,
-    measure_side_channel,
-    run_exclusive,
-)
-from kvviz.security.room import age_label
+from kvviz.security.attacker import GAME_CANDIDATES, GAME_TEMPLATE, attacker_game
+from kvviz.security.exclusive import latest_result, run_exclusive
+from kvviz.security.room_labels import age_label
+from kvviz.security.side_channel import measure_side_channel
 from kvviz.text import security as T
 
 ui.page_header(T.SC_TITLE, T.SC_INTRO)

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not demo.found:
             raise CliError(f"no collision within {demo.tries:,} tries; use fewer --bits")
         from kvviz.model import load_model
-        from kvviz.model.timing import collision_leak
+        from kvviz.security.collision_leak import collision_leak
 
         try:
             out["leak"] = collision_leak(load_model(args.model), demo).as_dict()

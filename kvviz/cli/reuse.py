@@ -37,11 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the experiment; truncation notices go to stderr so stdout keeps exactly the listed keys."""
-    if not 1 <= args.block_size <= 256:
-        raise CliError(f"--block-size must be between 1 and 256, got {args.block_size}")
     check_model_option(args.model)
+    from kvviz.edit.experiment import check_reuse_inputs
+    from kvviz.edit.report import cli_summary, run_reuse_experiment
     from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
-    from kvviz.model.reuse import check_reuse_inputs, cli_summary, run_reuse_experiment
 
     try:
         check_reuse_inputs(args.a, args.b, args.max_tokens)  # before paying for a model load

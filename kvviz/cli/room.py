@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prompts = [_pair(v, "--prompt") for v in args.prompt]
     salts = [_pair(v, "--salt") for v in args.salt]
     from kvviz.model import InputError, ModelLoadError, tokenize
-    from kvviz.security.room import Room, RoomLimits, salt_for_view
+    from kvviz.security.room import Room
+    from kvviz.security.room_labels import salt_for_view
+    from kvviz.security.room_limits import RoomLimits
 
     room = Room(RoomLimits(num_blocks=args.blocks, burst=10_000, room_burst=100_000))
     sessions: dict[str, str] = {}
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, text in prompts:
         try:
             if lm is not None:
-                from kvviz.model.timing import room_prefill
+                from kvviz.security.room_prefill import room_prefill
 
                 out = room_prefill(lm, room, sid(name), text=text)
                 adm, latency = out.admission, out.latency_ms

@@ -11,7 +11,8 @@ from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.hash import parse_token_list, tokens_from_text
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, get_hash_fn, validate_block_size
+from kvviz.core import limits
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, get_hash_fn
 from kvviz.live.engine_http import EngineHTTPError, tokenize_remote
 from kvviz.live.engine_model import hash_label
 from kvviz.live.subscriber import MAX_DP_SIZE, LiveConfig, Subscriber, check_prompt
@@ -56,7 +57,7 @@ def _check_args(args: argparse.Namespace) -> tuple[LiveConfig, float, int | None
     try:
         config = LiveConfig(args.endpoint, args.replay_endpoint, args.topic, args.dp_size).validated()
         if args.block_size is not None:
-            validate_block_size(args.block_size)
+            limits.block_size(args.block_size)
         get_hash_fn(args.hash)
     except ValueError as exc:
         raise CliError(str(exc)) from None

@@ -15,7 +15,7 @@ Prefix-cache API (vLLM v1 / SGLang semantics; hashes are ``bytes``)::
                 hash_request_blocks(token_ids, block_size, hash_fn, none_hash, cache_salt=None,
                                     lora_name=None) -> [BlockHashRecord(index, start, end, tokens,
                                     parent, hash|None, full, extra_keys)]
-                short_hash(h, n=8) -> hex str ("" for None); validate_block_size / validate_token_ids
+                short_hash(h, n=8) -> hex str ("" for None); validate_token_ids (block sizes: kvviz.core.limits.block_size)
     kv_events:  vLLM's BlockStored / BlockRemoved / AllBlocksCleared / KVEventBatch (dataclasses)
     events:     EventKind (allocate hit miss cache touch free evict refuse reset), Event(seq, kind,
                 request_id, block_ids, block_hashes, code, params, num_tokens, positions, kv_events),

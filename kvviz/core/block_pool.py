@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvviz.core.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState
+from kvviz.core.hashing import BlockHash
 from kvviz.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
 
 
@@ -24,7 +25,7 @@ class KVCacheBlock:
 
     block_id: int
     ref_cnt: int = 0
-    block_hash: bytes | None = None
+    block_hash: BlockHash | None = None
     prev_free: KVCacheBlock | None = None
     next_free: KVCacheBlock | None = None
     is_null: bool = False
@@ -134,7 +135,7 @@ class BlockPool:
         # vLLM: the first block popped at start-up becomes the null block, used as a placeholder.
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
-        self.cached_block_hash_to_block: dict[bytes, dict[int, KVCacheBlock]] = {}
+        self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
         self.events: list[Event] = events if events is not None else []
         self.num_evictions = 0
 
@@ -147,7 +148,7 @@ class BlockPool:
         code: str = "",
         params: dict[str, Any] | None = None,
         *,
-        hashes: Sequence[bytes | None] | None = None,
+        hashes: Sequence[BlockHash | None] | None = None,
         num_tokens: int = 0,
         positions: Sequence[int] = (),
         kv_events: Sequence[KVCacheEvent] = (),
@@ -181,7 +182,7 @@ class BlockPool:
         """Share of usable blocks in use (ref_cnt > 0); the null block is not counted (vLLM)."""
         return 1.0 - self.get_num_free_blocks() / self.num_usable_blocks
 
-    def get_cached_block(self, block_hash: bytes) -> KVCacheBlock | None:
+    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
         """The first block cached under ``block_hash``, or None (a miss)."""
         blocks = self.cached_block_hash_to_block.get(block_hash)
         return next(iter(blocks.values())) if blocks else None
@@ -243,7 +244,7 @@ class BlockPool:
     def cache_full_blocks(
         self,
         blocks: Sequence[KVCacheBlock | None],
-        block_hashes: Sequence[bytes],
+        block_hashes: Sequence[BlockHash],
         num_cached_blocks: int,
         num_full_blocks: int,
         request_id: str = "",

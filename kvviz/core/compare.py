@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.core.hashing import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
     BlockHashRecord,
     hash_request_blocks,
-    validate_block_size,
     validate_token_ids,
 )
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE, BlockSize
 from kvviz.core.manager import KVCacheManager, cdiv
 
 STATUSES = ("hit", "miss", "invalidated", "partial")
@@ -61,7 +60,7 @@ class PromptComparison:
     first_changed_token: int | None
     num_tokens_a: int
     num_tokens_b: int
-    block_size: int
+    block_size: BlockSize
     hash_name: str
     none_hash: bytes
 
@@ -84,14 +83,13 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
 def compare_prompts(
     tokens_a: Sequence[int],
     tokens_b: Sequence[int],
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    block_size: BlockSize = DEFAULT_BLOCK_SIZE,
     hash_name: str = DEFAULT_HASH,
     seed: str | None = DEFAULT_SEED,
     salt_a: str | None = None,
     salt_b: str | None = None,
 ) -> PromptComparison:
     """What prompt B reuses from a cache that holds every full block of prompt A."""
-    validate_block_size(block_size)
     a = validate_token_ids(tokens_a)
     b = validate_token_ids(tokens_b)
     # The engine itself: A runs and finishes, so every full block of A is cached (and free).
@@ -141,7 +139,7 @@ def _classify(
     ra: BlockHashRecord | None,
     a_full: bool,
     cached: bool,
-    block_size: int,
+    block_size: BlockSize,
     common: int,
     salts_differ: bool,
 ) -> tuple[str, str, dict[str, Any]]:

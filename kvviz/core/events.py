@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from kvviz.core.hashing import BlockHash
 from kvviz.core.kv_events import KVCacheEvent, event_to_dict
 
 NULL_BLOCK_ID = 0  # vLLM's null block: reserved, never allocated, never in the free queue
@@ -56,7 +57,7 @@ class Event:
     kind: EventKind
     request_id: str
     block_ids: tuple[int, ...]
-    block_hashes: tuple[bytes | None, ...]
+    block_hashes: tuple[BlockHash | None, ...]
     code: str
     params: dict[str, Any] = field(default_factory=dict)
     num_tokens: int = 0
@@ -134,7 +135,7 @@ class BlockView:
 
     block_id: int
     ref_cnt: int
-    hash: bytes | None
+    hash: BlockHash | None
     state: str
 
 
@@ -145,9 +146,9 @@ class PoolState:
     num_blocks: int
     block_size: int
     ref_cnt: tuple[int, ...]
-    block_hash: tuple[bytes | None, ...]
+    block_hash: tuple[BlockHash | None, ...]
     free_queue: tuple[int, ...]
-    hash_to_blocks: dict[bytes, tuple[int, ...]] = field(default_factory=dict)
+    hash_to_blocks: dict[BlockHash, tuple[int, ...]] = field(default_factory=dict)
     requests: dict[str, RequestBlocks] = field(default_factory=dict)
     counters: PoolCounters = field(default_factory=PoolCounters)
     num_events: int = 0

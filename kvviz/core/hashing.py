@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, NewType
 import cbor2
 import xxhash
 
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE  # noqa: F401 - re-exported
+from kvviz.core.limits import BlockSize
 
 HashFn = Callable[[Any], bytes]
 # The hash of one full block (vLLM: ``kv_cache_utils.BlockHash``), distinct from arbitrary bytes.
@@ -155,15 +155,6 @@ def init_none_hash(hash_fn: HashFn | str, seed: str | None = DEFAULT_SEED) -> Bl
     return BlockHash(resolve_hash_fn(hash_fn)(in_force))
 
 
-def validate_block_size(block_size: Any) -> int:
-    """``block_size`` as an int in 1..256; ValueError otherwise."""
-    if isinstance(block_size, bool) or not isinstance(block_size, int):
-        raise ValueError(f"block size must be an integer, got {block_size!r}")
-    if not MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE:
-        raise ValueError(f"block size must be in {MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE}, got {block_size}")
-    return block_size
-
-
 def validate_token_ids(token_ids: Any, *, allow_empty: bool = False) -> tuple[int, ...]:
     """``token_ids`` as a tuple of ints in 0..2**32-1; ValueError naming the first bad entry."""
     if isinstance(token_ids, (str, bytes, bytearray)):
@@ -184,17 +175,17 @@ def validate_token_ids(token_ids: Any, *, allow_empty: bool = False) -> tuple[in
 
 def hash_block_tokens(
     hash_fn: HashFn | str,
-    parent_block_hash: bytes,
+    parent_block_hash: BlockHash,
     curr_block_token_ids: Sequence[int],
     extra_keys: tuple[Any, ...] | None = None,
-) -> bytes:
+) -> BlockHash:
     """Hash of one full block: ``hash_fn((parent_block_hash, tuple(tokens), extra_keys))``.
 
     The first block's parent is ``NONE_HASH`` (see ``init_none_hash``); pass it explicitly.
     """
     if not parent_block_hash:
         raise ValueError("parent_block_hash is empty: the first block's parent is NONE_HASH")
-    return resolve_hash_fn(hash_fn)((parent_block_hash, tuple(curr_block_token_ids), extra_keys))
+    return BlockHash(resolve_hash_fn(hash_fn)((parent_block_hash, tuple(curr_block_token_ids), extra_keys)))
 
 
 class MMFeature(NamedTuple):
@@ -233,27 +224,26 @@ def generate_block_hash_extra_keys(
 
 def hash_block_chain(
     token_ids: Sequence[int],
-    block_size: int,
+    block_size: BlockSize,
     hash_fn: HashFn | str,
-    none_hash: bytes,
+    none_hash: BlockHash,
     cache_salt: str | None = None,
     lora_name: str | None = None,
     start_block: int = 0,
-    parent_block_hash: bytes | None = None,
-) -> list[bytes]:
+    parent_block_hash: BlockHash | None = None,
+) -> list[BlockHash]:
     """Hashes of the full blocks of ``token_ids`` from block ``start_block`` on (the hot path).
 
     ``parent_block_hash`` is the hash of block ``start_block - 1`` (``none_hash`` when starting at 0);
     this is how a request extends its chain as decoded tokens fill new blocks.
     """
-    validate_block_size(block_size)
     if start_block > 0 and not parent_block_hash:
         raise ValueError("extending a chain from block > 0 needs the parent_block_hash of the block before")
     fn = resolve_hash_fn(hash_fn)
     tokens = token_ids if isinstance(token_ids, tuple) else tuple(token_ids)
     parent = none_hash if start_block == 0 else parent_block_hash
     num_full = len(tokens) // block_size
-    hashes: list[bytes] = []
+    hashes: list[BlockHash] = []
     append = hashes.append
     first = start_block
     if first == 0 and num_full > 0 and cache_salt:
@@ -294,8 +284,8 @@ class BlockHashRecord:
     start: int
     end: int
     tokens: tuple[int, ...]
-    parent: bytes
-    hash: bytes | None
+    parent: BlockHash
+    hash: BlockHash | None
     full: bool
     extra_keys: tuple[Any, ...] | None
 
@@ -306,15 +296,14 @@ class BlockHashRecord:
 
 def hash_request_blocks(
     token_ids: Sequence[int],
-    block_size: int,
+    block_size: BlockSize,
     hash_fn: HashFn | str,
-    none_hash: bytes,
+    none_hash: BlockHash,
     cache_salt: str | None = None,
     lora_name: str | None = None,
 ) -> list[BlockHashRecord]:
     """Every block of a request, full blocks hashed through the chain, a trailing partial block
     (if any) with ``hash=None`` and the parent it would have once full."""
-    validate_block_size(block_size)
     tokens = tuple(token_ids)
     hashes = hash_block_chain(tokens, block_size, hash_fn, none_hash, cache_salt, lora_name)
     records: list[BlockHashRecord] = []

@@ -19,21 +19,21 @@ from kvviz.core.block_pool import BlockPool, KVCacheBlock
 from kvviz.core.events import BlockTableEntry, Event, EventKind, PoolCounters, PoolState, RequestBlocks
 from kvviz.core.events import replay as replay_events
 from kvviz.core.hashing import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
+    BlockHash,
     generate_block_hash_extra_keys,
     get_hash_fn,
     hash_block_chain,
     init_none_hash,
     resolve_none_hash_seed,
-    validate_block_size,
     validate_token_ids,
 )
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE, BlockSize
 
 MAX_NUM_BLOCKS = 65536
 
-Lookup = Callable[[bytes], KVCacheBlock | None]
+Lookup = Callable[[BlockHash], KVCacheBlock | None]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -41,7 +41,7 @@ def cdiv(a: int, b: int) -> int:
 
 
 def find_longest_cache_hit(
-    block_hashes: Sequence[bytes], max_length: int, block_size: int, lookup: Lookup
+    block_hashes: Sequence[BlockHash], max_length: int, block_size: BlockSize, lookup: Lookup
 ) -> list[KVCacheBlock]:
     """Full attention (vLLM ``FullAttentionManager``): cached blocks for the longest run of hashes
     from the start, at most ``max_length // block_size`` blocks, stopping at the first miss (the
@@ -56,7 +56,7 @@ def find_longest_cache_hit(
 
 
 def find_longest_cache_hit_sliding_window(
-    block_hashes: Sequence[bytes], max_length: int, block_size: int, sliding_window: int, lookup: Lookup
+    block_hashes: Sequence[BlockHash], max_length: int, block_size: BlockSize, sliding_window: int, lookup: Lookup
 ) -> list[KVCacheBlock | None]:
     """Sliding-window attention (vLLM ``SlidingWindowManager``): only the last ``sliding_window - 1``
     tokens before the next one are attended to, so a hit needs just ``cdiv(sliding_window - 1,
@@ -86,7 +86,7 @@ class CacheHit:
 
     block_ids: tuple[int | None, ...]
     num_computed_tokens: int
-    block_hashes: tuple[bytes, ...]
+    block_hashes: tuple[BlockHash, ...]
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class _Request:
     request_id: str
     token_ids: list[int]
     cache_salt: str | None
-    block_hashes: list[bytes] = field(default_factory=list)
+    block_hashes: list[BlockHash] = field(default_factory=list)
     blocks: list[KVCacheBlock | None] = field(default_factory=list)
     num_cached_blocks: int = 0
 
@@ -131,7 +131,7 @@ class KVCacheManager:
     def __init__(
         self,
         num_blocks: int,
-        block_size: int = DEFAULT_BLOCK_SIZE,
+        block_size: BlockSize = DEFAULT_BLOCK_SIZE,
         hash_name: str = DEFAULT_HASH,
         seed: str | None = DEFAULT_SEED,
         sliding_window: int | None = None,
@@ -139,7 +139,7 @@ class KVCacheManager:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 2 <= num_blocks <= MAX_NUM_BLOCKS:
             raise ValueError(f"num_blocks must be an integer in 2..{MAX_NUM_BLOCKS} (block 0 is the null block), "
                              f"got {num_blocks!r}")
-        self.block_size = validate_block_size(block_size)
+        self.block_size = block_size  # a BlockSize, checked at the edge
         self.hash_name = hash_name
         self.hash_fn = get_hash_fn(hash_name)
         self.seed = seed
@@ -169,11 +169,11 @@ class KVCacheManager:
     def request_ids(self) -> list[str]:
         return list(self._requests)
 
-    def request_block_hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[bytes]:
+    def request_block_hashes(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[BlockHash]:
         """Chained hashes of the full blocks of ``token_ids`` under this manager's settings."""
         return hash_block_chain(token_ids, self.block_size, self.hash_fn, self.none_hash, cache_salt)
 
-    def _find_hit(self, block_hashes: Sequence[bytes], max_length: int,
+    def _find_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
                   sliding_window: int | None) -> list[KVCacheBlock | None]:
         lookup = self.block_pool.get_cached_block
         if sliding_window is None:

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from kvviz.core.events import Event, EventKind, PoolCounters, PoolState, replay
-from kvviz.core.hashing import DEFAULT_BLOCK_SIZE, DEFAULT_HASH, DEFAULT_SEED
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.core.jsonio import parse_json, read_limited
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.core.manager import KVCacheManager
 from kvviz.core.trace import StepOutcome, Trace, TraceError, TraceStep, parse_trace, run_trace
 

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvviz.core import limits
 from kvviz.core.events import PoolCounters
 from kvviz.core.hashing import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH,
     DEFAULT_SEED,
     get_hash_fn,
-    validate_block_size,
     validate_token_ids,
 )
 from kvviz.core.jsonio import parse_json, read_limited
 from kvviz.core.kv_events import event_to_dict
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.core.manager import MAX_NUM_BLOCKS, AddResult, KVCacheManager
 
 MAX_TRACE_BYTES = 16 * 1024 * 1024
@@ -142,7 +142,7 @@ def parse_trace(obj: Any) -> Trace:
         raise TraceError("missing 'steps'")
     num_blocks = _int(obj["num_blocks"], "num_blocks", 2, MAX_NUM_BLOCKS)
     try:
-        block_size = validate_block_size(obj.get("block_size", DEFAULT_BLOCK_SIZE))
+        block_size = limits.block_size(obj.get("block_size", DEFAULT_BLOCK_SIZE))
     except ValueError as exc:
         raise TraceError(str(exc)) from None
     hash_name = obj.get("hash", DEFAULT_HASH)

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvviz.core import limits
 from kvviz.core.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
     hash_block_chain,
     init_none_hash,
-    validate_block_size,
 )
 
 MOONCAKE_BLOCK_SIZE = 512
@@ -158,7 +158,7 @@ class TraceBuilder:
         if not tokens:
             raise WorkloadError(f"line {line}: no tokens (an empty prompt)")
         try:
-            validate_block_size(self.block_size)
+            limits.block_size(self.block_size)
         except ValueError as exc:
             raise WorkloadError(f"line {line}: {kind} lines are hashed by kvviz: {exc}") from None
         hashes = hash_block_chain(tuple(tokens), self.block_size, self.hash_name, self.none_hash)

@@ -1,6 +1,6 @@
 """Figures of the security chapter: a prompt's blocks by origin, the room feed, the salt's effect on the
 hash chain, timing distributions, the attacker game, hash costs and the birthday bound. Data in (from
-kvviz.security.room, kvviz.security.collisions, kvviz.model.timing), ``go.Figure`` out; nothing recomputed."""
+kvviz.security.room, kvviz.security.collisions and the model-side experiments of kvviz.security), ``go.Figure`` out; nothing recomputed."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from kvviz.figures.style import (
     base_layout,
 )
 from kvviz.security.collisions import HashCost, birthday_probability
-from kvviz.security.room import Admission, FeedEntry, origin_label
+from kvviz.security.room_labels import origin_label
+from kvviz.security.room_records import Admission, FeedEntry
 from kvviz.text import security as T
 
 STATUS_COLOURS = {"hit_other": GREEN, "hit_you": BLUE, "computed": ORANGE, "partial": "#d1d5db"}

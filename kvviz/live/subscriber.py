@@ -19,7 +19,7 @@ from typing import Any
 
 import zmq
 
-from kvviz.core.hashing import DEFAULT_BLOCK_SIZE
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel, PromptStatus, prompt_status
 from kvviz.live.wire import (
     END_SEQ,

@@ -38,7 +38,6 @@ from kvviz.core.hashing import (
     hash_block_chain,
     init_none_hash,
     short_hash,
-    validate_block_size,
 )
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import ForwardTiming, forward_request, prefill
@@ -64,7 +63,6 @@ def store_block_hashes(token_ids: Sequence[int], block_size: int, cache_salt: st
                        hash_name: str = STORE_HASH, seed: str | None = STORE_SEED) -> list[bytes]:
     """The chained hashes the store uses for the full blocks of ``token_ids`` (partial tail excluded):
     the engine's hashing code under ``hash_name`` and ``seed`` (default: vLLM's defaults)."""
-    validate_block_size(block_size)
     none_hash = _NONE_HASH if (hash_name, seed) == (STORE_HASH, STORE_SEED) else init_none_hash(hash_name, seed)
     return hash_block_chain(tuple(token_ids), block_size, hash_name, none_hash, cache_salt=cache_salt or None)
 
@@ -270,7 +268,6 @@ class KVStore:
         are only touched. Returns the number of new blocks.
         """
         target = torch.device(device) if device is not None else torch.device("cpu")
-        validate_block_size(block_size)
         if len(keys) != len(values) or not keys:
             raise InputError("put needs one K and one V tensor per layer")
         available = min(int(keys[0].shape[1]), len(token_ids)) // block_size

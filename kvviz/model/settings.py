@@ -108,3 +108,10 @@ def normalise_dtype(dtype: str) -> str:
     if key not in DTYPE_ALIASES:
         raise InputError(f"unknown dtype {dtype!r}: use one of float32, bfloat16, float16")
     return DTYPE_ALIASES[key]
+
+
+def check_count(name: str, value: object, lo: int, hi: int) -> int:
+    """``value`` when it is an integer in ``lo..hi`` (an experiment's count argument), else ``InputError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InputError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    return value

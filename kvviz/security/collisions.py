@@ -9,7 +9,7 @@
 - ``measure_hash_costs``: each hash function's cost per block on this machine, through the chain.
 - ``birthday_probability``: the chance of any collision among n blocks for a b-bit hash (computed).
 
-Pure Python, no torch (the model-side consequence of a collision is ``kvviz.model.timing.collision_leak``).
+Pure Python, no torch (the model-side consequence of a collision is ``kvviz.security.collision_leak``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 import cbor2
 
+from kvviz.core import limits
 from kvviz.core.block_pool import BlockPool
 from kvviz.core.hashing import (
     DIGEST_SIZES,
@@ -37,7 +38,6 @@ from kvviz.core.hashing import (
     init_none_hash,
     random_seed,
     sha256_cbor,
-    validate_block_size,
     validate_token_ids,
 )
 from kvviz.core.manager import find_longest_cache_hit
@@ -131,7 +131,7 @@ class NoneHashDemo:
 def none_hash_demo(token_ids: Sequence[int], block_size: int = 16, hash_name: str = "sha256_cbor") -> NoneHashDemo:
     """Hash ``token_ids`` as two processes would with a fixed seed ("0") and with random roots."""
     tokens = validate_token_ids(token_ids)
-    validate_block_size(block_size)
+    limits.block_size(block_size)
     if len(tokens) < block_size:
         raise ValueError(f"need at least one full block ({block_size} tokens), got {len(tokens)}")
     fn = HASH_FUNCTIONS[hash_name]
@@ -216,7 +216,7 @@ def force_collision(
     ``bits``-bit toy hash equals A's block 0, then show what pools keyed by the toy hash and by
     SHA-256 serve B after caching A. Deterministic (replacements are enumerated in order)."""
     toy = truncated_hash(bits)
-    validate_block_size(block_size)
+    limits.block_size(block_size)
     a = validate_token_ids(tokens_a)
     b0 = validate_token_ids(tokens_b)
     if len(a) < block_size + 1 or len(b0) < block_size + 1:
@@ -311,7 +311,7 @@ def measure_hash_costs(num_blocks: int = 2000, block_size: int = 16, repeats: in
         raise ValueError(f"num_blocks must be an integer in 1..1000000, got {num_blocks!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 100:
         raise ValueError(f"repeats must be an integer in 1..100, got {repeats!r}")
-    validate_block_size(block_size)
+    limits.block_size(block_size)
     tokens = tuple((i * 2654435761) % 49152 for i in range(num_blocks * block_size))
     chosen = list(names) if names is not None else list(HASH_FUNCTIONS)
     out: list[HashCost] = []

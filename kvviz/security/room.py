@@ -17,20 +17,20 @@ Invariants (``check_invariants``):
 Bounded input: prompts are cut to ``max_prompt_tokens`` (the prefix is what a cache reuses); each
 session has a token bucket (``burst`` prompts, refilled at ``refill_per_s``) and the room one more
 (``room_burst``/``room_refill_per_s``), so thousands of tiny prompts are refused cheaply; resets have
-a cool-down; the oldest idle session is dropped beyond ``max_sessions``. Pure Python, no torch.
+a cool-down; the oldest idle session is dropped beyond ``max_sessions``. Pure Python, no torch. Limits
+live in ``room_limits``, the records it returns in ``room_records``, the process-wide room in ``room_service``.
 """
 
 from __future__ import annotations
 
 import hmac
-import os
 import secrets
 import statistics
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kvviz.core.events import EventKind
 from kvviz.core.hashing import (
@@ -41,79 +41,21 @@ from kvviz.core.hashing import (
     validate_token_ids,
 )
 from kvviz.core.manager import KVCacheManager
+from kvviz.security.rate_limit import TokenBucket
+from kvviz.security.room_limits import RoomLimits
+from kvviz.security.room_records import (
+    OTHER,
+    YOU,
+    Admission,
+    BlockOutcome,
+    FeedEntry,
+    ResetResult,
+    RoomTotals,
+    SessionView,
+)
 from kvviz.text import security as T
 
 SALT_MODES = ("off", "private", "team")
-ENV_BLOCKS = "KVVIZ_ROOM_BLOCKS"
-ENV_PRESENTER_KEY = "KVVIZ_PRESENTER_KEY"
-YOU = "you"
-OTHER = "other"
-
-
-@dataclass(frozen=True)
-class RoomLimits:
-    """The room's bounds. ``num_blocks`` x ``block_size`` tokens is the shared pool (LRU beyond it)."""
-
-    num_blocks: int = 1024
-    block_size: int = 16
-    max_prompt_chars: int = 20_000
-    max_prompt_tokens: int = 512
-    max_sessions: int = 256
-    burst: int = 8
-    refill_per_s: float = 0.5
-    room_burst: int = 200
-    room_refill_per_s: float = 25.0
-    reset_cooldown_s: float = 3.0
-    max_events: int = 20_000
-    feed_size: int = 60
-    timing_history: int = 500
-    active_window_s: float = 600.0
-    max_team_salt_chars: int = 64
-
-    def validate(self) -> RoomLimits:
-        """Self, or ValueError naming the first absurd bound."""
-        ints = {"num_blocks": (2, 65536), "block_size": (1, 256), "max_prompt_chars": (1, 10_000_000),
-                "max_prompt_tokens": (1, 32768), "max_sessions": (1, 100_000), "burst": (1, 1_000_000),
-                "room_burst": (1, 10_000_000), "max_events": (100, 10_000_000), "feed_size": (1, 10_000),
-                "timing_history": (1, 1_000_000), "max_team_salt_chars": (1, 1024)}
-        for name, (lo, hi) in ints.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
-        for name in ("refill_per_s", "room_refill_per_s", "reset_cooldown_s", "active_window_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0 <= float(value) <= 1e9:
-                raise ValueError(f"{name} must be a number in 0..1e9, got {value!r}")
-        return self
-
-    @classmethod
-    def from_env(cls) -> RoomLimits:
-        """Defaults, with the pool size from ``KVVIZ_ROOM_BLOCKS`` when it is a valid block count."""
-        raw = os.environ.get(ENV_BLOCKS, "").strip()
-        if raw.isdigit() and 1 <= int(raw) <= 65536:
-            return cls(num_blocks=int(raw))
-        return cls()
-
-
-@dataclass
-class _Bucket:
-    """A token bucket: ``capacity`` tokens, refilled at ``rate`` per second."""
-
-    capacity: float
-    rate: float
-    tokens: float
-    at: float
-
-    def take(self, now: float) -> float:
-        """0.0 when a token was taken, else the seconds until one is available."""
-        self.tokens = min(self.capacity, self.tokens + max(0.0, now - self.at) * self.rate)
-        self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return 0.0
-        return (1.0 - self.tokens) / self.rate if self.rate > 0 else float("inf")
-
-
 @dataclass
 class _Origin:
     """Who first computed a cached block, when, and how often other sessions have hit it."""
@@ -128,7 +70,7 @@ class _Session:
     session_id: str
     joined_at: float
     last_seen: float
-    bucket: _Bucket
+    bucket: TokenBucket
     private_salt: str = field(default_factory=lambda: secrets.token_hex(16))
     salt_mode: str = "off"
     team_salt: str = ""
@@ -145,175 +87,6 @@ class _Session:
         if self.salt_mode == "team" and self.team_salt:
             return "team:" + self.team_salt
         return None
-
-
-@dataclass(frozen=True)
-class BlockOutcome:
-    """One logical block of an admitted prompt. ``status``: ``hit`` (reused), ``computed`` (a full block
-    computed now; it was cached or was already cached under another block), ``partial`` (a tail block,
-    never cached). ``computed_by`` is ``you``/``other``/None; ``computed_at`` the clock time."""
-
-    index: int
-    start: int
-    end: int
-    status: str
-    block_hash: bytes | None
-    computed_by: str | None
-    computed_at: float | None
-
-    @property
-    def from_other(self) -> bool:
-        return self.status == "hit" and self.computed_by == OTHER
-
-
-@dataclass(frozen=True)
-class Admission:
-    """The outcome of one prompt sent to the room. ``ok`` False: refused (``error`` says why), nothing
-    changed. ``hit_tokens`` is what the prefill may reuse; ``token_ids`` the (possibly cut) prompt."""
-
-    ok: bool
-    session_id: str
-    error: str | None = None
-    prompt_no: int = 0
-    request_id: str = ""
-    token_ids: tuple[int, ...] = ()
-    num_tokens_before_truncation: int = 0
-    truncated: bool = False
-    cache_salt: str | None = None
-    salt_mode: str = "off"
-    hit_tokens: int = 0
-    blocks: tuple[BlockOutcome, ...] = ()
-    evicted_blocks: int = 0
-    at: float = 0.0
-    retry_after_s: float = 0.0
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.token_ids)
-
-    @property
-    def computed_tokens(self) -> int:
-        return self.num_tokens - self.hit_tokens
-
-    @property
-    def hit_blocks(self) -> int:
-        return sum(1 for b in self.blocks if b.status == "hit")
-
-    @property
-    def blocks_from_others(self) -> int:
-        return sum(1 for b in self.blocks if b.from_other)
-
-
-@dataclass(frozen=True)
-class FeedEntry:
-    """One prompt in the room feed, anonymised for the viewer: ``who`` is ``you`` or ``other``. No text."""
-
-    prompt_no: int
-    who: str
-    num_tokens: int
-    hit_tokens: int
-    blocks_from_others: int
-    salted: bool
-    age_s: float
-    prefill_ms: float | None  # compute time of the forward pass (the request's share when batched)
-    wait_ms: float | None = None  # time queued for the model before its forward pass
-
-
-@dataclass(frozen=True)
-class RoomTotals:
-    """The room's numbers since the last reset. ``shared_blocks``: cached blocks that a session other
-    than the one that computed them has hit; ``cross_session_hits``: such block hits in total."""
-
-    sessions_active: int
-    sessions_total: int
-    salted_sessions: int
-    prompts: int
-    prompt_tokens: int
-    hit_tokens: int
-    cross_session_hits: int
-    shared_blocks: int
-    cached_blocks: int
-    num_blocks: int
-    block_size: int
-    evictions: int
-    refused: int
-    truncated: int
-    resets: int
-    since_s: float
-    median_prefill_hit_ms: float | None
-    median_prefill_miss_ms: float | None
-    prefills_hit: int
-    prefills_miss: int
-    median_wait_ms: float | None = None
-
-    @property
-    def hit_rate(self) -> float:
-        """Share of prompt tokens served from the shared pool."""
-        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-    def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        out["hit_rate"] = self.hit_rate
-        return out
-
-
-@dataclass(frozen=True)
-class SessionView:
-    """One session as it sees itself: salt, its counters and its last admitted prompt."""
-
-    session_id: str
-    salt_mode: str
-    cache_salt: str | None
-    team_salt: str
-    prompts: int
-    prompt_tokens: int
-    hit_tokens: int
-    blocks_from_others: int
-    last: Admission | None
-
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
-@dataclass(frozen=True)
-class ResetResult:
-    ok: bool
-    error: str | None = None
-    dropped_blocks: int = 0
-
-
-def age_label(age_s: float) -> str:
-    """``12 s ago``, ``3 min ago``, ``2 h ago``."""
-    age = max(0.0, age_s)
-    if age < 1:
-        return T.AGE_NOW
-    if age < 60:
-        return T.AGE_S.format(n=int(age))
-    if age < 3600:
-        return T.AGE_MIN.format(n=int(age // 60))
-    return T.AGE_H.format(n=int(age // 3600))
-
-
-DEMO_SALT_PREFIX = "private:"
-
-
-def salt_for_view(session_id: str, cache_salt: str | None) -> tuple[str, bool]:
-    """The salt the "why the salt isolates" view hashes a prompt with: the session's own ``cache_salt``, or,
-    when its salt is off, an illustrative private salt derived from ``session_id`` (never sent to the room).
-    Returns ``(salt, illustrative)``."""
-    if cache_salt is not None:
-        return cache_salt, False
-    return DEMO_SALT_PREFIX + session_id[:4], True
-
-
-def origin_label(computed_by: str | None, age_s: float | None) -> str:
-    """Anonymised origin of a block: ``another session, 12 s ago`` / ``you, 3 s ago``."""
-    if computed_by is None:
-        return ""
-    who = T.WHO_YOU if computed_by == YOU else T.WHO_OTHER
-    return who if age_s is None else f"{who}, {age_label(age_s)}"
-
 
 class Room:
     """A server-wide shared block pool (see the module docstring for its invariants and bounds).
@@ -344,7 +117,7 @@ class Room:
         self._origins: dict[bytes, _Origin] = {}
         self._feed: deque[dict] = deque(maxlen=lim.feed_size)
         self._timings: deque[tuple[bool, float, float | None]] = deque(maxlen=lim.timing_history)
-        self._room_bucket = _Bucket(lim.room_burst, lim.room_refill_per_s, lim.room_burst, now)
+        self._room_bucket = TokenBucket(lim.room_burst, lim.room_refill_per_s, lim.room_burst, now)
         self._prompts = self._prompt_tokens = self._hit_tokens = self._cross_hits = 0
         self._refused = self._truncated = 0
         self._since = now
@@ -362,7 +135,7 @@ class Room:
                 return session_id
             sid = secrets.token_hex(8)
             lim = self.limits
-            self._sessions[sid] = _Session(sid, now, now, _Bucket(lim.burst, lim.refill_per_s, lim.burst, now))
+            self._sessions[sid] = _Session(sid, now, now, TokenBucket(lim.burst, lim.refill_per_s, lim.burst, now))
             while len(self._sessions) > lim.max_sessions:
                 self._sessions.popitem(last=False)  # the least recently seen session leaves
             return sid
@@ -641,49 +414,3 @@ class Room:
             assert len(self.manager.events) <= self.limits.max_events
             assert len(self._feed) <= self.limits.feed_size
             assert len(self._timings) <= self.limits.timing_history
-
-
-def with_limits(limits: RoomLimits, **changes: object) -> RoomLimits:
-    """``limits`` with some fields changed (validated)."""
-    return replace(limits, **changes).validate()  # type: ignore[arg-type]
-
-
-_ROOM: Room | None = None
-_ROOM_LOCK = threading.Lock()
-_KEY_GENERATED = False
-
-
-def get_room() -> Room:
-    """The process-wide room every browser session joins, created on first use (pool size from
-    ``KVVIZ_ROOM_BLOCKS``). Its presenter key is ``KVVIZ_PRESENTER_KEY``, or a random one generated
-    here when that is unset or blank: the room's reset always needs a key."""
-    global _ROOM, _KEY_GENERATED
-    with _ROOM_LOCK:
-        if _ROOM is None:
-            key = (os.environ.get(ENV_PRESENTER_KEY) or "").strip()
-            _KEY_GENERATED = not key
-            _ROOM = Room(RoomLimits.from_env(), presenter_key=key or secrets.token_urlsafe(12))
-        return _ROOM
-
-
-def presenter_key_generated() -> bool:
-    """True when the process-wide room's presenter key was generated (no ``KVVIZ_PRESENTER_KEY``)."""
-    return _KEY_GENERATED
-
-
-__all__ = [
-    "SALT_MODES",
-    "presenter_key_generated",
-    "Admission",
-    "BlockOutcome",
-    "FeedEntry",
-    "ResetResult",
-    "Room",
-    "RoomLimits",
-    "RoomTotals",
-    "SessionView",
-    "age_label",
-    "get_room",
-    "origin_label",
-    "with_limits",
-]

@@ -86,8 +86,8 @@ def test_hash_functions_and_seed():
 
 @pytest.mark.parametrize("kwargs", [
     {"tokens_a": [], "tokens_b": [1]}, {"tokens_a": [1], "tokens_b": [-1]},
-    {"tokens_a": [1], "tokens_b": [1], "block_size": 0}, {"tokens_a": [1], "tokens_b": [1], "hash_name": "x"},
-])
+    {"tokens_a": [1], "tokens_b": [1], "hash_name": "x"},
+])  # a block size is a checked BlockSize: its edge errors are in test_limits.py
 def test_bad_input(kwargs):
     with pytest.raises(ValueError):
         compare_prompts(**kwargs)

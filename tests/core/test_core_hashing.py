@@ -8,6 +8,7 @@ import struct
 import pytest
 import xxhash
 
+from kvviz.core import limits
 from kvviz.core.hashing import (
     HASH_FUNCTIONS,
     MMFeature,
@@ -20,7 +21,6 @@ from kvviz.core.hashing import (
     python_hash,
     sha256_cbor,
     short_hash,
-    validate_block_size,
     validate_token_ids,
     xxhash_cbor,
 )
@@ -176,10 +176,9 @@ def test_short_hash():
 
 @pytest.mark.parametrize("bad", [0, 257, -1, 1.5, "16", True])
 def test_block_size_validation(bad):
+    """Block sizes are checked once, at the edge, by ``limits.block_size`` (hashing trusts a BlockSize)."""
     with pytest.raises(ValueError):
-        validate_block_size(bad)
-    with pytest.raises(ValueError):
-        hash_request_blocks([1], bad, sha256_cbor, b"x")
+        limits.block_size(bad)
 
 
 @pytest.mark.parametrize("bad", [[1, -1], [1, 2**32], [1, "2"], [True], [1.0], "123", [], None])
@@ -190,4 +189,4 @@ def test_token_validation(bad):
 
 def test_token_validation_accepts_bounds():
     assert validate_token_ids([0, 2**32 - 1]) == (0, 2**32 - 1)
-    assert validate_block_size(1) == 1 and validate_block_size(256) == 256
+    assert limits.block_size(1) == 1 and limits.block_size(256) == 256

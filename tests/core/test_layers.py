@@ -1,8 +1,9 @@
 """Layering: every module of a layer is read (its source, lazy imports inside functions included) and
 an import of a forbidden package fails the test, naming the module and the import.
 
-kvviz/core is pure engine maths (no torch, UI, model, UI text or processes); kvviz/figures builds
-Plotly figures without Streamlit or torch; kvviz/model is torch without Streamlit.
+kvviz/core is pure engine maths (no torch, UI, model, UI text, processes or feature package);
+kvviz/figures builds Plotly figures without Streamlit or torch; kvviz/model is torch without Streamlit
+and imports no feature package; a feature package (kvviz/edit, kvviz/security, ...) imports no Streamlit.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: Feature packages: experiments that combine core and model (a module or a package each).
+FEATURES = ("kvviz.batching", "kvviz.edit", "kvviz.live", "kvviz.paths", "kvviz.security", "kvviz.sessions",
+            "kvviz.share", "kvviz.workload")
+
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "kvviz/core": ("torch", "transformers", "streamlit", "plotly", "subprocess", "kvviz.text", "kvviz.model",
-                   "kvviz.figures", "kvviz.cli", "kvviz.sessions", "kvviz.security"),
+                   "kvviz.figures", "kvviz.cli", *FEATURES),
     "kvviz/figures": ("streamlit", "torch", "transformers", "kvviz.model"),
-    "kvviz/model": ("streamlit", "plotly", "kvviz.figures"),
+    "kvviz/model": ("streamlit", "plotly", "kvviz.figures", "kvviz.cli", *FEATURES),
+    **{feature.replace(".", "/"): ("streamlit", "kvviz.cli") for feature in FEATURES},
 }
 
 # Exceptions to FORBIDDEN, by module (none today: keep it that way).
@@ -48,9 +54,15 @@ def imported_names(path: Path) -> set[str]:
     return names
 
 
+def layer_files(layer: str) -> list[Path]:
+    """The modules of a layer: a package's files, or a one-module feature (``kvviz/share`` is share.py)."""
+    base = ROOT / layer
+    return sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
+
+
 def violations(layer: str) -> list[str]:
     found = []
-    for path in sorted((ROOT / layer).rglob("*.py")):
+    for path in layer_files(layer):
         mod = module_name(path)
         allowed = ALLOWED.get(mod, set())
         for name in sorted(imported_names(path)):
@@ -62,7 +74,7 @@ def violations(layer: str) -> list[str]:
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layer_imports_nothing_forbidden(layer):
-    assert (ROOT / layer).is_dir()
+    assert all(path.is_file() for path in layer_files(layer)) and layer_files(layer)
     assert violations(layer) == []
 
 

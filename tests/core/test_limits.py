@@ -9,8 +9,8 @@ from kvviz.core import hashing, kv_capacity, limits, paging
 
 def test_one_home_for_the_range_and_the_default():
     assert (limits.MIN_BLOCK_SIZE, limits.DEFAULT_BLOCK_SIZE, limits.MAX_BLOCK_SIZE) == (1, 16, 256)
-    assert hashing.DEFAULT_BLOCK_SIZE is limits.DEFAULT_BLOCK_SIZE
-    assert hashing.MAX_BLOCK_SIZE is limits.MAX_BLOCK_SIZE
+    assert not hasattr(hashing, "DEFAULT_BLOCK_SIZE") and not hasattr(hashing, "MAX_BLOCK_SIZE")
+    assert not hasattr(hashing, "validate_block_size")  # one validator: limits.block_size, at the edge
     assert kv_capacity.DEFAULT_BLOCK_SIZE is limits.DEFAULT_BLOCK_SIZE
     assert not hasattr(__import__("kvviz.core.kvsize", fromlist=["x"]), "MAX_BLOCK_SIZE")
     assert limits.BLOCK_SIZE_CHOICES[0] == limits.MIN_BLOCK_SIZE
@@ -33,7 +33,7 @@ def test_block_size_refuses_the_rest(value, message):
 
 def test_engine_capacity_and_paging_share_the_maximum():
     with pytest.raises(ValueError, match="block size must be in 1..256"):
-        hashing.validate_block_size(257)
+        limits.block_size(257)
     with pytest.raises(ValueError):
         paging.PagingConfig(memory_tokens=512, block_size=512).validate()
 

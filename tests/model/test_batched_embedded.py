@@ -11,8 +11,9 @@ import torch
 
 from kvviz.model import load_model, prefill, prefill_continue
 from kvviz.model.prefill import _run_batch, scheduler_for
-from kvviz.model.timing import room_prefill
-from kvviz.security.room import Room, RoomLimits
+from kvviz.security.room import Room
+from kvviz.security.room_limits import RoomLimits
+from kvviz.security.room_prefill import room_prefill
 
 pytestmark = pytest.mark.model
 TOL = 1e-4

@@ -11,21 +11,20 @@ import pytest
 
 from kvviz.cli import main as cli_main
 from kvviz.core.compare import compare_prompts
-from kvviz.model import InputError, load_model, tokenize
-from kvviz.model.kvstore import KVStore
-from kvviz.model.reuse import (
-    CLI_KEYS,
+from kvviz.edit.diffs import (
     char_diff,
-    cli_summary,
     describe_char,
     invisible_chars,
-    load_edit_presets,
+    piece_text,
     replace_char,
-    run_edit,
-    run_reuse_experiment,
     token_char_offsets,
     token_diff,
 )
+from kvviz.edit.experiment import run_edit
+from kvviz.edit.presets import load_edit_presets
+from kvviz.edit.report import CLI_KEYS, cli_summary, run_reuse_experiment
+from kvviz.model import InputError, load_model, tokenize
+from kvviz.model.kvstore import KVStore
 
 pytestmark = pytest.mark.model
 
@@ -152,8 +151,6 @@ def test_bad_and_unusual_input(lm, store):
     with pytest.raises(InputError, match="edited prompt"):
         run_edit(lm, "x", "\n\t", store=store)
     with pytest.raises(ValueError):
-        run_edit(lm, "a", "b", block_size=0, store=store)
-    with pytest.raises(ValueError):
         run_edit(lm, "a", "b", hash_name="md5", store=store)
     long = run_edit(lm, SENTENCE * 3, BAT * 3, max_tokens=8, store=store)
     assert long.num_tokens_a == long.num_tokens_b == 8 and len(long.notices) == 2
@@ -206,11 +203,10 @@ def test_cli_errors_are_one_line(capsys):
 def test_next_token_piece_shows_split_bytes_as_escapes(lm):
     """reuse's one-token display shares tokens.byte_decoder: a token holding only the first byte of a
     multi-byte character shows as <0xNN>, a whole character as itself."""
-    from kvviz.model.reuse import _piece
     from kvviz.model.tokens import byte_decoder
 
     assert sorted(byte_decoder().values()) == list(range(256))
     split = next(i for i, t in enumerate(lm.tokenizer.convert_ids_to_tokens(list(range(len(lm.tokenizer)))))
                  if t and len(t) == 1 and byte_decoder().get(t, 0) >= 0xF0)
-    assert re.fullmatch(r"<0xF[0-9A-F]>", _piece(lm, split))
-    assert _piece(lm, lm.tokenizer.convert_tokens_to_ids("Ġcache")) == " cache"
+    assert re.fullmatch(r"<0xF[0-9A-F]>", piece_text(lm, split))
+    assert piece_text(lm, lm.tokenizer.convert_tokens_to_ids("Ġcache")) == " cache"

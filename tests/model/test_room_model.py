@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from kvviz.model import InputError, load_model, prefill
-from kvviz.model.timing import room_kv_store, room_prefill, store_hashes_match_room
-from kvviz.security.room import Room, RoomLimits
+from kvviz.security.room import Room
+from kvviz.security.room_limits import RoomLimits
+from kvviz.security.room_prefill import room_kv_store, room_prefill, store_hashes_match_room
 
 pytestmark = pytest.mark.model
 

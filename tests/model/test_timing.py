@@ -9,16 +9,12 @@ import json
 import pytest
 
 from kvviz.cli import main
+from kvviz.core.separation import auc, threshold_accuracy
 from kvviz.model import InputError, load_model, tokenize
-from kvviz.model.timing import (
-    GameRound,
-    attacker_game,
-    auc,
-    collision_leak,
-    measure_side_channel,
-    threshold_accuracy,
-)
+from kvviz.security.attacker import GameRound, attacker_game
+from kvviz.security.collision_leak import collision_leak
 from kvviz.security.collisions import force_collision
+from kvviz.security.side_channel import measure_side_channel
 from kvviz.text import security as T
 
 pytestmark = pytest.mark.model

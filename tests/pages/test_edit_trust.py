@@ -63,7 +63,7 @@ def test_identical_long_prompt_sentence_carries_the_metrics(at):
 
 
 def test_overlapping_timings_print_no_saving(at, monkeypatch):
-    import kvviz.model.reuse as R
+    import kvviz.edit.proof as R
 
     noisy = compare_samples([230, 380, 250, 400, 240], [367, 240, 390, 235, 260])
     monkeypatch.setattr(R, "time_full_vs_reuse", lambda *a, **k: noisy)
@@ -77,7 +77,7 @@ def test_overlapping_timings_print_no_saving(at, monkeypatch):
 
 
 def test_measured_saving_is_positive_and_speedup_above_one(at, monkeypatch):
-    import kvviz.model.reuse as R
+    import kvviz.edit.proof as R
 
     clear = compare_samples([100, 104, 98, 101, 99], [20, 22, 19, 21, 25])
     monkeypatch.setattr(R, "time_full_vs_reuse", lambda *a, **k: clear)

@@ -1,0 +1,58 @@
+"""The room's bounds (``RoomLimits``), validated once, and the pool size from ``KVVIZ_ROOM_BLOCKS``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+ENV_BLOCKS = "KVVIZ_ROOM_BLOCKS"
+
+
+@dataclass(frozen=True)
+class RoomLimits:
+    """The room's bounds. ``num_blocks`` x ``block_size`` tokens is the shared pool (LRU beyond it)."""
+
+    num_blocks: int = 1024
+    block_size: int = 16
+    max_prompt_chars: int = 20_000
+    max_prompt_tokens: int = 512
+    max_sessions: int = 256
+    burst: int = 8
+    refill_per_s: float = 0.5
+    room_burst: int = 200
+    room_refill_per_s: float = 25.0
+    reset_cooldown_s: float = 3.0
+    max_events: int = 20_000
+    feed_size: int = 60
+    timing_history: int = 500
+    active_window_s: float = 600.0
+    max_team_salt_chars: int = 64
+
+    def validate(self) -> RoomLimits:
+        """Self, or ValueError naming the first absurd bound."""
+        ints = {"num_blocks": (2, 65536), "block_size": (1, 256), "max_prompt_chars": (1, 10_000_000),
+                "max_prompt_tokens": (1, 32768), "max_sessions": (1, 100_000), "burst": (1, 1_000_000),
+                "room_burst": (1, 10_000_000), "max_events": (100, 10_000_000), "feed_size": (1, 10_000),
+                "timing_history": (1, 1_000_000), "max_team_salt_chars": (1, 1024)}
+        for name, (lo, hi) in ints.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+        for name in ("refill_per_s", "room_refill_per_s", "reset_cooldown_s", "active_window_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0 <= float(value) <= 1e9:
+                raise ValueError(f"{name} must be a number in 0..1e9, got {value!r}")
+        return self
+
+    @classmethod
+    def from_env(cls) -> RoomLimits:
+        """Defaults, with the pool size from ``KVVIZ_ROOM_BLOCKS`` when it is a valid block count."""
+        raw = os.environ.get(ENV_BLOCKS, "").strip()
+        if raw.isdigit() and 1 <= int(raw) <= 65536:
+            return cls(num_blocks=int(raw))
+        return cls()
+
+
+def with_limits(limits: RoomLimits, **changes: object) -> RoomLimits:
+    """``limits`` with some fields changed (validated)."""
+    return replace(limits, **changes).validate()  # type: ignore[arg-type]
