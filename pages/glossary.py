@@ -13,7 +13,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+# Fixed column widths and long engine names that may break inside, so the four columns fit a 1024 px screen
+# instead of running past it.
+_TABLE_CSS = ("<style>[data-testid='stMarkdownContainer'] table {width: 100%; table-layout: fixed;}"
+              " [data-testid='stMarkdownContainer'] table th:last-child {width: 34%;}"
+              " [data-testid='stMarkdownContainer'] table td {overflow-wrap: break-word;}"
+              " [data-testid='stMarkdownContainer'] table code {white-space: normal; overflow-wrap: anywhere;}</style>")
+
 ui.page_header(T.TITLE, T.INTRO)
+st.markdown(_TABLE_CSS, unsafe_allow_html=True)
 query = st.text_input(T.FILTER_LABEL, placeholder=T.FILTER_PLACEHOLDER, key="glossary_filter", max_chars=100)
 with use_lang("en"):
     english = T.TERMS
