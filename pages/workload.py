@@ -139,7 +139,7 @@ c[2].metric(T.M_BLOCKS, ui.fmt_count(profile.unique_blocks),
             help=T.M_BLOCKS_HELP.format(touched=profile.num_block_accesses))
 infinite_rate = profile.hit_tokens_infinite / profile.input_tokens if profile.input_tokens else 0.0
 c = st.columns(3)
-c[0].metric(T.M_INFINITE, f"{infinite_rate:.1%}", help=T.M_INFINITE_HELP)
+c[0].metric(T.M_INFINITE, ui.loc(f"{infinite_rate:.1%}"), help=T.M_INFINITE_HELP)
 c50, c90 = profile.capacity_for(0.5), profile.capacity_for(0.9)
 c[1].metric(T.M_NEED, T.M_NEED_VALUE.format(c50=c50, c90=c90), help=T.M_NEED_HELP)
 
