@@ -26,7 +26,11 @@ RU_PAGES = [(path, title) for path, title, _ in _ru(lambda: C.PAGES) if (ROOT / 
 def _open_in_russian(browser, base, path, title, width):
     page = open_page(browser, base, "?lang=ru", wait_text=_ru(lambda: C.LANGUAGE_LABEL), width=width)
     if path != "pages/home.py":
-        page.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
+        nav = page.locator('[data-testid="stSidebarNav"]')
+        more = nav.get_by_role("button", name=re.compile(r"View \d+ more"))  # pages 11-14 hide behind it
+        if not nav.get_by_text(title, exact=True).count() and more.count():
+            more.click()
+        nav.get_by_text(title, exact=True).click()
     page.locator("h1").first.wait_for()
     wait_idle(page)
     page.wait_for_timeout(500)  # charts draw a moment after the script ends
