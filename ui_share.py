@@ -77,14 +77,15 @@ def carried_globals() -> dict[str, str]:
     return carried
 
 
-def restore(page: str, schema: Mapping[str, Param]) -> None:
+def restore(page: str, schema: Mapping[str, Param], link_here: bool = True) -> None:
     """Fill session_state from the URL's params for this page (when they changed) and reserve the
-    place of the page's "Copy link" control. Bad values are named in one notice; defaults stay."""
+    place of the page's "Copy link" control (``link_here=False``: the page reserves it later with
+    :func:`link_slot`). Bad values are named in one notice; defaults stay."""
     ss = st.session_state
     raw = _raw()
     sig = _signature(raw, schema)
-    slot = st.empty()
-    ss[_SLOT.format(page=page)] = slot
+    if link_here:
+        link_slot(page)
     if ss.get(_SIG.format(page=page)) == sig:
         return
     ss[_SIG.format(page=page)] = sig
@@ -93,6 +94,11 @@ def restore(page: str, schema: Mapping[str, Param]) -> None:
         ss[schema[name].key] = value
     if rejected:
         st.warning(T.BAD_PARAMS.format(names=", ".join(sorted(rejected))), icon=":material/link_off:")
+
+
+def link_slot(page: str) -> None:
+    """Reserve the place of the page's "Copy link" control here (e.g. in a row of buttons)."""
+    st.session_state[_SLOT.format(page=page)] = st.empty()
 
 
 def current_params(schema: Mapping[str, Param]) -> dict[str, str]:

@@ -128,11 +128,14 @@ def _reset_cache(name: str, steps: list[ScenarioStep]) -> None:
 # never scrolls while it plays. The scenario's description, the legend and "add a request" follow below.
 ui.page_header(T.TITLE)
 SHARE = ui_schemas.block_table()
-ui_share.restore("block_table", SHARE)
+ui_share.restore("block_table", SHARE, link_here=False)  # "Copy link" goes in the player's row, below
 PICTURE = ui_present.key_slot()  # presenter mode: the player (pool and free queue first) at the top
 
 names = builtin_names()
-c_name, c_speed = st.columns([3, 2], vertical_alignment="bottom")
+c_name, c_speed, c_link = st.columns([3, 2, 1.3], vertical_alignment="bottom")
+with c_link:  # beside the scenario, not on its own row under the title: with the null block the pool grid has
+    # a fourth row, and the pool must still end above the fold of a 1024x768 screen while it plays
+    ui_share.link_slot("block_table")
 name = c_name.selectbox(T.SCENARIO, names, key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
                         format_func=lambda n: tr(_builtin(n).title))
 speed = c_speed.select_slider(T.SPEED, SPEEDS, value=1.0, key=K_SPEED, help=T.SPEED_HELP)

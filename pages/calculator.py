@@ -256,7 +256,7 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
         T.NEEDED_COL: [_loc_bytes(r.needed_bytes) for r in rows],
         T.SHARE_COL: [ui.loc(f"{100 * r.share:,.1f}%") for r in rows],
         T.FITS_COL: [T.YES if r.fits else T.NO for r in rows],
-        T.MAXREQ_COL: [ui.loc(f"{r.max_requests:,}") if r.max_requests is not None else "-" for r in rows],
+        T.MAXREQ_COL: [ui.loc(f"{r.max_requests:,}") if r.max_requests is not None else "—" for r in rows],
     })
     st.table(table)
     st.caption(T.MEMORY_TABLE_CAPTION.format(tokens=tokens, block=block_size))

@@ -76,8 +76,8 @@ if step is None:
 else:
     action = T.ACTION[step.op].format(id=step.id, tokens=len(step.tokens),
                                       salt=T.SALT.format(salt=step.salt) if step.salt else "")
-st.caption(T.CAPTION.format(blocks=scenario.num_blocks, bs=scenario.block_size, capacity=comparison.capacity_tokens,
-                            k=k, n=n, action=action))
+st.caption(T.CAPTION.format(blocks=scenario.num_blocks, usable=scenario.num_blocks - 1, bs=scenario.block_size,
+                            capacity=comparison.capacity_tokens, k=k, n=n, action=action))
 if comparison.radix_errors[k]:
     st.warning(T.RADIX_REFUSED.format(k=k, error=comparison.radix_errors[k]), icon=":material/block:")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -208,7 +209,13 @@ def open_via_nav(browser: Any, base_url: str, path: str, wait_text: str | None =
     from kvviz.text.common import APP_TITLE
 
     page = open_page(browser, base_url, "", wait_text=APP_TITLE, **kwargs)
-    page.locator('[data-testid="stSidebarNav"]').get_by_text(page_title(path), exact=True).click()
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    link = nav.get_by_text(page_title(path), exact=True)
+    # With more than 12 pages and widgets in the sidebar, Streamlit lists 10 and a "View N more" button.
+    more = nav.get_by_role("button", name=re.compile(r"View \d+ more"))
+    if not link.count() and more.count():
+        more.click()
+    link.click()
     if wait_text:
         page.get_by_text(wait_text).first.wait_for()
     return page

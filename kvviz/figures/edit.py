@@ -369,8 +369,10 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
     fig.update_layout(
         title={"text": wrap_title(summary, 64), "font": {"size": 13}, "x": 0.01, "y": 1, "yref": "container",
                "yanchor": "top", "pad": {"t": 10}},
-        margin={"l": 10, "r": 10, "t": 130, "b": 70},
-        height=height + 120,
+        # t: the two-line title (about 46 px) and the legend (about 20 px) above the plot, no empty band, so
+        # the whole figure fits under the controls on a 1024x768 projector in presenter mode
+        margin={"l": 10, "r": 10, "t": 100, "b": 70},
+        height=height + 90,
         updatemenus=[{
             "type": "buttons", "direction": "left", "x": 0.0, "y": -0.01, "xanchor": "left", "yanchor": "top",
             "showactive": False, "pad": {"t": 4, "r": 8},

@@ -40,7 +40,8 @@ WINDOW_HELP = (
 PAGE_SIZE = "Radix page size (tokens)"
 PAGE_SIZE_HELP = "SGLang's default is 1 (token granularity). Set it to the block size to make the tree match whole blocks."
 CAPTION = (
-    "Memory: {blocks} blocks x {bs} tokens = {capacity:,} token slots for each engine · step {k} of {n}: {action}"
+    "Memory: {blocks} blocks (block 0 is vLLM's null block, so {usable} usable) x {bs} tokens = {capacity:,} token "
+    "slots for each engine · step {k} of {n}: {action}"
 )
 ACTION = {"add": "{id} arrives ({tokens} tokens{salt})", "append": Plural("{id} decodes {tokens} token", "{id} decodes {tokens} tokens", count="tokens"),
           "free": "{id} finishes", None: "nothing yet"}

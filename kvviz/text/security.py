@@ -254,12 +254,14 @@ DEFENCES_TEXT = (
 )
 
 # ----------------------------------------------------------------------------- collisions page
-COL_TITLE = "Hash collisions: why SHA-256 over CBOR"
+COL_TITLE = "Hash collisions: why SHA-256"
 COL_INTRO = (
     "A block is found by its hash alone. If two different blocks ever had the same hash, a request would "
     "be served **another prompt's K/V**, and the model would answer from someone else's text. So the hash "
     "must be collision-resistant, and the input it hashes must be unambiguous: vLLM hashes "
-    "`(parent_hash, token_ids, extra_keys)` encoded as canonical CBOR with SHA-256 (32 bytes)."
+    "`(parent_hash, token_ids, extra_keys)` with SHA-256 (32 bytes), by default over the pickled tuple "
+    "(`sha256`), or over canonical CBOR (`sha256_cbor`), which other languages and Python versions can "
+    "reproduce."
 )
 PY_HASH = "Python's built-in hash is not a block identity"
 PY_HASH_INTRO = (
@@ -278,15 +280,16 @@ PY_HASH_TEXT = (
     "Only 64 bits: among n cached blocks the chance of some collision is about n²/2⁶⁵, and with a "
     "predictable root an attacker can search offline for a prompt that collides with a target. vLLM "
     "used `hash()` until a security advisory (GHSA-rm76-4mrf-v9r8): on Python 3.12 `hash(None)`, the "
-    "chain's root, became a constant. The fix first randomised the root, then SHA-256 over CBOR became "
-    "the default (vLLM 0.10.2)."
+    "chain's root, became a constant. The fix first randomised the root, then SHA-256 became the "
+    "default (vLLM 0.10.2)."
 )
 NONE_HASH = "NONE_HASH and the seed"
 NONE_HASH_TEXT = (
-    "Block 0 has no parent, so it hashes with `NONE_HASH` in its place: `hash_fn(PYTHONHASHSEED)` when "
-    "that variable is set, else 32 random bytes. A fixed seed makes hashes reproducible across processes "
-    "(servers sharing a K/V tier must agree); a random one makes every hash unpredictable, which mattered "
-    "while the hash was weak. With SHA-256 the root need not be secret; isolation is the salt's job."
+    "Block 0 has no parent, so it hashes with `NONE_HASH` in its place: `hash_fn(seed)`. The seed is "
+    "`PYTHONHASHSEED` when set; otherwise SHA-256 uses the fixed seed `\"vllm-none-hash\"` and the fast "
+    "non-cryptographic hashes random bytes. A fixed seed makes hashes reproducible across processes "
+    "(servers sharing a K/V tier must agree); a random one makes every hash unpredictable, which matters "
+    "while the hash is weak. With SHA-256 the root need not be secret; isolation is the salt's job."
 )
 NONE_COLUMNS = {"setting": "NONE_HASH from", "root": "NONE_HASH", "block0": "Block 0 hash", "last": "Last block hash"}
 NONE_ROWS = {"seed0_a": "seed \"0\", process A", "seed0_b": "seed \"0\", process B",

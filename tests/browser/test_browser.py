@@ -52,6 +52,12 @@ def test_measure_a_prompt_and_navigation(app_server, browser):
         nav = page.locator('[data-testid="stSidebarNav"]')
         shown = [(title, path) for path, title, _ in C.PAGES if (ROOT / path).exists()]
         if len(shown) > 1:  # Streamlit shows the page list once there is more than one page
+            # With more than 12 pages and other widgets in the sidebar, Streamlit lists the first 10 and a
+            # "View N more" button (since the merge the app has 14 pages): expand it as a user would.
+            more = nav.get_by_role("button", name=re.compile(r"View \d+ more"))
+            if more.count():
+                more.click()
+                nav.get_by_text(shown[-1][0], exact=True).wait_for()
             nav_text = nav.inner_text()
             for title, _ in shown:
                 assert title in nav_text

@@ -51,9 +51,10 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
     ctx_a, a = _open(browser, app_server)
     ctx_b, b = _open(browser, app_server)
     try:
-        a.get_by_text(T.PRESENTER).first.click()
-        a.get_by_label(T.PRESENTER_KEY).fill(os.environ.get("KVVIZ_PRESENTER_KEY", PRESENTER_KEY))
-        a.get_by_label(T.PRESENTER_KEY).press("Enter")
+        # the room's "Presenter" expander, not the sidebar's "Presenter mode" toggle (both match a loose text)
+        a.locator('[data-testid="stExpander"]').get_by_text(T.PRESENTER, exact=True).first.click()
+        a.get_by_label(T.PRESENTER_KEY, exact=True).fill(os.environ.get("KVVIZ_PRESENTER_KEY", PRESENTER_KEY))
+        a.get_by_label(T.PRESENTER_KEY, exact=True).press("Enter")
         wait_idle(a)
         for attempt in range(3):  # a click that lands while the script reruns can be lost: retry
             a.get_by_role("button", name=T.RESET).click()

@@ -49,8 +49,11 @@ def test_hostile_values_keep_the_defaults_with_a_notice():
     notice = at.warning[0].value
     for name in ("mode", "block", "hash", "seed", "a", "preset", "pos"):
         assert name in notice
-    assert at.radio(key="edit_mode").value == T.MODE_PRESET
-    assert at.selectbox(key="edit_hash").value == "sha256_cbor"
+    # Widget values are codes now (labels come from kvviz.text via format_func), and the default hash follows
+    # vLLM's CacheConfig.prefix_caching_hash_algo default, "sha256" (pickle), no longer "sha256_cbor".
+    assert at.radio(key="edit_mode").value == "preset"
+    assert at.radio(key="edit_mode").format_func("preset") == T.MODE_PRESET
+    assert at.selectbox(key="edit_hash").value == "sha256"
 
 
 def test_predict_then_reveal_on_the_edit_page():
