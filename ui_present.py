@@ -17,6 +17,8 @@ from kvviz.paths import PATHS, Step, step_index, total_minutes
 from kvviz.text import common as C
 from kvviz.text import share as T
 
+KEY_PICTURE_MAX_HEIGHT = 500  # px: the key picture fits a 1024x768 projector below the page's controls
+
 _TITLES = {path: title for path, title, _ in C.PAGES}
 
 # Body text at 18 px and no text under 16 px (captions, labels, metric labels, tables); wider content.
@@ -74,7 +76,10 @@ def picture(slot: Any, fig: Any, where: Any = None, **kwargs: Any) -> Any:
     presenter mode, else into ``where`` (default: the page, in order). Returns st.plotly_chart's value."""
     if slot is None:
         return (where if where is not None else st).plotly_chart(fig, **kwargs)
-    return slot.plotly_chart(style.presenter_layer(fig), **kwargs)
+    fig = style.presenter_layer(fig)
+    # On a 1024x768 projector the title and the controls take about 230 px: the key picture gets the rest.
+    fig.update_layout(height=min(fig.layout.height or KEY_PICTURE_MAX_HEIGHT, KEY_PICTURE_MAX_HEIGHT))
+    return slot.plotly_chart(fig, **kwargs)
 
 
 def chart(fig: Any, **kwargs: Any) -> Any:
