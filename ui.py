@@ -133,9 +133,6 @@ _METRIC_WRAP_CSS = (
     " [data-testid='stTable'] th, [data-testid='stTable'] td, [data-testid='stTable'] th *,"
     " [data-testid='stTable'] td * {white-space: normal !important; overflow-wrap: anywhere !important;"
     " word-break: break-word; min-width: 0 !important;}"
-    # column headers keep whole words ("turn", not "tu/rn"): a header's longest word sets its minimum width
-    " [data-testid='stTable'] th, [data-testid='stTable'] th * {overflow-wrap: normal !important;"
-    " word-break: normal !important;}"
     " [data-testid='stTable'] table {width: 100% !important; table-layout: auto;}</style>"
 )
 

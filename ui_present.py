@@ -17,7 +17,7 @@ from kvviz.paths import PATHS, Step, step_index, total_minutes
 from kvviz.text import common as C
 from kvviz.text import share as T
 
-KEY_PICTURE_MAX_HEIGHT = 500  # px: the key picture fits a 1024x768 projector below the page's controls
+KEY_PICTURE_MAX_HEIGHT = 460  # px: the key picture fits a 1024x768 projector below the page's controls
 
 _TITLES = {path: title for path, title, _ in C.PAGES}
 
@@ -77,7 +77,7 @@ def picture(slot: Any, fig: Any, where: Any = None, **kwargs: Any) -> Any:
     if slot is None:
         return (where if where is not None else st).plotly_chart(fig, **kwargs)
     fig = style.presenter_layer(fig)
-    # On a 1024x768 projector the title and the controls take about 230 px: the key picture gets the rest.
+    # On a 1024x768 projector the title and the controls take up to about 260 px: the key picture gets the rest.
     fig.update_layout(height=min(fig.layout.height or KEY_PICTURE_MAX_HEIGHT, KEY_PICTURE_MAX_HEIGHT))
     return slot.plotly_chart(fig, **kwargs)
 

@@ -272,8 +272,10 @@ def timeline_figure(run: ScenarioRun, k: int, counters: Sequence[dict] | None = 
     most = max(max(c["evictions"] for c in counters), 4)
     fig.update_yaxes(title=T.TIMELINE_Y2, showgrid=False, range=[0, most * 1.1], tickmode="linear", tick0=0,
                      dtick=math.ceil(most / 4), secondary_y=True, color=RED)
-    fig = sized_layout(fig, 300, T.TIMELINE_TITLE)
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
+    fig = sized_layout(fig, 340, T.TIMELINE_TITLE)
+    # legend under the x-axis title: beside the chart title it collided with it at 1024 px
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.3, x=0, xanchor="left"),
+                      margin=dict(b=96))
     return fig
 
 
