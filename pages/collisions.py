@@ -75,10 +75,10 @@ st.markdown(T.NONE_HASH_TEXT)
 sample = tokenize(T.FORCED_DEFAULT_B, model_name=lm.source.key).ids
 demo = _none_demo(tuple(sample))
 cols = T.NONE_COLUMNS
-st.dataframe(pd.DataFrame([{
+st.table(pd.DataFrame([{  # an HTML table: it wraps, a data grid scrolled sideways at 1024 px in Russian
     cols["setting"]: T.NONE_ROWS[k], cols["root"]: short_hash(demo.roots[k], 16),
     cols["block0"]: short_hash(demo.chains[k][0], 16), cols["last"]: short_hash(demo.chains[k][-1], 16),
-} for k in T.NONE_ROWS]), hide_index=True, width="stretch")
+} for k in T.NONE_ROWS]).set_index(cols["setting"]))
 st.caption(T.NONE_VERDICT.format(same=T.YES if demo.seeded_equal else T.NO,
                                  differ=T.YES if demo.random_all_differ else T.NO))
 
