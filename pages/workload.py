@@ -182,14 +182,14 @@ c = st.columns([2, 3])
 concurrency = int(c[0].slider(T.POOL_CONCURRENCY, 1, 64, 1, key="wl_concurrency", help=T.POOL_CONCURRENCY_HELP))
 pool = _pool(digest, block_size, model_name, capacity, concurrency, trace)
 lru_rate = profile.hit_rate(capacity)
-c[0].plotly_chart(F.pool_figure(lru_rate, pool.hit_rate, infinite_rate), width="stretch")
+st.plotly_chart(F.pool_figure(lru_rate, pool.hit_rate, infinite_rate), width="stretch")
 diff = (pool.hit_rate - lru_rate) * 100
 explain = T.POOL_EXPLAIN.format(cap=capacity, lru=lru_rate, pool=pool.hit_rate, diff=diff,
                                 partial=pool.uncached_partial_blocks, waited=pool.waited,
                                 refused=T.POOL_REFUSED.format(n=pool.refused) if pool.refused else "")
 if abs(diff) < 0.1:
     explain += " " + T.POOL_SAME
-c[1].markdown(explain)
+st.markdown(explain)
 
 # ----------------------------------------------------------------------------- reuse distances, prefixes
 st.subheader(T.HIST_HEADER)

@@ -104,11 +104,15 @@ def prefix_tree_figure(nodes: Sequence[PrefixNode]) -> go.Figure:
 
 
 def pool_figure(lru_rate: float, pool_rate: float, infinite_rate: float) -> go.Figure:
-    """Two bars: pure LRU and the block pool at the same capacity, with the infinite line."""
-    fig = go.Figure(go.Bar(x=[T.POOL_LRU, T.POOL_VLLM], y=[lru_rate, pool_rate], marker_color=[BLUE, INK],
-                           text=[T.RATE_VALUE.format(rate=lru_rate), T.RATE_VALUE.format(rate=pool_rate)], textposition="outside",
-                           hovertemplate="%{x}: %{y:.2%}<extra></extra>"))
-    fig.add_hline(y=infinite_rate, line=dict(color=GREEN, dash="dash"))
-    fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.1], gridcolor=PALE_GREY)
-    fig.update_xaxes(tickfont=dict(color=MUTED))
-    return base_layout(fig, 320, None, legend=None)
+    """Two horizontal bars: pure LRU and the block pool at the same capacity, with the infinite line.
+    Horizontal, so the two names stack on the y axis and never collide in a narrow column."""
+    fig = go.Figure(go.Bar(y=[T.POOL_LRU, T.POOL_VLLM], x=[lru_rate, pool_rate], orientation="h",
+                           marker_color=[BLUE, INK],
+                           text=[T.RATE_VALUE.format(rate=lru_rate), T.RATE_VALUE.format(rate=pool_rate)],
+                           textposition="auto", insidetextanchor="end",
+                           hovertemplate="%{y}: %{x:.2%}<extra></extra>"))
+    fig.add_vline(x=infinite_rate, line=dict(color=GREEN, dash="dash"), annotation_position="top",
+                  annotation=dict(text=T.CURVE_INFINITE.format(rate=infinite_rate), font=dict(color=GREEN)))
+    fig.update_xaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.02], gridcolor=PALE_GREY, dtick=0.25)
+    fig.update_yaxes(tickfont=dict(color=MUTED), autorange="reversed", automargin=True)
+    return base_layout(fig, 240, None, legend=None, top=28)
