@@ -230,6 +230,41 @@ def wait_idle(page: Any, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
     )
 
 
+#: A fingerprint of the page's drawn state: main area height, and per chart its box, svg box and text count.
+_LAYOUT_SIGNATURE_JS = r"""
+() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const parts = [main ? main.scrollHeight : 0, document.documentElement.clientWidth];
+  let pending = 0;
+  document.querySelectorAll('[data-testid="stPlotlyChart"], .stPlotlyChart').forEach((c) => {
+    const b = c.getBoundingClientRect();
+    const svg = c.querySelector('svg.main-svg');
+    if (b.width > 0 && !svg) pending += 1;
+    const s = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    parts.push(Math.round(b.width), Math.round(b.height), Math.round(s.width), Math.round(s.height),
+               c.querySelectorAll('svg text').length);
+  });
+  return JSON.stringify([pending, parts]);
+}
+"""
+
+
+def wait_settled(page: Any, timeout_ms: int = 5000, interval_ms: int = 250, stable_polls: int = 3) -> None:
+    """Wait until every chart is drawn and nothing on the page changes size for ``stable_polls``
+    consecutive polls (charts draw, and redraw after a viewport change, a moment after the script ends).
+    Gives up quietly after ``timeout_ms``: the checks that follow report what is still wrong."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    last, same = None, 0
+    while time.monotonic() < deadline:
+        sig = page.evaluate(_LAYOUT_SIGNATURE_JS)
+        drawn = sig.startswith("[0,")
+        same = same + 1 if (sig == last and drawn) else 0
+        if same >= stable_polls - 1:
+            return
+        last = sig
+        page.wait_for_timeout(interval_ms)
+
+
 def errors_on(page: Any) -> list[str]:
     """Texts of every exception box and error alert on the page."""
     boxes = page.locator('[data-testid="stException"], .stException, [data-testid="stAlertContentError"]')

@@ -6,7 +6,15 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_util import PAGE_TIMEOUT_MS, ROOT, assert_no_errors, open_page, screenshot, wait_idle
+from browser_util import (
+    PAGE_TIMEOUT_MS,
+    ROOT,
+    assert_no_errors,
+    open_page,
+    screenshot,
+    wait_idle,
+    wait_settled,
+)
 from test_layout_1024 import check_layout, tall_screenshot
 
 from kvviz.i18n import use_lang
@@ -37,8 +45,8 @@ def _open_in_russian(browser, base, path, title, width):
     # a page may still show a spinner (the model's work) after the status widget went quiet
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stSpinner\"]')", timeout=PAGE_TIMEOUT_MS)
     wait_idle(page)
-    page.wait_for_timeout(500)  # charts draw a moment after the script ends
     wait_idle(page)
+    wait_settled(page)  # charts draw a moment after the script ends
     return page
 
 
@@ -66,7 +74,7 @@ def test_every_page_renders_in_russian_at_1024(app_server, browser, path, title)
         if name in {"home", "edit", "calculator", "block_table", "glossary", "paging", "live", "workload", "batching"}:
             page.set_viewport_size({"width": 1400, "height": 1000})
             wait_idle(page)
-            page.wait_for_timeout(1500)
+            wait_settled(page)
             problems = check_layout(page)
             tall_screenshot(page, f"ru-{name}-1400", 1400)
             assert not problems, f"{path} in Russian at 1400 px: {problems[:12]}"

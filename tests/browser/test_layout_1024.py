@@ -5,7 +5,15 @@ title is cut short (issue #11, "Layout at 1024 px and chart text")."""
 from __future__ import annotations
 
 import pytest
-from browser_util import PAGE_TIMEOUT_MS, ROOT, assert_no_errors, open_page, screenshot, wait_idle
+from browser_util import (
+    PAGE_TIMEOUT_MS,
+    ROOT,
+    assert_no_errors,
+    open_page,
+    screenshot,
+    wait_idle,
+    wait_settled,
+)
 
 from kvviz.text.common import PAGES
 
@@ -93,7 +101,7 @@ def tall_screenshot(page, name: str, width: int) -> None:
     height = page.evaluate(
         "() => { const m = document.querySelector('[data-testid=\"stMain\"]'); return m ? m.scrollHeight : 768; }")
     page.set_viewport_size({"width": width, "height": min(max(int(height), 768), 9000)})
-    page.wait_for_timeout(3000)  # charts redraw at the new size
+    wait_settled(page)  # charts redraw at the new size
     screenshot(page, name, full_page=False)
 
 
@@ -109,7 +117,7 @@ def test_page_fits_its_width(app_server, browser, path, width, height):
         page.wait_for_function("() => !document.querySelector('[data-testid=\"stSpinner\"]')",
                                timeout=PAGE_TIMEOUT_MS)
         wait_idle(page)
-        page.wait_for_timeout(1500)  # charts draw after the script finished
+        wait_settled(page)  # charts draw after the script finished
         assert_no_errors(page)
         problems = check_layout(page)
         tall_screenshot(page, f"layout-{stem or 'home'}-{width}", width)
