@@ -23,10 +23,18 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.model.batching import batch_origin, current_origin
-from kvviz.model.kvstore import CachedPrefill, KVStore, model_key, prefill_cached, store_block_hashes
+from kvviz.model.kvstore import (
+    CachedPrefill,
+    KVStore,
+    model_key,
+    prefill_cached,
+    reusable_blocks,
+    store_block_hashes,
+)
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import InputError
 from kvviz.model.tokens import tokenize
+from kvviz.security.inflight import inflight_for
 from kvviz.security.room import Room
 from kvviz.security.room_limits import RoomLimits
 from kvviz.security.room_records import Admission
@@ -80,7 +88,8 @@ class RoomPrefill:
 
     ``latency_ms``: wall time to the last prompt token's logits (lookup + queue + forward);
     ``compute_ms``: the K/V-store lookup plus the forward pass (the request's share of it when it rode
-    in a batch); ``wait_ms``: time queued for the model; ``forward_ms``: the forward pass alone;
+    in a batch); ``wait_ms``: time queued for the model, or waiting for another prompt to store shared
+    blocks (``kvviz.security.inflight``); ``forward_ms``: the forward pass alone;
     ``reused_tokens``: K/V taken from the store (at most the room's hit)."""
 
     admission: Admission
@@ -129,17 +138,26 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
         return RoomPrefill(adm, notice=notice)
     store = room_kv_store(room) if store is None else store
     start = time.perf_counter()
-    outer = current_origin()
-    with batch_origin("room" if outer.tag == "other" else outer.tag, session_id):
-        cached = prefill_cached(lm, adm.token_ids, room.limits.block_size, cache_salt=adm.cache_salt, store=store,
-                                max_reuse_tokens=adm.hit_tokens, save=False)
-    latency = (time.perf_counter() - start) * 1000.0
+    bs, key = room.limits.block_size, model_key(lm)
+    hashes = store_block_hashes(adm.token_ids, bs, adm.cache_salt)
+    reusable = min(reusable_blocks(len(adm.token_ids), bs, len(hashes)), adm.hit_tokens // bs)
+    inflight = inflight_for(store)
+    # blocks the room counts as hits may still be computing for another prompt: wait for them (see inflight)
+    claim = inflight.claim(key, hashes, reusable, bs, lambda hs: store.peek(key, hs), will_store=save)
     stored = 0
-    if save:
-        stored = store.put(model_key(lm), cached.block_hashes, cached.keys, cached.values,
-                           list(adm.token_ids), room.limits.block_size, device=lm.device)
+    try:
+        outer = current_origin()
+        with batch_origin("room" if outer.tag == "other" else outer.tag, session_id):
+            cached = prefill_cached(lm, adm.token_ids, bs, cache_salt=adm.cache_salt, store=store,
+                                    max_reuse_tokens=adm.hit_tokens, save=False)
+        latency = (time.perf_counter() - start) * 1000.0
+        if save:
+            stored = store.put(key, cached.block_hashes, cached.keys, cached.values, list(adm.token_ids), bs,
+                               device=lm.device)
+    finally:
+        inflight.release(claim)
     compute = cached.lookup_ms + cached.forward_ms
-    wait = cached.wait_ms
+    wait = cached.wait_ms + claim.waited_ms
     room.record_prefill(session_id, adm.prompt_no, round(compute, 3), cached.reused_tokens, wait_ms=round(wait, 3))
     return RoomPrefill(adm, cached, round(latency, 3), cached.forward_ms, cached.reused_tokens,
                        cached.computed_tokens, stored, notice, round(compute, 3), round(wait, 3))

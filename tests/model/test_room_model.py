@@ -114,3 +114,39 @@ def test_room_prefill_times_compute_apart_from_waiting(lm):
     assert out.latency_ms >= out.compute_ms
     entry = room.feed(a)[0]
     assert entry.prefill_ms == out.compute_ms and entry.wait_ms == out.wait_ms
+
+
+def test_sessions_sending_together_compute_a_shared_prefix_once(lm):
+    """Eight sessions send the same system prompt at the same moment into a cold room: one computes the
+    shared blocks, the others wait for it (kvviz.security.inflight) and reuse them, so together they
+    compute the shared prefix once, and each one's logits still equal a full prefill's."""
+    room = Room(RoomLimits())
+    gate = threading.Barrier(8)
+    outs, errors = [], []
+
+    def session(i: int) -> None:
+        sid = room.join()
+        gate.wait()
+        try:
+            outs.append(room_prefill(lm, room, sid, text=TEXT + f" attendee {i}"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert all(o.ok for o in outs)
+    shared = min(o.admission.num_tokens for o in outs) // 16 * 16 - 16  # blocks every prompt has in common
+    from_scratch = [o for o in outs if o.reused_tokens == 0]
+    assert len(from_scratch) == 1, [o.reused_tokens for o in outs]
+    assert all(o.reused_tokens >= shared for o in outs if o not in from_scratch)
+    assert sum(o.computed_tokens for o in outs) < 2 * from_scratch[0].admission.num_tokens + 7 * 16
+    waited = [o for o in outs if o.reused_tokens > 0]
+    assert all(o.wait_ms > 0 for o in waited)
+    o = max(outs, key=lambda o: o.reused_tokens)
+    full = prefill(lm, token_ids=list(o.admission.token_ids))
+    assert torch.allclose(o.last_logits, full.last_logits, atol=1e-3)
+    room.check_invariants()
