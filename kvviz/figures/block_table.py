@@ -123,8 +123,11 @@ def block_tables_figure(view: StepView) -> go.Figure:
 
 
 def pool_columns(num_blocks: int) -> int:
-    """Cells per row of the pool grid: 8 for small pools, up to 16 for large ones."""
-    return 8 if num_blocks <= 64 else 16
+    """Cells per row of the pool grid: 7 to 9 for small pools (fewest rows, then the fullest last row,
+    then 8: 25 blocks make 9+9+7, not 8+8+8 and a lone block), 16 for large ones."""
+    if num_blocks > 64:
+        return 16
+    return min((7, 8, 9), key=lambda c: (-(-num_blocks // c), -num_blocks % c, abs(c - 8)))
 
 
 def _pool_state(view_state, bid: int) -> str:
