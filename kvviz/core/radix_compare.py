@@ -28,7 +28,8 @@ from typing import Any
 from kvviz.core.events import EventKind, PoolState
 from kvviz.core.hashing import get_hash_fn, hash_block_chain, init_none_hash
 from kvviz.core.radix import RadixCache, RadixNode, RadixNodeView
-from kvviz.core.scenario import Scenario, ScenarioError, ScenarioRun, play_scenario
+from kvviz.core.scenario import Scenario, ScenarioError
+from kvviz.core.scenario_play import ScenarioRun, play_scenario
 
 DEFAULT_WINDOW = 32
 ENGINES = ("radix", "pool", "window")
