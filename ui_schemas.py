@@ -15,7 +15,7 @@ from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
 from kvviz.core.paging import RESERVATION_POLICIES, PagingConfig
 from kvviz.core.presets import PRESETS
 from kvviz.core.providers import DEFAULT_POLICY, POLICIES
-from kvviz.core.scenario import builtin_names
+from kvviz.core.scenario_load import builtin_names
 from kvviz.share import Param
 
 MAX_PROMPT_CHARS = 6000  # a link carries at most this much of each prompt

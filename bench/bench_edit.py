@@ -44,7 +44,7 @@ def prompt_of(lm, tokens: int) -> str:
 def run(results: dict) -> None:
     from kvviz.edit.experiment import clear_full_prefill_cache, run_edit
     from kvviz.model import load_model, prefill, tokenize
-    from kvviz.model.kvstore import KVStore
+    from kvviz.model.block_store import KVStore
 
     lm = load_model()
     text_a = prompt_of(lm, PREFILL_TOKENS)

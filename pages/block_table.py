@@ -1,5 +1,5 @@
 """Block table and LRU free queue: a scenario player over the block manager's recorded events.
-UI only: the state at every step comes from kvviz.core.scenario (event replay)."""
+UI only: the state at every step comes from kvviz.core.scenario_play (event replay)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,12 @@ from kvviz.core.scenario import (
     MAX_REQUEST_TOKENS,
     Scenario,
     ScenarioError,
-    ScenarioRun,
     ScenarioStep,
-    block_owner_spans,
-    builtin_names,
-    load_builtin,
     next_request_id,
-    play_scenario,
     user_request_steps,
 )
+from kvviz.core.scenario_load import builtin_names, load_builtin
+from kvviz.core.scenario_play import ScenarioRun, block_owner_spans, play_scenario
 from kvviz.figures import block_table as F
 from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as T

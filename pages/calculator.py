@@ -12,7 +12,7 @@ import ui
 import ui_present
 import ui_schemas
 import ui_share
-from kvviz.core import kv_capacity, kvsize, limits, units
+from kvviz.core import kv_capacity, kv_formula, kvsize, limits, units
 from kvviz.core.blank import is_blank
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
 from kvviz.core.kvsize import KVSizeError, ModelShape
@@ -141,7 +141,7 @@ def choose_model() -> tuple[ModelShape | None, Preset | None, ParsedConfig | Non
 # ----------------------------------------------------------------------------- sections
 
 
-def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | None) -> None:
+def results(rep: kv_formula.KVReport, preset: Preset | None, parsed: ParsedConfig | None) -> None:
     shape = rep.shape
     st.subheader(T.RESULT_TITLE)
     stat_row([
@@ -162,7 +162,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
     st.latex(T.total_latex(
         tokens=rep.tokens, batch=rep.batch, per_token=rep.bytes_per_token, full=shape.num_full_layers,
         sliding=shape.num_sliding_layers, window=shape.sliding_window,
-        per_layer_bytes=kvsize.bytes_per_layer_per_token(shape, rep.dtype),
+        per_layer_bytes=kv_formula.bytes_per_layer_per_token(shape, rep.dtype),
         total=rep.total_bytes, total_human=_loc_bytes(rep.total_bytes),
     ))
     st.caption(T.FORMULA_CAPTION + " " + T.ROUNDING)
@@ -197,7 +197,7 @@ def results(rep: kvsize.KVReport, preset: Preset | None, parsed: ParsedConfig | 
                 st.caption(T.CONFIG_DTYPE.format(dtype=parsed.config_dtype))
 
 
-def naive_section(rep: kvsize.KVReport) -> None:
+def naive_section(rep: kv_formula.KVReport) -> None:
     shape = rep.shape
     st.subheader(T.NAIVE_TITLE)
     c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
@@ -235,11 +235,11 @@ def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> Non
     rows = []
     for p in PRESETS:
         s = p.shape()
-        rows.append(F.BarRow(p.label, kvsize.bytes_per_token(s, dtype), kvsize.all_layers_bytes_per_token(s, dtype),
+        rows.append(F.BarRow(p.label, kv_formula.bytes_per_token(s, dtype), kv_formula.all_layers_bytes_per_token(s, dtype),
                              highlight=preset is not None and p.key == preset.key))
     if preset is None:
-        rows.append(F.BarRow(shape.name, kvsize.bytes_per_token(shape, dtype),
-                             kvsize.all_layers_bytes_per_token(shape, dtype), highlight=True))
+        rows.append(F.BarRow(shape.name, kv_formula.bytes_per_token(shape, dtype),
+                             kv_formula.all_layers_bytes_per_token(shape, dtype), highlight=True))
     st.plotly_chart(F.bytes_per_token_bar(rows, dtype), width="stretch", key="calc_fig_compare")
     st.caption(T.COMPARE_CAPTION.format(dtype=dtype))
 
@@ -275,7 +275,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=limits.DEFAULT_BLOCK_SIZE, key="calc_block")
     reserve = c[2].select_slider(T.RESERVE_LABEL, RESERVE_OPTIONS, value=4.0, key="calc_reserve",
                                  format_func=T.RESERVE_OPTION.format)
-    if kvsize.bytes_per_token(shape, dtype) == 0:
+    if kv_formula.bytes_per_token(shape, dtype) == 0:
         st.info(T.NO_KV)
         return
     budget = int(Fraction(gib) * units.GIB)
@@ -346,13 +346,13 @@ def model_section() -> None:
     if not res:
         return
     shape = kvsize.ModelShape(res["name"], res["layers"], res["heads"], res["kv_heads"], res["head_dim"], res["d_model"])
-    calc = kvsize.bytes_per_token(shape, res["dtype"])
+    calc = kv_formula.bytes_per_token(shape, res["dtype"])
     per = Fraction(res["measured"], res["tokens"])
     stat_row([
         (T.MODEL_TOKENS, ui.loc(f"{res['tokens']:,}"), None, None),
         (T.MODEL_MEASURED, _loc_bytes(res["measured"]), _loc_exact(res["measured"]), None),
         (T.MODEL_MEASURED_PER_TOKEN, _loc_bytes(per), _loc_exact(per), None),
-        (T.MODEL_CALC_PER_TOKEN, _loc_bytes(calc), kvsize.formula_text(shape, res["dtype"]), None),
+        (T.MODEL_CALC_PER_TOKEN, _loc_bytes(calc), kv_formula.formula_text(shape, res["dtype"]), None),
     ])
     if per == calc:
         st.success(T.MODEL_MATCH.format(measured=_loc_exact(res["measured"]), tokens=res["tokens"],
@@ -380,7 +380,7 @@ tokens = int(c[1].select_slider(T.CONTEXT_LABEL, CONTEXT_OPTIONS, value=1000, ke
 batch = int(c[2].slider(T.BATCH_LABEL, 1, 1024, 100, key="calc_batch"))
 
 if shape is not None:
-    report = kvsize.report(shape, dtype, tokens, batch)
+    report = kv_formula.report(shape, dtype, tokens, batch)
     results(report, preset, parsed)
     naive_section(report)
     sharing_section(shape, dtype)

@@ -1,5 +1,5 @@
 """Paged vs contiguous memory: one seeded request stream served from one KV memory by two allocators.
-UI only: every number comes from kvviz.core.paging."""
+UI only: every number comes from kvviz.core.paging_sim."""
 
 from __future__ import annotations
 
@@ -11,16 +11,8 @@ import ui_present
 import ui_schemas
 import ui_share
 from kvviz.core import limits
-from kvviz.core.paging import (
-    PAPER_UTILISATION_BAND,
-    RESERVATION_POLICIES,
-    PagingComparison,
-    PagingConfig,
-    Snapshot,
-    StepRecord,
-    compare_layouts,
-    snapshot_at,
-)
+from kvviz.core.paging import PAPER_UTILISATION_BAND, RESERVATION_POLICIES, PagingConfig
+from kvviz.core.paging_sim import PagingComparison, Snapshot, StepRecord, compare_layouts, snapshot_at
 from kvviz.figures import paging as F
 from kvviz.text import paging as T
 

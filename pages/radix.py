@@ -11,7 +11,8 @@ import ui_present
 import ui_schemas
 import ui_share
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
-from kvviz.core.scenario import Scenario, ScenarioError, builtin_names, load_builtin
+from kvviz.core.scenario import Scenario, ScenarioError
+from kvviz.core.scenario_load import builtin_names, load_builtin
 from kvviz.figures import radix as F
 from kvviz.i18n import current_lang, tr
 from kvviz.text import radix as T

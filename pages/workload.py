@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from kvviz.core import kvsize
+from kvviz.core import kv_formula, kvsize
 from kvviz.core.hf_config import parse_config_text
 from kvviz.core.kvsize import KVSizeError
 from kvviz.core.presets import PRESETS, get_preset
@@ -110,10 +110,10 @@ try:
         cfg = st.file_uploader(T.CONFIG_UPLOAD, type=["json"], key="wl_config")
         if cfg is not None:
             parsed = parse_config_text(cfg.getvalue(), cfg.name)
-            bpt, model_label = kvsize.bytes_per_token(parsed.shape, dtype), parsed.shape.name
+            bpt, model_label = kv_formula.bytes_per_token(parsed.shape, dtype), parsed.shape.name
     else:
         preset = get_preset(model_key)
-        bpt, model_label = kvsize.bytes_per_token(preset.shape(), dtype), preset.label
+        bpt, model_label = kv_formula.bytes_per_token(preset.shape(), dtype), preset.label
 except KVSizeError as exc:
     st.error(T.BAD_CONFIG.format(error=exc), icon=":material/error:")
 marks: list[int] = []

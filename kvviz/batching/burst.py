@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.model.batching import PassRecord, batch_origin
-from kvviz.model.kvstore import KVStore, prefill_cached
+from kvviz.model.block_store import KVStore
+from kvviz.model.kvstore import prefill_cached
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import forward_request, prefill, scheduler_for
 from kvviz.model.tokens import tokenize

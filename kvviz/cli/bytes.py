@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.core import kv_capacity, kvsize, units
+from kvviz.core import kv_capacity, kv_formula, kvsize, units
 from kvviz.core.hf_config import MAX_CONFIG_BYTES, ParsedConfig, load_config_file, parse_config_text
 from kvviz.core.kvsize import KVSizeError, ModelShape
 from kvviz.core.presets import PRESETS, get_preset
@@ -59,7 +59,7 @@ def _list_presets() -> dict[str, Any]:
             "key": preset.key,
             "label": preset.label,
             "attention": shape.attention,
-            "bytes_per_token_fp16": units.as_number(kvsize.bytes_per_token(shape, "fp16")),
+            "bytes_per_token_fp16": units.as_number(kv_formula.bytes_per_token(shape, "fp16")),
             "article_bytes_per_token": preset.article_bytes_per_token,
             "source": preset.source,
         })
@@ -133,7 +133,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     tokens = kvsize.check_count("--tokens", args.tokens, high=kvsize.MAX_TOKENS)
     batch = kvsize.check_count("--batch", args.batch, high=kvsize.MAX_BATCH)
     block_size = args.block_size  # a BlockSize: checked when the arguments were parsed
-    rep = kvsize.report(shape, dtype, tokens, batch)
+    rep = kv_formula.report(shape, dtype, tokens, batch)
     out: dict[str, Any] = rep.to_dict()
     out.update(info)
     out["all_layers_factor"] = units.ratio(rep.all_layers_factor)

@@ -1,6 +1,6 @@
 """``python -m kvviz paging``: contiguous vs paged KV memory on one seeded request stream.
 
-Calls the same function the "Paged vs contiguous memory" page calls (kvviz.core.paging).
+Calls the same function the "Paged vs contiguous memory" page calls (kvviz.core.paging_sim.compare_layouts).
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.core.paging import RESERVATION_POLICIES, PagingConfig, compare_layouts
+from kvviz.core.paging import RESERVATION_POLICIES, PagingConfig
+from kvviz.core.paging_sim import compare_layouts
 
 _DEFAULTS = PagingConfig()
 

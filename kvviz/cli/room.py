@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.security.room import SALT_MODES
+from kvviz.security.room_session import SALT_MODES
 
 
 def _pair(value: str, what: str) -> tuple[str, str]:

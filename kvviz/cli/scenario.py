@@ -2,7 +2,7 @@
 vs hash chain vs sliding-window comparison over the same scenario.
 
 Calls the same functions the "Block table and LRU free queue" and "Radix tree vs hash chain" pages
-call (``kvviz.core.scenario.play_scenario(...).view_at(k)`` and
+call (``kvviz.core.scenario_play.play_scenario(...).view_at(k)`` and
 ``kvviz.core.radix_compare.compare_radix_pool``).
 """
 
@@ -15,17 +15,15 @@ from typing import Any
 from kvviz.cli import CliError, add_json_flag
 from kvviz.core.jsonio import read_stream_limited
 from kvviz.core.radix_compare import DEFAULT_WINDOW, compare_radix_pool
-from kvviz.core.scenario import (
-    MAX_REQUEST_TOKENS,
+from kvviz.core.scenario import MAX_REQUEST_TOKENS, ScenarioError
+from kvviz.core.scenario_load import (
     MAX_SCENARIO_BYTES,
-    ScenarioError,
     builtin_names,
     load_builtin,
     load_scenario,
     parse_scenario_text,
-    play_scenario,
-    step_summary,
 )
+from kvviz.core.scenario_play import play_scenario, step_summary
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

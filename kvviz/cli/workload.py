@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.core import kvsize
+from kvviz.core import kv_formula, kvsize
 from kvviz.core.hf_config import load_config_file
 from kvviz.core.jsonio import read_limited
 from kvviz.core.kvsize import KVSizeError
@@ -53,7 +53,7 @@ def _bytes_per_token(args: argparse.Namespace) -> Fraction | None:
         return None
     try:
         shape = get_preset(args.preset).shape() if args.preset is not None else load_config_file(args.config).shape
-        return kvsize.bytes_per_token(shape, args.dtype or "fp16")
+        return kv_formula.bytes_per_token(shape, args.dtype or "fp16")
     except KVSizeError as exc:
         raise CliError(str(exc)) from None
 

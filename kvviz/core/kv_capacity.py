@@ -12,17 +12,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from kvviz.core.kvsize import (
-    MAX_BATCH,
-    MAX_TOKENS,
-    KVSizeError,
-    ModelShape,
-    bytes_per_layer_per_token,
-    bytes_per_token,
-    check_count,
-    exact_request_bytes,
-    total_bytes,
-)
+from kvviz.core.kv_formula import bytes_per_layer_per_token, bytes_per_token, exact_request_bytes, total_bytes
+from kvviz.core.kvsize import MAX_BATCH, MAX_TOKENS, KVSizeError, ModelShape, check_count
 from kvviz.core.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
 from kvviz.core.units import GIB, as_number
 

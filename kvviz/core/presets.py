@@ -147,7 +147,7 @@ class ArticleCheck:
 
 def article_checks() -> list[ArticleCheck]:
     """The articles' per-token and total figures, recomputed (fp16, as the articles assume)."""
-    from kvviz.core.kvsize import all_layers_bytes_per_token, bytes_per_token, total_bytes
+    from kvviz.core.kv_formula import all_layers_bytes_per_token, bytes_per_token, total_bytes
     from kvviz.core.units import GIB
 
     llama = get_preset("llama-2-7b").shape()

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvviz.core.hashing import short_hash
-from kvviz.core.scenario import ScenarioRun, StepView
+from kvviz.core.scenario_play import ScenarioRun, StepView
 from kvviz.figures.cells import (
     CELL_TEXT,
     discrete_heatmap,

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import plotly.graph_objects as go
 
-from kvviz.core import kv_capacity, kvsize, units
+from kvviz.core import kv_capacity, kv_formula, units
 from kvviz.core.kv_capacity import PagingComparison
 from kvviz.core.kvsize import LayerKind, ModelShape
 from kvviz.core.units import format_bytes, format_exact
@@ -141,7 +141,7 @@ def head_sharing_title(shape: ModelShape) -> str:
 def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
     """One cell per layer, coloured by what it keeps per token (full, sliding window, fixed state)."""
     assert shape.layer_kinds is not None
-    per_layer = kvsize.bytes_per_layer_per_token(shape, dtype)
+    per_layer = kv_formula.bytes_per_layer_per_token(shape, dtype)
     fig = go.Figure()
     for kind in LayerKind:
         idx = [i for i, k in enumerate(shape.layer_kinds) if k == kind]
@@ -205,7 +205,7 @@ def bytes_per_token_bar(rows: Sequence[BarRow], dtype: str) -> go.Figure:
     return base_layout(fig, 90 + 34 * len(rows), T.FIG_BAR_TITLE.format(dtype=dtype))
 
 
-def naive_vs_exact_figure(report: kvsize.KVReport) -> go.Figure:
+def naive_vs_exact_figure(report: kv_formula.KVReport) -> go.Figure:
     """The short formula, the all-layers formula and the config-exact figure side by side."""
     names = [T.FIG_NAIVE, T.FIG_ALL_LAYERS, T.FIG_EXACT]
     values = [report.naive_bytes_per_token, report.all_layers_bytes_per_token, report.bytes_per_token]
@@ -226,11 +226,11 @@ def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: i
     top_n = max(8, batch * 2)
     step = max(1, top_n // 200)
     ns = list(range(1, top_n + 1, step))
-    gib = [kvsize.total_bytes(shape, dtype, tokens, n) / units.GIB for n in ns]
+    gib = [kv_formula.total_bytes(shape, dtype, tokens, n) / units.GIB for n in ns]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=ns, y=gib, mode="lines", line=dict(color=BLUE, width=3), name=T.FIG_MEM_LINE,
                              hovertemplate=T.FIG_MEM_HOVER))
-    here = kvsize.total_bytes(shape, dtype, tokens, batch)
+    here = kv_formula.total_bytes(shape, dtype, tokens, batch)
     fig.add_trace(go.Scatter(x=[batch], y=[here / units.GIB], mode="markers", name=T.FIG_MEM_HERE,
                              marker=dict(size=12, color=ORANGE, line=dict(color="white", width=2)),
                              hovertext=[T.FIG_MEM_HERE_HOVER.format(batch=batch, tokens=tokens, bytes=_loc_bytes(here))], hoverinfo="text"))

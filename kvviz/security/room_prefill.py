@@ -23,14 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.model.batching import batch_origin, current_origin
-from kvviz.model.kvstore import (
-    CachedPrefill,
-    KVStore,
-    model_key,
-    prefill_cached,
-    reusable_blocks,
-    store_block_hashes,
-)
+from kvviz.model.block_store import KVStore, model_key, store_block_hashes
+from kvviz.model.kvstore import CachedPrefill, prefill_cached, reusable_blocks
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import InputError
 from kvviz.model.tokens import tokenize

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from kvviz.cli import main
-from kvviz.core import kvsize, units
+from kvviz.core import kv_formula, units
 from kvviz.core.hf_config import MAX_CONFIG_BYTES
 from kvviz.core.presets import CONFIG_DIR, PRESETS
 
@@ -53,7 +53,7 @@ def test_hybrid_preset_reports_both_figures(capsys):
 def test_every_preset_matches_the_library(capsys):
     for preset in PRESETS:
         d, _ = run_json(capsys, "--preset", preset.key, "--dtype", "bf16")
-        assert d["bytes_per_token"] == units.as_number(kvsize.bytes_per_token(preset.shape(), "bf16"))
+        assert d["bytes_per_token"] == units.as_number(kv_formula.bytes_per_token(preset.shape(), "bf16"))
 
 
 def test_typed_numbers_and_dtypes(capsys):

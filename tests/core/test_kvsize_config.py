@@ -13,7 +13,8 @@ from kvviz.core.hf_config import (
     parse_config,
     parse_config_text,
 )
-from kvviz.core.kvsize import MLA, LayerKind, bytes_per_token, total_bytes
+from kvviz.core.kv_formula import bytes_per_token, total_bytes
+from kvviz.core.kvsize import MLA, LayerKind
 from kvviz.core.presets import CONFIG_DIR
 
 # (file, family, attention, layers, kv_layers, kv_heads, head_dim, fp16 bytes per token)

@@ -10,18 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.core import kv_capacity, kvsize, units
-from kvviz.core.kvsize import (
-    MLA,
-    KVSizeError,
-    LayerKind,
-    ModelShape,
+from kvviz.core import kv_capacity, kv_formula, kvsize, units
+from kvviz.core.kv_formula import (
     all_layers_bytes_per_token,
     bytes_per_token,
     naive_bytes_per_token,
-    shape_from_counts,
     total_bytes,
 )
+from kvviz.core.kvsize import MLA, KVSizeError, LayerKind, ModelShape, shape_from_counts
 from kvviz.core.presets import EXAMPLE_CONFIGS, PRESETS, article_checks, example_config_text, get_preset
 from kvviz.core.units import GIB, format_bytes, format_exact
 
@@ -35,7 +31,7 @@ def test_llama2_per_token_is_512_kib():
     assert bytes_per_token(LLAMA2, "fp16") == 524_288
     assert format_bytes(524_288) == "512 KiB"
     assert format_exact(524_288) == "524,288 B"
-    assert kvsize.formula_text(LLAMA2, "fp16") == "2 x 32 x 32 x 128 x 2 B = 524,288 B"
+    assert kv_formula.formula_text(LLAMA2, "fp16") == "2 x 32 x 32 x 128 x 2 B = 524,288 B"
 
 
 def test_llama2_thousand_tokens_is_exactly_500_mib():
@@ -138,13 +134,13 @@ def test_int4_fractional_bytes_round_up_in_totals():
 def test_naive_formula_overstates_gqa_by_the_group_size():
     s = get_preset("llama-3-8b").shape()
     assert naive_bytes_per_token(s, "fp16") == 524_288
-    assert kvsize.report(s, "fp16").naive_factor == 4
+    assert kv_formula.report(s, "fp16").naive_factor == 4
     falcon = get_preset("falcon-7b").shape()
-    assert kvsize.report(falcon, "fp16").naive_factor == 71
+    assert kv_formula.report(falcon, "fp16").naive_factor == 71
 
 
 def test_naive_equals_exact_for_plain_mha():
-    rep = kvsize.report(LLAMA2, "fp16")
+    rep = kv_formula.report(LLAMA2, "fp16")
     assert rep.naive_bytes_per_token == rep.bytes_per_token and rep.naive_factor == 1
 
 
@@ -156,7 +152,7 @@ def test_mla_latent_has_no_factor_two():
     assert s.attention == "MLA" and s.mla == MLA(512, 64)
     assert s.values_per_layer == 576
     assert bytes_per_token(s, "bf16") == 61 * 576 * 2
-    assert kvsize.formula_text(s, "bf16") == "61 x (512 + 64) x 2 B = 70,272 B"
+    assert kv_formula.formula_text(s, "bf16") == "61 x (512 + 64) x 2 B = 70,272 B"
     typed = shape_from_counts("mla", 27, 1, 192, heads=16, kv_lora_rank=512, qk_rope_head_dim=64)
     assert bytes_per_token(typed, "fp16") == 27 * 576 * 2
 
@@ -182,14 +178,14 @@ def test_alternating_sliding_and_global_total():
 def test_hybrid_total_counts_only_attention_layers():
     s = get_preset("qwen3.6-35b-a3b").shape()
     assert total_bytes(s, "fp16", 1000) == 10 * 2 * 2 * 256 * 2 * 1000
-    groups = kvsize.layer_groups(s, "fp16")
+    groups = kv_formula.layer_groups(s, "fp16")
     assert [(g.kind, g.count, g.bytes_per_token) for g in groups] == [
         (LayerKind.FULL, 10, 20_480), (LayerKind.STATE, 30, 0)]
 
 
 def test_model_without_per_token_kv():
     s = ModelShape("mamba", 4, 4, 4, 64, layer_kinds=(LayerKind.STATE,) * 4)
-    rep = kvsize.report(s, "fp16", 1000, 2)
+    rep = kv_formula.report(s, "fp16", 1000, 2)
     assert rep.bytes_per_token == 0 and rep.total_bytes == 0 and rep.naive_factor is None
     cap = kv_capacity.capacity(s, "fp16", GIB, 1000)
     assert cap.max_tokens is None and cap.max_requests is None and cap.max_context is None
@@ -263,7 +259,7 @@ def test_kv_heads_above_heads_is_an_error_but_uneven_groups_only_warn():
         shape_from_counts("m", 2, 9, 64, heads=8)
     s = shape_from_counts("m", 2, 8, 64, heads=30)
     assert s.warnings and "not a multiple" in s.warnings[0]
-    assert "not a multiple" in kvsize.report(s, "fp16").to_dict()["warnings"][0]
+    assert "not a multiple" in kv_formula.report(s, "fp16").to_dict()["warnings"][0]
 
 
 def test_sliding_layers_need_a_window_and_kinds_must_match_layers():
@@ -274,7 +270,7 @@ def test_sliding_layers_need_a_window_and_kinds_must_match_layers():
 
 
 def test_report_to_dict_has_the_cli_keys():
-    d = kvsize.report(LLAMA2, "fp16", 1000, 100).to_dict()
+    d = kv_formula.report(LLAMA2, "fp16", 1000, 100).to_dict()
     for key in ("bytes_per_token", "naive_bytes_per_token", "attention", "num_kv_layers", "total_bytes"):
         assert key in d
     assert d["total_bytes"] == 52_428_800_000 and d["bytes_per_token"] == 524_288
@@ -304,4 +300,4 @@ def test_totals_are_tokens_times_per_token_for_full_attention(layers, kv, group,
     per = bytes_per_token(s, dtype)
     assert per == 2 * layers * kv * head_dim * kvsize.dtype_bytes(dtype)
     assert total_bytes(s, dtype, tokens, batch) == math.ceil(per * tokens * batch)
-    assert kvsize.naive_bytes_per_token(s, dtype) == per * group
+    assert kv_formula.naive_bytes_per_token(s, dtype) == per * group

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.core import kv_capacity, kvsize, units
+from kvviz.core import kv_capacity, kv_formula, kvsize, units
 from kvviz.core.presets import get_preset
 from kvviz.figures import calculator as F
 
@@ -46,7 +46,7 @@ def test_layer_strip_counts_kinds():
 
 
 def test_bar_chart_highlights_the_selected_model_and_marks_all_layer_figures():
-    rows = [F.BarRow(p.label, kvsize.bytes_per_token(p.shape(), "fp16"), kvsize.all_layers_bytes_per_token(p.shape(), "fp16"),
+    rows = [F.BarRow(p.label, kv_formula.bytes_per_token(p.shape(), "fp16"), kv_formula.all_layers_bytes_per_token(p.shape(), "fp16"),
                      highlight=p.key == "qwen3.6-27b") for p in map(get_preset, ["llama-2-7b", "qwen3.6-27b", "gpt2"])]
     fig = F.bytes_per_token_bar(rows, "fp16")
     chosen = [t for t in fig.data if t.name == "selected model"][0]
@@ -59,7 +59,7 @@ def test_memory_and_paging_figures_use_library_totals():
     shape = get_preset("llama-2-7b").shape()
     fig = F.memory_vs_budget_figure(shape, "fp16", 1000, 100)
     here = fig.data[1]
-    assert here.y[0] == kvsize.total_bytes(shape, "fp16", 1000, 100) / units.GIB
+    assert here.y[0] == kv_formula.total_bytes(shape, "fp16", 1000, 100) / units.GIB
     assert {s.y0 for s in fig.layout.shapes} == {24, 80, 141}
     cmp = kv_capacity.paging_comparison(shape, "fp16", 1000, 4000, 100)
     fig = F.paging_figure(cmp)

@@ -11,17 +11,13 @@ from hypothesis import strategies as st
 from kvviz.core.paging import (
     PAPER_UTILISATION_BAND,
     WASTE_KINDS,
-    ContiguousAllocator,
     PagingConfig,
     Request,
-    Seq,
-    _account,
-    compare_layouts,
     make_requests,
     reservation_tokens,
-    simulate_layout,
-    snapshot_at,
 )
+from kvviz.core.paging_alloc import ContiguousAllocator, Seq, account_slots
+from kvviz.core.paging_sim import compare_layouts, simulate_layout, snapshot_at
 
 
 def one_request(**kw) -> PagingConfig:
@@ -71,7 +67,7 @@ def test_first_fit_leaves_external_fragmentation():
     alloc.release(seqs[1])  # holes: [4, 8) and [12, 16): 8 free slots, no hole of 6
     big = Seq(Request(9, 3, 3), length=3)
     assert not alloc.try_admit(big)
-    slots = _account("contiguous", alloc, cfg, [seqs[0], seqs[2]], deque([big]))
+    slots = account_slots("contiguous", alloc, cfg, [seqs[0], seqs[2]], deque([big]))
     assert slots["external"] == 8 and slots["free"] == 0
     assert sum(slots.values()) == 16
 

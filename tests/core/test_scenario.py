@@ -12,22 +12,22 @@ from hypothesis import strategies as st
 
 from kvviz.core.events import EventKind, replay
 from kvviz.core.scenario import (
-    SCENARIO_DIR,
     Scenario,
     ScenarioError,
     ScenarioStep,
-    block_owner_spans,
-    builtin_names,
-    load_builtin,
     next_request_id,
-    parse_scenario,
-    parse_scenario_text,
-    play_scenario,
     running_ids,
-    scenario_state,
-    tokenize_scenario,
     user_request_steps,
 )
+from kvviz.core.scenario_load import (
+    SCENARIO_DIR,
+    builtin_names,
+    load_builtin,
+    parse_scenario,
+    parse_scenario_text,
+    tokenize_scenario,
+)
+from kvviz.core.scenario_play import block_owner_spans, play_scenario, scenario_state
 from kvviz.core.trace import run_trace
 
 BUILTINS = builtin_names()

@@ -9,15 +9,14 @@ import pytest
 import torch
 
 from kvviz.core.hashing import hash_block_chain, init_none_hash
-from kvviz.model.kvstore import (
+from kvviz.model.block_store import (
     DEFAULT_BUDGET_MB,
     KVStore,
     budget_from_env,
     concat_blocks,
-    get_kv_store,
-    reusable_blocks,
     store_block_hashes,
 )
+from kvviz.model.kvstore import get_kv_store, reusable_blocks
 from kvviz.model.settings import InputError
 
 LAYERS, HEADS, DIM, BS = 3, 2, 4, 4

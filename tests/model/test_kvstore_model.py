@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from kvviz.model import load_model, prefill, tokenize
-from kvviz.model.kvstore import KVStore, model_key, prefill_cached, store_block_hashes
+from kvviz.model.block_store import KVStore, model_key, store_block_hashes
+from kvviz.model.kvstore import prefill_cached
 
 pytestmark = pytest.mark.model
 

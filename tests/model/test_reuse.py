@@ -24,7 +24,7 @@ from kvviz.edit.experiment import run_edit
 from kvviz.edit.presets import load_edit_presets
 from kvviz.edit.report import CLI_KEYS, cli_summary, run_reuse_experiment
 from kvviz.model import InputError, load_model, tokenize
-from kvviz.model.kvstore import KVStore
+from kvviz.model.block_store import KVStore
 
 pytestmark = pytest.mark.model
 

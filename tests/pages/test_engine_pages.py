@@ -11,7 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 import ui
 from kvviz.core.radix_compare import compare_radix_pool
-from kvviz.core.scenario import ScenarioStep, load_builtin, play_scenario
+from kvviz.core.scenario import ScenarioStep
+from kvviz.core.scenario_load import load_builtin
+from kvviz.core.scenario_play import play_scenario
 from kvviz.text import engine as T
 from kvviz.text import radix as R
 

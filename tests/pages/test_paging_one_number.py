@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.paging import PagingConfig, compare_layouts
+from kvviz.core.paging import PagingConfig
+from kvviz.core.paging_sim import compare_layouts
 from kvviz.figures import paging as F
 from kvviz.text import paging as T
 
