@@ -58,6 +58,7 @@ lm = ui.get_model()
 # torch and plotly only after the model is up
 from kvviz.edit.diffs import char_diff, describe_char, invisible_chars, replace_char, token_char_offsets  # noqa: E402
 from kvviz.edit.experiment import EditReport, run_edit  # noqa: E402
+from kvviz.edit.inputs import EditInputs, edit_inputs  # noqa: E402
 from kvviz.edit.presets import EditPreset, load_edit_presets  # noqa: E402
 from kvviz.edit.proof import ProofReport, run_proof  # noqa: E402
 from kvviz.figures import edit as F  # noqa: E402
@@ -216,28 +217,28 @@ if is_blank(text_b):
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _run_edit(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
-              lang: str) -> EditReport:  # lang: the block reasons are sentences
-    # timed passes: through the batching scheduler, each alone (a shared pass would time others' tokens)
+def _run_edit(inputs: EditInputs, model: tuple[str, str, str], _lm, lang: str) -> EditReport:
+    # lang: the block reasons are sentences. Timed passes: through the batching scheduler, each alone
+    # (a shared pass would time others' tokens).
     with batch_origin("edit", alone=True):
-        return run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
+        return run_edit(_lm, inputs)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _run_proof(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
-               _edit: EditReport) -> ProofReport:
+def _run_proof(inputs: EditInputs, model: tuple[str, str, str], _lm, _edit: EditReport) -> ProofReport:
     with batch_origin("edit", alone=True):
         return run_proof(_lm, _edit)
 
 
 model_id = (lm.info.model_id, lm.info.device, lm.info.dtype)
 try:
+    inputs = edit_inputs(text_a, text_b, block_size, hash_name, seed)  # the one check of the widgets' values
     with st.spinner(T.EDIT_RUNNING):
-        edit = _run_edit(text_a, text_b, int(block_size), hash_name, seed, model_id, lm, current_lang())
+        edit = _run_edit(inputs, model_id, lm, current_lang())
     # The proof (full prefills, heatmaps) runs now, before any chart is sent: timed forward passes
     # must not compete with the browser drawing charts on the same CPU.
     with st.spinner(T.PROOF_RUNNING):
-        proof = _run_proof(text_a, text_b, int(block_size), hash_name, seed, model_id, lm, edit)
+        proof = _run_proof(inputs, model_id, lm, edit)
 except (InputError, ValueError) as exc:
     st.error(T.INPUT_ERROR.format(error=str(exc).strip().splitlines()[0]), icon=":material/error:")
     st.stop()
