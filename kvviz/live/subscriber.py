@@ -36,6 +36,7 @@ POLL_MS = 100
 REPLAY_TIMEOUT_S = 2.0
 MAX_REPLAY_MESSAGES = 20_000
 MAX_DP_SIZE = 64
+RECEIVING_S = 5.0  # a message within this many seconds: the status is "receiving"
 _ENDPOINT = re.compile(r"tcp://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
 
 
@@ -259,11 +260,11 @@ class Subscriber(Worker):
 
     # ------------------------------------------------------------------ reading
     def status(self) -> str:
-        """``stopped``, ``receiving`` (a message in the last 5 s), ``connected`` or ``connecting``."""
+        """``stopped``, ``receiving`` (a message in the last ``RECEIVING_S``), ``connected`` or ``connecting``."""
         if not self.alive:
             return "stopped"
         last = self.counters.last_message_at
-        if last is not None and time.time() - last < 5:
+        if last is not None and time.time() - last < RECEIVING_S:
             return "receiving"
         if any(r.connected for r in self.counters.ranks.values()):
             return "connected"
