@@ -43,6 +43,7 @@ def prompt_of(lm, tokens: int) -> str:
 
 def run(results: dict) -> None:
     from kvviz.edit.experiment import clear_full_prefill_cache, run_edit
+    from kvviz.edit.inputs import edit_inputs
     from kvviz.model import load_model, prefill, tokenize
     from kvviz.model.block_store import KVStore
 
@@ -61,10 +62,10 @@ def run(results: dict) -> None:
 
     # The page has shown A before: its blocks are in the store.
     clear_full_prefill_cache()
-    run_edit(lm, text_a, text_a, block_size=16, store=store)
+    run_edit(lm, edit_inputs(text_a, text_a, 16), store=store)
     edits = []
     for ch in EDIT_CHARS:
-        report = run_edit(lm, text_a, text_a[:-1] + ch, block_size=16, store=store)
+        report = run_edit(lm, edit_inputs(text_a, text_a[:-1] + ch, 16), store=store)
         edits.append(report)
     edit_ms = statistics.median(r.edit_ms for r in edits)
     forward_ms = statistics.median(r.reuse_prefill_ms for r in edits)

@@ -13,51 +13,32 @@ import ui_schemas
 import ui_share
 from kvviz.core import limits
 from kvviz.core.blank import is_blank
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES, short_hash
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES
 from kvviz.core.units import format_bytes
-from kvviz.core.utf8 import cyrillic_letters, escaped_bytes, is_byte_piece, letters, utf8_length
+from kvviz.core.utf8 import cyrillic_letters, letters
 from kvviz.i18n import current_lang, tr
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
-from kvviz.text.core import render_block_reason
 
 BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
 DEFAULT_PRESET = "cat_window"
 MODES = ["preset", "char", "free"]  # widget values are codes; labels via _mode_label
-STATUS_DOT = {"hit": "🟩", "miss": "🟥", "invalidated": "🟧", "partial": "⬜"}
 MAX_TOKEN_ROWS = 16
 K_MODE, K_PRESET, K_TEXT, K_POS, K_REPL = "edit_mode", "edit_preset", "edit_char_text", "edit_char_pos", "edit_char_repl"
 K_FREE_A, K_FREE_B, K_BLOCK, K_HASH, K_SEED = "edit_free_a", "edit_free_b", "edit_block_size", "edit_hash", "edit_seed"
 K_CURRENT, K_CLICK, K_TOKENS = "edit_current", "edit_last_click", "edit_tokens_chart"
 
 ss = st.session_state
-_MD_SPECIAL = set("\\`*_{}[]<>()#+-.!|$~&")
-
-
-def md(text: str) -> str:
-    """User text made literal for st.markdown (ASCII punctuation escaped, so no markup, no LaTeX)."""
-    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in text)
-
-
-def tok(piece: str) -> str:
-    """A token's text as an inline code span (repr, so spaces and controls show); a token that is only
-    the first byte of a character says so."""
-    shown = repr(piece).replace("`", "ˋ")
-    raw = escaped_bytes(piece)
-    if not raw or not is_byte_piece(piece):
-        return f"`{shown}`"
-    n = utf8_length(raw[0])
-    return f"`{shown}`" + T.BYTE_TOKEN_NOTE.format(
-        byte=" ".join(f"{b:02X}" for b in raw), n=n or "several",
-        script=T.BYTE_TOKEN_CYRILLIC if raw[0] in (0xD0, 0xD1) else "")
 
 
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()
 
 # torch and plotly only after the model is up
+from kvviz.edit import explain as E  # noqa: E402
 from kvviz.edit.diffs import char_diff, describe_char, invisible_chars, replace_char, token_char_offsets  # noqa: E402
 from kvviz.edit.experiment import EditReport, run_edit  # noqa: E402
+from kvviz.edit.inputs import EditInputs, edit_inputs  # noqa: E402
 from kvviz.edit.presets import EditPreset, load_edit_presets  # noqa: E402
 from kvviz.edit.proof import ProofReport, run_proof  # noqa: E402
 from kvviz.figures import edit as F  # noqa: E402
@@ -173,10 +154,7 @@ elif mode == "char":
     text_b = replace_char(text_a, int(pos), replacement) if text_a else ""
     if text_a and pos < len(text_a):
         ch = text_a[pos]
-        before = text_a[max(0, pos - 20):pos].replace("\n", " ")
-        after = text_a[pos + 1:pos + 21].replace("\n", " ")
-        st.caption(T.CHAR_AT.format(pos=pos, total=len(text_a), desc=md(describe_char(ch)), before=md(before),
-                                    char=md(ch) if ch.isprintable() and not ch.isspace() else "·", after=md(after)))
+        st.caption(E.char_at(text_a, int(pos)))
         if replacement == ch:
             st.caption(T.CHAR_NOOP)
 else:
@@ -216,28 +194,28 @@ if is_blank(text_b):
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _run_edit(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
-              lang: str) -> EditReport:  # lang: the block reasons are sentences
-    # timed passes: through the batching scheduler, each alone (a shared pass would time others' tokens)
+def _run_edit(inputs: EditInputs, model: tuple[str, str, str], _lm, lang: str) -> EditReport:
+    # lang: the block reasons are sentences. Timed passes: through the batching scheduler, each alone
+    # (a shared pass would time others' tokens).
     with batch_origin("edit", alone=True):
-        return run_edit(_lm, a, b, block_size=bs, hash_name=hname, seed=hseed)
+        return run_edit(_lm, inputs)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _run_proof(a: str, b: str, bs: int, hname: str, hseed: str, model: tuple[str, str, str], _lm,
-               _edit: EditReport) -> ProofReport:
+def _run_proof(inputs: EditInputs, model: tuple[str, str, str], _lm, _edit: EditReport) -> ProofReport:
     with batch_origin("edit", alone=True):
         return run_proof(_lm, _edit)
 
 
 model_id = (lm.info.model_id, lm.info.device, lm.info.dtype)
 try:
+    inputs = edit_inputs(text_a, text_b, block_size, hash_name, seed)  # the one check of the widgets' values
     with st.spinner(T.EDIT_RUNNING):
-        edit = _run_edit(text_a, text_b, int(block_size), hash_name, seed, model_id, lm, current_lang())
+        edit = _run_edit(inputs, model_id, lm, current_lang())
     # The proof (full prefills, heatmaps) runs now, before any chart is sent: timed forward passes
     # must not compete with the browser drawing charts on the same CPU.
     with st.spinner(T.PROOF_RUNNING):
-        proof = _run_proof(text_a, text_b, int(block_size), hash_name, seed, model_id, lm, edit)
+        proof = _run_proof(inputs, model_id, lm, edit)
 except (InputError, ValueError) as exc:
     st.error(T.INPUT_ERROR.format(error=str(exc).strip().splitlines()[0]), icon=":material/error:")
     st.stop()
@@ -254,53 +232,18 @@ beyond = edit.edit_beyond_limit
 if beyond is not None:
     st.warning(T.EDIT_BEYOND_LIMIT.format(pos=edit.char_edit.start, limit=edit.max_tokens, kept=beyond),
                icon=":material/content_cut:")
-controls = sorted({md(describe_char(c)) for c in invisible_chars(text_a + text_b)})
+controls = sorted({E.md(describe_char(c)) for c in invisible_chars(text_a + text_b)})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
 
 
-def _describe_change() -> list[str]:
-    ce, te = edit.char_edit, edit.token_edit
-    lines: list[str] = []
-    if not ce.identical:
-        removed, added = text_a[ce.start:ce.end_a], text_b[ce.start:ce.end_b]
-        if len(removed) == 1 and len(added) == 1:
-            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=md(describe_char(removed)),
-                                                  added=md(describe_char(added))))
-        elif not removed:
-            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=md(describe_char(added[:3]))))
-        elif not added:
-            lines.append(T.CHANGE_CHAR_DELETE.format(count=len(removed), pos=ce.start,
-                                                     removed=md(describe_char(removed[:3]))))
-        else:
-            lines.append(T.CHANGE_CHAR_MANY.format(start=ce.start, end=ce.end_a - 1, removed_count=len(removed),
-                                                   added_count=len(added)))
-    if te.identical:
-        return lines
-    span = lambda lo, hi: (T.TOKEN_SPAN.format(lo=lo, hi=hi - 1) if hi - lo > 1  # noqa: E731
-                           else T.TOKEN_ONE.format(i=lo) if hi > lo else T.TOKEN_NONE)
-    lines.append(T.CHANGE_TOKENS.format(a_span=span(te.start, te.end_a), b_span=span(te.start, te.end_b),
-                                        first=cmp.first_changed_token))
-    if len(ce.added) <= 1 and len(text_a[ce.start:ce.end_a]) <= 1 and max(te.removed_tokens, te.added_tokens) > 1:
-        lines.append(T.CHANGE_MULTI.format(count=max(te.removed_tokens, te.added_tokens)))
-    if te.shift != 0 and te.moved_tokens > 0:
-        lines.append(T.CHANGE_SHIFT.format(shift=te.shift, moved=te.moved_tokens))
-    elif te.shift == 0 and te.end_b < te.num_tokens_b:
-        lines.append(T.CHANGE_NO_SHIFT)
-    return lines
-
-
 if edit.identical:
-    if cmp.reused_tokens == 0:
-        same = T.IDENTICAL_SHORT.format(n=edit.num_tokens_b, block_size=cmp.block_size)
-    else:
-        same = T.IDENTICAL_REUSE.format(n=edit.num_tokens_b, reused=cmp.reused_tokens,
-                                        recompute=cmp.recompute_tokens, block_size=cmp.block_size)
+    same = E.identical_message(edit)
     st.info(same, icon=":material/check_circle:")
     if text_a != text_b and beyond is None:
-        st.caption(T.IDENTICAL_TEXT_ONLY.format(desc=" ".join(_describe_change()) or "-"))
+        st.caption(T.IDENTICAL_TEXT_ONLY.format(desc=" ".join(E.describe_change(edit)) or "-"))
 else:
-    st.markdown("\n".join(f"- {line}" for line in _describe_change()))
+    st.markdown("\n".join(f"- {line}" for line in E.describe_change(edit)))
     if cmp.first_changed_token == 0:
         st.info(T.NOTHING_COMMON, icon=":material/block:")
 
@@ -361,14 +304,7 @@ if timing is not None:
     if not timing.measured:
         st.info(T.TIMING_NOISE.format(full=timing.slow_median_ms, reuse=timing.fast_median_ms,
                                       runs=len(timing.slow_ms)), icon=":material/timer_off:")
-if edit.a_computed_tokens == 0:
-    a_state = T.A_STATE_STORED
-elif edit.a_hit_blocks == 0:
-    a_state = T.A_STATE_COMPUTED.format(ms=edit.a_prefill_ms)
-else:
-    a_state = T.A_STATE_PARTIAL.format(tokens=edit.a_computed_tokens, ms=edit.a_prefill_ms)
-st.caption(T.REUSE_STORE_NOTE.format(computed=edit.store_computed_tokens, reused=edit.store_reused_tokens,
-                                     a_state=a_state))
+st.caption(E.store_note(edit))
 if edit.store_stats.get("budget_bytes") == 0:
     st.warning(T.STORE_DISABLED, icon=":material/warning:")
 elif edit.store_reused_tokens < cmp.reused_tokens:
@@ -381,19 +317,7 @@ st.markdown(T.CHAIN_INTRO)
 ui_present.picture(PICTURE, F.chain_figure(cmp), width="stretch", key="edit_chain_chart",
                    config={"displayModeBar": False})
 with st.expander(T.CHAIN_TABLE):
-    table = pd.DataFrame([
-        {
-            T.COL_BLOCK: blk.index,
-            T.COL_SPAN: f"{blk.start}–{blk.end - 1}",
-            T.COL_HASH_A: short_hash(blk.hash_a),
-            T.COL_HASH_B: short_hash(blk.hash_b),
-            T.COL_PARENT_B: short_hash(blk.parent_b),
-            T.COL_STATUS: f"{STATUS_DOT[blk.status]} {T.STATUS_LABELS[blk.status]}",
-            T.COL_REUSED: "✓" if blk.reused else "",
-            T.COL_REASON: render_block_reason(blk.code, blk.params),
-        }
-        for blk in cmp.blocks
-    ])
+    table = pd.DataFrame(E.chain_table_rows(cmp))
     st.dataframe(table, hide_index=True, width="stretch")
 
 # ----------------------------------------------------------------------------- 5. the proof
@@ -413,48 +337,24 @@ def _fmt(x: float | None) -> str:
     return "0" if x == 0 else ui.loc(f"{x:.3g}")
 
 
-if proof.prefix_max_abs_diff is None:
-    st.markdown(f"- {T.FACT_PREFIX_NONE}")
-elif proof.prefix_max_abs_diff == 0:
-    first = proof.first_changed_token if proof.first_changed_token is not None else min(edit.num_tokens_a, n_b)
-    st.markdown(f"- {T.FACT_PREFIX.format(first=first, value=_fmt(proof.prefix_max_abs_diff))}")
-else:
-    st.markdown(f"- {T.FACT_PREFIX_BROKEN.format(value=_fmt(proof.prefix_max_abs_diff))}")
-if proof.layer0_after_max_abs_diff is None:
-    st.markdown(f"- {T.FACT_LAYER0_NONE}")
-else:
-    st.markdown("- " + T.FACT_LAYER0.format(count=len(proof.same_after_positions),
-                                            layer0=_fmt(proof.layer0_after_max_abs_diff),
-                                            deep=_fmt(proof.deep_after_max_abs_diff)))
+for fact in E.proof_facts(edit, proof, _fmt):
+    st.markdown(f"- {fact}")
 st.caption(T.PROOF_PAD_NOTE)
 
 st.markdown(f"**{T.REUSE_EXACT_HEADER}**")
-if cmp.reused_tokens and proof.logits_max_abs_diff_reuse == 0:
-    st.markdown(T.REUSE_IDENTICAL.format(reused=cmp.reused_tokens, token=tok(proof.next_token_full)))
-elif cmp.reused_tokens:
-    st.markdown(T.REUSE_EXACT.format(reused=cmp.reused_tokens, diff=_fmt(proof.logits_max_abs_diff_reuse),
-                                     token=tok(proof.next_token_full)))
-else:
-    st.markdown(T.REUSE_EXACT_NONE.format(diff=_fmt(proof.logits_max_abs_diff_reuse)))
+st.markdown(E.reuse_exact(cmp, proof, _fmt))
 
 st.markdown(f"**{T.WRONG_HEADER}**")
 wrong = proof.wrong_reuse
 if wrong is None:
     st.info(T.WRONG_NONE, icon=":material/info:")
 else:
-    blocks = T.LIST_SEPARATOR.join(T.BLOCK_REF.format(i=i) for i in wrong.blocks[:12]) + (
-        T.LIST_MORE if len(wrong.blocks) > 12 else "")
-    st.markdown(T.WRONG_INTRO.format(blocks=blocks))
+    st.markdown(T.WRONG_INTRO.format(blocks=E.wrong_blocks(wrong)))
     cols = st.columns(3)
     cols[0].metric(T.M_WRONG_DIFF, _fmt(wrong.logits_max_abs_diff), help=T.M_WRONG_DIFF_HELP)
     cols[1].metric(T.M_WRONG_KL, T.KL_VALUE.format(kl=wrong.kl), help=T.M_WRONG_KL_HELP)
     cols[2].metric(T.M_WRONG_NEXT, T.M_WRONG_NEXT_CHANGED if wrong.next_token_changed else T.M_WRONG_NEXT_SAME)
-    if wrong.next_token_changed:
-        st.markdown(T.WRONG_NEXT_CHANGED.format(wrong=tok(wrong.next_token_wrong),
-                                                correct=tok(wrong.next_token_correct)))
-    else:
-        st.markdown(T.WRONG_NEXT_SAME.format(correct=tok(wrong.next_token_correct),
-                                             p_ok=wrong.prob_correct_top, p_wrong=wrong.prob_wrong_of_correct_top))
+    st.markdown(E.wrong_next_token(wrong))
     st.markdown(T.WRONG_CONCLUSION.format(exact=_fmt(proof.logits_max_abs_diff_reuse),
                                           wrong=_fmt(wrong.logits_max_abs_diff)))
 

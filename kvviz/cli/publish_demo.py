@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="publish a demo engine's KV-cache events (vLLM's wire format) for watch and the Live page",
         description="Drive kvviz's own block pool with a generated multi-user chat workload and publish "
         "its cache events exactly as vLLM does (PUB socket + replay ROUTER socket). Runs until Ctrl-C "
-        "or --seconds.",
+        "or --seconds, then prints what it published.",
     )
     p.add_argument("--endpoint", default="tcp://127.0.0.1:5557", help="PUB address to bind (default %(default)s)")
     p.add_argument("--replay-endpoint", default=None, help="replay ROUTER address to bind (default: port + 1)")
@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         while demo.alive and (deadline is None or time.monotonic() < deadline):
             time.sleep(0.1)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a run without --seconds ends: stop and report, as at the deadline
     finally:
         demo.stop()
     if demo.error:

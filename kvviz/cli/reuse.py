@@ -38,17 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the experiment; truncation notices go to stderr so stdout keeps exactly the listed keys."""
     check_model_option(args.model)
-    from kvviz.edit.experiment import check_reuse_inputs
+    from kvviz.edit.inputs import edit_inputs
     from kvviz.edit.report import cli_summary, run_reuse_experiment
     from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
 
     try:
-        check_reuse_inputs(args.a, args.b, args.max_tokens)  # before paying for a model load
-        lm = load_model(args.model)
-        edit, proof = run_reuse_experiment(
-            lm, args.a, args.b, block_size=args.block_size, hash_name=args.hash, seed=args.seed,
-            max_tokens=args.max_tokens,
-        )
+        # the one check of the experiment's inputs, before paying for a model load
+        inputs = edit_inputs(args.a, args.b, args.block_size, args.hash, args.seed, args.max_tokens)
+        edit, proof = run_reuse_experiment(load_model(args.model), inputs)
     except (InputError, ModelLoadError, ValueError) as exc:
         raise CliError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
     for notice in edit.notices:

@@ -23,6 +23,7 @@ from kvviz.sessions import (
     run_session,
     session_increment,
 )
+from kvviz.sessions.results import MAX_PROJECTION_TURNS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,10 +48,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--pause-at", type=int, help="event: a long pause before this turn")
     p.add_argument("--pause-s", type=float, default=DEFAULT_PAUSE_S, help="length of the pause in seconds")
     p.add_argument("--unstable-json", action="store_true", help="event: tool arguments re-serialised in random key order")
-    p.add_argument("--project-turns", type=int, default=50, help="turns of the quadratic-vs-linear projection")
+    p.add_argument("--project-turns", type=_projection_turns, default=50, metavar="N",
+                   help=f"turns of the quadratic-vs-linear projection, 1..{MAX_PROJECTION_TURNS:,}")
     p.add_argument("--segments", action="store_true", help="include each turn's segment spans")
     add_json_flag(p)
     p.set_defaults(handler=run)
+
+
+def _projection_turns(text: str) -> int:
+    """argparse type for ``--project-turns``: checked at parse time, before a session is simulated."""
+    try:
+        turns = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not 1 <= turns <= MAX_PROJECTION_TURNS:
+        raise argparse.ArgumentTypeError(f"the projection needs 1..{MAX_PROJECTION_TURNS:,} turns, got {turns:,}")
+    return turns
 
 
 def _load(args: argparse.Namespace):

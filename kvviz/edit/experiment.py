@@ -30,8 +30,9 @@ import numpy as np
 import torch
 
 from kvviz.core.compare import PromptComparison, compare_prompts
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn, init_none_hash
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, init_none_hash
 from kvviz.edit.diffs import CharEdit, TokenEdit, char_diff, kept_chars, piece_text, token_diff
+from kvviz.edit.inputs import LABEL_A, LABEL_B, EditInputs
 from kvviz.model.kvstore import (
     KVStore,
     get_kv_store,
@@ -41,8 +42,8 @@ from kvviz.model.kvstore import (
 )
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill
-from kvviz.model.settings import InputError, check_max_tokens, max_tokens_default
-from kvviz.model.tokens import Tokenized, clean_text, tokenize
+from kvviz.model.settings import InputError, max_tokens_default
+from kvviz.model.tokens import Tokenized, tokenize
 
 
 @dataclass(frozen=True)
@@ -171,30 +172,15 @@ def _tokenize(lm: LoadedModel, text: str, max_tokens: int | None) -> Tokenized:
     return tok
 
 
-_LABEL_A, _LABEL_B = "original prompt (A)", "edited prompt (B)"
-
-
-def check_reuse_inputs(text_a: object, text_b: object, max_tokens: int | None = None) -> None:
-    """The input checks ``run_edit`` makes (a bad token limit, empty or non-text prompts), with the same
-    messages, but without a model: callers reject bad input before paying for a model load."""
-    for label, text in ((_LABEL_A, text_a), (_LABEL_B, text_b)):
-        try:
-            if max_tokens is not None:
-                check_max_tokens(max_tokens)
-            clean_text(text)
-        except InputError as exc:
-            raise InputError(f"{label}: {exc}") from exc
-
-
 def _tokenize_pair(lm: LoadedModel, text_a: str, text_b: str, max_tokens: int | None) -> tuple[Tokenized, Tokenized]:
     try:
         tok_a = _tokenize(lm, text_a, max_tokens)
     except InputError as exc:
-        raise InputError(f"{_LABEL_A}: {exc}") from exc
+        raise InputError(f"{LABEL_A}: {exc}") from exc
     try:
         tok_b = _tokenize(lm, text_b, max_tokens)
     except InputError as exc:
-        raise InputError(f"{_LABEL_B}: {exc}") from exc
+        raise InputError(f"{LABEL_B}: {exc}") from exc
     return tok_a, tok_b
 
 
@@ -217,24 +203,12 @@ def _ensure_in_store(lm: LoadedModel, ids: list[int], block_size: int, store: KV
     return stored, cached.computed_tokens, cached.forward_ms
 
 
-def run_edit(
-    lm: LoadedModel,
-    text_a: str,
-    text_b: str,
-    block_size: int = 16,
-    hash_name: str = DEFAULT_HASH,
-    seed: str | None = DEFAULT_SEED,
-    max_tokens: int | None = None,
-    store: KVStore | None = None,
-) -> EditReport:
-    """The engine's view of the edit: compare the chains, then prefill B on top of A's stored blocks.
-
-    Raises InputError for empty prompts, a bad hash name or seed (``block_size`` is a checked BlockSize).
-    """
-    get_hash_fn(hash_name)
-    if seed is not None and not isinstance(seed, str):
-        raise InputError("the seed must be text")
-    seed = seed or None  # an empty seed box = PYTHONHASHSEED unset: vLLM's default resolution
+def run_edit(lm: LoadedModel, inputs: EditInputs, store: KVStore | None = None) -> EditReport:
+    """The engine's view of the edit: compare the chains, then prefill B on top of A's stored blocks in
+    ``store`` (the process-wide one when None). ``inputs`` passed ``edit_inputs``, so only tokenizing
+    can still raise (InputError)."""
+    text_a, text_b, max_tokens = inputs.text_a, inputs.text_b, inputs.max_tokens
+    block_size, hash_name, seed = inputs.block_size, inputs.hash_name, inputs.seed
     store = get_kv_store() if store is None else store
     tok_a, tok_b = _tokenize_pair(lm, text_a, text_b, max_tokens)
     ids_a, ids_b = list(tok_a.ids), list(tok_b.ids)

@@ -9,7 +9,6 @@ same requests, hence the same block hashes, in every run.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from kvviz.live.wire import (
     encode_seq,
     to_int_hash,
 )
+from kvviz.live.worker import Worker, WorkerRegistry
 
 DEMO_BLOCK_SIZE = 16
 DEMO_NUM_BLOCKS = 160
@@ -129,9 +129,9 @@ def _int_hashes(event: KVCacheEvent) -> KVCacheEvent:
     return event
 
 
-class DemoPublisher:
+class DemoPublisher(Worker):
     """Binds a PUB socket (and a replay ROUTER) and publishes one batch per workload step that changed
-    the cache, every ``interval_s`` seconds, from a daemon thread. Sequence numbers start at 0."""
+    the cache, every ``interval_s`` seconds, from its ``Worker`` thread. Sequence numbers start at 0."""
 
     def __init__(self, endpoint: str, replay_endpoint: str | None = None, *, topic: str = "", seed: int = 0,
                  interval_s: float = 0.2, array_like: bool = False, int_hashes: bool = False,
@@ -146,8 +146,6 @@ class DemoPublisher:
         self.endpoint, self.replay_endpoint = endpoint, replay_endpoint
         self.buffer: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_BUFFER)
         self.seq = 0
-        self.error: str | None = None
-        self._stop = threading.Event()
         self._ctx = zmq.Context()
         try:
             self._pub = self._ctx.socket(zmq.PUB)
@@ -161,20 +159,7 @@ class DemoPublisher:
         except zmq.ZMQError as exc:
             self._ctx.destroy(linger=0)
             raise ValueError(f"cannot bind {endpoint}: {exc}") from None
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"kvviz-demo {endpoint}")
-
-    def start(self) -> DemoPublisher:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
+        super().__init__(f"kvviz-demo {endpoint}")
 
     def publish(self, events: Sequence[KVCacheEvent]) -> int:
         """Send one batch now (from the publisher's thread only); return its sequence number."""
@@ -199,45 +184,34 @@ class DemoPublisher:
                     self._router.send_multipart([client, b"", encode_seq(seq), payload])
             self._router.send_multipart([client, b"", encode_seq(END_SEQ), b""])
 
-    def _run(self) -> None:
+    def _loop(self) -> None:
         next_step = time.monotonic()
-        try:
-            while not self._stop.is_set():
-                if self._router is not None:
-                    self._serve_replay()
-                now = time.monotonic()
-                if now >= next_step and (self.max_batches is None or self.seq < self.max_batches):
-                    events = self.workload.step()
-                    if events:
-                        self.publish(events)
-                    next_step = now + self.interval_s
-                self._stop.wait(min(0.02, max(0.0, next_step - time.monotonic())))
-        except Exception as exc:  # noqa: BLE001 - reported by status, never raised into a page
-            self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self._ctx.destroy(linger=0)
+        while not self.stopping:
+            if self._router is not None:
+                self._serve_replay()
+            now = time.monotonic()
+            if now >= next_step and (self.max_batches is None or self.seq < self.max_batches):
+                events = self.workload.step()
+                if events:
+                    self.publish(events)
+                next_step = now + self.interval_s
+            self._sleep(min(0.02, next_step - time.monotonic()))
+
+    def _close(self) -> None:
+        self._ctx.destroy(linger=0)
 
 
 MAX_DEMOS = 2  # demo engines one server process runs at once
-_SHARED: dict[str, DemoPublisher] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED: WorkerRegistry[str, DemoPublisher] = WorkerRegistry(MAX_DEMOS, evict=False)
 
 
 def shared_demo(endpoint: str, replay_endpoint: str | None, **kwargs: object) -> DemoPublisher:
     """The process-wide demo publisher bound to ``endpoint`` (started once; restarted if it died).
     ValueError when ``MAX_DEMOS`` other demo engines already run."""
-    with _SHARED_LOCK:
-        for ep in [ep for ep, d in _SHARED.items() if not d.alive]:
-            del _SHARED[ep]
-        demo = _SHARED.get(endpoint)
-        if demo is None:
-            if len(_SHARED) >= MAX_DEMOS:
-                raise ValueError(f"{len(_SHARED)} demo engines already run here ({', '.join(_SHARED)}): connect to one")
-            demo = _SHARED[endpoint] = DemoPublisher(endpoint, replay_endpoint, **kwargs).start()  # type: ignore[arg-type]
-        return demo
+    return _SHARED.get(endpoint, lambda: DemoPublisher(endpoint, replay_endpoint, **kwargs),  # type: ignore[arg-type]
+                       lambda running: f"{len(running)} demo engines already run here ({', '.join(running)}): connect to one")
 
 
 def running_demo(endpoint: str) -> DemoPublisher | None:
     """The shared demo publisher on ``endpoint`` if this process runs one."""
-    demo = _SHARED.get(endpoint)
-    return demo if demo is not None and demo.alive else None
+    return _SHARED.running(endpoint)

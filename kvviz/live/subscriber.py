@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +30,13 @@ from kvviz.live.wire import (
     encode_seq,
     offset_endpoint_port,
 )
+from kvviz.live.worker import Worker, WorkerRegistry
 
 POLL_MS = 100
 REPLAY_TIMEOUT_S = 2.0
 MAX_REPLAY_MESSAGES = 20_000
 MAX_DP_SIZE = 64
+RECEIVING_S = 5.0  # a message within this many seconds: the status is "receiving"
 _ENDPOINT = re.compile(r"tcp://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
 
 
@@ -100,8 +101,8 @@ class Counters:
     ranks: dict[int, RankState] = field(default_factory=dict)
 
 
-class Subscriber:
-    """Subscribes to one engine in a daemon thread; read it through ``lock`` or the helpers."""
+class Subscriber(Worker):
+    """Subscribes to one engine in its ``Worker`` thread; read it through ``lock`` or the helpers."""
 
     def __init__(self, config: LiveConfig, max_blocks: int = DEFAULT_MAX_BLOCKS, max_batches: int | None = None,
                  replay_timeout_s: float = REPLAY_TIMEOUT_S) -> None:
@@ -112,7 +113,6 @@ class Subscriber:
         self.max_batches = max_batches
         self.replay_timeout_s = replay_timeout_s
         self.started_at = time.time()
-        self._stop = threading.Event()
         self.done = threading.Event()
         self._ctx = zmq.Context()
         # Sockets are created here so that a bad endpoint fails in the caller, not in the thread.
@@ -130,22 +130,9 @@ class Subscriber:
         except zmq.ZMQError as exc:
             self._close()
             raise ValueError(f"cannot connect to {self.config.endpoint}: {exc}") from None
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"kvviz-live {self.config.endpoint}")
+        super().__init__(f"kvviz-live {self.config.endpoint}")
 
-    # ------------------------------------------------------------------ lifecycle
-    def start(self) -> Subscriber:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 2.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
+    # ------------------------------------------------------------------ lifecycle (see Worker)
     def wait(self, timeout_s: float) -> bool:
         """Block until ``max_batches`` were applied or ``timeout_s`` passed; True if reached."""
         return self.done.wait(timeout_s)
@@ -155,12 +142,12 @@ class Subscriber:
             s.close(linger=0)
         self._ctx.term()
 
-    def _run(self) -> None:
+    def _loop(self) -> None:
         poller = zmq.Poller()
         for s in self._subs + self._monitors:
             poller.register(s, zmq.POLLIN)
         try:
-            while not self._stop.is_set() and not self.done.is_set():
+            while not self.stopping and not self.done.is_set():
                 ready = dict(poller.poll(POLL_MS))
                 for rank, mon in enumerate(self._monitors):
                     if mon in ready:
@@ -172,8 +159,6 @@ class Subscriber:
                     self.model.tick(time.time())
         except zmq.ZMQError as exc:  # context gone: nothing left to do
             self.counters.last_error = str(exc)
-        finally:
-            self._close()
 
     # ------------------------------------------------------------------ live stream
     def _on_monitor(self, rank: int, mon: zmq.Socket) -> None:
@@ -252,7 +237,7 @@ class Subscriber:
             deadline = time.monotonic() + self.replay_timeout_s
             for _ in range(MAX_REPLAY_MESSAGES):
                 left_ms = int((deadline - time.monotonic()) * 1000)
-                if left_ms <= 0 or self._stop.is_set() or not dealer.poll(left_ms):
+                if left_ms <= 0 or self.stopping or not dealer.poll(left_ms):
                     break
                 frames = dealer.recv_multipart()
                 if len(frames) != 3 or frames[0] != b"":
@@ -275,11 +260,11 @@ class Subscriber:
 
     # ------------------------------------------------------------------ reading
     def status(self) -> str:
-        """``stopped``, ``receiving`` (a message in the last 5 s), ``connected`` or ``connecting``."""
+        """``stopped``, ``receiving`` (a message in the last ``RECEIVING_S``), ``connected`` or ``connecting``."""
         if not self.alive:
             return "stopped"
         last = self.counters.last_message_at
-        if last is not None and time.time() - last < 5:
+        if last is not None and time.time() - last < RECEIVING_S:
             return "receiving"
         if any(r.connected for r in self.counters.ranks.values()):
             return "connected"
@@ -307,28 +292,19 @@ class Subscriber:
 
 
 MAX_SHARED = 8  # subscribers one server process keeps; connecting a ninth stops the least recently used
-_SHARED: OrderedDict[LiveConfig, Subscriber] = OrderedDict()
-_SHARED_LOCK = threading.Lock()
+_SHARED: WorkerRegistry[LiveConfig, Subscriber] = WorkerRegistry(MAX_SHARED, evict=True)
 
 
 def shared(config: LiveConfig) -> Subscriber:
     """The process-wide subscriber for ``config`` (started on first use, restarted if it died). At most
     ``MAX_SHARED`` run at once: the least recently used one beyond that is stopped."""
     config = config.validated()
-    with _SHARED_LOCK:
-        sub = _SHARED.get(config)
-        if sub is None or not sub.alive:
-            sub = _SHARED[config] = Subscriber(config).start()
-        _SHARED.move_to_end(config)
-        while len(_SHARED) > MAX_SHARED:
-            _SHARED.popitem(last=False)[1].stop(timeout_s=0.5)
-        return sub
+    return _SHARED.get(config, lambda: Subscriber(config))
 
 
 def stop_shared(config: LiveConfig) -> None:
     """Stop and forget the shared subscriber for ``config`` (no-op if none)."""
-    with _SHARED_LOCK:
-        sub = _SHARED.pop(config.validated(), None)
+    sub = _SHARED.pop(config.validated())
     if sub is not None:
         sub.stop()
 
@@ -381,4 +357,4 @@ def read_view(sub: Subscriber, trees: int = 5) -> LiveView:
         m = sub.model
         return LiveView(status, summary, m.samples(), m.blocks_by_medium(), m.largest_trees(trees), m.overflow,
                         m.max_blocks, m.unknown_kinds, m.unknown_fields, c.duplicates, c.restarts, c.reconnects,
-                        m.block_size, m.hash_kind, c.last_error, c.last_message_at)
+                        m.block_size, m.hash_kind, c.last_error or sub.error, c.last_message_at)

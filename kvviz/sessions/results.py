@@ -152,13 +152,16 @@ def cumulative_work(turns: list[TurnUsage]) -> tuple[list[int], list[int]]:
     return without, with_cache
 
 
+MAX_PROJECTION_TURNS = 10_000  # turns of the quadratic-vs-linear projection, at most
+
+
 def projected_work(first_prompt: int, increment: int, turns: int) -> tuple[list[int], list[int]]:
     """Cumulative prefill tokens of an idealised session whose prompt starts at ``first_prompt`` and
     grows by ``increment`` per turn: without a cache turn k costs its whole prompt, so the total is
     quadratic, ``n*first + increment*n*(n-1)/2``; with a perfect cache turn k costs only its
     increment, so the total is linear, ``first + (n-1)*increment``."""
-    if min(first_prompt, increment) < 0 or not 1 <= turns <= 10_000:
-        raise SessionError("projection needs first_prompt, increment >= 0 and 1..10,000 turns")
+    if min(first_prompt, increment) < 0 or not 1 <= turns <= MAX_PROJECTION_TURNS:
+        raise SessionError(f"projection needs first_prompt, increment >= 0 and 1..{MAX_PROJECTION_TURNS:,} turns")
     without = [n * first_prompt + increment * n * (n - 1) // 2 for n in range(1, turns + 1)]
     with_cache = [first_prompt + (n - 1) * increment for n in range(1, turns + 1)]
     return without, with_cache

@@ -5,6 +5,7 @@ publisher end to end, and on bad input. Only 127.0.0.1, free ports, and every wa
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -136,16 +137,18 @@ def test_demo_publisher_end_to_end_in_process(capsys: pytest.CaptureFixture) -> 
 
 
 def test_demo_publisher_cli_end_to_end() -> None:
+    """Both CLIs as processes: watch gets the demo's 30 batches; Ctrl-C ends the demo, which then reports."""
     port = free_port(2)
     demo = subprocess.Popen(
         [sys.executable, "-m", "kvviz", "publish-demo", "--endpoint", f"tcp://127.0.0.1:{port}", "--synthetic",
-         "--array-like", "--interval", "0.01", "--max-batches", "30", "--seconds", "15", "--json"],
+         "--array-like", "--interval", "0.01", "--max-batches", "30", "--seconds", "120", "--json"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         watch = subprocess.run(
             [sys.executable, "-m", "kvviz", "watch", "--endpoint", f"tcp://127.0.0.1:{port}", "--replay-endpoint",
              f"tcp://127.0.0.1:{port + 1}", "--batches", "30", "--timeout", "60", "--json"],
             cwd=ROOT, capture_output=True, text=True, timeout=90)
+        demo.send_signal(signal.SIGINT)  # the demo serves replay until stopped: stop it as a user would
         demo_out, demo_err = demo.communicate(timeout=60)
     finally:
         demo.kill()

@@ -3,8 +3,8 @@ stored token ids still match the embedded tokenizer."""
 
 from __future__ import annotations
 
+import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -97,12 +97,11 @@ def test_error_paths(capsys, tmp_path):
     assert "one of the arguments" in run_error(capsys, "scenario")
 
 
-def test_trace_file_and_stdin():
+def test_trace_file_and_stdin(capsys, monkeypatch):
+    """``--file -`` reads the trace from stdin's bytes (in-process; tests/cli/test_cli_pipe.py runs real pipes)."""
     trace = ROOT / "assets" / "traces" / "salt_isolation.json"
-    out = subprocess.run([sys.executable, "-m", "kvviz", "scenario", "--file", "-", "--step", "2", "--json"],
-                         input=trace.read_bytes(), capture_output=True, cwd=ROOT, timeout=120)
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(trace.read_bytes()), encoding="utf-8"))
+    data = run_json(capsys, "scenario", "--file", "-", "--step", "2")
     assert data["step"] == 2 and data["block_tables"]["bob1"]["hit_tokens"] == 0
 
 

@@ -3,33 +3,53 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+LANE_FILES = ("tests/browser/test_paging_browser.py", "tests/model/test_reuse.py")  # a browser and a model-only module
 
 
-def pytest_run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+class Selection:
+    """A plugin that records which collected tests a run kept and which its -m expression deselected."""
+
+    def __init__(self) -> None:
+        self.selected: list[str] = []
+        self.deselected: list[str] = []
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += [item.nodeid for item in items]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.selected = [item.nodeid for item in session.items]
 
 
-def test_selecting_nothing_fails_with_status_1_not_5():
-    proc = pytest_run("tests/core/test_limits.py", "-m", "no_such_marker")
-    assert proc.returncode == 1, proc.stdout[-500:]
-    assert "no tests were selected" in proc.stdout
+def pytest_run(*args: str) -> tuple[int, Selection]:
+    """pytest run in this process (the modules are imported already: no second interpreter, no second torch
+    import) from the repo root, with this repo's conftest; its output goes to the caller's capture."""
+    probe = Selection()
+    code = pytest.main(["-p", "no:cacheprovider", "--rootdir", str(ROOT), *(str(ROOT / a) if a.startswith("tests/") else a
+                                                                           for a in args)], plugins=[probe])
+    return int(code), probe
 
 
-def test_fast_lane_leaves_out_model_and_browser_tests():
+def test_selecting_nothing_fails_with_status_1_not_5(capsys: pytest.CaptureFixture) -> None:
+    code, probe = pytest_run("tests/core/test_limits.py", "-m", "no_such_marker")
+    out = capsys.readouterr().out
+    assert code == 1, out[-500:]
+    assert "no tests were selected" in out and probe.deselected and not probe.selected
+
+
+def test_fast_lane_leaves_out_model_and_browser_tests(capsys: pytest.CaptureFixture) -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert '-m "not model and not browser"' in makefile
     # every browser test and every test of a model-only module is deselected: nothing is left
-    proc = pytest_run("--collect-only", "-q", "-m", "not model and not browser", "tests/browser/test_paging_browser.py", "tests/model/test_reuse.py")
-    assert proc.returncode == 1 and "::" not in proc.stdout, proc.stdout[-500:]
-    assert "no tests were selected" in proc.stdout
-    everything = pytest_run("--collect-only", "-q", "tests/browser/test_paging_browser.py", "tests/model/test_reuse.py")
-    assert everything.returncode == 0 and "tests/model/test_reuse.py: " in everything.stdout  # the paths hold tests
+    code, probe = pytest_run("--collect-only", "-q", "-m", "not model and not browser", *LANE_FILES)
+    out = capsys.readouterr().out
+    assert code == 1 and not probe.selected and "no tests were selected" in out, out[-500:]
+    for path in LANE_FILES:  # the paths hold tests, and all of them were deselected
+        assert any(node.startswith(path + "::") for node in probe.deselected), (path, probe.deselected[:3])
 
 
 def test_tests_live_by_layer_with_unique_basenames():

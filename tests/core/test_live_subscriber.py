@@ -8,6 +8,7 @@ import time
 import pytest
 from live_testpub import WirePublisher, free_port
 
+from kvviz.live import subscriber
 from kvviz.live.subscriber import LiveConfig, Subscriber, check_endpoint, read_view, shared, stop_shared
 
 WAIT_S = 30
@@ -20,7 +21,8 @@ def _until(cond, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_engine_restart_reconnects_and_starts_over() -> None:
+def test_engine_restart_reconnects_and_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subscriber, "RECEIVING_S", 0.5)  # "receiving" lapses sooner after the engine goes
     port = free_port(2)
     pub = WirePublisher(port, port + 1, rank=0)
     sub = Subscriber(LiveConfig(f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}")).start()

@@ -21,6 +21,7 @@ from kvviz.edit.diffs import (
     token_diff,
 )
 from kvviz.edit.experiment import run_edit
+from kvviz.edit.inputs import EditInputs, edit_inputs
 from kvviz.edit.presets import load_edit_presets
 from kvviz.edit.report import CLI_KEYS, cli_summary, run_reuse_experiment
 from kvviz.model import InputError, load_model, tokenize
@@ -45,7 +46,7 @@ def store():
 @pytest.fixture(scope="module")
 def early_edit(lm, store):
     """One letter early in the prompt, same token count: a miss, then invalidated blocks."""
-    return run_reuse_experiment(lm, SENTENCE, BAT, block_size=4, store=store)
+    return run_reuse_experiment(lm, edit_inputs(SENTENCE, BAT, 4), store=store)
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -107,7 +108,7 @@ def test_wrong_reuse_diverges_far_beyond_float_noise(early_edit):
 
 def test_tail_edit_reuses_whole_blocks_and_reuse_is_exact(lm, store):
     b = SENTENCE[:-1] + "!"
-    edit, proof = run_reuse_experiment(lm, SENTENCE, b, block_size=4, store=store)
+    edit, proof = run_reuse_experiment(lm, edit_inputs(SENTENCE, b, 4), store=store)
     n = edit.num_tokens_b
     cmp = compare_prompts(tokenize(SENTENCE).ids, tokenize(b).ids, block_size=4)
     assert edit.reused_tokens == cmp.reused_tokens == ((n - 1) // 4) * 4 > 0
@@ -128,7 +129,7 @@ def test_tail_edit_reuses_whole_blocks_and_reuse_is_exact(lm, store):
 
 
 def test_identical_prompts_reuse_all_but_the_last_token(lm, store):
-    edit, proof = run_reuse_experiment(lm, SENTENCE, SENTENCE, block_size=4, store=store)
+    edit, proof = run_reuse_experiment(lm, edit_inputs(SENTENCE, SENTENCE, 4), store=store)
     n = edit.num_tokens_b
     assert edit.identical and edit.first_changed_token is None
     assert edit.reused_tokens == ((n - 1) // 4) * 4 and edit.recomputed_tokens >= 1
@@ -137,8 +138,8 @@ def test_identical_prompts_reuse_all_but_the_last_token(lm, store):
 
 
 def test_nothing_in_common_and_shifted_tokens(lm, store):
-    edit, proof = run_reuse_experiment(lm, "Hello there.", "Goodbye, my dear friend, see you soon.",
-                                       block_size=4, store=store)
+    edit, proof = run_reuse_experiment(lm, edit_inputs("Hello there.", "Goodbye, my dear friend, see you soon.", 4),
+                                       store=store)
     assert edit.first_changed_token == 0 and edit.reused_tokens == 0
     assert edit.reused_share == 0.0
     assert all(b.status in ("miss", "partial") for b in edit.comparison.blocks)
@@ -147,14 +148,14 @@ def test_nothing_in_common_and_shifted_tokens(lm, store):
 
 def test_bad_and_unusual_input(lm, store):
     with pytest.raises(InputError, match="original prompt"):
-        run_edit(lm, "   ", "x", store=store)
+        run_edit(lm, edit_inputs("   ", "x"), store=store)
     with pytest.raises(InputError, match="edited prompt"):
-        run_edit(lm, "x", "\n\t", store=store)
+        run_edit(lm, edit_inputs("x", "\n\t"), store=store)
     with pytest.raises(ValueError):
-        run_edit(lm, "a", "b", hash_name="md5", store=store)
-    long = run_edit(lm, SENTENCE * 3, BAT * 3, max_tokens=8, store=store)
+        run_edit(lm, edit_inputs("a", "b", hash_name="md5"), store=store)
+    long = run_edit(lm, edit_inputs(SENTENCE * 3, BAT * 3, max_tokens=8), store=store)
     assert long.num_tokens_a == long.num_tokens_b == 8 and len(long.notices) == 2
-    odd = run_edit(lm, "שלום 👋 \x07 مرحبا", "שלום 👋 \x08 مرحبا", block_size=2, store=store)
+    odd = run_edit(lm, edit_inputs("שלום 👋 \x07 مرحبا", "שלום 👋 \x08 مرحبا", 2), store=store)
     assert odd.first_changed_token is not None and odd.num_tokens_b > 3
     offsets = token_char_offsets(lm, SENTENCE, 3)
     assert offsets[0] == 0 and SENTENCE[offsets[1]:].startswith(" cat")
@@ -179,6 +180,28 @@ def test_presets_do_what_their_descriptions_say():
     glyph = ids["homoglyph"]
     assert presets["homoglyph"].a.replace("Кo", "Ко") == presets["homoglyph"].a  # looks the same
     assert len(glyph[0]) != len(glyph[1])  # but the token count changes
+
+
+def test_edit_inputs_validates_once_at_the_edge():
+    inputs = edit_inputs("a", "b", 4, "sha256", "", 8)
+    assert inputs == EditInputs("a", "b", 4, "sha256", None, 8) and hash(inputs) == hash(EditInputs("a", "b", 4, "sha256", None, 8))
+    assert edit_inputs("a", "b") == EditInputs("a", "b")
+    good = {"text_a": "a", "text_b": "b"}
+    for bad, word in [({"text_a": " "}, "original prompt"), ({"text_b": b"x"}, "edited prompt"),
+                      ({"block_size": 0}, "block size"), ({"block_size": True}, "block size"),
+                      ({"hash_name": "md5"}, "md5"), ({"seed": 3}, "seed"), ({"max_tokens": 0}, "max_tokens")]:
+        with pytest.raises(InputError, match=word):
+            edit_inputs(**{**good, **bad})
+
+
+def test_cli_help_lists_the_keys_in_order():
+    """The ``reuse`` description names every key of ``CLI_KEYS``, in output order (the schema's doc)."""
+    from kvviz.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command" or getattr(a, "choices", None))
+    text = " ".join(sub.choices["reuse"].description.split())
+    listed = re.findall(r"\b([a-z0-9]+(?:_[a-z0-9]+)+)\b", text.split("Prints exactly:")[1])
+    assert tuple(dict.fromkeys(listed)) == CLI_KEYS
 
 
 def test_cli_prints_exactly_the_listed_keys(capsys):
