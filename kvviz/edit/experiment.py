@@ -33,13 +33,8 @@ from kvviz.core.compare import PromptComparison, compare_prompts
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, init_none_hash
 from kvviz.edit.diffs import CharEdit, TokenEdit, char_diff, kept_chars, piece_text, token_diff
 from kvviz.edit.inputs import LABEL_A, LABEL_B, EditInputs
-from kvviz.model.kvstore import (
-    KVStore,
-    get_kv_store,
-    model_key,
-    prefill_cached,
-    store_block_hashes,
-)
+from kvviz.model.block_store import KVStore, model_key, store_block_hashes
+from kvviz.model.kvstore import get_kv_store, prefill_cached
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill
 from kvviz.model.settings import InputError, max_tokens_default

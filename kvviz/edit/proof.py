@@ -13,9 +13,7 @@ from kvviz.core.timing_compare import TimingComparison
 from kvviz.edit.diffs import piece_text
 from kvviz.edit.experiment import EditReport, full_prefill
 from kvviz.model.edit_timing import time_full_vs_reuse
-from kvviz.model.kvstore import (
-    reusable_blocks,
-)
+from kvviz.model.kvstore import reusable_blocks
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from kvviz.edit.experiment import EditReport, run_edit
 from kvviz.edit.inputs import EditInputs
 from kvviz.edit.proof import ProofReport, WrongReuse, run_proof
-from kvviz.model.kvstore import KVStore
+from kvviz.model.block_store import KVStore
 from kvviz.model.loader import LoadedModel
 
 
