@@ -18,6 +18,27 @@ pytestmark = pytest.mark.model
 TEXT = "Shared system prompt: answer briefly and cite the block size. " * 3 + "Question: why?"
 
 
+def _sessions_at_once(room: Room, n: int, send) -> list[BaseException]:
+    """Run ``send(i, session_id)`` for ``n`` joined sessions in threads released together; their errors."""
+    gate = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def session(i: int) -> None:
+        sid = room.join()
+        gate.wait()
+        try:
+            send(i, sid)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 @pytest.fixture(scope="module")
 def lm():
     return load_model()
@@ -65,24 +86,15 @@ def test_reset_clears_the_rooms_kv_store(lm):
 
 def test_concurrent_sessions_on_the_model_keep_the_room_consistent(lm):
     room = Room(RoomLimits())
-    errors: list[BaseException] = []
     outs = []
 
-    def session(i: int) -> None:
-        sid = room.join()
-        try:
-            for k in range(2):
-                out = room_prefill(lm, room, sid, text=TEXT + f" {i}-{k}")
-                assert out.ok, out.admission.error
-                outs.append(out)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+    def send(i: int, sid: str) -> None:
+        for k in range(2):
+            out = room_prefill(lm, room, sid, text=TEXT + f" {i}-{k}")
+            assert out.ok, out.admission.error
+            outs.append(out)
 
-    threads = [threading.Thread(target=session, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = _sessions_at_once(room, 8, send)
     assert not errors, errors[:3]
     room.check_invariants()
     t = room.totals()
@@ -121,22 +133,8 @@ def test_sessions_sending_together_compute_a_shared_prefix_once(lm):
     shared blocks, the others wait for it (kvviz.security.inflight) and reuse them, so together they
     compute the shared prefix once, and each one's logits still equal a full prefill's."""
     room = Room(RoomLimits())
-    gate = threading.Barrier(8)
-    outs, errors = [], []
-
-    def session(i: int) -> None:
-        sid = room.join()
-        gate.wait()
-        try:
-            outs.append(room_prefill(lm, room, sid, text=TEXT + f" attendee {i}"))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=session, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outs = []
+    errors = _sessions_at_once(room, 8, lambda i, sid: outs.append(room_prefill(lm, room, sid, text=TEXT + f" attendee {i}")))
     assert not errors, errors[:3]
     assert all(o.ok for o in outs)
     shared = min(o.admission.num_tokens for o in outs) // 16 * 16 - 16  # blocks every prompt has in common
