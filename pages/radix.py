@@ -109,8 +109,8 @@ cols_t = T.TABLE_COLUMNS
 rows = []
 for r in requests:
     rows.append({
-        cols_t["step"]: r.step,
-        cols_t["request"]: T.REQUEST_SALT.format(id=r.request_id, salt=r.salt) if r.salt else r.request_id,
+        cols_t["request"]: T.REQUEST_LABEL.format(  # as the reuse chart labels its rows
+            id=T.REQUEST_SALT.format(id=r.request_id, salt=r.salt) if r.salt else r.request_id, step=r.step),
         cols_t["tokens"]: r.num_tokens,
         cols_t["history"]: r.history_prefix_tokens,
         cols_t["radix"]: T.TABLE_REFUSED if r.radix_tokens is None else r.radix_tokens,
@@ -123,7 +123,7 @@ for r in requests:
     })
 if rows:
     st.markdown(f"**{T.TABLE_HEADER}**")
-    st.dataframe(pd.DataFrame(rows).astype(str), hide_index=True, width="stretch")
+    st.table(pd.DataFrame(rows).astype(str))  # an HTML table: headers and cells wrap, a data grid scrolled at 1024 px
     st.caption(T.TABLE_NOTE)
 
 # ----------------------------------------------------------------------------- evictions

@@ -119,7 +119,7 @@ HOVER_REFUSED = "refused: not enough free memory"
 
 TABLE_HEADER = "Per request"
 TABLE_COLUMNS = {
-    "step": "Step", "request": "Request", "tokens": "Prompt tokens", "history": "Shared with history",
+    "request": "Request", "tokens": "Prompt tokens", "history": "Shared with history",
     "radix": "Radix reuse", "pool": "Pool reuse", "tail": "Partial tail", "window": "Window reuse",
     "window_blocks": "Window blocks kept",
 }
