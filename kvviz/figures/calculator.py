@@ -241,7 +241,11 @@ def memory_vs_budget_figure(shape: ModelShape, dtype: str, tokens: int, batch: i
     ymax = max(max(gib), max(budgets_gib)) * 1.1
     fig.update_xaxes(title=T.FIG_MEM_X, gridcolor=FREE_GREY, range=[0, top_n])
     fig.update_yaxes(title=T.FIG_MEM_Y, gridcolor=FREE_GREY, range=[0, ymax])
-    return base_layout(fig, 340, T.FIG_MEM_TITLE.format(tokens=tokens))
+    # the legend under the axis: above the plot it met the second line of a long (Russian) title
+    fig = base_layout(fig, 370, T.FIG_MEM_TITLE.format(tokens=tokens))
+    fig.update_layout(legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
+                      margin=dict(b=40))
+    return fig
 
 
 def paging_figure(cmp: PagingComparison) -> go.Figure:
