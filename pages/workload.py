@@ -22,6 +22,7 @@ from kvviz.core.workload_pool import PoolReplay, replay_block_pool
 from kvviz.core.workload_report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.core.workload_trace import WorkloadError, WorkloadTrace
 from kvviz.figures import workload as F
+from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.load import load_trace
@@ -115,7 +116,7 @@ try:
         preset = get_preset(model_key)
         bpt, model_label = kvsize.bytes_per_token(preset.shape(), dtype), preset.label
 except KVSizeError as exc:
-    st.error(T.BAD_CONFIG.format(error=exc), icon=":material/error:")
+    st.error(T.BAD_CONFIG.format(error=TC.size_error(exc)), icon=":material/error:")
 marks: list[int] = []
 try:
     marks = parse_capacities(marks_text) if marks_text.strip() else []

@@ -34,7 +34,6 @@ UPLOAD_LABEL = "Upload a config.json"
 PASTE_LABEL = "...or paste its contents"
 PASTE_PLACEHOLDER = '{"model_type": "llama", "num_hidden_layers": 32, ...}'
 PASTED_NAME = "the pasted config"  # names the pasted text in error messages
-UNKNOWN_MODEL_TYPE = "?"
 EXAMPLE_LABEL = "...or load an example config"
 EXAMPLE_NONE = "(choose an example)"
 CONFIG_EMPTY = "Upload or paste a config.json, or load one of the examples."
