@@ -297,7 +297,7 @@ def render_model_card(lm: LoadedModel) -> None:
     cols[2].metric(f["kv_heads"], f"{info.num_kv_heads} ({info.attention_kind})")
     cols[3].metric(f["head_dim"], info.head_dim)
     cols = st.columns(4)
-    cols[0].metric(T.MODEL_KV_MEASURED, format_bytes(probe.kv_bytes_per_token), help=kv_help(lm, probe))
+    cols[0].metric(T.MODEL_KV_MEASURED, loc(format_bytes(probe.kv_bytes_per_token)), help=kv_help(lm, probe))
     cols[1].metric(f["device"], info.device)
     cols[2].metric(f["dtype"], info.dtype)
     cols[3].metric(f["params"], fmt_count(info.num_params))

@@ -74,9 +74,9 @@ def _load_example() -> None:
 
 def _preset_input() -> tuple[ModelShape, Preset, None]:
     key = st.selectbox(T.PRESET_LABEL, [p.key for p in PRESETS], key="calc_preset",
-                       format_func=lambda k: PRESETS_BY_KEY[k].label)
+                       format_func=lambda k: tr(PRESETS_BY_KEY[k].label))
     preset = PRESETS_BY_KEY[key]
-    st.caption(T.SOURCE.format(source=preset.source))
+    st.caption(T.SOURCE.format(source=tr(preset.source)))
     return preset.shape(), preset, None
 
 
@@ -236,7 +236,7 @@ def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> Non
     rows = []
     for p in PRESETS:
         s = p.shape()
-        rows.append(F.BarRow(p.label, kvsize.bytes_per_token(s, dtype), kvsize.all_layers_bytes_per_token(s, dtype),
+        rows.append(F.BarRow(tr(p.label), kvsize.bytes_per_token(s, dtype), kvsize.all_layers_bytes_per_token(s, dtype),
                              highlight=preset is not None and p.key == preset.key))
     if preset is None:
         rows.append(F.BarRow(shape.name, kvsize.bytes_per_token(shape, dtype),

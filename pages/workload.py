@@ -22,6 +22,7 @@ from kvviz.core.workload_pool import PoolReplay, replay_block_pool
 from kvviz.core.workload_report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.core.workload_trace import WorkloadError, WorkloadTrace
 from kvviz.figures import workload as F
+from kvviz.i18n import tr
 from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
 from kvviz.workload.example import EXAMPLE_PATH
@@ -92,7 +93,7 @@ if source == "example":
 # ----------------------------------------------------------------------------- model, marks, TTL
 c = st.columns([3, 1, 1])
 model_options = [p.key for p in PRESETS] + [CONFIG_OPTION]
-labels = {p.key: p.label for p in PRESETS} | {CONFIG_OPTION: T.CONFIG_UPLOAD}
+labels = {p.key: tr(p.label) for p in PRESETS} | {CONFIG_OPTION: T.CONFIG_UPLOAD}
 model_key = c[0].selectbox(T.MODEL, model_options, index=model_options.index("llama-3-8b"),
                            format_func=labels.get, key="wl_model", help=T.MODEL_HELP)
 dtype = c[1].selectbox(T.DTYPE, list(kvsize.DTYPES), index=list(kvsize.DTYPES).index("fp16"), key="wl_dtype")
@@ -114,7 +115,7 @@ try:
             bpt, model_label = kvsize.bytes_per_token(parsed.shape, dtype), parsed.shape.name
     else:
         preset = get_preset(model_key)
-        bpt, model_label = kvsize.bytes_per_token(preset.shape(), dtype), preset.label
+        bpt, model_label = kvsize.bytes_per_token(preset.shape(), dtype), tr(preset.label)
 except KVSizeError as exc:
     st.error(T.BAD_CONFIG.format(error=TC.size_error(exc)), icon=":material/error:")
 marks: list[int] = []
@@ -164,8 +165,8 @@ st.plotly_chart(F.curve_figure(points, infinite_rate, unit, mark_pairs, needs,
                                T.TTL_OPTIONS[ttl] if ttl else None), width="stretch")
 model_note = ""
 if bpt is not None:
-    model_note = T.CURVE_MODEL_NOTE.format(name=model_label, dtype=dtype, bpt=format_bytes(bpt),
-                                           block=format_bytes(bpt * bs), bs=bs)
+    model_note = T.CURVE_MODEL_NOTE.format(name=model_label, dtype=dtype, bpt=ui.loc(format_bytes(bpt)),
+                                           block=ui.loc(format_bytes(bpt * bs)), bs=bs)
 st.caption(T.CURVE_CAPTION.format(requests=profile.num_requests, model_note=model_note))
 
 # ----------------------------------------------------------------------------- over time

@@ -100,7 +100,9 @@ def data_text() -> Iterator[tuple[str, str]]:
         for value in policy.values:  # the page's "policy values used" list, shown through tr()
             yield value.name, f"kvviz/core/providers.py:POLICIES[{key!r}].values.name"
             yield value.value, f"kvviz/core/providers.py:POLICIES[{key!r}].values.value"
-    for preset in PRESETS:
+    for preset in PRESETS:  # the calculator shows label and source through tr()
+        yield preset.label, f"kvviz/core/presets.py:{preset.key}.label"
+        yield preset.source, f"kvviz/core/presets.py:{preset.key}.source"
         if preset.article_note:
             yield preset.article_note, f"kvviz/core/presets.py:{preset.key}.article_note"
 
