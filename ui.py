@@ -21,6 +21,7 @@ from kvviz.i18n.lang import QUERY_KEY, SESSION_KEY
 from kvviz.model.settings import (
     EMBEDDED_DISPLAY_NAME,
     EMBEDDED_MODEL,
+    EMBEDDED_PIP,
     InputError,
     ModelLoadError,
     default_model,
@@ -301,7 +302,9 @@ def render_model_card(lm: LoadedModel) -> None:
     cols[1].metric(f["device"], info.device)
     cols[2].metric(f["dtype"], info.dtype)
     cols[3].metric(f["params"], fmt_count(info.num_params))
-    st.caption(T.MODEL_SOURCE.format(source=info.source, load_s=info.load_s,
+    kind = T.MODEL_SOURCE_KINDS.get(info.source_kind)
+    source = kind.format(pip=EMBEDDED_PIP, where=info.source_where) if kind else info.source
+    st.caption(T.MODEL_SOURCE.format(source=source, load_s=info.load_s,
                                      backend=T.BACKEND_NAMES.get(info.backend, info.backend)))
 
 

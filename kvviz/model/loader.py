@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,8 @@ class ModelInfo:
     element_size: int = 4
     from_cache: bool = True
     backend: str = "transformers"  # "native" (kvviz.model.llama) or "transformers"
+    source_kind: str = ""  # ModelSource.kind: "embedded" | "folder" | "hub" (the view words it; ``source`` is English)
+    source_where: str = ""  # the cache folder (embedded), the local folder, or the hub id
 
     @property
     def attention_kind(self) -> str:
@@ -533,6 +535,8 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
     report("Warming up (one tiny forward pass)", 0.96)
     _warm_up(model, device)
     info = _model_info(model, source, description, device, dtype, time.perf_counter() - start, not built, backend)
+    where = str(model_dir.parent) if source.kind == "embedded" else source.location if source.kind == "folder" else source.key
+    info = replace(info, source_kind=source.kind, source_where=where)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info, source=source)
 
 

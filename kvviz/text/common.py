@@ -132,6 +132,12 @@ SIDEBAR_CARD = (
 )
 MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
 MODEL_SOURCE = "Loaded in {load_s:.2f} s from {source}. Forward pass: {backend}."
+#: The {source} of MODEL_SOURCE, by kvviz.model.loader.ModelInfo.source_kind ({where}: folder or hub id).
+MODEL_SOURCE_KINDS = {
+    "embedded": "embedded GGUF Q4_1 ({pip}), de-quantised to a safetensors copy in {where}",
+    "folder": "local folder {where}",
+    "hub": "Hugging Face hub id {where}",
+}
 #: How each backend is named on the model card.
 BACKEND_NAMES = {
     "native": "kvviz's PyTorch Llama decoder (same weights, logits and K/V as transformers; tested equal)",

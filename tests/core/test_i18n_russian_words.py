@@ -47,3 +47,14 @@ def test_policy_values_are_translated():
                 assert tr(value.name) != value.name, value.name
                 if " " in value.value and "_" not in value.value:  # a sentence, not a list of field names
                     assert tr(value.value) != value.value, value.value
+
+
+def test_model_source_is_worded_by_the_view():
+    from kvviz.text import common as C
+
+    with use_lang("ru"):
+        kinds = C.MODEL_SOURCE_KINDS
+        line = C.MODEL_SOURCE.format(load_s=1.5, source=kinds["folder"].format(where="/m"), backend="x")
+    assert set(kinds) == {"embedded", "folder", "hub"}
+    assert all(re.search("[а-я]", v) for v in kinds.values())
+    assert "из локальной папки /m" in line
