@@ -189,9 +189,9 @@ for t in result.turns:
     # the cache columns come right after the prompt; the reason last. An HTML table wraps its headers and
     # the reason, so every column stays in view at 1024 px (a data grid would scroll sideways).
     row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: T.duration(t.at_s),
-           T.USAGE_TABLE["prompt"]: f"{t.prompt_tokens:,}"}
-    row.update({T.USAGE_TABLE[f]: f"{getattr(t, f):,}" for f in USAGE_FIELDS})
-    row[T.USAGE_TABLE["answer"]] = f"{t.answer_tokens:,}"
+           T.USAGE_TABLE["prompt"]: ui.loc(f"{t.prompt_tokens:,}")}
+    row.update({T.USAGE_TABLE[f]: ui.loc(f"{getattr(t, f):,}") for f in USAGE_FIELDS})
+    row[T.USAGE_TABLE["answer"]] = ui.loc(f"{t.answer_tokens:,}")
     row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
 st.table(pd.DataFrame(rows))

@@ -136,7 +136,7 @@ bs = trace.block_size
 # ----------------------------------------------------------------------------- headline numbers
 c = st.columns(3)
 c[0].metric(T.M_REQUESTS, ui.fmt_count(profile.num_requests))
-c[1].metric(T.M_TOKENS, ui.fmt_count(profile.input_tokens), help=f"{profile.input_tokens:,}")
+c[1].metric(T.M_TOKENS, ui.fmt_count(profile.input_tokens), help=ui.loc(f"{profile.input_tokens:,}"))
 c[2].metric(T.M_BLOCKS, ui.fmt_count(profile.unique_blocks),
             help=T.M_BLOCKS_HELP.format(touched=profile.num_block_accesses))
 infinite_rate = profile.hit_tokens_infinite / profile.input_tokens if profile.input_tokens else 0.0
@@ -157,7 +157,7 @@ if budget > 0 and bpt is not None:
         mark_caps.append(budget_cap)
 points = curve(profile, sorted(set(grid + mark_caps + [c for c in (c50, c90) if c > 0])), bpt)
 by_cap = {p.capacity_blocks: p for p in points}
-mark_pairs = [(f"{m:,}", by_cap[m]) for m in marks]
+mark_pairs = [(ui.loc(f"{m:,}"), by_cap[m]) for m in marks]
 if budget_cap is not None and budget_cap >= 1:
     mark_pairs.append((T.CURVE_BUDGET.format(gib=budget), by_cap[budget_cap]))
 needs = [(pct, by_cap[cap]) for pct, cap in ((50, c50), (90, c90)) if cap > 0]
@@ -171,7 +171,7 @@ st.caption(T.CURVE_CAPTION.format(requests=profile.num_requests, model_note=mode
 
 # ----------------------------------------------------------------------------- over time
 st.subheader(T.TIMELINE_HEADER)
-st.select_slider(T.TIMELINE_CAPACITY, grid, key=cap_key, format_func=lambda v: f"{v:,}")
+st.select_slider(T.TIMELINE_CAPACITY, grid, key=cap_key, format_func=lambda v: ui.loc(f"{v:,}"))
 xs, lru_rates, inf_rates, by_time = timeline(trace, _replay(digest, block_size, model_name, capacity, trace),
                                              profile.tracked[0])
 st.plotly_chart(F.timeline_figure(xs, lru_rates, inf_rates, capacity,
