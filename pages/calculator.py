@@ -124,7 +124,8 @@ def _config_input() -> ParsedConfig | None:
     except KVSizeError as exc:
         st.error(T.CONFIG_ERROR.format(error=TC.size_error(exc)), icon=":material/error:")
         return None
-    st.caption(T.CONFIG_READ.format(family=parsed.family, model_type=parsed.model_type or TC.UNKNOWN_MODEL_TYPE))
+    family = TC.FAMILY_GENERIC if parsed.family == "generic" else parsed.family
+    st.caption(T.CONFIG_READ.format(family=family, model_type=parsed.model_type or TC.UNKNOWN_MODEL_TYPE))
     return parsed
 
 

@@ -11,6 +11,8 @@ from kvviz.i18n.lang import current_lang
 from kvviz.i18n.plural import Plural
 
 UNKNOWN_MODEL_TYPE = "?"
+#: ParsedConfig.family "generic" (no known family: the common field names were read); other families are names.
+FAMILY_GENERIC = "generic"
 
 # kvviz.core.hf_config.ConfigNote, by code. {every_nth} is the ordinal of {every} ("6th").
 CONFIG_NOTES = {

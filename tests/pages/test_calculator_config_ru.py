@@ -104,3 +104,16 @@ def test_russian_calculator_page_shows_config_notes_and_errors_in_russian():
         at.text_area(key="calc_config_text").input("[1, 2]").run()
     errors = [e.value for e in at.error]
     assert errors and "JSON-массив" in errors[0] and "must be" not in errors[0], errors
+
+
+def test_russian_page_names_the_generic_reader_and_words_its_note():
+    at = _ru_page()
+    cfg = json.dumps({"model_type": "brand_new_lm", "num_hidden_layers": 4, "num_attention_heads": 8,
+                      "num_key_value_heads": 2, "hidden_size": 512})
+    with use_lang("ru"):
+        at.radio(key="calc_mode").set_value("config").run()
+        at.text_area(key="calc_config_text").input(cfg).run()
+    assert not at.exception and not at.error
+    assert any("**общий формат**" in c.value for c in at.caption)
+    notes = " ".join(m.value for m in at.markdown)
+    assert "kvviz не знает" in notes and "is not one kvviz knows" not in notes
