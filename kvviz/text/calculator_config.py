@@ -118,7 +118,12 @@ def ordinal(n: int) -> str:
 
 
 def _fill(template: Any, params: dict[str, Any]) -> str:
-    return template.format(**params)
+    """``template`` filled with ``params``; a template that needs a param the code did not give shows the
+    template's words with the params after them instead of raising (tests keep the two in step)."""
+    try:
+        return template.format(**params)
+    except (KeyError, IndexError, ValueError):
+        return f"{template} {params}"
 
 
 def config_note(note: Any) -> str:

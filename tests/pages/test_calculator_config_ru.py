@@ -117,3 +117,33 @@ def test_russian_page_names_the_generic_reader_and_words_its_note():
     assert any("**общий формат**" in c.value for c in at.caption)
     notes = " ".join(m.value for m in at.markdown)
     assert "kvviz не знает" in notes and "is not one kvviz knows" not in notes
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("[" * 100_000 + "]" * 100_000, "too_deep"),
+    ('{"n": ' + "9" * 5000 + "}", "long_number"),
+    (json.dumps({"model_type": "gemma3_text", "num_hidden_layers": 1, "num_attention_heads": 2, "head_dim": 8,
+                 "layer_types": {"a": 1}}), "layer_types_not_list"),
+    (b"\xff\xfe{}", "not_utf8"),
+])
+def test_every_error_template_fills_from_the_params_core_gives(text, code):
+    with pytest.raises(ConfigError) as info:
+        parse_config_text(text)
+    assert info.value.code == code
+    for lang in ("en", "ru"):
+        with use_lang(lang):
+            words = TC.size_error(info.value)
+        assert "{" not in words and "'" not in words.replace("'x'", ""), words
+    with use_lang("ru"):
+        assert CYRILLIC.search(TC.size_error(info.value))
+
+
+def test_file_errors_read_in_russian(tmp_path):
+    cases = [("/dev/null", "not_file", "не обычный файл"), (tmp_path / "none.json", "no_file", "файл не найден"),
+             (tmp_path, "is_dir", "это каталог")]
+    for path, code, russian in cases:
+        with pytest.raises(ConfigError) as info:
+            load_config_file(path)
+        assert info.value.code == code
+        with use_lang("ru"):
+            assert russian in TC.size_error(info.value), TC.size_error(info.value)
