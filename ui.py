@@ -215,7 +215,9 @@ def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel
             st.caption(T.MODEL_LOADING_NOTE)
             bar = st.progress(0.0, text=text)
 
-        def report(message: str, fraction: float) -> None:
+        def report(step: Any, fraction: float) -> None:  # a kvviz.model.loader.LoadStep
+            template = T.LOAD_STEPS.get(step.code)
+            message = template.format(**step.params) if template else step.code
             bar.progress(min(max(float(fraction), 0.0), 1.0), text=message)
 
         try:

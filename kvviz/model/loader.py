@@ -39,7 +39,17 @@ from kvviz.model.settings import (
     normalise_dtype,
 )
 
-Progress = Callable[[str, float], None]
+
+@dataclass(frozen=True)
+class LoadStep:
+    """A stage of loading, as a code and its params (the view words it: kvviz.text.common.LOAD_STEPS)."""
+
+    code: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+Progress = Callable[[LoadStep, float], None]
+"""``progress(step, fraction)``: called at each stage of a load; fraction goes from 0 to 1."""
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -272,7 +282,7 @@ def _gguf_progress(report: Progress, start: float, end: float) -> Iterator[None]
         step = max(1, total // 25)
         for i, item in enumerate(iterable):
             if total and i % step == 0:
-                report(f"De-quantising GGUF tensors: {i}/{total}", start + (end - start) * i / total)
+                report(LoadStep("dequantising", {"done": i, "total": total}), start + (end - start) * i / total)
             yield item
 
     gguf_utils.tqdm = tracked
@@ -291,7 +301,7 @@ def _build_model_unit(gguf: Path, report: Progress) -> Callable[[Path], dict]:
             model = AutoModelForCausalLM.from_pretrained(
                 str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False
             )
-        report("Writing the de-quantised copy to the cache", 0.72)
+        report(LoadStep("writing_cache"), 0.72)
         state = model.state_dict()
         if getattr(model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
@@ -315,13 +325,11 @@ def ensure_embedded_cache(progress: Progress | None = None) -> tuple[Path, Path,
     report = progress or (lambda _m, _f: None)
     built_tok = unit_cache.ensure_unit(
         tok_dir, _build_tokenizer_unit(gguf), _TOKENIZER_FILES_REQUIRED,
-        on_rebuild=lambda why: report(f"Reading the tokenizer from the GGUF file ({why})", 0.05),
+        on_rebuild=lambda why: report(LoadStep("reading_tokenizer", {"why": why}), 0.05),
     )
     built_model = unit_cache.ensure_unit(
         model_dir, _build_model_unit(gguf, report), _MODEL_FILES_REQUIRED,
-        on_rebuild=lambda why: report(
-            f"First run: de-quantising the GGUF weights once and caching them ({why}); "
-            "this takes 15-40 s on a CPU", 0.12),
+        on_rebuild=lambda why: report(LoadStep("first_run", {"why": why}), 0.12),
     )
     return tok_dir, model_dir, built_tok or built_model
 
@@ -430,7 +438,7 @@ def load_model(
 ) -> LoadedModel:
     """Load (once per process) and return a model ready for prefill.
 
-    ``progress(message, fraction)`` is called at each stage; fraction goes from 0 to 1.
+    ``progress(step, fraction)`` is called at each stage (a ``LoadStep``); fraction goes from 0 to 1.
     Raises InputError for bad device/dtype/backend names and ModelLoadError when the model cannot be
     loaded.
     """
@@ -443,7 +451,7 @@ def load_model(
     with _MODELS_LOCK:
         loaded = _MODELS.get(key)
         if loaded is not None:
-            report("Model ready", 1.0)
+            report(LoadStep("ready"), 1.0)
             return loaded
         key_lock = _MODEL_LOCKS.setdefault(key, threading.Lock())
     with key_lock:  # concurrent sessions wait for the one load
@@ -452,7 +460,7 @@ def load_model(
             loaded = _load_uncached(source, dev, dt, be, report)
             with _MODELS_LOCK:
                 _MODELS[key] = loaded
-    report("Model ready", 1.0)
+    report(LoadStep("ready"), 1.0)
     return loaded
 
 
@@ -502,11 +510,11 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
     _silence_transformers()
     start = time.perf_counter()
     torch_dtype = _TORCH_DTYPES[dtype]
-    report(f"Locating {source.display_name}", 0.02)
+    report(LoadStep("locating", {"name": source.display_name}), 0.02)
     built = False
     if source.kind == "embedded":
         tok_dir, model_dir, built = ensure_embedded_cache(report)
-        report("Loading the cached weights", 0.8)
+        report(LoadStep("loading_cached"), 0.8)
         try:
             model, tokenizer = _load_weights(str(model_dir), str(tok_dir), torch_dtype, device, backend)
         except Exception:  # noqa: BLE001 - manifest intact but unloadable: rebuild once, then give up loudly
@@ -519,20 +527,20 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
                 raise ModelLoadError(f"the rebuilt cache in {model_dir.parent} does not load: {exc}") from exc
         description = f"embedded GGUF Q4_1 ({EMBEDDED_PIP}), de-quantised to a safetensors copy in {model_dir.parent}"
     else:
-        report(f"Loading {source.display_name}", 0.3)
+        report(LoadStep("loading", {"name": source.display_name}), 0.3)
         try:
             model, tokenizer = _load_weights(source.location, source.location, torch_dtype, device, backend)
         except Exception as exc:  # noqa: BLE001
             raise _explain_load_error(source, exc) from exc
         description = f"local folder {source.location}" if source.kind == "folder" else f"Hugging Face hub id {source.key}"
-    report(f"Moving the model to {device}", 0.92)
+    report(LoadStep("moving", {"device": device}), 0.92)
     try:
         model = model.to(device)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"could not move model {source.display_name!r} to {device}: {exc}") from exc
     model.eval()
     model.requires_grad_(False)
-    report("Warming up (one tiny forward pass)", 0.96)
+    report(LoadStep("warming_up"), 0.96)
     _warm_up(model, device)
     info = _model_info(model, source, description, device, dtype, time.perf_counter() - start, not built, backend)
     where = str(model_dir.parent) if source.kind == "embedded" else source.location if source.kind == "folder" else source.key

@@ -58,3 +58,19 @@ def test_model_source_is_worded_by_the_view():
     assert set(kinds) == {"embedded", "folder", "hub"}
     assert all(re.search("[а-я]", v) for v in kinds.values())
     assert "из локальной папки /m" in line
+
+
+def test_every_load_step_the_loader_reports_has_words():
+    """kvviz.model.loader reports ``LoadStep(code, params)``; the progress bar words them (read from the
+    source, so this stays a fast test without torch)."""
+    from pathlib import Path
+
+    from kvviz.text import common as C
+
+    source = (Path(__file__).resolve().parents[2] / "kvviz" / "model" / "loader.py").read_text(encoding="utf-8")
+    codes = set(re.findall(r'LoadStep\("(\w+)"', source))
+    assert codes and codes == set(C.LOAD_STEPS)
+    params = {"name": "m", "why": "w", "done": 1, "total": 2, "device": "cpu"}
+    with use_lang("ru"):
+        words = [C.LOAD_STEPS[c].format(**params) for c in sorted(codes)]
+    assert all(re.search("[а-я]", w) for w in words), words
