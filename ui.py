@@ -21,6 +21,7 @@ from kvviz.i18n.lang import QUERY_KEY, SESSION_KEY
 from kvviz.model.settings import (
     EMBEDDED_DISPLAY_NAME,
     EMBEDDED_MODEL,
+    EMBEDDED_PIP,
     InputError,
     ModelLoadError,
     default_model,
@@ -214,7 +215,9 @@ def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel
             st.caption(T.MODEL_LOADING_NOTE)
             bar = st.progress(0.0, text=text)
 
-        def report(message: str, fraction: float) -> None:
+        def report(step: Any, fraction: float) -> None:  # a kvviz.model.loader.LoadStep
+            template = T.LOAD_STEPS.get(step.code)
+            message = template.format(**step.params) if template else step.code
             bar.progress(min(max(float(fraction), 0.0), 1.0), text=message)
 
         try:
@@ -297,11 +300,13 @@ def render_model_card(lm: LoadedModel) -> None:
     cols[2].metric(f["kv_heads"], f"{info.num_kv_heads} ({info.attention_kind})")
     cols[3].metric(f["head_dim"], info.head_dim)
     cols = st.columns(4)
-    cols[0].metric(T.MODEL_KV_MEASURED, format_bytes(probe.kv_bytes_per_token), help=kv_help(lm, probe))
+    cols[0].metric(T.MODEL_KV_MEASURED, loc(format_bytes(probe.kv_bytes_per_token)), help=kv_help(lm, probe))
     cols[1].metric(f["device"], info.device)
     cols[2].metric(f["dtype"], info.dtype)
     cols[3].metric(f["params"], fmt_count(info.num_params))
-    st.caption(T.MODEL_SOURCE.format(source=info.source, load_s=info.load_s,
+    kind = T.MODEL_SOURCE_KINDS.get(info.source_kind)
+    source = kind.format(pip=EMBEDDED_PIP, where=info.source_where) if kind else info.source
+    st.caption(T.MODEL_SOURCE.format(source=source, load_s=info.load_s,
                                      backend=T.BACKEND_NAMES.get(info.backend, info.backend)))
 
 

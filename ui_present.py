@@ -246,7 +246,8 @@ def predict_evict(scenario: str, step: int, view: Any, next_view: Any | None) ->
         return
     with st.container(border=True):
         choice = st.selectbox(T.BT_Q_EVICT, options, index=None, key=f"predict_evict_{scenario}_{step}",
-                              format_func=lambda b: T.BT_EVICT_OPTION.format(block=b))
+                              format_func=lambda b: T.BT_EVICT_OPTION.format(block=b),
+                              placeholder=T.BT_EVICT_PLACEHOLDER)
         if choice is not None:
             store[(scenario, step + 1)] = choice
             st.caption(T.BT_PREDICT_SAVED)

@@ -28,6 +28,7 @@ from kvviz.core.units import format_bytes, format_exact
 from kvviz.figures import calculator as F
 from kvviz.i18n import tr
 from kvviz.text import calculator as T
+from kvviz.text import calculator_config as TC
 
 CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
 BLOCK_OPTIONS = list(limits.BLOCK_SIZE_CHOICES)  # typed BlockSize values
@@ -73,9 +74,9 @@ def _load_example() -> None:
 
 def _preset_input() -> tuple[ModelShape, Preset, None]:
     key = st.selectbox(T.PRESET_LABEL, [p.key for p in PRESETS], key="calc_preset",
-                       format_func=lambda k: PRESETS_BY_KEY[k].label)
+                       format_func=lambda k: tr(PRESETS_BY_KEY[k].label))
     preset = PRESETS_BY_KEY[key]
-    st.caption(T.SOURCE.format(source=preset.source))
+    st.caption(T.SOURCE.format(source=tr(preset.source)))
     return preset.shape(), preset, None
 
 
@@ -100,7 +101,7 @@ def _typed_input() -> ModelShape | None:
             kv_lora_rank=int(rank) if mla else None, qk_rope_head_dim=int(rope) if mla else None,
         )
     except KVSizeError as exc:
-        st.error(T.INPUT_ERROR.format(error=exc), icon=":material/error:")
+        st.error(T.INPUT_ERROR.format(error=TC.size_error(exc)), icon=":material/error:")
         return None
 
 
@@ -121,9 +122,10 @@ def _config_input() -> ParsedConfig | None:
             st.info(T.CONFIG_EMPTY, icon=":material/upload_file:")
             return None
     except KVSizeError as exc:
-        st.error(T.CONFIG_ERROR.format(error=exc), icon=":material/error:")
+        st.error(T.CONFIG_ERROR.format(error=TC.size_error(exc)), icon=":material/error:")
         return None
-    st.caption(T.CONFIG_READ.format(family=parsed.family, model_type=parsed.model_type or T.UNKNOWN_MODEL_TYPE))
+    family = TC.FAMILY_GENERIC if parsed.family == "generic" else parsed.family
+    st.caption(T.CONFIG_READ.format(family=family, model_type=parsed.model_type or TC.UNKNOWN_MODEL_TYPE))
     return parsed
 
 
@@ -192,7 +194,7 @@ def results(rep: kv_formula.KVReport, preset: Preset | None, parsed: ParsedConfi
     notes = parsed.notes if parsed is not None else shape.notes
     if notes or (parsed is not None and parsed.config_dtype):
         with st.expander(T.CONFIG_NOTES):
-            st.markdown("\n".join(f"- {n}" for n in notes))
+            st.markdown("\n".join(f"- {TC.config_note(n)}" for n in notes))
             if parsed is not None and parsed.config_dtype:
                 st.caption(T.CONFIG_DTYPE.format(dtype=parsed.config_dtype))
 
@@ -235,7 +237,7 @@ def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> Non
     rows = []
     for p in PRESETS:
         s = p.shape()
-        rows.append(F.BarRow(p.label, kv_formula.bytes_per_token(s, dtype), kv_formula.all_layers_bytes_per_token(s, dtype),
+        rows.append(F.BarRow(tr(p.label), kv_formula.bytes_per_token(s, dtype), kv_formula.all_layers_bytes_per_token(s, dtype),
                              highlight=preset is not None and p.key == preset.key))
     if preset is None:
         rows.append(F.BarRow(shape.name, kv_formula.bytes_per_token(shape, dtype),

@@ -152,9 +152,9 @@ st.caption(T.BIRTHDAY_NOTE)
 cols = T.COST_COLUMNS
 st.table(pd.DataFrame([{  # an HTML table: its headers wrap, so the last columns stay in view at 1024 px
     cols["name"]: c.name, cols["digest"]: str(c.digest_bytes) if c.digest_bytes else "—",
-    cols["ns_block"]: f"{c.ns_per_block:,.0f}", cols["ns_token"]: f"{c.ns_per_token:,.1f}",
-    cols["ms_50k"]: f"{c.ms_per_50k_tokens:,.2f}",
-    cols["birthday"]: f"{birthday_blocks(8 * c.digest_bytes):.2g}" if c.digest_bytes else "—",
+    cols["ns_block"]: ui.loc(f"{c.ns_per_block:,.0f}"), cols["ns_token"]: ui.loc(f"{c.ns_per_token:,.1f}"),
+    cols["ms_50k"]: ui.loc(f"{c.ms_per_50k_tokens:,.2f}"),
+    cols["birthday"]: ui.loc(f"{birthday_blocks(8 * c.digest_bytes):.2g}") if c.digest_bytes else "—",
     cols["safe"]: T.SAFE.get(c.name, ""),
 } for c in costs]))
 ui_present.next_link("pages/collisions.py")

@@ -63,10 +63,10 @@ if shown and shown["model"] == lm.info.model_id:
     cols[0].metric(T.TRY_TOKENS, ui.loc(f"{shown['tokens']:,}"))
     cols[1].metric(T.TRY_KV, ui.loc(format_bytes(shown["bytes"])), help=T.TRY_KV_HELP.format(
         bytes=shown["bytes"], per_token=shown["per_token"], tokens=shown["tokens"], layers=lm.info.num_layers))
-    cols[2].metric(T.TRY_TIME, ui.loc(f"{shown['ms']:,.0f} ms"))
+    cols[2].metric(T.TRY_TIME, T.MS_VALUE.format(ms=shown["ms"]))
     cols[3].metric(T.TRY_NEXT, repr(shown["next"]))
-    st.caption(T.TRY_SCALE.format(per_1k=format_bytes(shown["per_token"] * 1000),
-                                  per_100k=format_bytes(shown["per_token"] * 100_000)))
+    st.caption(T.TRY_SCALE.format(per_1k=ui.loc(format_bytes(shown["per_token"] * 1000)),
+                                  per_100k=ui.loc(format_bytes(shown["per_token"] * 100_000))))
     st.caption(T.TRY_TOKENS_CAPTION)
     st.markdown(ui.token_chips_html(shown["pieces"]), unsafe_allow_html=True)
 

@@ -222,7 +222,7 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
     lim = room.limits
     st.markdown(T.PRESENTER_INTRO.format(
         blocks=lim.num_blocks - 1, block_size=lim.block_size, tokens=(lim.num_blocks - 1) * lim.block_size,  # usable
-        kv=format_bytes(room_kv_budget_bytes()), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
+        kv=ui.loc(format_bytes(room_kv_budget_bytes())), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
         max_tokens=lim.max_prompt_tokens))
     st.caption(T.WORKSHOP_HINT)
     key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)

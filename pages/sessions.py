@@ -189,9 +189,9 @@ for t in result.turns:
     # the cache columns come right after the prompt; the reason last. An HTML table wraps its headers and
     # the reason, so every column stays in view at 1024 px (a data grid would scroll sideways).
     row = {T.USAGE_TABLE["turn"]: t.turn, T.USAGE_TABLE["at"]: T.duration(t.at_s),
-           T.USAGE_TABLE["prompt"]: f"{t.prompt_tokens:,}"}
-    row.update({T.USAGE_TABLE[f]: f"{getattr(t, f):,}" for f in USAGE_FIELDS})
-    row[T.USAGE_TABLE["answer"]] = f"{t.answer_tokens:,}"
+           T.USAGE_TABLE["prompt"]: ui.loc(f"{t.prompt_tokens:,}")}
+    row.update({T.USAGE_TABLE[f]: ui.loc(f"{getattr(t, f):,}") for f in USAGE_FIELDS})
+    row[T.USAGE_TABLE["answer"]] = ui.loc(f"{t.answer_tokens:,}")
     row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
 st.table(pd.DataFrame(rows))
@@ -212,7 +212,7 @@ c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
 # ----------------------------------------------------------------------------- policy values
 st.subheader(T.POLICY_HEADER)
 st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.MECHANICS_BADGE, label=tr(policy.label)))
-st.markdown("\n".join(T.POLICY_LINE.format(name=v.name, value=v.value, source=v.source, as_of=v.as_of)
+st.markdown("\n".join(T.POLICY_LINE.format(name=tr(v.name), value=tr(v.value), source=v.source, as_of=v.as_of)
                        for v in policy.values))
 st.caption(T.SOURCES_LINE.format(as_of=AS_OF, sources=T.SOURCE_SEPARATOR.join(
     T.SOURCE_ITEM.format(key=k, name=T.SOURCE_NAMES[k]) for k in T.SOURCE_NAMES if k in policy.sources_used)))

@@ -73,8 +73,8 @@ if results is not None:
     for r in results:
         st.markdown(f"**{T.SALT_ON if r.salted else T.SALT_OFF}**")
         c = st.columns(4)
-        c[0].metric(T.M_MEDIAN_CACHED, ui.loc(f"{r.cached_median_ms:,.1f} ms"))
-        c[1].metric(T.M_MEDIAN_UNCACHED, ui.loc(f"{r.uncached_median_ms:,.1f} ms"))
+        c[0].metric(T.M_MEDIAN_CACHED, T.MS_VALUE.format(ms=r.cached_median_ms))
+        c[1].metric(T.M_MEDIAN_UNCACHED, T.MS_VALUE.format(ms=r.uncached_median_ms))
         c[2].metric(T.M_RATIO, ui.loc(f"{r.ratio:.2f}x"), help=T.M_RATIO_HELP)
         c[3].metric(T.M_AUC, ui.loc(f"{r.auc:.2f}"), help=T.M_AUC_HELP.format(acc=r.threshold_accuracy))
     r0 = results[0]

@@ -22,6 +22,8 @@ from kvviz.core.workload_pool import PoolReplay, replay_block_pool
 from kvviz.core.workload_report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.core.workload_trace import WorkloadError, WorkloadTrace
 from kvviz.figures import workload as F
+from kvviz.i18n import tr
+from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.load import load_trace
@@ -91,7 +93,7 @@ if source == "example":
 # ----------------------------------------------------------------------------- model, marks, TTL
 c = st.columns([3, 1, 1])
 model_options = [p.key for p in PRESETS] + [CONFIG_OPTION]
-labels = {p.key: p.label for p in PRESETS} | {CONFIG_OPTION: T.CONFIG_UPLOAD}
+labels = {p.key: tr(p.label) for p in PRESETS} | {CONFIG_OPTION: T.CONFIG_UPLOAD}
 model_key = c[0].selectbox(T.MODEL, model_options, index=model_options.index("llama-3-8b"),
                            format_func=labels.get, key="wl_model", help=T.MODEL_HELP)
 dtype = c[1].selectbox(T.DTYPE, list(kvsize.DTYPES), index=list(kvsize.DTYPES).index("fp16"), key="wl_dtype")
@@ -113,9 +115,9 @@ try:
             bpt, model_label = kv_formula.bytes_per_token(parsed.shape, dtype), parsed.shape.name
     else:
         preset = get_preset(model_key)
-        bpt, model_label = kv_formula.bytes_per_token(preset.shape(), dtype), preset.label
+        bpt, model_label = kv_formula.bytes_per_token(preset.shape(), dtype), tr(preset.label)
 except KVSizeError as exc:
-    st.error(T.BAD_CONFIG.format(error=exc), icon=":material/error:")
+    st.error(T.BAD_CONFIG.format(error=TC.size_error(exc)), icon=":material/error:")
 marks: list[int] = []
 try:
     marks = parse_capacities(marks_text) if marks_text.strip() else []
@@ -134,7 +136,7 @@ bs = trace.block_size
 # ----------------------------------------------------------------------------- headline numbers
 c = st.columns(3)
 c[0].metric(T.M_REQUESTS, ui.fmt_count(profile.num_requests))
-c[1].metric(T.M_TOKENS, ui.fmt_count(profile.input_tokens), help=f"{profile.input_tokens:,}")
+c[1].metric(T.M_TOKENS, ui.fmt_count(profile.input_tokens), help=ui.loc(f"{profile.input_tokens:,}"))
 c[2].metric(T.M_BLOCKS, ui.fmt_count(profile.unique_blocks),
             help=T.M_BLOCKS_HELP.format(touched=profile.num_block_accesses))
 infinite_rate = profile.hit_tokens_infinite / profile.input_tokens if profile.input_tokens else 0.0
@@ -155,7 +157,7 @@ if budget > 0 and bpt is not None:
         mark_caps.append(budget_cap)
 points = curve(profile, sorted(set(grid + mark_caps + [c for c in (c50, c90) if c > 0])), bpt)
 by_cap = {p.capacity_blocks: p for p in points}
-mark_pairs = [(f"{m:,}", by_cap[m]) for m in marks]
+mark_pairs = [(ui.loc(f"{m:,}"), by_cap[m]) for m in marks]
 if budget_cap is not None and budget_cap >= 1:
     mark_pairs.append((T.CURVE_BUDGET.format(gib=budget), by_cap[budget_cap]))
 needs = [(pct, by_cap[cap]) for pct, cap in ((50, c50), (90, c90)) if cap > 0]
@@ -163,13 +165,13 @@ st.plotly_chart(F.curve_figure(points, infinite_rate, unit, mark_pairs, needs,
                                T.TTL_OPTIONS[ttl] if ttl else None), width="stretch")
 model_note = ""
 if bpt is not None:
-    model_note = T.CURVE_MODEL_NOTE.format(name=model_label, dtype=dtype, bpt=format_bytes(bpt),
-                                           block=format_bytes(bpt * bs), bs=bs)
+    model_note = T.CURVE_MODEL_NOTE.format(name=model_label, dtype=dtype, bpt=ui.loc(format_bytes(bpt)),
+                                           block=ui.loc(format_bytes(bpt * bs)), bs=bs)
 st.caption(T.CURVE_CAPTION.format(requests=profile.num_requests, model_note=model_note))
 
 # ----------------------------------------------------------------------------- over time
 st.subheader(T.TIMELINE_HEADER)
-st.select_slider(T.TIMELINE_CAPACITY, grid, key=cap_key, format_func=lambda v: f"{v:,}")
+st.select_slider(T.TIMELINE_CAPACITY, grid, key=cap_key, format_func=lambda v: ui.loc(f"{v:,}"))
 xs, lru_rates, inf_rates, by_time = timeline(trace, _replay(digest, block_size, model_name, capacity, trace),
                                              profile.tracked[0])
 st.plotly_chart(F.timeline_figure(xs, lru_rates, inf_rates, capacity,

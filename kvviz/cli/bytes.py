@@ -14,9 +14,16 @@ from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
 from kvviz.core import kv_capacity, kv_formula, kvsize, units
-from kvviz.core.hf_config import MAX_CONFIG_BYTES, ParsedConfig, load_config_file, parse_config_text
+from kvviz.core.hf_config import (
+    MAX_CONFIG_BYTES,
+    ConfigNote,
+    ParsedConfig,
+    load_config_file,
+    parse_config_text,
+)
 from kvviz.core.kvsize import KVSizeError, ModelShape
 from kvviz.core.presets import PRESETS, get_preset
+from kvviz.text.calculator_config import config_note, size_error
 
 _TYPED = ("layers", "kv_heads", "head_dim", "heads", "d_model", "window", "kv_lora_rank", "qk_rope_head_dim")
 
@@ -86,7 +93,7 @@ def _model(args: argparse.Namespace) -> tuple[ModelShape, dict[str, Any]]:
             info["article_bytes_per_token"] = preset.article_bytes_per_token
             info["article_note"] = preset.article_note
         shape = preset.shape()
-        info["config_notes"] = list(shape.notes)
+        info.update(_notes(shape.notes))
         return shape, info
     if args.config is not None:
         parsed = _read_config(args.config)
@@ -96,7 +103,7 @@ def _model(args: argparse.Namespace) -> tuple[ModelShape, dict[str, Any]]:
             "model_type": parsed.model_type,
             "family": parsed.family,
             "config_dtype": parsed.config_dtype,
-            "config_notes": list(parsed.notes),
+            **_notes(parsed.notes),
         }
     missing = [f"--{n.replace('_', '-')}" for n in ("layers", "kv_heads", "head_dim") if getattr(args, n) is None]
     if missing:
@@ -108,6 +115,11 @@ def _model(args: argparse.Namespace) -> tuple[ModelShape, dict[str, Any]]:
         window=args.window, kv_lora_rank=args.kv_lora_rank, qk_rope_head_dim=args.qk_rope_head_dim,
     )
     return shape, {"source": "typed numbers"}
+
+
+def _notes(notes: tuple[ConfigNote, ...]) -> dict[str, Any]:
+    """The reader's notes in English (``config_notes``) and as codes (``config_note_codes``)."""
+    return {"config_notes": [config_note(n) for n in notes], "config_note_codes": [n.to_dict() for n in notes]}
 
 
 def _read_config(path: str) -> ParsedConfig:
@@ -124,7 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return _list_presets()
         return _run(args)
     except KVSizeError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(size_error(exc)) from None
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:

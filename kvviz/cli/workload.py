@@ -20,6 +20,7 @@ from kvviz.core.presets import get_preset
 from kvviz.core.reuse_distance import analyze
 from kvviz.core.workload_report import parse_capacities, report
 from kvviz.core.workload_trace import MAX_TRACE_BYTES, WorkloadError
+from kvviz.text.calculator_config import size_error
 from kvviz.workload.load import load_trace
 
 MAX_TTL_SECONDS = 10**9
@@ -55,7 +56,7 @@ def _bytes_per_token(args: argparse.Namespace) -> Fraction | None:
         shape = get_preset(args.preset).shape() if args.preset is not None else load_config_file(args.config).shape
         return kv_formula.bytes_per_token(shape, args.dtype or "fp16")
     except KVSizeError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(size_error(exc)) from None
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

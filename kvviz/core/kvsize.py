@@ -18,7 +18,16 @@ from typing import Any
 
 
 class KVSizeError(ValueError):
-    """A user-facing error about a model description or a size request; its message is one line."""
+    """A user-facing error about a model description or a size request; its message is one line.
+
+    ``code`` and ``params`` say the same for a view to word in its language (``code`` is "" for an
+    error that has only its English line); the view's words are in kvviz.text.calculator_config.
+    """
+
+    def __init__(self, message: str, code: str = "", **params: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.params = params
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +62,8 @@ def normalize_dtype(name: str) -> str:
     key = str(name).strip().lower()
     key = _DTYPE_ALIASES.get(key, key)
     if key not in DTYPE_BYTES:
-        raise KVSizeError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
+        raise KVSizeError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}", "unknown_dtype",
+                          name=repr(name), choices=", ".join(DTYPES))
     return key
 
 
@@ -103,19 +113,17 @@ MAX_BATCH = 10**9
 
 def check_count(name: str, value: Any, *, low: int = 1, high: int) -> int:
     """``value`` as an int in ``[low, high]``, or a one-line KVSizeError naming ``name``."""
-    if isinstance(value, bool) or value is None:
-        raise KVSizeError(f"{name} must be a whole number, got {value!r}")
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise KVSizeError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
         value = int(value)
-    if not isinstance(value, int):
-        raise KVSizeError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KVSizeError(f"{name} must be a whole number, got {value!r}", "not_whole", name=name, value=repr(value))
     if value < low:
         word = "positive" if low == 1 else f"at least {low}"
-        raise KVSizeError(f"{name} must be {word}, got {value:,}")
+        code = "not_positive" if low == 1 else "too_small"
+        raise KVSizeError(f"{name} must be {word}, got {value:,}", code, name=name, value=value, low=low)
     if value > high:
-        raise KVSizeError(f"{name} = {value:,} is absurd (the limit is {high:,})")
+        raise KVSizeError(f"{name} = {value:,} is absurd (the limit is {high:,})", "absurd", name=name, value=value,
+                          high=high)
     return value
 
 
@@ -137,7 +145,8 @@ class ModelShape:
     layer_kinds: tuple[LayerKind, ...] | None = None
     sliding_window: int | None = None
     mla: MLA | None = None
-    notes: tuple[str, ...] = field(default=(), compare=False)
+    notes: tuple[Any, ...] = field(default=(), compare=False)
+    """What the config reader assumed (kvviz.core.hf_config.ConfigNote records, codes for the view)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -151,7 +160,8 @@ class ModelShape:
         if self.mla is None and self.num_kv_heads > self.num_heads:
             raise KVSizeError(
                 f"kv_heads ({self.num_kv_heads}) cannot exceed heads ({self.num_heads}): "
-                "each KV head serves at least one query head"
+                "each KV head serves at least one query head", "kv_exceeds_heads",
+                kv_heads=self.num_kv_heads, heads=self.num_heads,
             )
         if self.mla is not None:
             check_count("kv_lora_rank", self.mla.kv_lora_rank, high=MAX_HEAD_DIM)
@@ -162,13 +172,14 @@ class ModelShape:
         try:
             kinds = tuple(LayerKind(k) for k in kinds)
         except ValueError as exc:
-            raise KVSizeError(f"unknown layer kind: {exc}") from None
+            raise KVSizeError(f"unknown layer kind: {exc}", "unknown_layer_kind", detail=str(exc)) from None
         if len(kinds) != self.num_layers:
-            raise KVSizeError(f"layer kinds list has {len(kinds)} entries for {self.num_layers} layers")
+            raise KVSizeError(f"layer kinds list has {len(kinds)} entries for {self.num_layers} layers",
+                              "layer_kinds_length", entries=len(kinds), layers=self.num_layers)
         set_(self, "layer_kinds", kinds)
         if LayerKind.SLIDING in kinds:
             if self.sliding_window is None:
-                raise KVSizeError("sliding-window layers need a window size (sliding_window)")
+                raise KVSizeError("sliding-window layers need a window size (sliding_window)", "window_missing")
             set_(self, "sliding_window", check_count("sliding_window", self.sliding_window, high=MAX_WINDOW))
         elif self.sliding_window is not None:
             set_(self, "sliding_window", check_count("sliding_window", self.sliding_window, high=MAX_WINDOW))

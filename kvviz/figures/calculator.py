@@ -155,7 +155,7 @@ def layer_strip_figure(shape: ModelShape, dtype: str) -> go.Figure:
             hover = T.FIG_LAYER_FULL.format(per=_loc_exact(per_layer))
         fig.add_trace(go.Bar(
             x=idx, y=[1] * len(idx), marker=dict(color=KIND_COLOURS[kind], line=dict(color="white", width=1)),
-            name=f"{T.KIND_NAMES[kind]} ({len(idx)})", hovertext=[f"layer {i}: {hover}" for i in idx],
+            name=f"{T.KIND_NAMES[kind]} ({len(idx)})", hovertext=[T.FIG_LAYER_HOVER.format(i=i, kind=hover) for i in idx],
             hoverinfo="text", width=0.92, showlegend=True,
         ))
     fig.update_layout(barmode="overlay", bargap=0)

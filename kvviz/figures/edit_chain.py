@@ -212,7 +212,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
         sliders=[{
             "active": len(frames) - 1, "x": 0.3, "len": 0.7, "y": -0.01, "yanchor": "top",
             "currentvalue": {"prefix": T.FIG_SLIDER, "font": {"size": 12}}, "pad": {"t": 4},
-            "steps": [{"label": f.name if f.name == "start" else f"#{f.name[1:]}", "method": "animate",
+            "steps": [{"label": T.FIG_SLIDER_START if f.name == "start" else f"#{f.name[1:]}", "method": "animate",
                        "args": [[f.name], {"frame": {"duration": 0, "redraw": True}, "mode": "immediate",
                                            "transition": {"duration": 0}}]} for f in frames],
         }],

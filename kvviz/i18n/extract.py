@@ -82,7 +82,7 @@ def _json_strings(data: Any, path: str) -> Iterator[str]:
 
 
 def data_text() -> Iterator[tuple[str, str]]:
-    """(string, location) of the UI text in DATA_TEXT files and of the provider policies' labels."""
+    """(string, location) of the UI text in DATA_TEXT files and of the provider policies' labels and values."""
     import json
 
     root = LOCALE_DIR.parent
@@ -97,7 +97,12 @@ def data_text() -> Iterator[tuple[str, str]]:
 
     for key, policy in POLICIES.items():
         yield policy.label, f"kvviz/core/providers.py:POLICIES[{key!r}].label"
-    for preset in PRESETS:
+        for value in policy.values:  # the page's "policy values used" list, shown through tr()
+            yield value.name, f"kvviz/core/providers.py:POLICIES[{key!r}].values.name"
+            yield value.value, f"kvviz/core/providers.py:POLICIES[{key!r}].values.value"
+    for preset in PRESETS:  # the calculator shows label and source through tr()
+        yield preset.label, f"kvviz/core/presets.py:{preset.key}.label"
+        yield preset.source, f"kvviz/core/presets.py:{preset.key}.source"
         if preset.article_note:
             yield preset.article_note, f"kvviz/core/presets.py:{preset.key}.article_note"
 

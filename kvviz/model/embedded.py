@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,17 @@ from kvviz.model import cache as unit_cache
 from kvviz.model.resolve import embedded_gguf_path
 from kvviz.model.settings import cache_dir
 
-Progress = Callable[[str, float], None]
+
+@dataclass(frozen=True)
+class LoadStep:
+    """A stage of loading, as a code and its params (the view words it: kvviz.text.common.LOAD_STEPS)."""
+
+    code: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+Progress = Callable[[LoadStep, float], None]
+"""``progress(step, fraction)``: called at each stage of a load; fraction goes from 0 to 1."""
 
 _TOKENIZER_FILES_REQUIRED = ("tokenizer_config.json",)
 _MODEL_FILES_REQUIRED = ("config.json", "model.safetensors")
@@ -73,7 +84,7 @@ def _gguf_progress(report: Progress, start: float, end: float) -> Iterator[None]
         step = max(1, total // 25)
         for i, item in enumerate(iterable):
             if total and i % step == 0:
-                report(f"De-quantising GGUF tensors: {i}/{total}", start + (end - start) * i / total)
+                report(LoadStep("dequantising", {"done": i, "total": total}), start + (end - start) * i / total)
             yield item
 
     gguf_utils.tqdm = tracked
@@ -92,7 +103,7 @@ def _build_model_unit(gguf: Path, report: Progress) -> Callable[[Path], dict]:
             model = AutoModelForCausalLM.from_pretrained(
                 str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, trust_remote_code=False
             )
-        report("Writing the de-quantised copy to the cache", 0.72)
+        report(LoadStep("writing_cache"), 0.72)
         state = model.state_dict()
         if getattr(model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
@@ -116,13 +127,11 @@ def ensure_embedded_cache(progress: Progress | None = None) -> tuple[Path, Path,
     report = progress or (lambda _m, _f: None)
     built_tok = unit_cache.ensure_unit(
         tok_dir, _build_tokenizer_unit(gguf), _TOKENIZER_FILES_REQUIRED,
-        on_rebuild=lambda why: report(f"Reading the tokenizer from the GGUF file ({why})", 0.05),
+        on_rebuild=lambda why: report(LoadStep("reading_tokenizer", {"why": why}), 0.05),
     )
     built_model = unit_cache.ensure_unit(
         model_dir, _build_model_unit(gguf, report), _MODEL_FILES_REQUIRED,
-        on_rebuild=lambda why: report(
-            f"First run: de-quantising the GGUF weights once and caching them ({why}); "
-            "this takes 15-40 s on a CPU", 0.12),
+        on_rebuild=lambda why: report(LoadStep("first_run", {"why": why}), 0.12),
     )
     return tok_dir, model_dir, built_tok or built_model
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from kvviz.model.embedded import (
+    LoadStep,
     Progress,
     ensure_embedded_cache,
     ensure_embedded_tokenizer,
@@ -54,6 +55,8 @@ class ModelInfo:
     element_size: int = 4
     from_cache: bool = True
     backend: str = "transformers"  # "native" (kvviz.model.llama) or "transformers"
+    source_kind: str = ""  # ModelSource.kind: "embedded" | "folder" | "hub" (the view words it; ``source`` is English)
+    source_where: str = ""  # the cache folder (embedded), the local folder, or the hub id
 
     @property
     def attention_kind(self) -> str:
@@ -193,7 +196,7 @@ def load_model(
 ) -> LoadedModel:
     """Load (once per process) and return a model ready for prefill.
 
-    ``progress(message, fraction)`` is called at each stage; fraction goes from 0 to 1.
+    ``progress(step, fraction)`` is called at each stage (a ``LoadStep``); fraction goes from 0 to 1.
     Raises InputError for bad device/dtype/backend names and ModelLoadError when the model cannot be
     loaded.
     """
@@ -206,7 +209,7 @@ def load_model(
     with _MODELS_LOCK:
         loaded = _MODELS.get(key)
         if loaded is not None:
-            report("Model ready", 1.0)
+            report(LoadStep("ready"), 1.0)
             return loaded
         key_lock = _MODEL_LOCKS.setdefault(key, threading.Lock())
     with key_lock:  # concurrent sessions wait for the one load
@@ -215,7 +218,7 @@ def load_model(
             loaded = _load_uncached(source, dev, dt, be, report)
             with _MODELS_LOCK:
                 _MODELS[key] = loaded
-    report("Model ready", 1.0)
+    report(LoadStep("ready"), 1.0)
     return loaded
 
 
@@ -265,11 +268,11 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
     silence_transformers()
     start = time.perf_counter()
     torch_dtype = _TORCH_DTYPES[dtype]
-    report(f"Locating {source.display_name}", 0.02)
+    report(LoadStep("locating", {"name": source.display_name}), 0.02)
     built = False
     if source.kind == "embedded":
         tok_dir, model_dir, built = ensure_embedded_cache(report)
-        report("Loading the cached weights", 0.8)
+        report(LoadStep("loading_cached"), 0.8)
         try:
             model, tokenizer = _load_weights(str(model_dir), str(tok_dir), torch_dtype, device, backend)
         except Exception:  # noqa: BLE001 - manifest intact but unloadable: rebuild once, then give up loudly
@@ -282,22 +285,24 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
                 raise ModelLoadError(f"the rebuilt cache in {model_dir.parent} does not load: {exc}") from exc
         description = f"embedded GGUF Q4_1 ({EMBEDDED_PIP}), de-quantised to a safetensors copy in {model_dir.parent}"
     else:
-        report(f"Loading {source.display_name}", 0.3)
+        report(LoadStep("loading", {"name": source.display_name}), 0.3)
         try:
             model, tokenizer = _load_weights(source.location, source.location, torch_dtype, device, backend)
         except Exception as exc:  # noqa: BLE001
             raise _explain_load_error(source, exc) from exc
         description = f"local folder {source.location}" if source.kind == "folder" else f"Hugging Face hub id {source.key}"
-    report(f"Moving the model to {device}", 0.92)
+    report(LoadStep("moving", {"device": device}), 0.92)
     try:
         model = model.to(device)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"could not move model {source.display_name!r} to {device}: {exc}") from exc
     model.eval()
     model.requires_grad_(False)
-    report("Warming up (one tiny forward pass)", 0.96)
+    report(LoadStep("warming_up"), 0.96)
     _warm_up(model, device)
     info = _model_info(model, source, description, device, dtype, time.perf_counter() - start, not built, backend)
+    where = str(model_dir.parent) if source.kind == "embedded" else source.location if source.kind == "folder" else source.key
+    info = replace(info, source_kind=source.kind, source_where=where)
     return LoadedModel(model=model, tokenizer=tokenizer, info=info, source=source)
 
 

@@ -132,6 +132,25 @@ SIDEBAR_CARD = (
 )
 MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
 MODEL_SOURCE = "Loaded in {load_s:.2f} s from {source}. Forward pass: {backend}."
+#: The progress bar's text while a model loads, by kvviz.model.loader.LoadStep.code.
+LOAD_STEPS = {
+    "locating": "Locating {name}",
+    "reading_tokenizer": "Reading the tokenizer from the GGUF file ({why})",
+    "first_run": "First run: de-quantising the GGUF weights once and caching them ({why}); this takes 15-40 s on a CPU",
+    "dequantising": "De-quantising GGUF tensors: {done}/{total}",
+    "writing_cache": "Writing the de-quantised copy to the cache",
+    "loading_cached": "Loading the cached weights",
+    "loading": "Loading {name}",
+    "moving": "Moving the model to {device}",
+    "warming_up": "Warming up (one tiny forward pass)",
+    "ready": "Model ready",
+}
+#: The {source} of MODEL_SOURCE, by kvviz.model.loader.ModelInfo.source_kind ({where}: folder or hub id).
+MODEL_SOURCE_KINDS = {
+    "embedded": "embedded GGUF Q4_1 ({pip}), de-quantised to a safetensors copy in {where}",
+    "folder": "local folder {where}",
+    "hub": "Hugging Face hub id {where}",
+}
 #: How each backend is named on the model card.
 BACKEND_NAMES = {
     "native": "kvviz's PyTorch Llama decoder (same weights, logits and K/V as transformers; tested equal)",

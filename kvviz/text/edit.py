@@ -351,6 +351,7 @@ FIG_STEP_HIT = "Block #{index}: same hash as A's → hit."
 FIG_PLAY = "▶ Play"
 FIG_PAUSE = "❚❚ Pause"
 FIG_SLIDER = "Step: "
+FIG_SLIDER_START = "start"  # the slider's first step: the state before the lookup walks
 FIG_HEAT_TITLE = "max |Δ{which}| between A and B, per layer and position"
 FIG_HEAT_X = "token position"
 FIG_HEAT_Y = "layer"

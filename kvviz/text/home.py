@@ -59,3 +59,4 @@ TRY_SCALE = (
 
 PAGES_HEADER = "Pages"
 PAGES_INTRO = "Each page works on its own; start anywhere."
+MS_VALUE = "{ms:,.0f} ms"

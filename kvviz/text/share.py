@@ -88,6 +88,7 @@ EDIT_PREDICT_CONTEXT = (
 BT_Q_EVICT = "The next step evicts a cached block. Which one?"
 BT_A_EVICT = "block {block} is evicted first"
 BT_EVICT_OPTION = "block {block}"
+BT_EVICT_PLACEHOLDER = "Pick a block"
 BT_PREDICT_SAVED = "Prediction saved: press **Forward** to see the next step."
 BT_PREDICT_RESULT_RIGHT = "You predicted block {guess} would be evicted: right, {answer}."
 BT_PREDICT_RESULT_WRONG = "You predicted block {guess}; the engine evicted {answer} (the head of the LRU free queue goes first)."

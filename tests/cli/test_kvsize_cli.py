@@ -77,7 +77,9 @@ def test_config_file_and_stdin(capsys, monkeypatch):
     d, _ = run_json(capsys, "--config", str(CONFIG_DIR / "gemma-3-12b-it.json"), "--tokens", "32768")
     assert d["family"] == "gemma3" and d["num_sliding_layers"] == 40
     assert d["total_bytes"] == 2 * 8 * 256 * 2 * (8 * 32768 + 40 * 1024)
-    assert any("text_config" in n for n in d["config_notes"])
+    assert d["config_notes"][0] == "read the nested text_config (a multimodal config; model_type gemma3)"
+    assert d["config_note_codes"][0] == {"code": "nested_config", "params": {"key": "text_config", "model_type": "gemma3"}}
+    assert len(d["config_note_codes"]) == len(d["config_notes"])
     raw = (CONFIG_DIR / "falcon-7b.json").read_bytes()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw)))
     d, _ = run_json(capsys, "--config", "-")

@@ -7,7 +7,9 @@ import json
 import pytest
 
 from kvviz.core.hf_config import (
+    ERROR_CODES,
     MAX_CONFIG_BYTES,
+    NOTE_CODES,
     ConfigError,
     load_config_file,
     parse_config,
@@ -16,6 +18,7 @@ from kvviz.core.hf_config import (
 from kvviz.core.kv_formula import bytes_per_token, total_bytes
 from kvviz.core.kvsize import MLA, LayerKind
 from kvviz.core.presets import CONFIG_DIR
+from kvviz.text.calculator_config import config_note, size_error
 
 # (file, family, attention, layers, kv_layers, kv_heads, head_dim, fp16 bytes per token)
 SHIPPED = [
@@ -62,12 +65,19 @@ def _cfg(**fields):
     return json.dumps(fields)
 
 
+def _codes(parsed):
+    return [n.code for n in parsed.notes]
+
+
 def test_nested_text_config_is_read_and_sparse_fields_take_family_defaults():
     parsed = load_config_file(CONFIG_DIR / "gemma-3-12b-it.json")
     s = parsed.shape
     assert parsed.model_type == "gemma3_text"
-    assert any("text_config" in n for n in parsed.notes)
-    assert any("head_dim not in config" in n for n in parsed.notes)
+    assert parsed.notes[0].code == "nested_config" and parsed.notes[0].params["key"] == "text_config"
+    assert "default_head_dim" in _codes(parsed)
+    # The view words the codes (English here; kvviz.text.calculator_config).
+    assert "text_config" in config_note(parsed.notes[0])
+    assert any("head_dim not in config" in config_note(n) for n in parsed.notes)
     assert (s.num_full_layers, s.num_sliding_layers, s.sliding_window) == (8, 40, 1024)
     assert [i for i, k in enumerate(s.layer_kinds) if k == LayerKind.FULL] == list(range(5, 48, 6))
     assert total_bytes(s, "bf16", 32_768) == 2 * 8 * 256 * 2 * (8 * 32_768 + 40 * 1024)
@@ -78,10 +88,10 @@ def test_explicit_head_dim_beats_hidden_over_heads():
     parsed = parse_config_text(_cfg(model_type="qwen3", num_hidden_layers=2, num_attention_heads=32,
                                     num_key_value_heads=4, hidden_size=2048, head_dim=128))
     assert parsed.shape.head_dim == 128
-    assert any("explicit head_dim" in n for n in parsed.notes)
+    assert "explicit_head_dim" in _codes(parsed)
     derived = parse_config_text(_cfg(model_type="llama", num_hidden_layers=2, num_attention_heads=32, hidden_size=4096))
     assert derived.shape.head_dim == 128 and derived.shape.num_kv_heads == 32
-    assert any("MHA" in n for n in derived.notes)
+    assert _codes(derived) == ["no_kv_heads"] and "MHA" in config_note(derived.notes[0])
 
 
 def test_layer_types_with_sliding_and_full():
@@ -117,7 +127,9 @@ def test_qwen3_next_layer_types_from_full_attention_interval():
     s = parsed.shape
     assert s.head_dim == 256  # qwen3_next default
     assert s.layer_kinds == (LayerKind.STATE, LayerKind.FULL) * 4
-    assert any("Gated DeltaNet" in n for n in parsed.notes)
+    assert _codes(parsed)[-2:] == ["interval_pattern", "state_layers"]
+    assert parsed.notes[-1].params == {"state": 4, "layers": 8}
+    assert "Gated DeltaNet" in config_note(parsed.notes[-1]) and "2nd layer" in config_note(parsed.notes[-2])
 
 
 def test_falcon_variants():
@@ -148,7 +160,8 @@ def test_deepseek_mla_and_defaults():
     assert s.mla == MLA(512, 64) and s.num_heads == 128 and s.d_model == 7168
     sparse = parse_config(dict(model_type="deepseek_v3", num_hidden_layers=2, num_attention_heads=4, hidden_size=64))
     assert sparse.shape.mla == MLA(512, 64)
-    assert sum("default" in n for n in sparse.notes) == 2
+    assert _codes(sparse) == ["mla_default_rank", "mla_default_rope", "mla_latent"]
+    assert sum("default" in config_note(n) for n in sparse.notes) == 2
     plain = parse_config(dict(model_type="deepseek_v2", num_hidden_layers=2, num_attention_heads=4,
                               num_key_value_heads=4, hidden_size=64, kv_lora_rank=None))
     assert plain.shape.mla is None and plain.shape.attention == "MHA"
@@ -159,74 +172,103 @@ def test_unknown_model_type_falls_back_and_says_so():
                                num_key_value_heads=2, hidden_size=512))
     assert parsed.family == "generic"
     assert bytes_per_token(parsed.shape, "fp16") == 2 * 4 * 2 * 64 * 2
-    assert "not one kvviz knows" in parsed.notes[0] and "brand_new_lm" in parsed.notes[0]
+    assert parsed.notes[0].code == "unknown_model_type" and parsed.notes[0].params == {"model_type": "brand_new_lm"}
+    assert "not one kvviz knows" in config_note(parsed.notes[0]) and "brand_new_lm" in config_note(parsed.notes[0])
     missing = parse_config(dict(num_hidden_layers=1, num_attention_heads=1, hidden_size=8))
-    assert missing.family == "generic" and "missing" in missing.notes[0]
+    assert missing.family == "generic" and missing.notes[0].code == "missing_model_type"
+    assert "no model_type" in config_note(missing.notes[0])
+
+
+def test_every_note_is_a_code_with_plain_params_and_words():
+    """Core speaks codes: each note of every shipped config is a known code whose params are numbers or
+    strings, and the view has words for it."""
+    for path in CONFIG_DIR.glob("*.json"):
+        for note in load_config_file(path).notes:
+            assert note.code in NOTE_CODES
+            assert all(isinstance(v, (int, str)) for v in note.params.values()), note
+            assert config_note(note) and "{" not in config_note(note)
 
 
 # --- errors: one line each ---------------------------------------------------------------------
 
+# (text, ConfigError code, wrapped kvsize reason or None, a fragment of its English words)
 BAD = [
-    ("", "empty"),
-    ("   \n", "empty"),
-    ('{"model_type": "llama", "num_hidden_layers": 32', "not valid JSON"),
-    ("[1, 2, 3]", "JSON object"),
-    ('"text"', "JSON object"),
-    ("{}", "layer count"),
-    (_cfg(model_type="llama", num_hidden_layers=32), "attention head count"),
-    (_cfg(model_type="llama", num_hidden_layers=0, num_attention_heads=8, hidden_size=64), "positive"),
-    (_cfg(model_type="llama", num_hidden_layers=-3, num_attention_heads=8, hidden_size=64), "positive"),
-    (_cfg(model_type="llama", num_hidden_layers="32", num_attention_heads=8, hidden_size=64), "whole number"),
-    (_cfg(model_type="llama", num_hidden_layers=True, num_attention_heads=8, hidden_size=64), "whole number"),
-    (_cfg(model_type="llama", num_hidden_layers=2.5, num_attention_heads=8, hidden_size=64), "whole number"),
-    (_cfg(model_type="llama", num_hidden_layers=10**12, num_attention_heads=8, hidden_size=64), "absurd"),
-    (_cfg(model_type="llama", num_hidden_layers=2, num_attention_heads=8, hidden_size=100), "not divisible"),
+    ("", "empty", None, "empty"),
+    ("   \n", "empty", None, "empty"),
+    ('{"model_type": "llama", "num_hidden_layers": 32', "invalid_json", None, "not valid JSON"),
+    ("[1, 2, 3]", "not_object", None, "JSON object"),
+    ('"text"', "not_object", None, "JSON object"),
+    ("{}", "missing_field", None, "layer count"),
+    (_cfg(model_type="llama", num_hidden_layers=32), "missing_field", None, "attention head count"),
+    (_cfg(model_type="llama", num_hidden_layers=0, num_attention_heads=8, hidden_size=64), "bad_value",
+     "not_positive", "positive"),
+    (_cfg(model_type="llama", num_hidden_layers=-3, num_attention_heads=8, hidden_size=64), "bad_value",
+     "not_positive", "positive"),
+    (_cfg(model_type="llama", num_hidden_layers="32", num_attention_heads=8, hidden_size=64), "bad_value",
+     "not_whole", "whole number"),
+    (_cfg(model_type="llama", num_hidden_layers=True, num_attention_heads=8, hidden_size=64), "bad_value",
+     "not_whole", "whole number"),
+    (_cfg(model_type="llama", num_hidden_layers=2.5, num_attention_heads=8, hidden_size=64), "bad_value",
+     "not_whole", "whole number"),
+    (_cfg(model_type="llama", num_hidden_layers=10**12, num_attention_heads=8, hidden_size=64), "bad_value",
+     "absurd", "absurd"),
+    (_cfg(model_type="llama", num_hidden_layers=2, num_attention_heads=8, hidden_size=100), "hidden_not_divisible",
+     None, "not divisible"),
     (_cfg(model_type="llama", num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=16,
-          hidden_size=64), "cannot exceed"),
-    (_cfg(model_type="llama", num_hidden_layers=2, num_attention_heads=8), "head_dim"),
+          hidden_size=64), "bad_shape", "kv_exceeds_heads", "cannot exceed"),
+    (_cfg(model_type="llama", num_hidden_layers=2, num_attention_heads=8), "no_head_dim", None, "head_dim"),
     (_cfg(model_type="gemma3_text", num_hidden_layers=2, num_attention_heads=2, head_dim=8,
-          layer_types=["full_attention"]), "layer_types has 1 entries"),
+          layer_types=["full_attention"]), "layer_types_length", None, "layer_types has 1 entries"),
     (_cfg(model_type="gemma3_text", num_hidden_layers=1, num_attention_heads=2, head_dim=8,
-          layer_types=["teleport_attention"]), "layer_types[0]"),
+          layer_types=["teleport_attention"]), "layer_type_unknown", None, "layer_types[0]"),
     (_cfg(model_type="llama", num_hidden_layers=1, num_attention_heads=2, head_dim=8,
-          layer_types=["sliding_attention"]), "sliding_window is not set"),
+          layer_types=["sliding_attention"]), "sliding_no_window", None, "sliding_window is not set"),
     (_cfg(model_type="falcon", num_hidden_layers=1, num_attention_heads=2, hidden_size=8,
-          multi_query="yes"), "true or false"),
+          multi_query="yes"), "not_bool", None, "true or false"),
 ]
 
 
-@pytest.mark.parametrize(("text", "fragment"), BAD)
-def test_bad_configs_give_one_line_errors(text, fragment):
+@pytest.mark.parametrize(("text", "code", "reason", "fragment"), BAD)
+def test_bad_configs_give_one_line_errors(text, code, reason, fragment):
     with pytest.raises(ConfigError) as info:
         parse_config_text(text)
-    message = str(info.value)
-    assert fragment in message and "\n" not in message
+    exc = info.value
+    assert exc.code == code and exc.code in ERROR_CODES
+    assert exc.params.get("reason") == reason
+    message = size_error(exc)
+    assert fragment in message and "\n" not in message and "{" not in message.replace("({...})", "")
+
+
+def _error(fn, *args):
+    with pytest.raises(ConfigError) as info:
+        fn(*args)
+    return info.value
 
 
 def test_huge_config_is_refused():
     big = '{"pad": "' + "x" * MAX_CONFIG_BYTES + '"}'
-    with pytest.raises(ConfigError, match="limit is 1 MiB"):
-        parse_config_text(big)
-    with pytest.raises(ConfigError, match="limit is 1 MiB"):
-        parse_config_text(big.encode())
+    for text in (big, big.encode()):
+        exc = _error(parse_config_text, text)
+        assert exc.code == "too_big" and "limit is 1 MiB" in size_error(exc)
 
 
 def test_huge_config_file_is_refused_before_reading(tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(b" " * (MAX_CONFIG_BYTES + 1))
-    with pytest.raises(ConfigError, match="limit is 1 MiB"):
-        load_config_file(path)
+    exc = _error(load_config_file, path)
+    assert exc.code == "too_big" and "limit is 1 MiB" in size_error(exc)
 
 
 def test_binary_and_non_utf8_and_missing_files(tmp_path):
-    with pytest.raises(ConfigError, match="binary"):
-        parse_config_text(b"\x89PNG\r\n\x1a\n\x00\x00")
-    with pytest.raises(ConfigError, match="UTF-8"):
-        parse_config_text(b'{"a": "\xff\xfe"}')
-    with pytest.raises(ConfigError, match="no such file"):
-        load_config_file(tmp_path / "missing.json")
-    with pytest.raises(ConfigError, match="directory"):
-        load_config_file(tmp_path)
+    cases = [
+        (parse_config_text, b"\x89PNG\r\n\x1a\n\x00\x00", "binary", "binary"),
+        (parse_config_text, b'{"a": "\xff\xfe"}', "not_utf8", "UTF-8"),
+        (load_config_file, tmp_path / "missing.json", "no_file", "no such file"),
+        (load_config_file, tmp_path, "is_dir", "directory"),
+    ]
+    for fn, arg, code, words in cases:
+        exc = _error(fn, arg)
+        assert exc.code == code and words in size_error(exc), (code, size_error(exc))
 
 
 def test_deeply_nested_json_is_an_error_not_a_crash():

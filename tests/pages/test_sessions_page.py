@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -40,3 +41,26 @@ def test_sessions_page_defaults_events_and_policies():
 
     at.selectbox(key="ss_policy").set_value("anthropic-5m").run()
     assert not at.exception and " 0 of" in at.info[0].value  # a 5-minute TTL has expired
+
+
+def test_sessions_page_in_russian_words_numbers_and_policy_values():
+    from kvviz.i18n import use_lang
+
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params["lang"] = "ru"
+    with use_lang("ru"):
+        at.run()
+        header = T.USAGE_TABLE["prompt"]
+    assert not at.exception
+    table = at.table[0].value
+    assert all(re.fullmatch(r"\d{1,3}(\u202f\d{3})*", v) for v in table[header]), table[header].tolist()
+    assert any("\u202f" in v for v in table[header])  # a prompt of over 1,000 tokens: thin-space thousands
+    policy = " ".join(m.value for m in at.markdown)
+    assert "по умолчанию выключено" in policy and "off by default" not in policy
+    with use_lang("ru"):
+        at.toggle(key="ss_ev_restart_tools").set_value(True).run()
+    assert not at.exception
+    with use_lang("ru"):
+        why = " ".join(at.table[0].value[T.USAGE_TABLE["why"]])
+    assert "первое отличие — «инструменты»" in why  # the segment label stays nominative, after a dash
+    assert not re.search(r"\bв «?(пользователь|инструменты|система)", why)
