@@ -61,13 +61,14 @@ def test_model_source_is_worded_by_the_view():
 
 
 def test_every_load_step_the_loader_reports_has_words():
-    """kvviz.model.loader reports ``LoadStep(code, params)``; the progress bar words them (read from the
-    source, so this stays a fast test without torch)."""
+    """kvviz.model.loader and kvviz.model.embedded report ``LoadStep(code, params)``; the progress bar words
+    them (read from the source, so this stays a fast test without torch)."""
     from pathlib import Path
 
     from kvviz.text import common as C
 
-    source = (Path(__file__).resolve().parents[2] / "kvviz" / "model" / "loader.py").read_text(encoding="utf-8")
+    model_dir = Path(__file__).resolve().parents[2] / "kvviz" / "model"
+    source = "".join((model_dir / name).read_text(encoding="utf-8") for name in ("loader.py", "embedded.py"))
     codes = set(re.findall(r'LoadStep\("(\w+)"', source))
     assert codes and codes == set(C.LOAD_STEPS)
     params = {"name": "m", "why": "w", "done": 1, "total": 2, "device": "cpu"}

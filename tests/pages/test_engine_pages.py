@@ -179,7 +179,9 @@ def test_radix_page_defaults_and_steps():
     assert m[R.METRIC_RADIX] == R.METRIC_VALUE.format(tokens=sum(r.radix_tokens or 0 for r in requests))
     assert m[R.METRIC_POOL] == R.METRIC_VALUE.format(tokens=sum(r.pool_tokens or 0 for r in requests))
     assert m[R.METRIC_TAIL] == R.METRIC_VALUE.format(tokens=sum(r.partial_tail_tokens for r in requests)) != "0 tokens"
-    assert len(app.get("plotly_chart")) == 2 and len(app.dataframe) == 2  # per request, evictions
+    assert len(app.get("plotly_chart")) == 2 and len(app.table) == 1 and len(app.dataframe) == 1  # per request, evictions
+    labels = list(app.table[0].value[R.TABLE_COLUMNS["request"]])
+    assert labels[0] == R.REQUEST_LABEL.format(id=requests[0].request_id, step=requests[0].step)  # as the chart's rows
     app.slider(key="rx_step").set_value(4).run()
     assert not app.exception and R.EVICTIONS_NONE in [c.value for c in app.caption]
     requests = comparison.requests_until(4)
@@ -199,5 +201,5 @@ def test_radix_page_settings_and_pressure():
     comparison = compare_radix_pool(load_builtin("pool_pressure"), 64, 16)
     requests = comparison.requests_until(9)
     assert metrics(app)[R.METRIC_WINDOW] == R.METRIC_VALUE.format(tokens=sum(r.window_tokens or 0 for r in requests))
-    engines = set(app.dataframe[1].value[R.EVICTION_COLUMNS["engine"]])
+    engines = set(app.dataframe[0].value[R.EVICTION_COLUMNS["engine"]])
     assert engines == {R.ENGINE_LABELS[e] for e in ("radix", "pool", "window")}
