@@ -84,7 +84,7 @@ try:
     with st.spinner(T.TOKENIZING):
         trace = _trace(digest, block_size, model_name, data)
 except WorkloadError as exc:
-    st.error(T.BAD_TRACE.format(error=exc), icon=":material/error:")
+    st.error(T.BAD_TRACE.format(error=T.trace_error(exc)), icon=":material/error:")
     st.stop()
 if source == "example":
     first, last = trace.requests[0].timestamp_ms or 0, trace.requests[-1].timestamp_ms or 0

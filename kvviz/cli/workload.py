@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         trace = load_trace(raw, args.block_size)
         if ttl is not None and not trace.has_timestamps:
             missing = next(i for i, r in enumerate(trace.requests) if r.timestamp_ms is None)
-            raise WorkloadError(f"--ttl-seconds needs a timestamp on every line (request {missing + 1} has none)")
+            raise WorkloadError(f"--ttl-seconds needs a timestamp on every line (request {missing + 1} has none)",
+                                "ttl_needs_timestamps", request=missing + 1)
         profile = analyze(trace, ttl)
     except WorkloadError as exc:
         raise CliError(f"{args.trace}: {exc}") from None

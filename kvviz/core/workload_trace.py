@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.core import limits
+from kvviz.core.errors import CodedError
 from kvviz.core.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
@@ -39,8 +40,30 @@ LINE_KINDS = ("hash_ids", "token_ids", "prompt", "messages")
 _OPTIONAL = {"timestamp", "output_length", "input_length", "id", "request_id", "session_id", "model"}
 
 
-class WorkloadError(ValueError):
-    """The trace is malformed; the message names the line (1-based) and what is wrong."""
+ERROR_CODES: tuple[str, ...] = (
+    "not_integer", "out_of_range", "bad_timestamp", "negative_timestamp", "not_id_list", "too_many_ids", "bad_id",
+    "bad_block_size", "needs_input_length", "repeated_id", "ids_exceed_length", "no_tokens", "hashed_block_size",
+    "out_of_order", "too_many_requests", "too_big", "not_utf8", "invalid_json", "not_object", "empty", "no_kind",
+    "several_kinds", "unknown_key", "mixed_kinds", "token_too_big", "needs_tokenizer",
+    # raised by kvviz.workload.load (prompt and messages lines) and the CLI
+    "messages_not_list", "message_not_object", "text_part_without_text", "content_not_text", "prompt_not_text",
+    "prompt_too_long", "messages_too_long", "template_rejected", "ttl_needs_timestamps",
+)
+"""Every ``WorkloadError.code``; the words are kvviz.text.workload's ``TRACE_ERRORS``."""
+
+
+class WorkloadError(CodedError):
+    """The trace is malformed: an English line naming the line (1-based) and what is wrong, and a code
+    from ``ERROR_CODES`` with its params (``line`` among them when a line is to blame)."""
+
+
+def json_kind(value: Any) -> str:
+    """The JSON name of a decoded value's type: object, array, string, number, boolean or null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "number")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +119,12 @@ class WorkloadTrace:
 def _int_field(obj: dict[str, Any], key: str, line: int, *, low: int = 0, high: int = MAX_LENGTH) -> int:
     value = obj[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise WorkloadError(f"line {line}: {key!r} must be an integer, got {json.dumps(value)[:40]}")
+        got = json.dumps(value)[:40]
+        raise WorkloadError(f"line {line}: {key!r} must be an integer, got {got}", "not_integer",
+                            line=line, key=key, got=got)
     if not low <= value <= high:
-        raise WorkloadError(f"line {line}: {key!r} must be in {low}..{high:,}, got {value}")
+        raise WorkloadError(f"line {line}: {key!r} must be in {low}..{high:,}, got {value}", "out_of_range",
+                            line=line, key=key, low=low, high=high, value=value)
     return value
 
 
@@ -107,20 +133,28 @@ def _timestamp(obj: dict[str, Any], line: int) -> float | None:
         return None
     ts = obj["timestamp"]
     if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or ts in (float("inf"), float("-inf")):
-        raise WorkloadError(f"line {line}: 'timestamp' must be a number of milliseconds, got {json.dumps(ts)[:40]}")
+        got = json.dumps(ts)[:40]
+        raise WorkloadError(f"line {line}: 'timestamp' must be a number of milliseconds, got {got}", "bad_timestamp",
+                            line=line, got=got)
     if ts < 0:
-        raise WorkloadError(f"line {line}: 'timestamp' must be >= 0, got {ts}")
+        raise WorkloadError(f"line {line}: 'timestamp' must be >= 0, got {ts}", "negative_timestamp",
+                            line=line, value=ts)
     return float(ts)
 
 
 def id_list(value: Any, key: str, line: int) -> list[int]:
     if not isinstance(value, list):
-        raise WorkloadError(f"line {line}: {key!r} must be a list of integers, got {type(value).__name__}")
+        kind = json_kind(value)
+        raise WorkloadError(f"line {line}: {key!r} must be a list of integers, got a JSON {kind}", "not_id_list",
+                            line=line, key=key, kind=kind)
     if len(value) > MAX_BLOCKS_PER_REQUEST:
-        raise WorkloadError(f"line {line}: {key!r} has {len(value):,} entries (at most {MAX_BLOCKS_PER_REQUEST:,})")
+        raise WorkloadError(f"line {line}: {key!r} has {len(value):,} entries (at most {MAX_BLOCKS_PER_REQUEST:,})",
+                            "too_many_ids", line=line, key=key, count=len(value), limit=MAX_BLOCKS_PER_REQUEST)
     for i, v in enumerate(value):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise WorkloadError(f"line {line}: {key!r}[{i}] must be a non-negative integer, got {json.dumps(v)[:40]}")
+            got = json.dumps(v)[:40]
+            raise WorkloadError(f"line {line}: {key!r}[{i}] must be a non-negative integer, got {got}", "bad_id",
+                                line=line, key=key, index=i, got=got)
     return value
 
 
@@ -129,7 +163,8 @@ class TraceBuilder:
 
     def __init__(self, block_size: int, hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> None:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or not 1 <= block_size <= MAX_BLOCK:
-            raise WorkloadError(f"block size must be an integer in 1..{MAX_BLOCK:,}, got {block_size!r}")
+            raise WorkloadError(f"block size must be an integer in 1..{MAX_BLOCK:,}, got {block_size!r}",
+                                "bad_block_size", high=MAX_BLOCK, got=repr(block_size))
         self.block_size = block_size
         self.trace = WorkloadTrace(self.block_size)
         self.hash_name = hash_name
@@ -139,15 +174,18 @@ class TraceBuilder:
     def add_hash_ids(self, obj: dict[str, Any], line: int) -> None:
         ids = id_list(obj["hash_ids"], "hash_ids", line)
         if "input_length" not in obj:
-            raise WorkloadError(f"line {line}: a 'hash_ids' line needs 'input_length'")
+            raise WorkloadError(f"line {line}: a 'hash_ids' line needs 'input_length'", "needs_input_length",
+                                line=line)
         length = _int_field(obj, "input_length", line)
         if len(set(ids)) != len(ids):
-            raise WorkloadError(f"line {line}: 'hash_ids' repeats an id (chained block ids are unique in a request)")
+            raise WorkloadError(f"line {line}: 'hash_ids' repeats an id (chained block ids are unique in a request)",
+                                "repeated_id", line=line)
         bs = self.block_size
         if len(ids) > -(-length // bs):
             raise WorkloadError(
                 f"line {line}: {len(ids)} hash_ids do not cover input_length {length} in blocks of {bs} "
-                f"(at most {-(-length // bs)}; is the block size right?)")
+                f"(at most {-(-length // bs)}; is the block size right?)", "ids_exceed_length",
+                line=line, count=len(ids), length=length, block_size=bs, most=-(-length // bs))
         trace, parent, blocks = self.trace, -1, []
         for h in ids:
             parent = trace.intern(("m", h), str(h), parent)
@@ -156,11 +194,13 @@ class TraceBuilder:
 
     def add_token_ids(self, tokens: list[int], obj: dict[str, Any], line: int, kind: str = "token_ids") -> None:
         if not tokens:
-            raise WorkloadError(f"line {line}: no tokens (an empty prompt)")
+            raise WorkloadError(f"line {line}: no tokens (an empty prompt)", "no_tokens", line=line)
         try:
             limits.block_size(self.block_size)
         except ValueError as exc:
-            raise WorkloadError(f"line {line}: {kind} lines are hashed by kvviz: {exc}") from None
+            raise WorkloadError(f"line {line}: {kind} lines are hashed by kvviz: {exc}", "hashed_block_size",
+                                line=line, kind=kind, low=limits.MIN_BLOCK_SIZE, high=limits.MAX_BLOCK_SIZE,
+                                value=self.block_size) from None
         hashes = hash_block_chain(tuple(tokens), self.block_size, self.hash_name, self.none_hash)
         trace, parent, blocks = self.trace, -1, []
         for h in hashes:
@@ -176,11 +216,12 @@ class TraceBuilder:
             if self._last_ts is not None and ts < self._last_ts:
                 raise WorkloadError(
                     f"line {line}: timestamp {ts:g} ms is before the previous line's {self._last_ts:g} ms "
-                    "(lines must be in arrival order)")
+                    "(lines must be in arrival order)", "out_of_order", line=line, ts=ts, previous=self._last_ts)
             self._last_ts = ts
         out = _int_field(obj, "output_length", line) if obj.get("output_length") is not None else 0
         if len(self.trace.requests) >= MAX_REQUESTS:
-            raise WorkloadError(f"line {line}: more than {MAX_REQUESTS:,} requests")
+            raise WorkloadError(f"line {line}: more than {MAX_REQUESTS:,} requests", "too_many_requests",
+                                line=line, limit=MAX_REQUESTS)
         self.trace.requests.append(WorkloadRequest(tuple(blocks), length, lookup, ts, out, full))
         self.trace.kinds.add(kind)
 
@@ -189,11 +230,13 @@ def iter_lines(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line; WorkloadError naming the first bad line."""
     if isinstance(data, bytes):
         if len(data) > MAX_TRACE_BYTES:
-            raise WorkloadError(f"the trace is {len(data):,} bytes (at most {MAX_TRACE_BYTES:,})")
+            raise WorkloadError(f"the trace is {len(data):,} bytes (at most {MAX_TRACE_BYTES:,})", "too_big",
+                                size=len(data), limit=MAX_TRACE_BYTES)
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise WorkloadError(f"the trace is not UTF-8 text (byte {exc.start}); expected JSON Lines") from None
+            raise WorkloadError(f"the trace is not UTF-8 text (byte {exc.start}); expected JSON Lines", "not_utf8",
+                                byte=exc.start) from None
     any_line = False
     for number, raw in enumerate(data.splitlines(), start=1):
         text = raw.strip()
@@ -204,23 +247,32 @@ def iter_lines(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
             obj = json.loads(text)
         except (json.JSONDecodeError, RecursionError, ValueError) as exc:
             msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply or a number too long"
-            raise WorkloadError(f"line {number}: not valid JSON ({msg})") from None
+            raise WorkloadError(f"line {number}: not valid JSON ({msg})", "invalid_json", line=number,
+                                detail=msg) from None
         if not isinstance(obj, dict):
-            raise WorkloadError(f"line {number}: expected a JSON object, got {type(obj).__name__}")
+            kind = json_kind(obj)
+            raise WorkloadError(f"line {number}: expected a JSON object, got a JSON {kind}", "not_object",
+                                line=number, kind=kind)
         yield number, obj
     if not any_line:
-        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line")
+        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
 
 
 def line_kind(obj: dict[str, Any], line: int) -> str:
     """Which of ``LINE_KINDS`` the line is; WorkloadError when none or several."""
     kinds = [k for k in LINE_KINDS if k in obj]
-    if len(kinds) != 1:
-        what = "none" if not kinds else " and ".join(kinds)
-        raise WorkloadError(f"line {line}: give exactly one of {', '.join(LINE_KINDS)} (found {what})")
+    valid = ", ".join(LINE_KINDS)
+    if not kinds:
+        raise WorkloadError(f"line {line}: give exactly one of {valid} (found none)", "no_kind",
+                            line=line, valid=valid)
+    if len(kinds) > 1:
+        found = ", ".join(kinds)
+        raise WorkloadError(f"line {line}: give exactly one of {valid} (found {found})", "several_kinds",
+                            line=line, valid=valid, found=found)
     unknown = set(obj) - set(LINE_KINDS) - _OPTIONAL
     if unknown:
-        raise WorkloadError(f"line {line}: unknown key {sorted(unknown)[0]!r}")
+        key = sorted(unknown)[0]
+        raise WorkloadError(f"line {line}: unknown key {key!r}", "unknown_key", line=line, key=key)
     return kinds[0]
 
 
@@ -243,19 +295,22 @@ def parse_trace(data: bytes | str, block_size: int | None = None, encode: Encode
             builder = TraceBuilder(size, hash_name, seed)
         if (kind == "hash_ids") != (first == "hash_ids"):
             raise WorkloadError(f"line {number}: a {kind!r} line in a trace that began with {first!r} lines "
-                                "(Mooncake hash_ids cannot be mixed with token lines)")
+                                "(Mooncake hash_ids cannot be mixed with token lines)", "mixed_kinds",
+                                line=number, kind=kind, first=first)
         if kind == "hash_ids":
             builder.add_hash_ids(obj, number)
             continue
         if kind == "token_ids":
             tokens = id_list(obj["token_ids"], "token_ids", number)
             if any(t > MAX_TOKEN_ID for t in tokens):
-                raise WorkloadError(f"line {number}: a token id is over {MAX_TOKEN_ID:,}")
+                raise WorkloadError(f"line {number}: a token id is over {MAX_TOKEN_ID:,}", "token_too_big",
+                                    line=number, limit=MAX_TOKEN_ID)
         elif encode is None:
-            raise WorkloadError(f"line {number}: a {kind!r} line needs the model's tokenizer")
+            raise WorkloadError(f"line {number}: a {kind!r} line needs the model's tokenizer", "needs_tokenizer",
+                                line=number, kind=kind)
         else:
             tokens = encode(kind, obj[kind], number)
         builder.add_token_ids(tokens, obj, number, kind)
     if builder is None:
-        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line")
+        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
     return builder.trace

@@ -159,3 +159,63 @@ BIN_ONE = "{lo:,}"
 BIN_RANGE = "{lo:,}–{hi:,}"
 # A hit rate written on its bar.
 RATE_VALUE = "{rate:.1%}"
+
+# kvviz.core.workload_trace.WorkloadError, by code (the English words are the CLI's line). {kind} of
+# not_id_list / not_object is a JSON kind (calculator_config.JSON_KINDS); other {kind}s are line kinds.
+TRACE_ERRORS = {
+    "not_integer": "line {line}: {key!r} must be an integer, got {got}",
+    "out_of_range": "line {line}: {key!r} must be in {low}..{high:,}, got {value}",
+    "bad_timestamp": "line {line}: 'timestamp' must be a number of milliseconds, got {got}",
+    "negative_timestamp": "line {line}: 'timestamp' must be >= 0, got {value}",
+    "not_id_list": "line {line}: {key!r} must be a list of integers, got a JSON {kind}",
+    "too_many_ids": "line {line}: {key!r} has {count:,} entries (at most {limit:,})",
+    "bad_id": "line {line}: {key!r}[{index}] must be a non-negative integer, got {got}",
+    "bad_block_size": "block size must be an integer in 1..{high:,}, got {got}",
+    "needs_input_length": "line {line}: a 'hash_ids' line needs 'input_length'",
+    "repeated_id": "line {line}: 'hash_ids' repeats an id (chained block ids are unique in a request)",
+    "ids_exceed_length": "line {line}: {count} hash_ids do not cover input_length {length} in blocks of "
+                         "{block_size} (at most {most}; is the block size right?)",
+    "no_tokens": "line {line}: no tokens (an empty prompt)",
+    "hashed_block_size": "line {line}: {kind} lines are hashed by kvviz: block size must be in {low}..{high}, "
+                         "got {value}",
+    "out_of_order": "line {line}: timestamp {ts:g} ms is before the previous line's {previous:g} ms "
+                    "(lines must be in arrival order)",
+    "too_many_requests": "line {line}: more than {limit:,} requests",
+    "too_big": "the trace is {size:,} bytes (at most {limit:,})",
+    "not_utf8": "the trace is not UTF-8 text (byte {byte}); expected JSON Lines",
+    "invalid_json": "line {line}: not valid JSON ({detail})",
+    "not_object": "line {line}: expected a JSON object, got a JSON {kind}",
+    "empty": "the trace is empty: expected JSON Lines, one request a line",
+    "no_kind": "line {line}: give exactly one of {valid} (found none)",
+    "several_kinds": "line {line}: give exactly one of {valid} (found {found})",
+    "unknown_key": "line {line}: unknown key {key!r}",
+    "mixed_kinds": "line {line}: a {kind!r} line in a trace that began with {first!r} lines "
+                   "(Mooncake hash_ids cannot be mixed with token lines)",
+    "token_too_big": "line {line}: a token id is over {limit:,}",
+    "needs_tokenizer": "line {line}: a {kind!r} line needs the model's tokenizer",
+    "messages_not_list": "line {line}: 'messages' must be a non-empty list of {{role, content}} objects",
+    "message_not_object": "line {line}: messages[{index}] must be an object with a 'role' and a 'content'",
+    "text_part_without_text": "line {line}: messages[{index}] has a text part without text",
+    "content_not_text": "line {line}: messages[{index}].content must be a string or a list of text parts",
+    "prompt_not_text": "line {line}: 'prompt' must be a non-empty string",
+    "prompt_too_long": "line {line}: the prompt has {chars:,} characters (at most {limit:,})",
+    "messages_too_long": "line {line}: the messages have more than {limit:,} characters",
+    "template_rejected": "line {line}: the chat template rejected the messages ({detail})",
+    "ttl_needs_timestamps": "--ttl-seconds needs a timestamp on every line (request {request} has none)",
+}
+
+
+def trace_error(exc: Exception) -> str:
+    """A ``WorkloadError`` as one line in the current language (its own English line when it has no code)."""
+    from kvviz.text import calculator_config as TC
+
+    code = getattr(exc, "code", "")
+    if code not in TRACE_ERRORS:
+        return str(exc)
+    params = dict(exc.params)  # type: ignore[attr-defined]
+    if code in ("not_id_list", "not_object"):
+        params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
+    try:
+        return TRACE_ERRORS[code].format(**params)
+    except (KeyError, IndexError, ValueError):
+        return str(exc)

@@ -26,19 +26,23 @@ def default_tokenizer() -> Any:
 
 def _messages(value: Any, line: int) -> list[dict[str, str]]:
     if not isinstance(value, list) or not value:
-        raise WorkloadError(f"line {line}: 'messages' must be a non-empty list of {{role, content}} objects")
+        raise WorkloadError(f"line {line}: 'messages' must be a non-empty list of {{role, content}} objects",
+                            "messages_not_list", line=line)
     out = []
     for i, msg in enumerate(value):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str) or "content" not in msg:
-            raise WorkloadError(f"line {line}: messages[{i}] must be an object with a 'role' and a 'content'")
+            raise WorkloadError(f"line {line}: messages[{i}] must be an object with a 'role' and a 'content'",
+                                "message_not_object", line=line, index=i)
         content = msg["content"]
         if isinstance(content, list):  # OpenAI content parts: keep the text parts
             parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
             if not all(isinstance(p, str) for p in parts):
-                raise WorkloadError(f"line {line}: messages[{i}] has a text part without text")
+                raise WorkloadError(f"line {line}: messages[{i}] has a text part without text",
+                                    "text_part_without_text", line=line, index=i)
             content = "".join(parts)
         if not isinstance(content, str):
-            raise WorkloadError(f"line {line}: messages[{i}].content must be a string or a list of text parts")
+            raise WorkloadError(f"line {line}: messages[{i}].content must be a string or a list of text parts",
+                                "content_not_text", line=line, index=i)
         out.append({"role": msg["role"], "content": content})
     return out
 
@@ -46,17 +50,20 @@ def _messages(value: Any, line: int) -> list[dict[str, str]]:
 def _encode(tokenizer: Any, kind: str, value: Any, line: int) -> list[int]:
     if kind == "prompt":
         if not isinstance(value, str) or not value.strip():
-            raise WorkloadError(f"line {line}: 'prompt' must be a non-empty string")
+            raise WorkloadError(f"line {line}: 'prompt' must be a non-empty string", "prompt_not_text", line=line)
         if len(value) > MAX_PROMPT_CHARS:
-            raise WorkloadError(f"line {line}: the prompt has {len(value):,} characters (at most {MAX_PROMPT_CHARS:,})")
+            raise WorkloadError(f"line {line}: the prompt has {len(value):,} characters (at most {MAX_PROMPT_CHARS:,})",
+                                "prompt_too_long", line=line, chars=len(value), limit=MAX_PROMPT_CHARS)
         return list(tokenizer(value, add_special_tokens=True, return_attention_mask=False)["input_ids"])
     messages = _messages(value, line)
     if sum(len(m["content"]) for m in messages) > MAX_PROMPT_CHARS:
-        raise WorkloadError(f"line {line}: the messages have more than {MAX_PROMPT_CHARS:,} characters")
+        raise WorkloadError(f"line {line}: the messages have more than {MAX_PROMPT_CHARS:,} characters",
+                            "messages_too_long", line=line, limit=MAX_PROMPT_CHARS)
     try:
         ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
     except Exception as exc:  # noqa: BLE001 - a template that rejects these roles: one line
-        raise WorkloadError(f"line {line}: the chat template rejected the messages ({exc})") from None
+        raise WorkloadError(f"line {line}: the chat template rejected the messages ({exc})", "template_rejected",
+                            line=line, detail=str(exc)) from None
     if hasattr(ids, "keys"):  # newer transformers return a BatchEncoding
         ids = ids["input_ids"]
     return [int(t) for t in ids]
