@@ -342,7 +342,7 @@ with st.expander(T.ADD_HEADER, expanded=False):
                 candidate = scenario.with_steps(steps)
                 _play(candidate, current_lang())  # validates the new steps
             except ScenarioError as exc:
-                ui.show_error(exc, T.ADD_FAILED)
+                st.error(f"{T.ADD_FAILED}: {T.scenario_error(exc)}", icon=":material/error:")
             except Exception as exc:  # noqa: BLE001 - tokenizer errors become one line, never a traceback
                 ui.show_error(exc, T.ADD_FAILED)
             else:

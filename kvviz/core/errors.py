@@ -10,6 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 
+def json_kind(value: Any) -> str:
+    """The JSON name of a decoded value's type: object, array, string, number, boolean or null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", tuple: "array", str: "string"}.get(type(value), "number")
+
+
 class CodedError(ValueError):
     """A one-line English message plus ``code`` and ``params`` for the view."""
 

@@ -272,9 +272,11 @@ def compare_radix_pool(scenario: Scenario, sliding_window: int = DEFAULT_WINDOW,
                        radix_page_size: int = 1) -> RadixComparison:
     """Feed ``scenario`` to the radix tree, the block pool and the sliding-window manager."""
     if isinstance(sliding_window, bool) or not isinstance(sliding_window, int) or not 2 <= sliding_window <= 1 << 20:
-        raise ScenarioError(f"sliding window must be an integer in 2..{1 << 20} tokens, got {sliding_window!r}")
+        raise ScenarioError(f"sliding window must be an integer in 2..{1 << 20} tokens, got {sliding_window!r}",
+                            "bad_window", high=1 << 20, got=repr(sliding_window))
     if isinstance(radix_page_size, bool) or not isinstance(radix_page_size, int) or not 1 <= radix_page_size <= 256:
-        raise ScenarioError(f"radix page size must be an integer in 1..256, got {radix_page_size!r}")
+        raise ScenarioError(f"radix page size must be an integer in 1..256, got {radix_page_size!r}",
+                            "bad_page_size", got=repr(radix_page_size))
     pool_run = play_scenario(scenario, sliding_window=None)
     window_run = play_scenario(scenario, sliding_window=sliding_window)
     meta = _chain_meta(scenario)

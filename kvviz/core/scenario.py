@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kvviz.core.errors import CodedError
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.core.manager import KVCacheManager
@@ -27,8 +28,20 @@ USER_PLACEHOLDER = "{text}"
 Tokenizer = Callable[[str], tuple[Sequence[int], Sequence[str]]]
 
 
-class ScenarioError(ValueError):
-    """A scenario is malformed or impossible; the message is one line naming the step or key."""
+ERROR_CODES: tuple[str, ...] = (
+    "too_many_steps", "no_tokens", "too_many_tokens", "bad_step_index", "bad_trace", "bad_window", "bad_page_size",
+    # scenario files (kvviz.core.scenario_load)
+    "not_string", "not_object", "unknown_keys", "steps_not_list", "missing_steps", "file_too_many_steps",
+    "too_many_blocks", "step_not_object", "step_unknown_keys", "text_without_tokens", "empty_text",
+    "pieces_not_strings", "pieces_length", "step_too_many_tokens", "bad_user_template", "unknown_scenario",
+)
+"""Every ``ScenarioError.code``; the words are kvviz.text.engine's ``SCENARIO_ERRORS``. ``bad_trace`` carries
+the replay's English line as ``detail``; a ``step`` param (1-based) names the step to blame."""
+
+
+class ScenarioError(CodedError):
+    """A scenario is malformed or impossible: one English line naming the step or key, and a code from
+    ``ERROR_CODES`` with its params."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,8 @@ class Scenario:
     def with_steps(self, extra: Sequence[ScenarioStep]) -> Scenario:
         """The same scenario with ``extra`` steps appended (validated by ``play_scenario``)."""
         if len(self.steps) + len(extra) > MAX_SCENARIO_STEPS:
-            raise ScenarioError(f"a scenario holds at most {MAX_SCENARIO_STEPS} steps")
+            raise ScenarioError(f"a scenario holds at most {MAX_SCENARIO_STEPS} steps", "too_many_steps",
+                                limit=MAX_SCENARIO_STEPS)
         return replace(self, steps=self.steps + tuple(extra))
 
     def compose_prompt(self, user_text: str, with_prefix: bool = True) -> str:
@@ -174,9 +188,10 @@ def user_request_steps(
 ) -> list[ScenarioStep]:
     """The steps of one user request: it arrives, optionally decodes an answer, optionally finishes."""
     if not tokens:
-        raise ScenarioError("the request has no tokens")
+        raise ScenarioError("the request has no tokens", "no_tokens")
     if len(tokens) > MAX_REQUEST_TOKENS:
-        raise ScenarioError(f"the request has more than {MAX_REQUEST_TOKENS:,} tokens, the most one step takes")
+        raise ScenarioError(f"the request has more than {MAX_REQUEST_TOKENS:,} tokens, the most one step takes",
+                            "too_many_tokens", limit=MAX_REQUEST_TOKENS)
     steps = [ScenarioStep("add", request_id, tuple(tokens), salt or None, text,
                           tuple(pieces) if pieces is not None else None, note)]
     if answer_tokens:

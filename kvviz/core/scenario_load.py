@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kvviz.core.errors import json_kind
 from kvviz.core.jsonio import parse_json, read_limited
 from kvviz.core.scenario import (
     MAX_REQUEST_TOKENS,
@@ -33,10 +34,19 @@ _TOP_KEYS = {"name", "title", "description", "block_size", "num_blocks", "hash",
 _STEP_KEYS = {"op", "id", "tokens", "text", "pieces", "salt", "note"}
 
 
-def _opt_str(obj: dict[str, Any], key: str, where: str) -> str | None:
+def _error(step: int | None, message: str, code: str, **params: Any) -> ScenarioError:
+    """A ScenarioError; when a step (1-based) is to blame, the line starts "step N: " and ``params``
+    hold ``step``."""
+    if step is None:
+        return ScenarioError(message, code, **params)
+    return ScenarioError(f"step {step}: {message}", code, step=step, **params)
+
+
+def _opt_str(obj: dict[str, Any], key: str, step: int | None) -> str | None:
     value = obj.get(key)
     if value is not None and not isinstance(value, str):
-        raise ScenarioError(f"{where}'{key}' must be a string, got {type(value).__name__}")
+        kind = json_kind(value)
+        raise _error(step, f"'{key}' must be a string, got a JSON {kind}", "not_string", key=key, kind=kind)
     return value
 
 
@@ -44,48 +54,58 @@ def parse_scenario(obj: Any, name: str = "custom", tokenizer: Tokenizer | None =
     """Validate a decoded scenario (or a plain ``kvviz simulate`` trace). A step with ``text`` but no
     ``tokens`` is tokenized with ``tokenizer``; ScenarioError (one line) for anything malformed."""
     if not isinstance(obj, dict):
-        raise ScenarioError(f"a scenario is a JSON object, got {type(obj).__name__}")
+        kind = json_kind(obj)
+        raise ScenarioError(f"a scenario is a JSON object, got a JSON {kind}", "not_object", kind=kind)
     unknown = sorted(set(obj) - _TOP_KEYS)
     if unknown:
-        raise ScenarioError(f"unknown scenario key(s): {', '.join(unknown)}; valid: {', '.join(sorted(_TOP_KEYS))}")
+        keys, valid = ", ".join(unknown), ", ".join(sorted(_TOP_KEYS))
+        raise ScenarioError(f"unknown scenario key(s): {keys}; valid: {valid}", "unknown_keys", keys=keys,
+                            valid=valid)
     raw_steps = obj.get("steps")
     if not isinstance(raw_steps, list):
-        raise ScenarioError("'steps' must be a list of steps" if "steps" in obj else "missing 'steps'")
+        if "steps" in obj:
+            raise ScenarioError("'steps' must be a list of steps", "steps_not_list")
+        raise ScenarioError("missing 'steps'", "missing_steps")
     if len(raw_steps) > MAX_SCENARIO_STEPS:
-        raise ScenarioError(f"too many steps: {len(raw_steps)} (at most {MAX_SCENARIO_STEPS})")
+        raise ScenarioError(f"too many steps: {len(raw_steps)} (at most {MAX_SCENARIO_STEPS})", "file_too_many_steps",
+                            count=len(raw_steps), limit=MAX_SCENARIO_STEPS)
     nb = obj.get("num_blocks")
     if isinstance(nb, int) and not isinstance(nb, bool) and nb > MAX_SCENARIO_BLOCKS:
         raise ScenarioError(f"num_blocks must be at most {MAX_SCENARIO_BLOCKS} for a scenario (the pool is "
-                            f"drawn block by block), got {nb}")
+                            f"drawn block by block), got {nb}", "too_many_blocks", limit=MAX_SCENARIO_BLOCKS,
+                            value=nb)
     texts: list[str | None] = []
     pieces: list[tuple[str, ...] | None] = []
     trace_steps: list[dict[str, Any]] = []
     for i, raw in enumerate(raw_steps):
-        where = f"step {i + 1}: "
+        n = i + 1
         if not isinstance(raw, dict):
-            raise ScenarioError(f"{where}a step is a JSON object, got {type(raw).__name__}")
+            kind = json_kind(raw)
+            raise _error(n, f"a step is a JSON object, got a JSON {kind}", "step_not_object", kind=kind)
         bad = sorted(set(raw) - _STEP_KEYS)
         if bad:
-            raise ScenarioError(f"{where}unknown key(s): {', '.join(bad)}")
-        text = _opt_str(raw, "text", where)
+            keys = ", ".join(bad)
+            raise _error(n, f"unknown key(s): {keys}", "step_unknown_keys", keys=keys)
+        text = _opt_str(raw, "text", n)
         step = {k: v for k, v in raw.items() if k not in ("text", "pieces")}
         step_pieces = raw.get("pieces")
         if raw.get("op") in ("add", "append") and "tokens" not in raw and text is not None:
             if tokenizer is None:
-                raise ScenarioError(f"{where}has 'text' but no 'tokens'; tokenize the scenario first")
+                raise _error(n, "has 'text' but no 'tokens'; tokenize the scenario first", "text_without_tokens")
             if not text:
-                raise ScenarioError(f"{where}'text' is empty")
+                raise _error(n, "'text' is empty", "empty_text")
             ids, step_pieces = tokenizer(text)
             step["tokens"] = list(ids)
         if step_pieces is not None:
             if not isinstance(step_pieces, (list, tuple)) or not all(isinstance(p, str) for p in step_pieces):
-                raise ScenarioError(f"{where}'pieces' must be a list of strings")
+                raise _error(n, "'pieces' must be a list of strings", "pieces_not_strings")
             if not isinstance(step.get("tokens"), list) or len(step_pieces) != len(step["tokens"]):
-                raise ScenarioError(f"{where}'pieces' must have one entry per token")
+                raise _error(n, "'pieces' must have one entry per token", "pieces_length")
             step_pieces = tuple(step_pieces)
         if isinstance(step.get("tokens"), list) and len(step["tokens"]) > MAX_REQUEST_TOKENS:
-            raise ScenarioError(f"{where}{len(step['tokens']):,} tokens is too many for one step "
-                                f"(at most {MAX_REQUEST_TOKENS:,})")
+            count = len(step["tokens"])
+            raise _error(n, f"{count:,} tokens is too many for one step (at most {MAX_REQUEST_TOKENS:,})",
+                         "step_too_many_tokens", count=count, limit=MAX_REQUEST_TOKENS)
         texts.append(text)
         pieces.append(step_pieces)
         trace_steps.append(step)
@@ -94,20 +114,21 @@ def parse_scenario(obj: Any, name: str = "custom", tokenizer: Tokenizer | None =
     try:
         trace = parse_trace(trace_obj)
     except TraceError as exc:
-        raise ScenarioError(renumber_step_error(str(exc))) from None
-    where = ""
-    title = _opt_str(obj, "title", where) or obj.get("name") or name
-    description = _opt_str(obj, "description", where) or ""
-    prefix_text = _opt_str(obj, "prefix_text", where)
-    user_template = _opt_str(obj, "user_template", where)
+        detail = renumber_step_error(str(exc))
+        raise ScenarioError(detail, "bad_trace", detail=detail) from None
+    title = _opt_str(obj, "title", None) or obj.get("name") or name
+    description = _opt_str(obj, "description", None) or ""
+    prefix_text = _opt_str(obj, "prefix_text", None)
+    user_template = _opt_str(obj, "user_template", None)
     if user_template is not None and USER_PLACEHOLDER not in user_template:
-        raise ScenarioError(f"'user_template' must contain {USER_PLACEHOLDER}")
+        raise ScenarioError(f"'user_template' must contain {USER_PLACEHOLDER}", "bad_user_template",
+                            placeholder=USER_PLACEHOLDER)
     steps = tuple(
         ScenarioStep(s.op, s.id, s.tokens, s.salt, texts[i], pieces[i], s.note)
         for i, s in enumerate(trace.steps)
     )
     scenario = Scenario(
-        name=str(_opt_str(obj, "name", where) or name), title=str(title), description=description,
+        name=str(_opt_str(obj, "name", None) or name), title=str(title), description=description,
         num_blocks=trace.num_blocks, steps=steps, block_size=trace.block_size, hash=trace.hash,
         seed=trace.seed, sliding_window=trace.sliding_window, prefix_text=prefix_text,
         user_template=user_template,
@@ -139,7 +160,9 @@ def builtin_names() -> list[str]:
 def load_builtin(name: str) -> Scenario:
     """A built-in scenario by name; ScenarioError listing the valid names otherwise."""
     if name not in builtin_names():
-        raise ScenarioError(f"unknown scenario {name!r}; built-in: {', '.join(builtin_names())}")
+        builtin = ", ".join(builtin_names())
+        raise ScenarioError(f"unknown scenario {name!r}; built-in: {builtin}", "unknown_scenario", name=name,
+                            builtin=builtin)
     return load_scenario(SCENARIO_DIR / f"{name}.json")
 
 

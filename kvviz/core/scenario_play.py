@@ -137,7 +137,8 @@ class ScenarioRun:
 
     def check_step(self, k: int) -> int:
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= self.num_steps:
-            raise ScenarioError(f"step must be an integer in 0..{self.num_steps}, got {k!r}")
+            raise ScenarioError(f"step must be an integer in 0..{self.num_steps}, got {k!r}", "bad_step_index",
+                                high=self.num_steps, got=repr(k))
         return k
 
     def events_of_step(self, k: int) -> tuple[Event, ...]:
@@ -250,7 +251,8 @@ def play_scenario(scenario: Scenario, sliding_window: int | None | str = "defaul
     try:
         run = run_trace(scenario.trace(), manager)
     except TraceError as exc:
-        raise ScenarioError(renumber_step_error(str(exc))) from None
+        detail = renumber_step_error(str(exc))
+        raise ScenarioError(detail, "bad_trace", detail=detail) from None
     bounds = (0, *(o.num_events for o in run.outcomes))
     return ScenarioRun(scenario, tuple(manager.events), bounds, tuple(run.outcomes), manager.snapshot())
 

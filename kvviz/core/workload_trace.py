@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.core import limits
-from kvviz.core.errors import CodedError
+from kvviz.core.errors import CodedError, json_kind
 from kvviz.core.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
@@ -55,15 +55,6 @@ ERROR_CODES: tuple[str, ...] = (
 class WorkloadError(CodedError):
     """The trace is malformed: an English line naming the line (1-based) and what is wrong, and a code
     from ``ERROR_CODES`` with its params (``line`` among them when a line is to blame)."""
-
-
-def json_kind(value: Any) -> str:
-    """The JSON name of a decoded value's type: object, array, string, number, boolean or null."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    return {dict: "object", list: "array", str: "string"}.get(type(value), "number")
 
 
 @dataclass(frozen=True, slots=True)

@@ -199,3 +199,51 @@ ADD_DONE = "Added {id}: {tokens} prompt tokens, arriving at step {step}."
 ADD_MINE = "Your requests in this scenario: {ids}."
 ADD_CLEAR = "Remove my requests"
 ADD_FAILED = "Could not add the request"
+
+# kvviz.core.scenario.ScenarioError, by code (the English words are the CLI's line). A step to blame is
+# named first with STEP_PREFIX; {kind} of not_string / not_object / step_not_object is a JSON kind
+# (calculator_config.JSON_KINDS); bad_trace's {detail} is the replay's own line.
+STEP_PREFIX = "step {step}: "
+SCENARIO_ERRORS = {
+    "too_many_steps": "a scenario holds at most {limit} steps",
+    "no_tokens": "the request has no tokens",
+    "too_many_tokens": "the request has more than {limit:,} tokens, the most one step takes",
+    "bad_step_index": "step must be an integer in 0..{high}, got {got}",
+    "bad_trace": "{detail}",
+    "bad_window": "sliding window must be an integer in 2..{high} tokens, got {got}",
+    "bad_page_size": "radix page size must be an integer in 1..256, got {got}",
+    "not_string": "'{key}' must be a string, got a JSON {kind}",
+    "not_object": "a scenario is a JSON object, got a JSON {kind}",
+    "unknown_keys": "unknown scenario key(s): {keys}; valid: {valid}",
+    "steps_not_list": "'steps' must be a list of steps",
+    "missing_steps": "missing 'steps'",
+    "file_too_many_steps": "too many steps: {count} (at most {limit})",
+    "too_many_blocks": "num_blocks must be at most {limit} for a scenario (the pool is drawn block by block), "
+                       "got {value}",
+    "step_not_object": "a step is a JSON object, got a JSON {kind}",
+    "step_unknown_keys": "unknown key(s): {keys}",
+    "text_without_tokens": "has 'text' but no 'tokens'; tokenize the scenario first",
+    "empty_text": "'text' is empty",
+    "pieces_not_strings": "'pieces' must be a list of strings",
+    "pieces_length": "'pieces' must have one entry per token",
+    "step_too_many_tokens": "{count:,} tokens is too many for one step (at most {limit:,})",
+    "bad_user_template": "'user_template' must contain {placeholder}",
+    "unknown_scenario": "unknown scenario {name!r}; built-in: {builtin}",
+}
+
+
+def scenario_error(exc: Exception) -> str:
+    """A ``ScenarioError`` as one line in the current language (its own English line when it has no code)."""
+    from kvviz.text import calculator_config as TC
+
+    code = getattr(exc, "code", "")
+    if code not in SCENARIO_ERRORS:
+        return str(exc)
+    params = dict(exc.params)  # type: ignore[attr-defined]
+    if "kind" in params:
+        params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
+    try:
+        words = SCENARIO_ERRORS[code].format(**params)
+        return STEP_PREFIX.format(step=params["step"]) + words if "step" in params else words
+    except (KeyError, IndexError, ValueError):
+        return str(exc)
