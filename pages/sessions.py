@@ -87,7 +87,7 @@ if choice == _UPLOAD:
     try:
         session = load_session_text(upload.getvalue(), upload.name.rsplit(".", 1)[0], where=upload.name)
     except SessionError as exc:
-        st.error(T.UPLOAD_ERROR.format(error=exc), icon=":material/error:")
+        st.error(T.UPLOAD_ERROR.format(error=T.session_error(exc)), icon=":material/error:")
         st.stop()
 else:
     session = _example(choice)
@@ -144,7 +144,7 @@ try:
     with st.spinner():
         result = _run(session, policy_key, events, marks, min_len)
 except SessionError as exc:
-    st.error(T.RUN_ERROR.format(error=exc), icon=":material/error:")
+    st.error(T.RUN_ERROR.format(error=T.session_error(exc)), icon=":material/error:")
     st.stop()
 
 # ----------------------------------------------------------------------------- headline numbers

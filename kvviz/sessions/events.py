@@ -60,8 +60,9 @@ def _check_turn(value: int | None, n: int, name: str) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= n:
-        raise SessionError(f"{name} must be a turn number in 2..{n}" if n > 1 else
-                           f"{name} needs a session with at least 2 turns")
+        if n > 1:
+            raise SessionError(f"{name} must be a turn number in 2..{n}", "bad_turn", name=name, high=n)
+        raise SessionError(f"{name} needs a session with at least 2 turns", "needs_two_turns", name=name)
 
 
 def apply_events(session: Session, events: SessionEvents) -> tuple[Session, dict[int, list[str]]]:
@@ -74,7 +75,7 @@ def apply_events(session: Session, events: SessionEvents) -> tuple[Session, dict
     if isinstance(events.pause_s, bool) or not isinstance(events.pause_s, (int, float)) or not (
         0 <= events.pause_s <= MAX_PAUSE_S
     ):
-        raise SessionError(f"pause_s must be in 0..{MAX_PAUSE_S:,.0f} seconds")
+        raise SessionError(f"pause_s must be in 0..{MAX_PAUSE_S:,.0f} seconds", "bad_pause", high=MAX_PAUSE_S)
     turns = list(session.turns)
     marks: dict[int, list[str]] = {}
     if events.file_read_at:

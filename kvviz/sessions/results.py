@@ -161,7 +161,8 @@ def projected_work(first_prompt: int, increment: int, turns: int) -> tuple[list[
     quadratic, ``n*first + increment*n*(n-1)/2``; with a perfect cache turn k costs only its
     increment, so the total is linear, ``first + (n-1)*increment``."""
     if min(first_prompt, increment) < 0 or not 1 <= turns <= MAX_PROJECTION_TURNS:
-        raise SessionError(f"projection needs first_prompt, increment >= 0 and 1..{MAX_PROJECTION_TURNS:,} turns")
+        raise SessionError(f"projection needs first_prompt, increment >= 0 and 1..{MAX_PROJECTION_TURNS:,} turns",
+                           "bad_projection", limit=MAX_PROJECTION_TURNS)
     without = [n * first_prompt + increment * n * (n - 1) // 2 for n in range(1, turns + 1)]
     with_cache = [first_prompt + (n - 1) * increment for n in range(1, turns + 1)]
     return without, with_cache

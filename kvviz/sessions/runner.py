@@ -58,17 +58,22 @@ def run_session(
     pol = get_policy(policy)
     try:
         block_size = limits.block_size(block_size)
-    except ValueError as exc:
-        raise SessionError(str(exc)) from None
+    except ValueError:
+        low, high = limits.MIN_BLOCK_SIZE, limits.MAX_BLOCK_SIZE
+        raise SessionError(f"block size must be in {low}..{high}, got {block_size!r}", "bad_block_size",
+                           low=low, high=high, got=repr(block_size)) from None
     bad_marks = [m for m in marks if m not in MARKS]
     if bad_marks:
-        raise SessionError(f"unknown checkpoint mark {bad_marks[0]!r}; choose from {', '.join(MARKS)}")
+        choices = ", ".join(MARKS)
+        raise SessionError(f"unknown checkpoint mark {bad_marks[0]!r}; choose from {choices}", "bad_mark",
+                           mark=bad_marks[0], choices=choices)
     min_len = pol.min_cacheable_tokens if min_cacheable_tokens is None else min_cacheable_tokens
     if isinstance(min_len, bool) or not isinstance(min_len, int) or not 0 <= min_len <= MAX_SESSION_TOKENS:
-        raise SessionError(f"min_cacheable_tokens must be an integer in 0..{MAX_SESSION_TOKENS:,}")
+        raise SessionError(f"min_cacheable_tokens must be an integer in 0..{MAX_SESSION_TOKENS:,}",
+                           "bad_min_cacheable", high=MAX_SESSION_TOKENS)
     ttl = pol.ttl_s if ttl_s == "policy" else ttl_s
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= 1e7):
-        raise SessionError("ttl_s must be a positive number of seconds or None")
+        raise SessionError("ttl_s must be a positive number of seconds or None", "bad_ttl")
     if not pol.is_policy:
         min_len, ttl = 0, None  # the engine has neither: only full blocks and LRU eviction
     changed, event_turns = apply_events(session, events)
@@ -88,7 +93,8 @@ def run_session(
         ans_ids = ids_of(answer.text)
         total += sum(map(len, seg_ids)) + len(ans_ids)
         if total > MAX_SESSION_TOKENS:
-            raise SessionError(f"the session re-sends more than {MAX_SESSION_TOKENS:,} tokens in total")
+            raise SessionError(f"the session re-sends more than {MAX_SESSION_TOKENS:,} tokens in total",
+                               "too_many_tokens", limit=MAX_SESSION_TOKENS)
         rendered.append((segments, seg_ids, ans_ids))
 
     manager = None
@@ -99,7 +105,8 @@ def run_session(
         try:
             manager = KVCacheManager(blocks, block_size=block_size)
         except ValueError as exc:
-            raise SessionError(str(exc)) from None
+            raise SessionError(f"the engine pool of {blocks:,} blocks cannot be built: {exc}", "bad_pool",
+                               blocks=blocks, detail=str(exc)) from None
 
     turns: list[TurnUsage] = []
     now = 0.0
@@ -143,7 +150,8 @@ def _engine_turn(manager: KVCacheManager, rid: str, prompt: list[int], answer: l
     """One request through the real block manager: (tokens read, tokens written) from its events."""
     added = manager.add_request(rid, prompt)
     if not added.ok:
-        raise SessionError(f"the engine pool is too small for {rid}: {added.error}")
+        raise SessionError(f"the engine pool is too small for {rid}: {added.error}", "pool_too_small", request=rid,
+                           reason=str(added.error))
     written = sum(len(e.block_ids) for e in added.events if e.kind is EventKind.CACHE) * block_size
     if answer:
         manager.append_tokens(rid, answer)  # decoding fills and caches blocks with the answer

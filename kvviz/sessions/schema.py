@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvviz.core.blank import is_blank
+from kvviz.core.errors import CodedError
 from kvviz.core.jsonio import parse_json, read_limited
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "sessions"
@@ -33,8 +34,36 @@ MARK_LABELS = {
 Tokenizer = Callable[[str], list[int]]
 
 
-class SessionError(ValueError):
-    """A session file or option that cannot be used; the message is one line."""
+ERROR_CODES: tuple[str, ...] = (
+    "not_text", "text_too_long", "bad_tools", "bad_seconds", "not_object", "turns_not_list", "too_many_turns",
+    "turn_not_object", "results_not_list", "result_not_object", "turn_needs_input", "calls_not_list", "bad_call",
+    "bad_file_read", "too_big", "unknown_example",
+    # kvviz.sessions.runner / events / results
+    "bad_block_size", "bad_mark", "bad_min_cacheable", "bad_ttl", "too_many_tokens", "bad_pool", "pool_too_small",
+    "bad_turn", "needs_two_turns", "bad_pause", "bad_projection",
+)
+"""Every ``SessionError.code``; the words are kvviz.text.sessions' ``SESSION_ERRORS``. A ``field`` param is a
+key of ``FIELDS`` (with ``turn`` and ``item`` params where the field needs them)."""
+
+#: The fields a session error can name (the English words of the CLI's line; the view has its own).
+FIELDS = {
+    "system": "'system'", "tools": "'tools'", "restart_tools": "'restart_tools'",
+    "user": "turn {turn} 'user'", "answer": "turn {turn} 'answer'", "gap_s": "turn {turn} 'gap_s'",
+    "result_name": "turn {turn} tool result {item} name", "result_content": "turn {turn} tool result {item} content",
+    "file_read_path": "file_read path", "file_read_content": "file_read content",
+}
+
+
+class SessionError(CodedError):
+    """A session file or option that cannot be used: one English line, and a code from ``ERROR_CODES``
+    with its params."""
+
+
+def _field_error(template: str, code: str, field: str, **params: Any) -> SessionError:
+    """A SessionError about ``field`` (a ``FIELDS`` key); ``template`` has ``{where}`` for its English name."""
+    names = {k: v for k, v in params.items() if k in ("turn", "item")}
+    where = FIELDS[field].format(**names)
+    return SessionError(template.format(where=where, **params), code, field=field, **params)
 
 
 # ---------------------------------------------------------------- the session as data
@@ -76,91 +105,96 @@ class Session:
     file_read: tuple[str, str] | None = None
 
 
-def _text(obj: Any, where: str, *, optional: bool = False) -> str | None:
+def _text(obj: Any, field: str, *, optional: bool = False, **names: int) -> str | None:
     if obj is None and optional:
         return None
     if not isinstance(obj, str) or is_blank(obj):
-        raise SessionError(f"{where} must be a non-empty string")
+        raise _field_error("{where} must be a non-empty string", "not_text", field, **names)
     if len(obj) > MAX_TEXT_CHARS:
-        raise SessionError(f"{where} is longer than {MAX_TEXT_CHARS:,} characters")
+        raise _field_error("{where} is longer than {limit:,} characters", "text_too_long", field, limit=MAX_TEXT_CHARS,
+                           **names)
     return obj
 
 
-def _tools(obj: Any, where: str) -> tuple[dict[str, Any], ...]:
+def _tools(obj: Any, field: str) -> tuple[dict[str, Any], ...]:
     if obj is None:
         return ()
     if not isinstance(obj, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in obj):
-        raise SessionError(f"{where} must be a list of objects, each with a string 'name'")
+        raise _field_error("{where} must be a list of objects, each with a string 'name'", "bad_tools", field)
     if len(json.dumps(obj)) > MAX_TEXT_CHARS:
-        raise SessionError(f"{where} is longer than {MAX_TEXT_CHARS:,} characters")
+        raise _field_error("{where} is longer than {limit:,} characters", "text_too_long", field, limit=MAX_TEXT_CHARS)
     return tuple(obj)
 
 
-def _number(obj: Any, where: str, default: float) -> float:
+def _number(obj: Any, field: str, default: float, **names: int) -> float:
     if obj is None:
         return default
     if isinstance(obj, bool) or not isinstance(obj, (int, float)) or not 0 <= obj <= MAX_PAUSE_S:
-        raise SessionError(f"{where} must be a number of seconds in 0..{MAX_PAUSE_S:,.0f}")
+        raise _field_error("{where} must be a number of seconds in 0..{high:,.0f}", "bad_seconds", field,
+                           high=MAX_PAUSE_S, **names)
     return float(obj)
 
 
 def session_from_dict(data: Any, name: str = "custom") -> Session:
     """Validate and convert a session object (the JSON format of ``assets/sessions``)."""
     if not isinstance(data, dict):
-        raise SessionError("a session must be a JSON object with 'system' and 'turns'")
+        raise SessionError("a session must be a JSON object with 'system' and 'turns'", "not_object")
     turns_data = data.get("turns")
     if not isinstance(turns_data, list) or not turns_data:
-        raise SessionError("'turns' must be a non-empty list")
+        raise SessionError("'turns' must be a non-empty list", "turns_not_list")
     if len(turns_data) > MAX_TURNS:
-        raise SessionError(f"at most {MAX_TURNS} turns, got {len(turns_data)}")
+        raise SessionError(f"at most {MAX_TURNS} turns, got {len(turns_data)}", "too_many_turns", limit=MAX_TURNS,
+                           count=len(turns_data))
     turns = []
     for i, t in enumerate(turns_data, start=1):
         where = f"turn {i}"
         if not isinstance(t, dict):
-            raise SessionError(f"{where} must be an object")
+            raise SessionError(f"{where} must be an object", "turn_not_object", turn=i)
         results_raw = t.get("tool_results") or []
         if not isinstance(results_raw, list):
-            raise SessionError(f"{where}: 'tool_results' must be a list")
+            raise SessionError(f"{where}: 'tool_results' must be a list", "results_not_list", turn=i)
         results = []
         for j, r in enumerate(results_raw, start=1):
             if not isinstance(r, dict):
-                raise SessionError(f"{where}: tool result {j} must be an object with 'name' and 'content'")
-            results.append((_text(r.get("name"), f"{where} tool result {j} name"),
-                            _text(r.get("content"), f"{where} tool result {j} content")))
-        user = _text(t.get("user"), f"{where} 'user'", optional=True)
+                raise SessionError(f"{where}: tool result {j} must be an object with 'name' and 'content'",
+                                   "result_not_object", turn=i, item=j)
+            results.append((_text(r.get("name"), "result_name", turn=i, item=j),
+                            _text(r.get("content"), "result_content", turn=i, item=j)))
+        user = _text(t.get("user"), "user", optional=True, turn=i)
         if user is None and not results:
-            raise SessionError(f"{where} needs a 'user' message or 'tool_results'")
+            raise SessionError(f"{where} needs a 'user' message or 'tool_results'", "turn_needs_input", turn=i)
         calls_raw = t.get("tool_calls") or []
         if not isinstance(calls_raw, list):
-            raise SessionError(f"{where}: 'tool_calls' must be a list")
+            raise SessionError(f"{where}: 'tool_calls' must be a list", "calls_not_list", turn=i)
         calls = []
         for j, c in enumerate(calls_raw, start=1):
             if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not isinstance(
                 c.get("arguments", {}), dict
             ):
-                raise SessionError(f"{where}: tool call {j} needs a string 'name' and an object 'arguments'")
+                raise SessionError(f"{where}: tool call {j} needs a string 'name' and an object 'arguments'",
+                                   "bad_call", turn=i, item=j)
             calls.append(ToolCall(c["name"], dict(c.get("arguments", {}))))
         turns.append(Turn(
-            answer=_text(t.get("answer"), f"{where} 'answer'"),  # type: ignore[arg-type]
+            answer=_text(t.get("answer"), "answer", turn=i),  # type: ignore[arg-type]
             user=user,
             tool_results=tuple(results),  # type: ignore[arg-type]
             tool_calls=tuple(calls),
-            gap_s=_number(t.get("gap_s"), f"{where} 'gap_s'", 0.0 if i == 1 else DEFAULT_GAP_S),
+            gap_s=_number(t.get("gap_s"), "gap_s", 0.0 if i == 1 else DEFAULT_GAP_S, turn=i),
         ))
     file_read = data.get("file_read")
     if file_read is not None:
         if not isinstance(file_read, dict):
-            raise SessionError("'file_read' must be an object with 'path' and 'content'")
-        file_read = (_text(file_read.get("path"), "file_read path"), _text(file_read.get("content"),
-                                                                             "file_read content"))
+            raise SessionError("'file_read' must be an object with 'path' and 'content'", "bad_file_read")
+        file_read = (_text(file_read.get("path"), "file_read_path"), _text(file_read.get("content"),
+                                                                             "file_read_content"))
     return Session(
         name=str(data.get("name") or name),
         title=str(data.get("title") or data.get("name") or name),
         description=str(data.get("description") or ""),
-        tools=_tools(data.get("tools"), "'tools'"),
-        system=_text(data.get("system"), "'system'"),  # type: ignore[arg-type]
+        tools=_tools(data.get("tools"), "tools"),
+        system=_text(data.get("system"), "system"),  # type: ignore[arg-type]
         turns=tuple(turns),
-        restart_tools=_tools(data.get("restart_tools"), "'restart_tools'"),
+        restart_tools=_tools(data.get("restart_tools"), "restart_tools"),
         file_read=file_read,  # type: ignore[arg-type]
     )
 
@@ -170,7 +204,8 @@ def load_session_text(text: str | bytes, name: str = "custom", where: str = "the
     over MAX_SESSION_BYTES, bytes that are not UTF-8, bad JSON or a bad shape."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_SESSION_BYTES:
-        raise SessionError(f"{where} is larger than {MAX_SESSION_BYTES:,} bytes")
+        raise SessionError(f"{where} is larger than {MAX_SESSION_BYTES:,} bytes", "too_big", where=where,
+                           limit=MAX_SESSION_BYTES)
     return session_from_dict(parse_json(text, where, SessionError), name)
 
 
@@ -190,5 +225,7 @@ def example_names() -> list[str]:
 def load_example(name: str) -> Session:
     """A built-in example session by name."""
     if name not in example_names():
-        raise SessionError(f"unknown example {name!r}; choose one of {', '.join(example_names())}")
+        choices = ", ".join(example_names())
+        raise SessionError(f"unknown example {name!r}; choose one of {choices}", "unknown_example", name=name,
+                           choices=choices)
     return load_session_text((ASSETS / f"{name}.json").read_text(encoding="utf-8"), name)

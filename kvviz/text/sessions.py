@@ -249,3 +249,55 @@ def segment_label(code: str | None) -> str | None:
     if m is None:
         return SEGMENT_LABELS.get(code, code)
     return SEGMENT_LABELS[m.group(1) + (" starts" if m.group(3) else "")].format(n=int(m.group(2)))
+
+# kvviz.sessions.SessionError, by code (the English words are the CLI's line). {field} is worded first by
+# SESSION_FIELDS (kvviz.sessions.schema.FIELDS' keys).
+SESSION_FIELDS = {
+    "system": "'system'", "tools": "'tools'", "restart_tools": "'restart_tools'",
+    "user": "turn {turn} 'user'", "answer": "turn {turn} 'answer'", "gap_s": "turn {turn} 'gap_s'",
+    "result_name": "turn {turn} tool result {item} name", "result_content": "turn {turn} tool result {item} content",
+    "file_read_path": "file_read path", "file_read_content": "file_read content",
+}
+SESSION_ERRORS = {
+    "not_text": "{field} must be a non-empty string",
+    "text_too_long": "{field} is longer than {limit:,} characters",
+    "bad_tools": "{field} must be a list of objects, each with a string 'name'",
+    "bad_seconds": "{field} must be a number of seconds in 0..{high:,.0f}",
+    "not_object": "a session must be a JSON object with 'system' and 'turns'",
+    "turns_not_list": "'turns' must be a non-empty list",
+    "too_many_turns": "at most {limit} turns, got {count}",
+    "turn_not_object": "turn {turn} must be an object",
+    "results_not_list": "turn {turn}: 'tool_results' must be a list",
+    "result_not_object": "turn {turn}: tool result {item} must be an object with 'name' and 'content'",
+    "turn_needs_input": "turn {turn} needs a 'user' message or 'tool_results'",
+    "calls_not_list": "turn {turn}: 'tool_calls' must be a list",
+    "bad_call": "turn {turn}: tool call {item} needs a string 'name' and an object 'arguments'",
+    "bad_file_read": "'file_read' must be an object with 'path' and 'content'",
+    "too_big": "{where} is larger than {limit:,} bytes",
+    "unknown_example": "unknown example {name!r}; choose one of {choices}",
+    "bad_block_size": "block size must be in {low}..{high}, got {got}",
+    "bad_mark": "unknown checkpoint mark {mark!r}; choose from {choices}",
+    "bad_min_cacheable": "min_cacheable_tokens must be an integer in 0..{high:,}",
+    "bad_ttl": "ttl_s must be a positive number of seconds or None",
+    "too_many_tokens": "the session re-sends more than {limit:,} tokens in total",
+    "bad_pool": "the engine pool of {blocks:,} blocks cannot be built: {detail}",
+    "pool_too_small": "the engine pool is too small for {request}: {reason}",
+    "bad_turn": "{name} must be a turn number in 2..{high}",
+    "needs_two_turns": "{name} needs a session with at least 2 turns",
+    "bad_pause": "pause_s must be in 0..{high:,.0f} seconds",
+    "bad_projection": "projection needs first_prompt, increment >= 0 and 1..{limit:,} turns",
+}
+
+
+def session_error(exc: Exception) -> str:
+    """A ``SessionError`` as one line in the current language (its own English line when it has no code)."""
+    code = getattr(exc, "code", "")
+    if code not in SESSION_ERRORS:
+        return str(exc)
+    params = dict(exc.params)  # type: ignore[attr-defined]
+    try:
+        if "field" in params:
+            params["field"] = SESSION_FIELDS[params["field"]].format(**params)
+        return SESSION_ERRORS[code].format(**params)
+    except (KeyError, IndexError, ValueError):
+        return str(exc)
