@@ -292,6 +292,10 @@ SESSION_ERRORS = {
 def session_error(exc: Exception) -> str:
     """A ``SessionError`` as one line in the current language (its own English line when it has no code)."""
     code = getattr(exc, "code", "")
+    if code.startswith("json_"):  # reading the file or upload failed (kvviz.core.jsonio)
+        from kvviz.text import jsonio as TJ
+
+        return TJ.json_error(exc)
     if code not in SESSION_ERRORS:
         return str(exc)
     params = dict(exc.params)  # type: ignore[attr-defined]

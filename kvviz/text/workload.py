@@ -210,6 +210,10 @@ def trace_error(exc: Exception) -> str:
     from kvviz.text import calculator_config as TC
 
     code = getattr(exc, "code", "")
+    if code.startswith("json_"):  # reading the file or upload failed (kvviz.core.jsonio)
+        from kvviz.text import jsonio as TJ
+
+        return TJ.json_error(exc)
     if code not in TRACE_ERRORS:
         return str(exc)
     params = dict(exc.params)  # type: ignore[attr-defined]

@@ -1,0 +1,38 @@
+"""Words for the errors of reading a user's JSON file, upload or stdin (kvviz.core.jsonio codes); the
+trace, scenario and session readers' own words fall back to these (the English words are the CLI's line)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# kvviz.core.jsonio.ERROR_CODES. {what} is the reader's English name of the source ("trace file").
+JSON_ERRORS = {
+    "json_is_dir": "{path} is a directory, not a {what}",
+    "json_file_too_big": "{path}: {size:,} bytes is too large for a {what} (at most {limit:,})",
+    "json_no_file": "cannot read {path}: no such file",
+    "json_unreadable": "cannot read {path}: {cause}",
+    "json_grew": "{path} is too large for a {what} (at most {limit:,} bytes)",
+    "json_stream_too_big": "{where} is too large for a {what} (at most {limit:,} bytes)",
+    "json_not_utf8": "{where} is not UTF-8 text (byte {byte})",
+    "json_invalid": "{where} is not valid JSON: {detail} at line {line}, column {column}",
+    "json_too_deep": "{where} is nested too deeply",
+    "json_long_number": "{where} holds a number too long to read (over {digits:,} digits)",
+}
+
+# The readers' {what} (kvviz.core.jsonio callers), as the view names it.
+SOURCE_NAMES = {"trace file": "trace file", "scenario file": "scenario file", "session file": "session file",
+                "trace": "trace", "scenario": "scenario"}
+
+
+def json_error(exc: Exception) -> str:
+    """An error with a kvviz.core.jsonio code as one line in the current language (its own line otherwise)."""
+    code = getattr(exc, "code", "")
+    params: dict[str, Any] = dict(getattr(exc, "params", {}) or {})
+    if code not in JSON_ERRORS:
+        return str(exc)
+    if "what" in params:
+        params["what"] = SOURCE_NAMES.get(params["what"], params["what"])
+    try:
+        return JSON_ERRORS[code].format(**params)
+    except (KeyError, IndexError, ValueError):
+        return str(exc)
