@@ -15,6 +15,7 @@ from kvviz.core.scenario import Scenario, ScenarioError
 from kvviz.core.scenario_load import builtin_names, load_builtin
 from kvviz.figures import radix as F
 from kvviz.i18n import current_lang, tr
+from kvviz.text import engine as TE
 from kvviz.text import radix as T
 
 WINDOWS = [8, 16, 32, 48, 64, 128]
@@ -61,7 +62,7 @@ scenario = _scenario(name, _extra(name))
 try:
     comparison = _compare(scenario, int(window), int(page_size), current_lang())
 except ScenarioError as exc:
-    st.error(T.BAD_SETTINGS.format(error=exc), icon=":material/error:")
+    st.error(T.BAD_SETTINGS.format(error=TE.scenario_error(exc)), icon=":material/error:")
     st.stop()
 n = comparison.num_steps
 if K_STEP not in st.session_state:
