@@ -311,10 +311,13 @@ def reuse_figure(comparison: RadixComparison, k: int) -> go.Figure:
     if not requests:
         fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text=R.REUSE_EMPTY, showarrow=False)
         fig.update_yaxes(visible=False)
-    fig = sized_layout(fig, 160 + 66 * max(len(requests), 1), R.REUSE_TITLE.format(k=k))
-    # legend under the title, left-aligned, so neither covers the other when it wraps
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, xanchor="left"),
-                      margin=dict(t=110), title=dict(y=1.0, yref="container", yanchor="top", pad=dict(t=8)))
+    fig = sized_layout(fig, 180 + 66 * max(len(requests), 1), R.REUSE_TITLE.format(k=k))
+    # the legend under the axis (the request labels leave the plot narrow, so it may stack five rows),
+    # the title alone on top; Plotly anchors a title's first line, so each wrapped line needs its own room
+    extra = 20 * (fig.layout.title.text or "").count("<br>")
+    fig.update_layout(legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
+                      margin=dict(t=56 + extra, b=120),
+                      title=dict(y=1.0, yref="container", yanchor="top", pad=dict(t=8 + extra)))
     return fig
 
 
