@@ -50,8 +50,8 @@ def _counters(scenario: Scenario, lang: str) -> list[dict]:
     return [run_.counters_at(i) for i in range(run_.num_steps + 1)]
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _animation(scenario: Scenario, lang: str):
+@st.cache_resource(show_spinner=False, max_entries=8)  # read-only: st.plotly_chart copies it; unpickling a
+def _animation(scenario: Scenario, lang: str):  # copy per run (cache_data) re-validated every frame, ~90 ms
     return F.pool_animation_figure(_play(scenario, lang))
 
 
