@@ -26,7 +26,8 @@ from kvviz.core.presets import (
 )
 from kvviz.core.units import format_bytes, format_exact
 from kvviz.figures import calculator as F
-from kvviz.i18n import tr
+from kvviz.figures import style
+from kvviz.i18n import current_lang, tr
 from kvviz.text import calculator as T
 from kvviz.text import calculator_config as TC
 
@@ -222,13 +223,25 @@ def naive_section(rep: kv_formula.KVReport) -> None:
     c[1].markdown(text)
 
 
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _figure(builder: str, lang: str, sized: bool, *args):
+    """``F.<builder>(*args)``, shared between reruns and sessions per language and presenter sizing: the
+    figures are pure functions of their arguments and st.plotly_chart only reads them (~30-130 ms of Plotly
+    work per build)."""
+    return getattr(F, builder)(*args)
+
+
+def _shared(builder: str, *args):
+    return _figure(builder, current_lang(), style.presenter(), *args)
+
+
 def sharing_section(shape: ModelShape, dtype: str) -> None:
     st.subheader(T.SHARING_TITLE)
     st.caption(T.SHARING_CAPTION)
-    st.plotly_chart(F.head_sharing_figure(shape), width="stretch", key="calc_fig_heads")
+    st.plotly_chart(_shared("head_sharing_figure", shape), width="stretch", key="calc_fig_heads")
     if shape.mla is not None:
         st.caption(T.SHARING_MLA.format(rank=shape.mla.kv_lora_rank, rope=shape.mla.qk_rope_head_dim))
-    st.plotly_chart(F.layer_strip_figure(shape, dtype), width="stretch", key="calc_fig_layers")
+    st.plotly_chart(_shared("layer_strip_figure", shape, dtype), width="stretch", key="calc_fig_layers")
     st.caption(T.LAYERS_CAPTION)
 
 
@@ -250,8 +263,10 @@ def memory_section(shape: ModelShape, dtype: str, tokens: int, batch: int, block
     st.subheader(T.MEMORY_TITLE)
     st.caption(T.MEMORY_CAPTION)
     # the chart gets the full width (in a half column at 1024 px its title was cut under its legend)
-    ui_present.picture(PICTURE, F.memory_vs_budget_figure(shape, dtype, tokens, batch), width="stretch",
-                       key="calc_fig_mem")
+    # presenter mode resizes the figure it draws (ui_present.picture): a fresh one there, never the shared one
+    fig = (_shared("memory_vs_budget_figure", shape, dtype, tokens, batch) if PICTURE is None
+           else F.memory_vs_budget_figure(shape, dtype, tokens, batch))
+    ui_present.picture(PICTURE, fig, width="stretch", key="calc_fig_mem")
     rows = kv_capacity.budget_rows(shape, dtype, tokens, batch, block_size=block_size)
     table = pd.DataFrame({
         T.BUDGET_COL: [T.BUDGET_OPTION.format(gib=_format_value(r.budget_gib)) for r in rows],

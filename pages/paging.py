@@ -14,6 +14,8 @@ from kvviz.core import limits
 from kvviz.core.paging import PAPER_UTILISATION_BAND, RESERVATION_POLICIES, PagingConfig
 from kvviz.core.paging_sim import PagingComparison, Snapshot, StepRecord, compare_layouts, snapshot_at
 from kvviz.figures import paging as F
+from kvviz.figures import style
+from kvviz.i18n import current_lang
 from kvviz.text import paging as T
 
 MEMORY_OPTIONS = [2048, 4096, 8192, 16384, 32768, 65536]
@@ -22,14 +24,24 @@ MAX_LEN_OPTIONS = [1024, 2048, 4096, 8192]
 _D = PagingConfig()
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+# Shared, read-only results (st.cache_resource): the page only reads them, and unpickling a copy per run
+# (st.cache_data) cost ~50 ms of every rerun.
+@st.cache_resource(show_spinner=False, max_entries=32)
 def _compare(cfg: PagingConfig) -> PagingComparison:
     return compare_layouts(cfg)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=64)
 def _snapshot(cfg: PagingConfig, layout: str, step: int) -> tuple[Snapshot, StepRecord]:
     return snapshot_at(cfg, layout, step)
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _over_time(cfg: PagingConfig, lang: str, sized: bool, step: int):
+    """The over-time figure per config, language, presenter sizing and step (~130 ms of Plotly work per
+    build); st.plotly_chart only reads it."""
+    overview = _compare(cfg)
+    return F.over_time_figure({"contiguous": overview.contiguous, "paged": overview.paged}, cfg.memory_tokens, step)
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -147,6 +159,6 @@ else:
 
 # ----------------------------------------------------------------------------- over time
 st.subheader(T.TIME_HEADER)
-st.plotly_chart(F.over_time_figure(results, cfg.memory_tokens, int(step)), width="stretch", key="pg_time")
+st.plotly_chart(_over_time(cfg, current_lang(), style.presenter(), int(step)), width="stretch", key="pg_time")
 ui_share.sync("paging", SHARE)
 ui_present.next_link("pages/paging.py", ui_share.current_params(SHARE))

@@ -14,6 +14,7 @@ from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError
 from kvviz.core.scenario_load import builtin_names, load_builtin
 from kvviz.figures import radix as F
+from kvviz.figures import style
 from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as TE
 from kvviz.text import radix as T
@@ -32,6 +33,14 @@ def _scenario(name: str, extra: tuple) -> Scenario:
 @st.cache_data(show_spinner=False, max_entries=32)
 def _compare(scenario: Scenario, window: int, page_size: int, lang: str) -> RadixComparison:  # lang: events carry sentences
     return compare_radix_pool(scenario, window, page_size)
+
+
+@st.cache_resource(show_spinner=False, max_entries=128)
+def _figures(scenario: Scenario, window: int, page_size: int, lang: str, sized: bool, k: int) -> tuple:
+    """(structures, reuse) figures of step ``k``, shared between reruns and sessions (~100 ms of Plotly work
+    per build); read-only: presenter mode draws a fresh structures figure, which ui_present.picture resizes."""
+    comparison = _compare(scenario, window, page_size, lang)
+    return F.radix_chain_figure(comparison, k), F.reuse_figure(comparison, k)
 
 
 def _extra(name: str) -> tuple:
@@ -94,7 +103,10 @@ for col, (key, value) in zip(cols, totals.items(), strict=True):
 
 # ----------------------------------------------------------------------------- the structures
 st.subheader(T.STRUCTURES_HEADER)
-ui_present.picture(PICTURE, F.radix_chain_figure(comparison, k), width="stretch", key="rx_structures")
+structures, reuse = _figures(scenario, int(window), int(page_size), current_lang(), style.presenter(), k)
+if PICTURE is not None:  # ui_present.picture changes the figure it draws there: never the shared one
+    structures = F.radix_chain_figure(comparison, k)
+ui_present.picture(PICTURE, structures, width="stretch", key="rx_structures")
 tree = comparison.radix_states[k]
 sizes = {node.id: node.num_tokens for node in tree.nodes}
 leaves = [T.LRU_ITEM.format(id=i, tokens=sizes[i]) for i in tree.lru_leaves]
@@ -104,7 +116,7 @@ st.caption(T.QUEUE_LINE.format(blocks=", ".join(T.QUEUE_ITEM.format(id=c.block_i
                                                 for c in queued)) if queued else T.QUEUE_NONE)
 
 st.subheader(T.REUSE_HEADER)
-st.plotly_chart(F.reuse_figure(comparison, k), width="stretch", key="rx_reuse")
+st.plotly_chart(reuse, width="stretch", key="rx_reuse")
 
 cols_t = T.TABLE_COLUMNS
 rows = []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -22,6 +25,29 @@ os.environ.setdefault("KVVIZ_CACHE_DIR", str(ROOT / ".cache" / "kvviz"))
 
 # The real-browser fixtures (app_server, browser) for every test module, with no import needed.
 pytest_plugins = ["browser_util"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_component_scan():
+    """Every new AppTest scans all installed distributions for Streamlit v2 component manifests (about
+    0.2 s CPU per page test here); the installed packages do not change during a test run, so the scan runs
+    once per process. Only where a test module already imported Streamlit's AppTest."""
+    if "streamlit.testing.v1" not in sys.modules:
+        yield
+        return
+    scanner = importlib.import_module("streamlit.components.v2.manifest_scanner")
+    original = scanner.scan_component_manifests
+    found: dict[tuple, list] = {}
+
+    def scan_once(*args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        if key not in found:
+            found[key] = original(*args, **kwargs)
+        return list(found[key])
+
+    scanner.scan_component_manifests = scan_once
+    yield
+    scanner.scan_component_manifests = original
 
 
 def pytest_sessionfinish(session, exitstatus):
