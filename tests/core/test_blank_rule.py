@@ -45,5 +45,6 @@ def test_cli_text_check_refuses_zero_width_spaces(text):
 def test_session_file_text_refuses_zero_width_spaces():
     from kvviz.sessions.schema import SessionError, _text
 
-    with pytest.raises(SessionError):
-        _text("\u200b\u200b", "turn 1")
+    with pytest.raises(SessionError) as caught:
+        _text("\u200b\u200b", "user", turn=1)
+    assert caught.value.code == "not_text" and "turn 1 'user'" in str(caught.value)
