@@ -31,9 +31,12 @@ run: $(STAMP)
 	KVVIZ_PRESENTER_KEY="$$key" exec $(PY) -m streamlit run app.py --server.address $(HOST) --server.port $(PORT) \
 	  --server.headless true --browser.gatherUsageStats false
 
+# The whole suite in two runs: the fast lane on every core, then the model and browser tests one at a time
+# (they share one model and one app server per process, and their timing needs the cores).
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not model and not browser" -n auto
+	$(PY) -m pytest -m "model or browser"
 
 # The fast lane: everything not marked `model` (the real model) or `browser` (Chromium), on every core.
 test-fast: $(STAMP)
