@@ -3,6 +3,8 @@ radix page."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvviz.i18n.plural import Plural
 
 TITLE = "Block table and LRU free queue"
@@ -235,19 +237,11 @@ SCENARIO_ERRORS = {
 def scenario_error(exc: Exception) -> str:
     """A ``ScenarioError`` as one line in the current language (its own English line when it has no code)."""
     from kvviz.text import calculator_config as TC
+    from kvviz.text import jsonio as TJ
 
-    code = getattr(exc, "code", "")
-    if code.startswith("json_"):  # reading the file or upload failed (kvviz.core.jsonio)
-        from kvviz.text import jsonio as TJ
+    def adjust(code: str, params: dict[str, Any]) -> str:
+        if "kind" in params:
+            params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
+        return STEP_PREFIX.format(step=params["step"]) if "step" in params else ""
 
-        return TJ.json_error(exc)
-    if code not in SCENARIO_ERRORS:
-        return str(exc)
-    params = dict(exc.params)  # type: ignore[attr-defined]
-    if "kind" in params:
-        params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
-    try:
-        words = SCENARIO_ERRORS[code].format(**params)
-        return STEP_PREFIX.format(step=params["step"]) + words if "step" in params else words
-    except (KeyError, IndexError, ValueError):
-        return str(exc)
+    return TJ.coded_words(exc, SCENARIO_ERRORS, adjust)

@@ -3,6 +3,7 @@ trace, scenario and session readers' own words fall back to these (the English w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # kvviz.core.jsonio.ERROR_CODES. {what} is the reader's English name of the source ("trace file").
@@ -34,5 +35,25 @@ def json_error(exc: Exception) -> str:
         params["what"] = SOURCE_NAMES.get(params["what"], params["what"])
     try:
         return JSON_ERRORS[code].format(**params)
+    except (KeyError, IndexError, ValueError):
+        return str(exc)
+
+
+def coded_words(exc: Exception, table: Mapping[str, str],
+                adjust: Callable[[str, dict[str, Any]], str] | None = None) -> str:
+    """A reader's coded error as one line in the current language: a JSON-reading code goes to
+    :func:`json_error`; a code in ``table`` is filled from its params (``adjust(code, params)`` may
+    rewrite them and returns a prefix); anything else, or a missing param, is the exception's own line."""
+    code = getattr(exc, "code", "")
+    if code.startswith("json_"):  # reading the file or upload failed (kvviz.core.jsonio)
+        from kvviz.text import jsonio as TJ  # through the module: its words in the session's language
+
+        return TJ.json_error(exc)
+    if code not in table:
+        return str(exc)
+    params: dict[str, Any] = dict(getattr(exc, "params", {}) or {})
+    try:
+        prefix = adjust(code, params) if adjust is not None else ""
+        return prefix + table[code].format(**params)
     except (KeyError, IndexError, ValueError):
         return str(exc)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 TITLE = "Multi-turn sessions and agents"
 INTRO = (
     "A model keeps no state between requests: every turn, the client sends the **whole conversation "
@@ -291,17 +293,11 @@ SESSION_ERRORS = {
 
 def session_error(exc: Exception) -> str:
     """A ``SessionError`` as one line in the current language (its own English line when it has no code)."""
-    code = getattr(exc, "code", "")
-    if code.startswith("json_"):  # reading the file or upload failed (kvviz.core.jsonio)
-        from kvviz.text import jsonio as TJ
+    from kvviz.text import jsonio as TJ
 
-        return TJ.json_error(exc)
-    if code not in SESSION_ERRORS:
-        return str(exc)
-    params = dict(exc.params)  # type: ignore[attr-defined]
-    try:
+    def adjust(code: str, params: dict[str, Any]) -> str:
         if "field" in params:
             params["field"] = SESSION_FIELDS[params["field"]].format(**params)
-        return SESSION_ERRORS[code].format(**params)
-    except (KeyError, IndexError, ValueError):
-        return str(exc)
+        return ""
+
+    return TJ.coded_words(exc, SESSION_ERRORS, adjust)

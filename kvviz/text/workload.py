@@ -1,5 +1,9 @@
 """UI strings of the "Your traffic" page (pages/workload.py) and its figures (English source)."""
 
+from __future__ import annotations
+
+from typing import Any
+
 TITLE = "Your traffic"
 INTRO = (
     "How much KV cache does a real request stream need? Give a trace (one request a line) and see the "
@@ -208,18 +212,11 @@ TRACE_ERRORS = {
 def trace_error(exc: Exception) -> str:
     """A ``WorkloadError`` as one line in the current language (its own English line when it has no code)."""
     from kvviz.text import calculator_config as TC
+    from kvviz.text import jsonio as TJ
 
-    code = getattr(exc, "code", "")
-    if code.startswith("json_"):  # reading the file or upload failed (kvviz.core.jsonio)
-        from kvviz.text import jsonio as TJ
+    def adjust(code: str, params: dict[str, Any]) -> str:
+        if code in ("not_id_list", "not_object"):
+            params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
+        return ""
 
-        return TJ.json_error(exc)
-    if code not in TRACE_ERRORS:
-        return str(exc)
-    params = dict(exc.params)  # type: ignore[attr-defined]
-    if code in ("not_id_list", "not_object"):
-        params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
-    try:
-        return TRACE_ERRORS[code].format(**params)
-    except (KeyError, IndexError, ValueError):
-        return str(exc)
+    return TJ.coded_words(exc, TRACE_ERRORS, adjust)
