@@ -33,6 +33,8 @@ def test_block_table_page_in_the_browser(app_server, browser):
         page.get_by_role("button", name=T.PLAY).click()  # the fragment's timer advances the player
         page.get_by_text("Step 4 of 15").first.wait_for(timeout=30_000)
         page.get_by_role("button", name=T.PAUSE).click()
+        # the run that shows Play again is the first one after Pause; a read before it can be stale
+        page.get_by_role("button", name=T.PLAY).wait_for(timeout=60_000)
         wait_idle(page)
         paused = _step(page)
         time.sleep(2.5)
@@ -50,7 +52,11 @@ def test_radix_page_in_the_browser(app_server, browser):
         page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for()
         page.wait_for_selector(".main-svg")
         wait_idle(page)
+        deadline = time.monotonic() + 60
         metrics = metric_values(page)
+        while R.METRIC_RADIX not in metrics and time.monotonic() < deadline:  # the metric row draws last
+            time.sleep(0.5)
+            metrics = metric_values(page)
         assert metrics[R.METRIC_RADIX] == "260 tokens" and metrics[R.METRIC_POOL] == "208 tokens"
         main = page.locator('[data-testid="stMain"]').inner_text()
         assert "Radix tree after step 11" in main and "Hash chain after step 11" in main
