@@ -46,6 +46,11 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for(timeout=WAIT_S * 1000)
         page.get_by_text(T.TREES_HEADER).first.wait_for()
         page.get_by_role("button", name=T.USE_DEMO_PROMPT).click()
+        prompt = page.get_by_label(T.PROMPT, exact=True)
+        deadline = time.monotonic() + WAIT_S  # the rerun fills the box; Check before that would check nothing
+        while not prompt.input_value().strip():
+            assert time.monotonic() < deadline, "the demo prompt never reached the prompt box"
+            page.wait_for_timeout(250)
         wait_idle(page)
         page.get_by_role("button", name=T.CHECK).click()
         page.get_by_text("full blocks are cached now").first.wait_for(timeout=WAIT_S * 1000)
