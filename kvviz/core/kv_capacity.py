@@ -33,6 +33,17 @@ def _blocks(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
+def null_block_bytes(shape: ModelShape, dtype: str, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
+    """Bytes of the one block an engine never fills: vLLM's BlockPool reserves block 0 of every KV layer as
+    its null block at start-up (as kvviz.core.block_pool does), so a budget holds one block less of tokens."""
+    return math.ceil(bytes_per_token(shape, dtype) * block_size)
+
+
+def usable_budget(shape: ModelShape, dtype: str, budget_bytes: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
+    """The part of ``budget_bytes`` that can hold tokens: the budget less the null block (never negative)."""
+    return max(0, budget_bytes - null_block_bytes(shape, dtype, block_size))
+
+
 def paged_request_bytes(shape: ModelShape, dtype: str, tokens: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
     """Bytes one request of ``tokens`` occupies when KV is allocated in whole blocks.
 
@@ -58,10 +69,11 @@ def paged_waste_bound(shape: ModelShape, dtype: str, block_size: int = DEFAULT_B
 
 
 def max_context(shape: ModelShape, dtype: str, budget_bytes: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int | None:
-    """Longest single request whose paged KV fits in ``budget_bytes``; None when KV stops growing
-    (no full-attention layers) and its cap fits."""
+    """Longest single request whose paged KV fits in ``budget_bytes`` less the null block; None when KV
+    stops growing (no full-attention layers) and its cap fits."""
     if bytes_per_token(shape, dtype) == 0:
         return None
+    budget_bytes = usable_budget(shape, dtype, budget_bytes, block_size)
     if shape.num_full_layers == 0:
         cap = paged_request_bytes(shape, dtype, shape.sliding_window or 0, block_size)
         if cap <= budget_bytes:
@@ -95,12 +107,16 @@ class Capacity:
     """Exact KV of one request at ``context_tokens``."""
     request_bytes_paged: int
     """The same request allocated in whole blocks."""
+    null_block_bytes: int
+    """The block the engine reserves (block 0): no token is ever stored in it."""
     max_tokens: int | None
-    """Token slots in the budget if every KV layer holds every token (None when bytes/token is 0)."""
+    """Token slots in the budget less the null block, if every KV layer holds every token (None when
+    bytes/token is 0)."""
     max_requests: int | None
-    """Requests of ``context_tokens`` that fit, paged (None when a request costs nothing)."""
+    """Requests of ``context_tokens`` that fit, paged, beside the null block (None when a request costs
+    nothing)."""
     max_context: int | None
-    """Longest single request that fits (None: KV stops growing and fits)."""
+    """Longest single request that fits beside the null block (None: KV stops growing and fits)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +128,7 @@ class Capacity:
             "blocks_per_request": self.blocks_per_request,
             "request_bytes": self.request_bytes,
             "request_bytes_paged": self.request_bytes_paged,
+            "null_block_bytes": self.null_block_bytes,
             "max_tokens": self.max_tokens,
             "max_requests": self.max_requests,
             "max_context": self.max_context,
@@ -131,6 +148,7 @@ def capacity(
     block_size = check_count("block_size", block_size, high=MAX_BLOCK_SIZE)
     bpt = bytes_per_token(shape, dtype)
     paged = paged_request_bytes(shape, dtype, context_tokens, block_size)
+    usable = usable_budget(shape, dtype, budget_bytes, block_size)
     return Capacity(
         budget_bytes=budget_bytes,
         context_tokens=context_tokens,
@@ -139,8 +157,9 @@ def capacity(
         blocks_per_request=_blocks(context_tokens, block_size),
         request_bytes=math.ceil(exact_request_bytes(shape, dtype, context_tokens)),
         request_bytes_paged=paged,
-        max_tokens=int(budget_bytes // bpt) if bpt else None,
-        max_requests=budget_bytes // paged if paged else None,
+        null_block_bytes=null_block_bytes(shape, dtype, block_size),
+        max_tokens=int(usable // bpt) if bpt else None,
+        max_requests=usable // paged if paged else None,
         max_context=max_context(shape, dtype, budget_bytes, block_size),
     )
 
@@ -226,10 +245,11 @@ class BudgetRow:
     budget_bytes: int
     needed_bytes: int
     fits: bool
+    """All ``batch`` requests fit in whole blocks beside the null block (``max_requests >= batch``)."""
     share: float
-    """needed / budget (above 1 means it does not fit)."""
+    """needed / budget: the exact KV, before rounding to blocks."""
     max_requests: int | None
-    """Requests of this length that fit the budget, paged."""
+    """Requests of this length that fit the budget, paged, beside the null block."""
 
 
 def budget_rows(
@@ -240,20 +260,22 @@ def budget_rows(
     budgets_gib: Iterable[float] = GPU_BUDGETS_GIB,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> list[BudgetRow]:
-    """KV memory for ``batch`` x ``tokens`` against each budget (KV only: weights need their share too)."""
+    """KV memory for ``batch`` x ``tokens`` against each budget (KV only: weights need their share too).
+    Invariant: ``fits`` and ``max_requests`` come from the same paged arithmetic, so they never disagree."""
     needed = total_bytes(shape, dtype, tokens, batch)
     per_request = paged_request_bytes(shape, dtype, tokens, block_size)
     rows = []
     for gib in budgets_gib:
         budget = int(Fraction(gib) * GIB)
+        max_requests = usable_budget(shape, dtype, budget, block_size) // per_request if per_request else None
         rows.append(
             BudgetRow(
                 budget_gib=gib,
                 budget_bytes=budget,
                 needed_bytes=needed,
-                fits=needed <= budget,
+                fits=max_requests >= batch if max_requests is not None else needed <= budget,
                 share=needed / budget if budget else math.inf,
-                max_requests=budget // per_request if per_request else None,
+                max_requests=max_requests,
             )
         )
     return rows

@@ -90,7 +90,8 @@ def test_capacity_and_paging(capsys):
     d, _ = run_json(capsys, "--preset", "llama-2-7b", "--tokens", "1000", "--batch", "100", "--budget-gib", "80",
                     "--max-len", "4000")
     assert d["bytes_per_block"] == 8 * 2**20 and d["blocks_per_request"] == 63
-    assert d["capacity"]["max_tokens"] == 163_840
+    assert d["capacity"]["max_tokens"] == 163_824  # 10,239 blocks: block 0 is the null block
+    assert d["capacity"]["null_block_bytes"] == 8 * 2**20
     assert d["paging"]["contiguous_utilisation"] == 0.25
     assert d["paging"]["paper_utilisation_range"] == [0.204, 0.382]
 

@@ -198,19 +198,36 @@ def test_capacity_for_a_budget():
     cap = kv_capacity.capacity(LLAMA2, "fp16", 80 * GIB, 4096, 16)
     assert cap.bytes_per_block == 16 * 524_288 == 8 * 2**20
     assert cap.blocks_per_request == 256
-    assert cap.max_tokens == 80 * GIB // 524_288 == 163_840
-    assert cap.max_requests == 40
-    assert cap.max_context == 163_840
+    # 80 GiB is 10,240 blocks of 8 MiB; vLLM keeps block 0 as its null block, so 10,239 hold tokens
+    assert cap.null_block_bytes == 8 * 2**20
+    assert cap.max_tokens == 10_239 * 16 == 163_824
+    assert cap.max_requests == 39  # 40 x 256 blocks would need the null block too
+    assert cap.max_context == 163_824
     cap = kv_capacity.capacity(LLAMA2, "fp16", 80 * GIB, 1000, 16)
     assert cap.blocks_per_request == 63 and cap.request_bytes_paged == 63 * 16 * 524_288
-    assert cap.max_requests == 80 * GIB // (63 * 16 * 524_288)
+    assert cap.max_requests == (80 * GIB - 8 * 2**20) // (63 * 16 * 524_288)
+
+
+def test_capacity_leaves_the_null_block_out():
+    """A budget of exactly n blocks holds n - 1 blocks of tokens (kvviz.core.block_pool's null block)."""
+    for n in (2, 3, 257):
+        budget = n * 16 * 524_288
+        cap = kv_capacity.capacity(LLAMA2, "fp16", budget, 16, 16)
+        assert cap.max_requests == n - 1 and cap.max_tokens == (n - 1) * 16 and cap.max_context == (n - 1) * 16
+        row = kv_capacity.budget_rows(LLAMA2, "fp16", 16, n - 1, budgets_gib=[Fraction(budget, GIB)])[0]
+        assert row.max_requests == n - 1 and row.fits
+        row = kv_capacity.budget_rows(LLAMA2, "fp16", 16, n, budgets_gib=[Fraction(budget, GIB)])[0]
+        assert row.max_requests == n - 1 and not row.fits  # n requests need n blocks plus the null block
+    tiny = kv_capacity.capacity(LLAMA2, "fp16", 16 * 524_288, 16, 16)  # one block: the null block alone
+    assert tiny.max_requests == 0 and tiny.max_tokens == 0 and tiny.max_context == 0
 
 
 def test_max_context_with_sliding_layers_only_is_unbounded_when_the_window_fits():
     s = get_preset("mistral-7b").shape()
     assert kv_capacity.max_context(s, "fp16", 80 * GIB) is None
     tiny = 4096 * bytes_per_token(s, "fp16") - 1
-    assert kv_capacity.max_context(s, "fp16", int(tiny)) == 4080  # whole 16-token blocks below the window
+    # whole 16-token blocks below the window, less the null block: 256 - 1 - 1 blocks
+    assert kv_capacity.max_context(s, "fp16", int(tiny)) == 4064
 
 
 def test_paging_waste_is_below_one_block_per_request():
