@@ -265,6 +265,19 @@ def wait_settled(page: Any, timeout_ms: int = 5000, interval_ms: int = 250, stab
         page.wait_for_timeout(interval_ms)
 
 
+def scroll_into_view(locator: Any, tries: int = 10) -> None:
+    """Scroll ``locator`` into view, retrying when a live fragment redrew it between finding and scrolling
+    (Playwright: "Element is not attached to the DOM")."""
+    for attempt in range(tries):
+        try:
+            locator.scroll_into_view_if_needed(timeout=30_000)
+            return
+        except Exception as exc:  # noqa: BLE001 - playwright.Error; only a detached element is retried
+            if "not attached" not in str(exc) or attempt == tries - 1:
+                raise
+            locator.page.wait_for_timeout(200)
+
+
 def errors_on(page: Any) -> list[str]:
     """Texts of every exception box and error alert on the page."""
     boxes = page.locator('[data-testid="stException"], .stException, [data-testid="stAlertContentError"]')

@@ -4,7 +4,7 @@ overflows, no error box; and the room page shows its last passes after a prompt.
 from __future__ import annotations
 
 import pytest
-from browser_util import assert_no_errors, open_via_nav, screenshot, wait_idle
+from browser_util import assert_no_errors, open_via_nav, screenshot, scroll_into_view, wait_idle
 
 from kvviz.text import batching as T
 from kvviz.text import security as TS
@@ -32,9 +32,9 @@ def test_batching_page_after_a_burst(app_server, browser, width):
     assert_no_errors(page)
     assert page.get_by_text(T.FIG_TITLE).count() >= 1
     assert not _overflowing(page)
-    page.get_by_text(T.TIMELINE_HEADER).first.scroll_into_view_if_needed()
+    scroll_into_view(page.get_by_text(T.TIMELINE_HEADER).first)  # the timeline redraws every 3 s while live
     screenshot(page, f"batching_{width}")
-    page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+    scroll_into_view(page.locator(".js-plotly-plot").first)
     screenshot(page, f"batching_{width}_chart", full_page=False)
     page.close()
 
@@ -48,6 +48,6 @@ def test_room_page_shows_its_passes(app_server, browser, width):
     page.get_by_text(T.ROOM_HEADER).first.wait_for()
     assert_no_errors(page)
     assert not _overflowing(page)
-    page.get_by_text(T.ROOM_HEADER).first.scroll_into_view_if_needed()
+    scroll_into_view(page.get_by_text(T.ROOM_HEADER).first)
     screenshot(page, f"room_batching_{width}", full_page=False)
     page.close()

@@ -7,7 +7,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
+from browser_util import (
+    assert_no_errors,
+    metric_values,
+    open_via_nav,
+    screenshot,
+    scroll_into_view,
+    wait_idle,
+)
 from live_testpub import free_port
 
 from kvviz.text import live as T
@@ -60,7 +67,7 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         page.locator(".main-svg").first.wait_for()
         wait_idle(page)
         screenshot(page, "live_1400")
-        page.locator('[data-testid="stPlotlyChart"]').last.scroll_into_view_if_needed()
+        scroll_into_view(page.locator('[data-testid="stPlotlyChart"]').last)  # redrawn every 2 s while live
         screenshot(page, "live_prompt_1400", full_page=False)
     finally:
         page.close()
