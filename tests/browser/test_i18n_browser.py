@@ -109,9 +109,11 @@ def test_two_browsers_two_languages_and_the_browser_locale(app_server, browser):
         # The English browser switches to Russian; the other one is not affected.
         en.locator('[data-testid="stSidebar"]').get_by_text("Русский").click()
         en.get_by_role("heading", name="Глоссарий").wait_for()
+        en.wait_for_function("() => location.search.includes('lang=ru')")  # the URL follows the rerun
         assert "lang=ru" in en.url
         ru.locator('[data-testid="stSidebar"]').get_by_text("English").click()
         ru.get_by_role("heading", name="Glossary").wait_for()
+        ru.wait_for_function("() => location.search.includes('lang=en')")
         assert "lang=en" in ru.url
         for page in (ru, en):
             wait_idle(page)
