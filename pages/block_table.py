@@ -35,28 +35,33 @@ K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_NSTEPS, K_MSG = (
     "bt_name", "bt_step", "bt_playing", "bt_tick", "bt_speed", "bt_jump", "bt_nsteps", "bt_msg")
 
 
+#: Cache keys for a scenario: its fingerprint, not Streamlit's walk over hundreds of steps (ms per call).
+SCENARIO_KEY = {Scenario: lambda s: s.fingerprint}
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def _builtin(name: str) -> Scenario:
     return load_builtin(name)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16, hash_funcs=SCENARIO_KEY)
 def _play(scenario: Scenario, lang: str) -> ScenarioRun:  # lang: events carry sentences
     return play_scenario(scenario)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_data(show_spinner=False, max_entries=16, hash_funcs=SCENARIO_KEY)
 def _counters(scenario: Scenario, lang: str) -> list[dict]:
     run_ = _play(scenario, lang)
     return [run_.counters_at(i) for i in range(run_.num_steps + 1)]
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)  # read-only: st.plotly_chart copies it; unpickling a
-def _animation(scenario: Scenario, lang: str):  # copy per run (cache_data) re-validated every frame, ~90 ms
+# read-only: st.plotly_chart copies it; unpickling a copy per run (cache_data) re-validated every frame, ~90 ms
+@st.cache_resource(show_spinner=False, max_entries=8, hash_funcs=SCENARIO_KEY)
+def _animation(scenario: Scenario, lang: str):
     return F.pool_animation_figure(_play(scenario, lang))
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=256, hash_funcs=SCENARIO_KEY)
 def _step_figures(scenario: Scenario, lang: str, sized: bool, presenter: bool, k: int) -> dict:
     """The figures of step ``k`` (pool, free queue, block tables or None, timeline), built once per scenario,
     language, presenter flags (``sized``: the figure layer's, ``presenter``: the page's) and step, and shared:

@@ -10,8 +10,10 @@ files is ``kvviz.core.scenario_load``; playing a scenario through the block mana
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from kvviz.core.errors import CodedError
@@ -94,6 +96,12 @@ class Scenario:
     @property
     def num_steps(self) -> int:
         return len(self.steps)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 of every field (their repr): equal scenarios, and only they, share it; a cheap cache key
+        for a scenario of hundreds of steps (computed once per instance; the record is frozen)."""
+        return hashlib.sha256(repr(self).encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
     def last_arrival_step(self) -> int:

@@ -127,6 +127,22 @@ def test_pool_pressure_evicts_tail_first_and_refuses_without_change():
     assert refused.counters["refused"] == 1
 
 
+def test_fingerprint_names_the_content():
+    """Equal scenarios (a fresh load) share a fingerprint; any changed field or step changes it."""
+    a, b = load_builtin("shared_prompt"), load_builtin("shared_prompt")
+    assert a is not b and a.fingerprint == b.fingerprint and len(a.fingerprint) == 64
+    first = a.steps[0]
+    changed = [
+        replace(a, num_blocks=a.num_blocks + 1),
+        replace(a, seed="other"),
+        replace(a, steps=a.steps[:-1]),
+        replace(a, steps=(replace(first, tokens=(*first.tokens[:-1], first.tokens[-1] + 1)), *a.steps[1:])),
+        replace(a, steps=(replace(first, salt="tenant-b"), *a.steps[1:])),
+    ]
+    assert len({a.fingerprint, *(c.fingerprint for c in changed)}) == 1 + len(changed)
+    assert load_builtin("tenant_salts").fingerprint != a.fingerprint
+
+
 def test_to_dict_is_json_and_complete():
     view = scenario_state(load_builtin("shared_prompt"), 4)
     data = json.loads(json.dumps(view.to_dict()))
