@@ -11,6 +11,7 @@ import ui
 import ui_present
 import ui_schemas
 import ui_share
+import ui_table
 from kvviz.core.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.figures import sessions as F
 from kvviz.i18n import tr
@@ -194,7 +195,7 @@ for t in result.turns:
     row[T.USAGE_TABLE["answer"]] = ui.loc(f"{t.answer_tokens:,}")
     row[T.USAGE_TABLE["why"]] = _why(t, result)
     rows.append(row)
-st.table(pd.DataFrame(rows))
+ui_table.wrapping_table(pd.DataFrame(rows), key="ss_usage_table")
 
 # ----------------------------------------------------------------------------- cumulative work
 st.subheader(T.WORK_HEADER)
