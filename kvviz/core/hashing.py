@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, NewType
 import cbor2
 import xxhash
 
+from kvviz.core.errors import CodedError
 from kvviz.core.limits import BlockSize
 
 HashFn = Callable[[Any], bytes]
@@ -156,20 +157,23 @@ def init_none_hash(hash_fn: HashFn | str, seed: str | None = DEFAULT_SEED) -> Bl
 
 
 def validate_token_ids(token_ids: Any, *, allow_empty: bool = False) -> tuple[int, ...]:
-    """``token_ids`` as a tuple of ints in 0..2**32-1; ValueError naming the first bad entry."""
+    """``token_ids`` as a tuple of ints in 0..2**32-1; a CodedError (a ValueError) naming the first bad
+    entry otherwise (codes ``tokens_not_list``, ``token_not_int``, ``token_out_of_range``, ``no_tokens``)."""
     if isinstance(token_ids, (str, bytes, bytearray)):
-        raise ValueError("token ids must be a list of integers, not a string")
+        raise CodedError("token ids must be a list of integers, not a string", "tokens_not_list")
     try:
         tokens = tuple(token_ids)
     except TypeError:
-        raise ValueError(f"token ids must be a list of integers, got {type(token_ids).__name__}") from None
+        raise CodedError(f"token ids must be a list of integers, got {type(token_ids).__name__}",
+                         "tokens_not_list") from None
     for i, t in enumerate(tokens):
         if isinstance(t, bool) or not isinstance(t, int):
-            raise ValueError(f"token {i} is not an integer: {t!r}")
+            raise CodedError(f"token {i} is not an integer: {t!r}", "token_not_int", index=i, value=repr(t)[:40])
         if not 0 <= t <= MAX_TOKEN_ID:
-            raise ValueError(f"token {i} is out of range 0..{MAX_TOKEN_ID}: {t}")
+            raise CodedError(f"token {i} is out of range 0..{MAX_TOKEN_ID}: {t}", "token_out_of_range",
+                             index=i, value=t, high=MAX_TOKEN_ID)
     if not tokens and not allow_empty:
-        raise ValueError("no tokens: at least one token id is needed")
+        raise CodedError("no tokens: at least one token id is needed", "no_tokens")
     return tokens
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvviz.core.block_pool import BlockPool, KVCacheBlock
+from kvviz.core.errors import CodedError
 from kvviz.core.events import BlockTableEntry, Event, EventKind, PoolCounters, PoolState, RequestBlocks
 from kvviz.core.events import replay as replay_events
 from kvviz.core.hashing import (
@@ -208,15 +209,16 @@ class KVCacheManager:
     # -- steps --------------------------------------------------------------------------------
     def _check_new_id(self, request_id: str) -> None:
         if not isinstance(request_id, str) or not request_id:
-            raise ValueError(f"request id must be a non-empty string, got {request_id!r}")
+            raise CodedError(f"request id must be a non-empty string, got {request_id!r}", "bad_request_id",
+                             got=repr(request_id)[:40])
         if request_id in self._requests:
-            raise ValueError(f"request {request_id!r} is already running")
+            raise CodedError(f"request {request_id!r} is already running", "request_running", id=request_id)
 
     def _get(self, request_id: str) -> _Request:
         try:
             return self._requests[request_id]
         except (KeyError, TypeError):
-            raise ValueError(f"unknown request {request_id!r}") from None
+            raise CodedError(f"unknown request {request_id!r}", "unknown_request", id=str(request_id)) from None
 
     def _refuse(self, op: str, request_id: str, needed: int, num_tokens: int, computed: int,
                 available: int | None = None) -> AddResult:

@@ -20,7 +20,7 @@ from kvviz.core.errors import CodedError
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.core.manager import KVCacheManager
-from kvviz.core.trace import Trace, TraceStep
+from kvviz.core.trace import Trace, TraceError, TraceStep
 
 MAX_SCENARIO_STEPS = 500
 MAX_REQUEST_TOKENS = 4096
@@ -38,7 +38,8 @@ ERROR_CODES: tuple[str, ...] = (
     "pieces_not_strings", "pieces_length", "step_too_many_tokens", "bad_user_template", "unknown_scenario",
 )
 """Every ``ScenarioError.code``; the words are kvviz.text.engine's ``SCENARIO_ERRORS``. ``bad_trace`` carries
-the replay's English line as ``detail``; a ``step`` param (1-based) names the step to blame."""
+the replay's English line as ``detail`` and the trace's code as ``trace_code`` (words: ``TRACE_ERRORS``) with
+its params; a ``step`` param (1-based) names the step to blame."""
 
 
 class ScenarioError(CodedError):
@@ -148,6 +149,16 @@ class Scenario:
         out["steps"] = [s.to_dict() for s in self.steps]
         return out
 
+
+
+def from_trace_error(exc: TraceError) -> ScenarioError:
+    """A trace's error as the scenario's ``bad_trace``: the English line and ``step`` counted from 1, the
+    trace's own code as ``trace_code`` and its params beside it (for kvviz.text.engine's TRACE_ERRORS)."""
+    detail = renumber_step_error(str(exc))
+    params = {k: v for k, v in exc.params.items() if k not in ("detail", "trace_code")}
+    if isinstance(params.get("step"), int):
+        params["step"] += 1
+    return ScenarioError(detail, "bad_trace", detail=detail, trace_code=exc.code, **params)
 
 
 def renumber_step_error(message: str) -> str:

@@ -21,7 +21,7 @@ from kvviz.core.scenario import (
     ScenarioError,
     ScenarioStep,
     Tokenizer,
-    renumber_step_error,
+    from_trace_error,
 )
 from kvviz.core.trace import TraceError, parse_trace
 
@@ -114,8 +114,7 @@ def parse_scenario(obj: Any, name: str = "custom", tokenizer: Tokenizer | None =
     try:
         trace = parse_trace(trace_obj)
     except TraceError as exc:
-        detail = renumber_step_error(str(exc))
-        raise ScenarioError(detail, "bad_trace", detail=detail) from None
+        raise from_trace_error(exc) from None
     title = _opt_str(obj, "title", None) or obj.get("name") or name
     description = _opt_str(obj, "description", None) or ""
     prefix_text = _opt_str(obj, "prefix_text", None)

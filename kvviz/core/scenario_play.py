@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.core.events import Event, EventKind, PoolCounters, PoolState, replay
-from kvviz.core.scenario import Scenario, ScenarioError, ScenarioStep, renumber_step_error
+from kvviz.core.scenario import Scenario, ScenarioError, ScenarioStep, from_trace_error
 from kvviz.core.trace import StepOutcome, TraceError, run_trace
 
 
@@ -251,8 +251,7 @@ def play_scenario(scenario: Scenario, sliding_window: int | None | str = "defaul
     try:
         run = run_trace(scenario.trace(), manager)
     except TraceError as exc:
-        detail = renumber_step_error(str(exc))
-        raise ScenarioError(detail, "bad_trace", detail=detail) from None
+        raise from_trace_error(exc) from None
     bounds = (0, *(o.num_events for o in run.outcomes))
     return ScenarioRun(scenario, tuple(manager.events), bounds, tuple(run.outcomes), manager.snapshot())
 

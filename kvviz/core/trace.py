@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from kvviz.core import limits
+from kvviz.core.errors import CodedError, json_kind
 from kvviz.core.events import PoolCounters
 from kvviz.core.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
+    HASH_FUNCTIONS,
     get_hash_fn,
     validate_token_ids,
 )
@@ -38,8 +40,18 @@ _STEP_KEYS = {"add": {"op", "id", "tokens", "salt", "note"}, "append": {"op", "i
               "free": {"op", "id", "note"}, "reset": {"op", "note"}}
 
 
-class TraceError(ValueError):
-    """The trace is malformed; the message names the step or key."""
+class TraceError(CodedError):
+    """The trace is malformed or impossible: one English line naming the step or key, a code from
+    ``TRACE_ERROR_CODES`` (or a JSON-reading ``json_*`` code) and its params; ``step`` counts from 0."""
+
+
+TRACE_ERROR_CODES: tuple[str, ...] = (
+    "not_int", "out_of_range", "not_object", "unknown_keys", "missing_key", "bad_block_size", "unknown_hash",
+    "bad_seed", "not_string", "steps_not_list", "too_many_steps", "too_many_tokens", "step_not_object",
+    "bad_op", "step_unknown_keys", "bad_id", "needs_tokens", "tokens_not_list", "token_not_int",
+    "token_out_of_range", "no_tokens", "request_running", "unknown_request", "bad_request_id", "step_failed",
+)
+"""Every ``TraceError.code`` besides the JSON reader's; the words are kvviz.text.engine's ``TRACE_ERRORS``."""
 
 
 @dataclass(frozen=True)
@@ -123,55 +135,61 @@ class TraceRun:
 
 def _int(value: Any, what: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TraceError(f"{what} must be an integer, got {value!r}")
+        raise TraceError(f"{what} must be an integer, got {value!r}", "not_int", key=what, got=repr(value)[:40])
     if not lo <= value <= hi:
-        raise TraceError(f"{what} must be in {lo}..{hi}, got {value}")
+        raise TraceError(f"{what} must be in {lo}..{hi}, got {value}", "out_of_range", key=what, low=lo, high=hi,
+                         got=value)
     return value
 
 
 def parse_trace(obj: Any) -> Trace:
     """Validate a decoded JSON trace; TraceError with a one-line message otherwise."""
     if not isinstance(obj, dict):
-        raise TraceError(f"a trace is a JSON object, got {type(obj).__name__}")
+        raise TraceError(f"a trace is a JSON object, got {type(obj).__name__}", "not_object", kind=json_kind(obj))
     unknown = sorted(set(obj) - _TOP_KEYS)
     if unknown:
-        raise TraceError(f"unknown trace key(s): {', '.join(unknown)}; valid: {', '.join(sorted(_TOP_KEYS))}")
-    if "num_blocks" not in obj:
-        raise TraceError("missing 'num_blocks'")
-    if "steps" not in obj:
-        raise TraceError("missing 'steps'")
+        keys, valid = ", ".join(unknown), ", ".join(sorted(_TOP_KEYS))
+        raise TraceError(f"unknown trace key(s): {keys}; valid: {valid}", "unknown_keys", keys=keys, valid=valid)
+    for key in ("num_blocks", "steps"):
+        if key not in obj:
+            raise TraceError(f"missing '{key}'", "missing_key", key=key)
     num_blocks = _int(obj["num_blocks"], "num_blocks", 2, MAX_NUM_BLOCKS)
     try:
         block_size = limits.block_size(obj.get("block_size", DEFAULT_BLOCK_SIZE))
-    except ValueError as exc:
-        raise TraceError(str(exc)) from None
+    except ValueError:
+        low, high, got = limits.MIN_BLOCK_SIZE, limits.MAX_BLOCK_SIZE, repr(obj.get("block_size"))[:40]
+        raise TraceError(f"block size must be an integer in {low}..{high}, got {got}", "bad_block_size", low=low,
+                         high=high, got=got) from None
     hash_name = obj.get("hash", DEFAULT_HASH)
     try:
         get_hash_fn(hash_name)
     except ValueError as exc:
-        raise TraceError(str(exc)) from None
+        raise TraceError(str(exc), "unknown_hash", name=repr(hash_name)[:60], valid=", ".join(HASH_FUNCTIONS)) from None
     seed = obj.get("seed", DEFAULT_SEED)
     if seed is not None and not isinstance(seed, (str, int)) or isinstance(seed, bool):
-        raise TraceError(f"seed must be a string or null, got {seed!r}")
+        raise TraceError(f"seed must be a string or null, got {seed!r}", "bad_seed", got=repr(seed)[:40])
     seed = None if seed is None else str(seed)
     window = obj.get("sliding_window")
     if window is not None:
         window = _int(window, "sliding_window", 2, 1 << 30)
     for key in ("name", "description"):
         if obj.get(key) is not None and not isinstance(obj[key], str):
-            raise TraceError(f"{key} must be a string")
+            raise TraceError(f"{key} must be a string", "not_string", key=key)
     raw_steps = obj["steps"]
     if not isinstance(raw_steps, list):
-        raise TraceError(f"'steps' must be a list, got {type(raw_steps).__name__}")
+        raise TraceError(f"'steps' must be a list, got {type(raw_steps).__name__}", "steps_not_list",
+                         kind=json_kind(raw_steps))
     if len(raw_steps) > MAX_TRACE_STEPS:
-        raise TraceError(f"too many steps: {len(raw_steps)} (at most {MAX_TRACE_STEPS})")
+        raise TraceError(f"too many steps: {len(raw_steps)} (at most {MAX_TRACE_STEPS})", "too_many_steps",
+                         count=len(raw_steps), limit=MAX_TRACE_STEPS)
     steps = []
     total_tokens = 0
     for i, raw in enumerate(raw_steps):
         step = _parse_step(i, raw)
         total_tokens += len(step.tokens)
         if total_tokens > MAX_TRACE_TOKENS:
-            raise TraceError(f"step {i}: the trace holds more than {MAX_TRACE_TOKENS:,} tokens")
+            raise TraceError(f"step {i}: the trace holds more than {MAX_TRACE_TOKENS:,} tokens", "too_many_tokens",
+                             step=i, limit=MAX_TRACE_TOKENS)
         steps.append(step)
     return Trace(num_blocks, tuple(steps), block_size, hash_name, seed, window,
                  obj.get("name"), obj.get("description"))
@@ -180,37 +198,41 @@ def parse_trace(obj: Any) -> Trace:
 def _parse_step(i: int, raw: Any) -> TraceStep:
     where = f"step {i}"
     if not isinstance(raw, dict):
-        raise TraceError(f"{where}: a step is a JSON object, got {type(raw).__name__}")
+        raise TraceError(f"{where}: a step is a JSON object, got {type(raw).__name__}", "step_not_object", step=i,
+                         kind=json_kind(raw))
     op = raw.get("op")
     if op not in OPS:
-        raise TraceError(f"{where}: 'op' must be one of {', '.join(OPS)}, got {op!r}")
+        raise TraceError(f"{where}: 'op' must be one of {', '.join(OPS)}, got {op!r}", "bad_op", step=i,
+                         ops=", ".join(OPS), got=repr(op)[:40])
     unknown = sorted(set(raw) - _STEP_KEYS[op])
     if unknown:
-        raise TraceError(f"{where}: unknown key(s) for {op}: {', '.join(unknown)}")
+        raise TraceError(f"{where}: unknown key(s) for {op}: {', '.join(unknown)}", "step_unknown_keys", step=i,
+                         op=op, keys=", ".join(unknown))
     if op == "reset":
         note = raw.get("note")
         if note is not None and not isinstance(note, str):
-            raise TraceError(f"{where}: 'note' must be a string")
+            raise TraceError(f"{where}: 'note' must be a string", "not_string", step=i, key="note")
         return TraceStep("reset", "", note=note)
     rid = raw.get("id")
     if isinstance(rid, bool) or not isinstance(rid, (str, int)) or rid == "":
-        raise TraceError(f"{where}: 'id' must be a non-empty string, got {rid!r}")
+        raise TraceError(f"{where}: 'id' must be a non-empty string, got {rid!r}", "bad_id", step=i,
+                         got=repr(rid)[:40])
     tokens: tuple[int, ...] = ()
     if op in ("add", "append"):
         if "tokens" not in raw:
-            raise TraceError(f"{where}: {op} needs 'tokens'")
+            raise TraceError(f"{where}: {op} needs 'tokens'", "needs_tokens", step=i, op=op)
         if not isinstance(raw["tokens"], list):
-            raise TraceError(f"{where}: 'tokens' must be a list of integers")
+            raise TraceError(f"{where}: 'tokens' must be a list of integers", "tokens_not_list", step=i)
         try:
             tokens = validate_token_ids(raw["tokens"])
-        except ValueError as exc:
-            raise TraceError(f"{where}: {exc}") from None
+        except CodedError as exc:  # token_not_int, token_out_of_range, no_tokens
+            raise TraceError(f"{where}: {exc}", exc.code, step=i, **exc.params) from None
     salt = raw.get("salt")
     if salt is not None and not isinstance(salt, str):
-        raise TraceError(f"{where}: 'salt' must be a string")
+        raise TraceError(f"{where}: 'salt' must be a string", "not_string", step=i, key="salt")
     note = raw.get("note")
     if note is not None and not isinstance(note, str):
-        raise TraceError(f"{where}: 'note' must be a string")
+        raise TraceError(f"{where}: 'note' must be a string", "not_string", step=i, key="note")
     return TraceStep(op, str(rid), tokens, salt, note)
 
 
@@ -253,8 +275,11 @@ def run_trace(trace: Trace, manager: KVCacheManager | None = None) -> TraceRun:
                 result = mgr.append_tokens(step.id, step.tokens)
             else:
                 result = mgr.free_request(step.id)
-        except ValueError as exc:
-            raise TraceError(f"step {i} ({step.op} {step.id!r}): {exc}") from None
+        except ValueError as exc:  # request_running, unknown_request, bad_request_id, a token code
+            code = getattr(exc, "code", "") or "step_failed"
+            params = getattr(exc, "params", {}) if code != "step_failed" else {"reason": str(exc)}
+            params = {**params, "step": i, "op": step.op, "id": step.id}
+            raise TraceError(f"step {i}: {step.op} {step.id!r}: {exc}", code, **params) from None
         params = dict(result.events[-1].params) if result.error and result.events else {}
         outcomes.append(StepOutcome(
             step, result.num_computed_tokens, result.hit_block_ids, result.new_block_ids,

@@ -234,8 +234,41 @@ SCENARIO_ERRORS = {
 }
 
 
+# kvviz.core.trace.TraceError, by code, as a scenario's bad_trace words it (step prefix first, 1-based); the
+# English words repeat the trace's own line.
+TRACE_ERRORS = {
+    "not_int": "{key} must be an integer, got {got}",
+    "out_of_range": "{key} must be in {low}..{high}, got {got}",
+    "not_object": "a trace is a JSON object, got a JSON {kind}",
+    "unknown_keys": "unknown trace key(s): {keys}; valid: {valid}",
+    "missing_key": "missing '{key}'",
+    "bad_block_size": "block size must be an integer in {low}..{high}, got {got}",
+    "unknown_hash": "unknown hash function {name}; valid: {valid}",
+    "bad_seed": "seed must be a string or null, got {got}",
+    "not_string": "'{key}' must be a string",
+    "steps_not_list": "'steps' must be a list, got a JSON {kind}",
+    "too_many_steps": "too many steps: {count} (at most {limit})",
+    "too_many_tokens": "the trace holds more than {limit:,} tokens",
+    "step_not_object": "a step is a JSON object, got a JSON {kind}",
+    "bad_op": "'op' must be one of {ops}, got {got}",
+    "step_unknown_keys": "unknown key(s) for {op}: {keys}",
+    "bad_id": "'id' must be a non-empty string, got {got}",
+    "needs_tokens": "{op} needs 'tokens'",
+    "tokens_not_list": "'tokens' must be a list of integers",
+    "token_not_int": "token {index} is not an integer: {value}",
+    "token_out_of_range": "token {index} is out of range 0..{high}: {value}",
+    "no_tokens": "no tokens: at least one token id is needed",
+    "request_running": "{op} '{id}': request '{id}' is already running",
+    "unknown_request": "{op} '{id}': unknown request '{id}'",
+    "bad_request_id": "{op} '{id}': request id must be a non-empty string, got {got}",
+    "step_failed": "{op} '{id}': {reason}",
+}
+
+
 def scenario_error(exc: Exception) -> str:
-    """A ``ScenarioError`` as one line in the current language (its own English line when it has no code)."""
+    """A ``ScenarioError`` as one line in the current language (its own English line when it has no code);
+    a ``bad_trace`` is worded from its ``trace_code`` (TRACE_ERRORS)."""
+    from kvviz.core.errors import CodedError
     from kvviz.text import calculator_config as TC
     from kvviz.text import jsonio as TJ
 
@@ -244,4 +277,9 @@ def scenario_error(exc: Exception) -> str:
             params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
         return STEP_PREFIX.format(step=params["step"]) if "step" in params else ""
 
+    params = dict(getattr(exc, "params", {}) or {})
+    if getattr(exc, "code", "") == "bad_trace" and params.get("trace_code") in TRACE_ERRORS:
+        trace_code = params.pop("trace_code")
+        params.pop("detail", None)
+        return TJ.coded_words(CodedError(str(exc), trace_code, **params), TRACE_ERRORS, adjust)
     return TJ.coded_words(exc, SCENARIO_ERRORS, adjust)

@@ -166,7 +166,7 @@ BAD_TRACES = [
     ('{"num_blocks": 0, "steps": []}', "num_blocks must be in 2..65536"),
     ('{"num_blocks": 1e9, "steps": []}', "num_blocks must be an integer"),
     ('{"num_blocks": 99999999, "steps": []}', "num_blocks must be in"),
-    ('{"num_blocks": 4, "block_size": 0, "steps": []}', "block size must be in 1..256"),
+    ('{"num_blocks": 4, "block_size": 0, "steps": []}', "block size must be an integer in 1..256, got 0"),
     ('{"num_blocks": 4, "hash": "md5", "steps": []}', "unknown hash function"),
     ('{"num_blocks": 4, "seed": [1], "steps": []}', "seed must be a string"),
     ('{"num_blocks": 4, "steps": {}}', "'steps' must be a list"),
@@ -181,9 +181,9 @@ BAD_TRACES = [
     ('{"num_blocks": 4, "steps": [{"op": "add", "id": "a", "tokens": [1], "salt": 3}]}', "'salt' must be"),
     ('{"num_blocks": 4, "steps": [{"op": "free", "id": "a", "tokens": [1]}]}', "unknown key(s) for free"),
     ('{"num_blocks": 4, "steps": [{"op": "append", "id": "a", "tokens": [1]}]}', "unknown request 'a'"),
-    ('{"num_blocks": 4, "steps": [{"op": "free", "id": "a"}]}', "step 0 (free 'a'): unknown request"),
+    ('{"num_blocks": 4, "steps": [{"op": "free", "id": "a"}]}', "step 0: free 'a': unknown request"),
     ('{"num_blocks": 4, "steps": [{"op": "add", "id": "a", "tokens": [1]}, '
-     '{"op": "add", "id": "a", "tokens": [2]}]}', "step 1 (add 'a'): request 'a' is already running"),
+     '{"op": "add", "id": "a", "tokens": [2]}]}', "step 1: add 'a': request 'a' is already running"),
 ]
 
 

@@ -89,7 +89,7 @@ def test_error_paths(capsys, tmp_path):
     bad.write_text(json.dumps({"num_blocks": 4, "steps": [{"op": "add", "id": "a", "tokens": "12"}]}))
     assert "step 1: 'tokens' must be a list" in run_error(capsys, "scenario", "--file", str(bad))
     bad.write_text(json.dumps({"num_blocks": 4, "steps": [{"op": "append", "id": "a", "tokens": [1]}]}))
-    assert "step 1 (append 'a'): unknown request" in run_error(capsys, "scenario", "--file", str(bad))
+    assert "step 1: append 'a': unknown request" in run_error(capsys, "scenario", "--file", str(bad))
     bad.write_bytes(b"\xff\x00")
     assert "not UTF-8" in run_error(capsys, "scenario", "--file", str(bad))
     assert "cannot read" in run_error(capsys, "scenario", "--file", str(tmp_path / "missing.json"))

@@ -187,7 +187,7 @@ def test_parse_round_trip_and_errors():
     with pytest.raises(ScenarioError, match="not UTF-8"):
         parse_scenario_text(b"\xff\xfe")
     impossible = parse_scenario({"num_blocks": 4, "steps": [{"op": "free", "id": "ghost"}]})
-    with pytest.raises(ScenarioError, match=r"step 1 \(free .ghost.\): unknown request"):
+    with pytest.raises(ScenarioError, match=r"step 1: free .ghost.: unknown request"):
         play_scenario(impossible)
     with pytest.raises(ScenarioError, match="unknown scenario 'nope'; built-in: shared_prompt"):
         load_builtin("nope")

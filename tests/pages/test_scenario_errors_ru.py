@@ -103,3 +103,42 @@ def test_russian_block_table_page_words_a_refused_request_in_russian():
     errors = [str(e.value) for e in at.error]
     assert len(errors) == 1 and errors[0].startswith(failed), errors
     assert "в запросе больше 4\u202f096 токенов" in errors[0] and "tokens" not in errors[0], errors
+
+
+def test_every_trace_code_has_words():
+    from kvviz.core.trace import TRACE_ERROR_CODES
+
+    assert set(T.TRACE_ERRORS) == set(TRACE_ERROR_CODES)
+    for code, english in vars(T)["TRACE_ERRORS"].items():
+        if code != "step_failed":  # "{op} '{id}': {reason}": the reason is an uncoded error's own line
+            assert CYRILLIC.search(gettext(english, "ru")), code
+
+
+TRACES = [  # a scenario file whose steps the trace reader or the replay refuses
+    ({"num_blocks": 4, "block_size": 0, "steps": []}, "bad_block_size", {}),
+    ({"num_blocks": 4, "hash": "md5", "steps": []}, "unknown_hash", {}),
+    ({"num_blocks": 4, "seed": [1], "steps": []}, "bad_seed", {}),
+    ({"num_blocks": 4, "sliding_window": 1, "steps": []}, "out_of_range", {}),
+    ({"num_blocks": 4, "sliding_window": "x", "steps": []}, "not_int", {}),
+    ({"num_blocks": 4, "steps": [{"op": "jump", "id": "a"}]}, "bad_op", {"step": 1}),
+    ({"num_blocks": 4, "steps": [{"op": "add", "id": "", "tokens": [1]}]}, "bad_id", {"step": 1}),
+    ({"num_blocks": 4, "steps": [_step(tokens=[1, -5])]}, "token_out_of_range", {"step": 1, "index": 1}),
+    ({"num_blocks": 4, "steps": [_step(tokens=[1, "x"])]}, "token_not_int", {"step": 1, "index": 1}),
+    ({"num_blocks": 4, "steps": [_step(salt=5)]}, "not_string", {"step": 1, "key": "salt"}),
+    ({"num_blocks": 4, "steps": [{"op": "append", "id": "a", "tokens": [1]}]}, "unknown_request", {"step": 1}),
+    ({"num_blocks": 4, "steps": [_step(), _step()]}, "request_running", {"step": 2}),
+]
+
+
+@pytest.mark.parametrize(("obj", "trace_code", "params"), TRACES, ids=[t[1] for t in TRACES])
+def test_trace_errors_in_a_scenario_read_in_both_languages(obj, trace_code, params):
+    with pytest.raises(ScenarioError) as info:
+        play_scenario(parse_scenario(obj))
+    exc = info.value
+    assert exc.code == "bad_trace" and exc.params["trace_code"] == trace_code, exc.params
+    assert params.items() <= exc.params.items(), exc.params
+    assert T.scenario_error(exc) == str(exc)  # the English words are the line the CLI prints
+    with use_lang("ru"):
+        russian = T.scenario_error(exc)
+    assert CYRILLIC.search(russian) and "{" not in russian, russian
+    assert russian.startswith(f"шаг {params['step']}: ") if "step" in params else not russian.startswith("шаг")
