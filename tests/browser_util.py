@@ -301,6 +301,18 @@ def metric_values(page: Any) -> dict[str, str]:
     return out
 
 
+def wait_for_metrics(page: Any, ready: Any, timeout_s: float = 60) -> dict[str, str]:
+    """Poll the page's metrics until ``ready(values)`` holds (a metric row is drawn, or redrawn after a
+    rerun, a moment after the script ends) and return them; after ``timeout_s`` the last values, for the
+    caller's assertion to show."""
+    deadline = time.monotonic() + timeout_s
+    values = metric_values(page)
+    while not ready(values) and time.monotonic() < deadline:
+        page.wait_for_timeout(300)
+        values = metric_values(page)
+    return values
+
+
 def screenshot(page: Any, name: str, full_page: bool = True) -> Path:
     """Save a PNG under test-artifacts/ and return its path."""
     ARTIFACTS.mkdir(exist_ok=True)

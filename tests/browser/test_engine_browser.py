@@ -6,7 +6,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
+from browser_util import (
+    assert_no_errors,
+    metric_values,
+    open_via_nav,
+    screenshot,
+    wait_for_metrics,
+    wait_idle,
+)
 
 from kvviz.text import engine as T
 from kvviz.text import radix as R
@@ -52,11 +59,7 @@ def test_radix_page_in_the_browser(app_server, browser):
         page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for()
         page.wait_for_selector(".main-svg")
         wait_idle(page)
-        deadline = time.monotonic() + 60
-        metrics = metric_values(page)
-        while R.METRIC_RADIX not in metrics and time.monotonic() < deadline:  # the metric row draws last
-            time.sleep(0.5)
-            metrics = metric_values(page)
+        metrics = wait_for_metrics(page, lambda m: R.METRIC_RADIX in m)  # the metric row draws last
         assert metrics[R.METRIC_RADIX] == "260 tokens" and metrics[R.METRIC_POOL] == "208 tokens"
         main = page.locator('[data-testid="stMain"]').inner_text()
         assert "Radix tree after step 11" in main and "Hash chain after step 11" in main

@@ -4,7 +4,6 @@ A computed, then loses them when it turns its salt on; A's live totals count B's
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 from browser_util import (  # noqa: F401 - fixtures
@@ -15,6 +14,7 @@ from browser_util import (  # noqa: F401 - fixtures
     browser,
     metric_values,
     screenshot,
+    wait_for_metrics,
     wait_idle,
 )
 
@@ -37,14 +37,10 @@ def _send(page) -> dict[str, str]:
     before = metric_values(page).get(T.M_PREFILL)
     page.get_by_role("button", name=T.SEND).click()
     page.get_by_text(T.M_COMPUTED).first.wait_for()
-    deadline = time.monotonic() + PAGE_TIMEOUT_MS / 1000
-    while time.monotonic() < deadline:  # the metric row is rebuilt once the prefill has run
-        wait_idle(page)
-        values = metric_values(page)
-        if T.M_PREFILL in values and values[T.M_PREFILL] != before:
-            return values
-        time.sleep(0.3)
-    raise AssertionError("the prompt was not sent")
+    # the metric row is rebuilt once the prefill has run
+    values = wait_for_metrics(page, lambda v: T.M_PREFILL in v and v[T.M_PREFILL] != before, PAGE_TIMEOUT_MS / 1000)
+    assert T.M_PREFILL in values and values[T.M_PREFILL] != before, "the prompt was not sent"
+    return values
 
 
 def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # noqa: F811
@@ -84,21 +80,15 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
                 break
         assert private.is_checked()
         wait_idle(b)
-        salted = _send(b)
-        deadline = time.monotonic() + 30  # the metric row may still show the last prompt for a moment
-        while not (salted[T.M_FROM_OTHERS] == "0" and salted[T.M_COMPUTED] == salted[T.M_TOKENS]):
-            assert time.monotonic() < deadline, salted
-            time.sleep(0.5)
-            wait_idle(b)
-            salted = metric_values(b)
+        _send(b)
+        # the metric row may still show the last prompt for a moment
+        salted = wait_for_metrics(b, lambda v: v.get(T.M_FROM_OTHERS) == "0" and v.get(T.M_COMPUTED) == v.get(T.M_TOKENS), 30)
+        assert salted[T.M_FROM_OTHERS] == "0" and salted[T.M_COMPUTED] == salted[T.M_TOKENS], salted
         assert_no_errors(b)
         screenshot(b, "room-salted")
 
         # A's totals refresh by themselves (live fragment) and count all three prompts
-        deadline = time.monotonic() + 30
-        while metric_values(a).get(T.M_PROMPTS) != "3" and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert metric_values(a)[T.M_PROMPTS] == "3"
+        assert wait_for_metrics(a, lambda v: v.get(T.M_PROMPTS) == "3", 30)[T.M_PROMPTS] == "3"
         assert_no_errors(a)
     finally:
         ctx_a.close()

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
 from kvviz.core.radix_compare import compare_radix_pool
@@ -59,12 +60,7 @@ FILES = [
 def test_scenario_file_errors_carry_codes_and_read_in_both_languages(obj, code, params):
     with pytest.raises(ScenarioError) as info:
         parse_scenario(obj)
-    exc = info.value
-    assert exc.code == code and params.items() <= exc.params.items(), exc.params
-    assert T.scenario_error(exc) == str(exc)  # the English words are the CLI's line
-    with use_lang("ru"):
-        russian = T.scenario_error(exc)
-    assert CYRILLIC.search(russian) and "{" not in russian.replace("{text}", ""), russian
+    russian = check_coded_words(info.value, code, params, T, "scenario_error", literal_brace="{text}")
     if "step" in params:
         assert russian.startswith(f"шаг {params['step']}: "), russian
 
@@ -134,11 +130,5 @@ TRACES = [  # a scenario file whose steps the trace reader or the replay refuses
 def test_trace_errors_in_a_scenario_read_in_both_languages(obj, trace_code, params):
     with pytest.raises(ScenarioError) as info:
         play_scenario(parse_scenario(obj))
-    exc = info.value
-    assert exc.code == "bad_trace" and exc.params["trace_code"] == trace_code, exc.params
-    assert params.items() <= exc.params.items(), exc.params
-    assert T.scenario_error(exc) == str(exc)  # the English words are the line the CLI prints
-    with use_lang("ru"):
-        russian = T.scenario_error(exc)
-    assert CYRILLIC.search(russian) and "{" not in russian, russian
+    russian = check_coded_words(info.value, "bad_trace", {"trace_code": trace_code, **params}, T, "scenario_error")
     assert russian.startswith(f"шаг {params['step']}: ") if "step" in params else not russian.startswith("шаг")

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
 from kvviz.i18n import use_lang
@@ -63,12 +64,7 @@ BAD = [
 def test_session_errors_carry_codes_and_read_in_both_languages(obj, code, params):
     with pytest.raises(SessionError) as info:
         session_from_dict(obj)
-    exc = info.value
-    assert exc.code == code and params.items() <= exc.params.items(), exc.params
-    assert T.session_error(exc) == str(exc)  # the English words are the CLI's line
-    with use_lang("ru"):
-        russian = T.session_error(exc)
-    assert CYRILLIC.search(russian) and "{" not in russian, russian
+    russian = check_coded_words(info.value, code, params, T, "session_error")
     if "turn" in params:
         assert re.search(rf"\bход[уа]? {params['turn']}\b", russian), russian
 

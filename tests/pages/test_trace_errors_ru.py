@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
 from kvviz.core.workload_trace import ERROR_CODES, WorkloadError, parse_trace
@@ -66,12 +67,7 @@ BAD = [
 def test_trace_errors_carry_codes_and_read_in_both_languages(data, code, params):
     with pytest.raises(WorkloadError) as info:
         parse_trace(data)
-    exc = info.value
-    assert exc.code == code and params.items() <= exc.params.items(), exc.params
-    assert T.trace_error(exc) == str(exc)  # the English words are the CLI's line
-    with use_lang("ru"):
-        russian = T.trace_error(exc)
-    assert CYRILLIC.search(russian) and "{" not in russian.replace("{role", ""), russian
+    russian = check_coded_words(info.value, code, params, T, "trace_error", literal_brace="{role")
     if "line" in params:
         assert russian.startswith(f"строка {params['line']}:"), russian
 
