@@ -22,6 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from kvviz.model import packing
+from kvviz.model.packing import PackPlan
+
 _SUPPORTED_MODEL_TYPES = ("llama",)
 
 
@@ -212,29 +215,15 @@ class Attention(nn.Module):
         out = self._attend(q, k, v, mask, layer_cache)
         return self.o_proj(out.transpose(1, 2).reshape(batch, n, self.heads * self.head_dim))
 
-    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                       segments: list[Segment], layer: int) -> torch.Tensor:
+    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: PackPlan,
+                       caches: list[KVCacheLayer]) -> torch.Tensor:
         """Several requests packed along the tokens of ``x`` ``[1, T, hidden]``: the projections run once on
-        all T tokens, attention runs per request over its own cache (no request sees another's keys)."""
+        all T tokens, attention once for all requests, each over its own cache (``kvviz.model.packing``)."""
         _, t, _ = x.shape
         q, k, v = self._qkv(x, cos, sin)
-        outs = []
-        for seg in segments:
-            lo, hi = seg.start, seg.end
-            outs.append(self._attend(q[:, :, lo:hi], k[:, :, lo:hi], v[:, :, lo:hi], seg.mask, seg.cache.layers[layer]))
-        out = torch.cat(outs, dim=2)
-        return self.o_proj(out.transpose(1, 2).reshape(1, t, self.heads * self.head_dim))
-
-
-@dataclass
-class Segment:
-    """One request inside a packed forward pass: tokens ``start:end`` of the packed sequence, its own
-    cache (grown by its new K/V) and its causal mask over cache + new keys (None: plain causal)."""
-
-    start: int
-    end: int
-    cache: KVCache
-    mask: torch.Tensor | None
+        flat_k, flat_v = packing.gather_kv(plan, caches, k, v)
+        out = packing.attend(plan, q, flat_k, flat_v, caches, self.head_dim ** -0.5, self.heads != self.kv_heads)
+        return self.o_proj(out.transpose(0, 1).reshape(1, t, self.heads * self.head_dim))
 
 
 class MLP(nn.Module):
@@ -265,9 +254,9 @@ class DecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, layer_cache)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, segments: list[Segment],
-                       layer: int) -> torch.Tensor:
-        x = x + self.self_attn.forward_packed(self.input_layernorm(x), cos, sin, segments, layer)
+    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: PackPlan,
+                       caches: list[KVCacheLayer]) -> torch.Tensor:
+        x = x + self.self_attn.forward_packed(self.input_layernorm(x), cos, sin, plan, caches)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -322,27 +311,23 @@ class NativeLlamaForCausalLM(nn.Module):
 
     def forward_batch(self, input_ids: list[list[int]], caches: list[KVCache]) -> torch.Tensor:
         """Several requests in one forward pass: request i continues ``caches[i]`` (its own prefix K/V,
-        any length, grown in place by its new K/V) with ``input_ids[i]`` at its own rotary positions.
-        The new tokens are packed into one sequence, so every linear layer reads its weights once for
-        all of them and no padding is computed; attention runs per request. Returns each request's
-        last-token logits ``[requests, vocab]``."""
+        any length, grown by its new K/V) with ``input_ids[i]`` at its own rotary positions. The new
+        tokens are packed into one sequence, so every linear layer reads its weights once for all of them
+        and no padding is computed; attention runs once a layer for all requests (``kvviz.model.packing``).
+        Returns each request's last-token logits ``[requests, vocab]``."""
         if len(input_ids) != len(caches) or not input_ids or any(len(ids) == 0 for ids in input_ids):
             raise ValueError("forward_batch needs one cache and at least one new token per request")
         device = self.model.embed_tokens.weight.device
-        segments: list[Segment] = []
-        positions = []
-        start = 0
-        for ids, cache in zip(input_ids, caches, strict=True):
-            past, n = cache.get_seq_length(), len(ids)
-            positions.append(torch.arange(past, past + n, device=device))
-            segments.append(Segment(start, start + n, cache, _causal_mask(past, n, device)))
-            start += n
+        pasts = [cache.get_seq_length() for cache in caches]
+        news = [len(ids) for ids in input_ids]
         packed = torch.tensor([[t for ids in input_ids for t in ids]], dtype=torch.long, device=device)
         x = self.model.embed_tokens(packed)
-        cos, sin = self.model.rotary_emb(torch.cat(positions), x.dtype)
+        plan = packing.plan_pass(pasts, news, device, x.dtype)
+        positions = torch.cat([torch.arange(p, p + n, device=device) for p, n in zip(pasts, news, strict=True)])
+        cos, sin = self.model.rotary_emb(positions, x.dtype)
         for i, layer in enumerate(self.model.layers):
-            x = layer.forward_packed(x, cos, sin, segments, i)
-        last = torch.tensor([seg.end - 1 for seg in segments], device=device)
+            x = layer.forward_packed(x, cos, sin, plan, [cache.layers[i] for cache in caches])
+        last = torch.tensor([s + n - 1 for s, n in zip(plan.starts, news, strict=True)], device=device)
         return self.lm_head(self.model.norm(x[0, last]))
 
 

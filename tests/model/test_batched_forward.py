@@ -8,6 +8,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvviz.model import packing
 from kvviz.model.llama import KVCache, LlamaConfig, NativeLlamaForCausalLM
 
 TOL = 1e-4  # fp32 CPU: the issue's bound on logits
@@ -97,6 +98,41 @@ def test_bad_batches_are_refused(model):
         model.forward_batch([[1], []], [model.new_cache(), model.new_cache()])
     with pytest.raises(ValueError):
         model.forward_batch([[1]], [])
+
+
+def test_one_shape_batches_attend_through_views(model):
+    """Equal prefixes and new-token counts (the bench's shape): no gather, one attention call."""
+    plan = packing.plan_pass([8, 8, 8], [3, 3, 3], torch.device("cpu"), torch.float32)
+    assert plan.padded is not None and plan.padded.q_index is None and plan.padded.mask.shape == (1, 1, 3, 11)
+    _compare(model, [([i + 1] * 8, [i + 2, i + 3, i + 4]) for i in range(3)])
+    _compare(model, [([], [i + 2, i + 3, i + 4]) for i in range(3)])  # no prefix: plain causal
+    _compare(model, [([i + 1] * 5, [i + 2]) for i in range(4)])  # one new token each: no mask
+
+
+def test_padded_plan_masks_each_request_to_its_own_keys():
+    plan = packing.plan_pass([2, 0], [1, 3], torch.device("cpu"), torch.float32)
+    pad = plan.padded
+    assert (pad.rows, pad.queries, pad.keys) == (2, 3, 3)
+    assert plan.offsets == (0, 3) and plan.starts == (0, 1) and plan.lengths == (3, 3)
+    visible = pad.mask[:, 0] == 0
+    assert visible[0, 0].tolist() == [True, True, True]  # request 0, position 2: its prefix and itself
+    assert visible[0, 1:, 0].all() and not visible[0, 1:, 1:].any()  # padding rows: one key, dropped
+    assert visible[1].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert pad.unpad.tolist() == [0, 3, 4, 5]
+    assert pad.kv_index.tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_lopsided_batches_attend_per_request():
+    """One long prompt among short ones: padding would more than double the attention work."""
+    plan = packing.plan_pass([40, 0, 0], [1, 1, 2], torch.device("cpu"), torch.float32)
+    assert plan.padded is None and len(plan.masks) == 3
+
+
+@pytest.mark.parametrize("factor", [0.0, 1e9], ids=["per-request", "always-padded"])
+def test_both_attention_modes_match_one_request_a_pass(model, monkeypatch, factor):
+    monkeypatch.setattr(packing, "MAX_PADDING_FACTOR", factor)
+    _compare(model, [([5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15]), ([], [1, 2, 3, 4, 5, 6, 7]), ([3] * 40, [9]),
+                     ([20, 21], [22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]), ([4] * 16, [1] * 16)])
 
 
 request_st = st.tuples(st.lists(st.integers(0, 96), max_size=30), st.lists(st.integers(0, 96), min_size=1, max_size=12))
