@@ -18,7 +18,11 @@ Batching, in the same run (the scheduler's own runner, median of 5 interleaved r
 ``batched_8x16_ms`` (eight requests of 16 new tokens over their cached 512-token prefixes in one
 packed pass), ``sequential_8x16_ms`` (the same eight one by one), ``batching_speedup`` (their ratio),
 ``single_16_ms`` (one such request through the scheduler, its maximum wait included) beside
-``single_16_direct_ms`` (the same request as a plain model call, no scheduler).
+``single_16_direct_ms`` (the same request as a plain model call, no scheduler), and
+``matmul_batched_8x16_ms``, ``matmul_sequential_8x16_ms``, ``matmul_8x16_speedup``: the same comparison
+for the weight matrix products alone (every layer's projections
+and the LM head on 8 x 16 rows one by one vs 128 rows at once, real weights): the most batching can save
+on this machine, since attention over each prefix, K/V copies and the rest are per-request work.
 """
 
 from __future__ import annotations
@@ -175,11 +179,15 @@ def run_batching(results: dict, lm=None) -> None:
         fn()
         return (time.perf_counter() - t0) * 1000.0
 
-    batched, sequential, single, direct = [], [], [], []
+    batched, sequential, single, direct, mm_batched, mm_sequential = [], [], [], [], [], []
+    products = {rows: _weight_products(lm, rows, heads) for rows, heads in
+                ((BATCH_NEW_TOKENS, 1), (BATCH_REQUESTS * BATCH_NEW_TOKENS, BATCH_REQUESTS))}
     _run_batch(ref, payloads())  # warm-up
     for _ in range(BATCH_ROUNDS):
         batched.append(timed(lambda: _run_batch(ref, payloads())))
         sequential.append(timed(lambda: [_run_batch(ref, [p]) for p in payloads()]))
+        mm_batched.append(timed(products[BATCH_REQUESTS * BATCH_NEW_TOKENS]))
+        mm_sequential.append(timed(lambda: [products[BATCH_NEW_TOKENS]() for _ in range(BATCH_REQUESTS)]))
         one = payloads()[0]
         single.append(timed(lambda one=one: forward_request(lm, one[0], one[1])))
         one = payloads()[0]
@@ -187,5 +195,33 @@ def run_batching(results: dict, lm=None) -> None:
     results["batched_8x16_ms"] = round(statistics.median(batched), 1)
     results["sequential_8x16_ms"] = round(statistics.median(sequential), 1)
     results["batching_speedup"] = round(statistics.median(sequential) / statistics.median(batched), 2)
+    results["matmul_batched_8x16_ms"] = round(statistics.median(mm_batched), 1)
+    results["matmul_sequential_8x16_ms"] = round(statistics.median(mm_sequential), 1)
+    results["matmul_8x16_speedup"] = round(statistics.median(mm_sequential) / statistics.median(mm_batched), 2)
     results["single_16_ms"] = round(statistics.median(single), 1)
     results["single_16_direct_ms"] = round(statistics.median(direct), 1)
+
+
+def _weight_products(lm, rows: int, head_rows: int):
+    """A callable multiplying ``rows`` random activations by every weight matrix of every decoder layer,
+    and ``head_rows`` of them by the LM head: a pass's weight work alone, with nothing per request."""
+    import torch
+    import torch.nn.functional as F
+
+    device, dtype = lm.device, lm.torch_dtype
+    pairs = []
+    for layer in lm.model.model.layers:
+        for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.o_proj,
+                  layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
+            pairs.append((torch.randn(rows, m.weight.shape[1], device=device, dtype=dtype), m.weight))
+    head = lm.model.lm_head.weight
+    pairs.append((torch.randn(head_rows, head.shape[1], device=device, dtype=dtype), head))
+
+    def run() -> None:
+        with torch.inference_mode():
+            for x, w in pairs:
+                F.linear(x, w)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+
+    return run

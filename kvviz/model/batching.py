@@ -113,7 +113,8 @@ class PassItem:
 class PassRecord:
     """One forward pass: when it started (``time.time()``), how long it took, and its requests in order.
     ``padding_tokens``: what a padded batch (every request padded to the longest) would have computed
-    on top; this scheduler packs the tokens, so it computes none of them."""
+    on top; this scheduler packs the tokens, so no weight matrix computes them (only attention pads
+    unequal requests, masked: ``kvviz.model.packing``)."""
 
     pass_id: int
     started_at: float
