@@ -152,7 +152,7 @@ ui_share.restore("block_table", SHARE, link_here=False)  # "Copy link" goes in t
 PICTURE = ui_present.key_slot()  # presenter mode: the player (pool and free queue first) at the top
 
 names = builtin_names()
-c_name, c_speed, c_link = st.columns([3, 2, 1.3], vertical_alignment="bottom")
+c_name, c_speed, c_link = st.columns([3, 2, 1.7], vertical_alignment="bottom")
 with c_link:  # beside the scenario, not on its own row under the title: with the null block the pool grid has
     # a fourth row, and the pool must still end above the fold of a 1024x768 screen while it plays
     ui_share.link_slot("block_table")

@@ -10,6 +10,7 @@ import ui
 import ui_present
 import ui_schemas
 import ui_share
+import ui_table
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError
 from kvviz.core.scenario_load import builtin_names, load_builtin
@@ -136,7 +137,8 @@ for r in requests:
     })
 if rows:
     st.markdown(f"**{T.TABLE_HEADER}**")
-    st.table(pd.DataFrame(rows).astype(str))  # an HTML table: headers and cells wrap, a data grid scrolled at 1024 px
+    # an HTML table (a data grid would scroll sideways at 1024 px), words kept whole
+    ui_table.wrapping_table(pd.DataFrame(rows).astype(str), key="rx_requests")
     st.caption(T.TABLE_NOTE)
 
 # ----------------------------------------------------------------------------- evictions

@@ -126,7 +126,7 @@ TABLE_COLUMNS = {
 TABLE_REFUSED = "refused"
 REQUEST_SALT = "{id} [{salt}]"
 WINDOW_BLOCKS = "{kept} of {total} ({skipped} null)"
-WINDOW_NONE = "-"
+WINDOW_NONE = "—"  # not "-": a table cell renders Markdown, and a lone "-" is a list bullet
 TABLE_NOTE = (
     "**Shared with history**: the longest prefix this prompt shares with any earlier request of the same "
     "salt, capped at its length - 1: what an unlimited token-level cache would reuse."
