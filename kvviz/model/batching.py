@@ -5,7 +5,8 @@ A caller ``submit``s one request (its new tokens after its own cached prefix) an
 result. One worker thread per scheduler takes requests first come, first served: while a forward pass
 runs, new requests queue; when it ends, the queue's head and the requests behind it (up to a token
 budget) run in the next pass. An idle scheduler lets a lone request wait at most ``max_wait_s`` for
-companions. A request marked ``alone`` (a timed probe) always runs in a pass of its own.
+companions, longer only while requests announced by ``expect`` are on their way (at most the time
+given there). A request marked ``alone`` (a timed probe) always runs in a pass of its own.
 
 Invariants: every submitted request completes exactly once, with its own result or its own error (an
 error of the whole pass goes to every caller in that pass, and the worker goes on); a pass holds the
@@ -181,24 +182,41 @@ class BatchScheduler:
         self._ids = itertools.count(1)
         self._closed = False
         self._busy = False
+        self._expected = 0  # requests announced by ``expect`` that have not arrived yet
+        self._expect_until = 0.0
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ callers
 
-    def submit(self, payload: Any, new_tokens: int, past_tokens: int = 0, origin: Origin | None = None) -> Completed:
-        """Queue one request and block until its pass ran; raises that request's error."""
+    def submit(self, payload: Any, new_tokens: int, past_tokens: int = 0, origin: Origin | None = None,
+               on_queued: Callable[[], None] | None = None) -> Completed:
+        """Queue one request and block until its pass ran; raises that request's error. ``on_queued`` runs
+        once the request is in the queue (anything queued after it rides in its pass or a later one)."""
         req = Request(payload, max(1, int(new_tokens)), max(0, int(past_tokens)), origin or current_origin(),
                       self._clock())
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batching scheduler is closed")
             self._queue.append(req)
+            self._expected = max(0, self._expected - 1)
             self._cond.notify_all()
+        if on_queued is not None:
+            on_queued()
         req.done.wait()
         if req.error is not None:
             raise req.error
         return Completed(req.result, req.wait_ms, req.pass_ms, req.share_ms, req.batch_size, req.pass_id)
+
+    def expect(self, requests: int, within_s: float) -> None:
+        """``requests`` more requests are about to arrive (prompts that will borrow a queued request's
+        prefix): the next pass waits for them, at most ``within_s`` from now."""
+        if requests <= 0 or within_s <= 0:
+            return
+        with self._cond:
+            self._expected += int(requests)
+            self._expect_until = max(self._expect_until, self._clock() + float(within_s))
+            self._cond.notify_all()
 
     def history(self, limit: int | None = None) -> list[PassRecord]:
         """The last passes, oldest first."""
@@ -254,10 +272,13 @@ class BatchScheduler:
                 return None
             deadline = self._queue[0].arrived + self.max_wait_s
             while not self._closed and not self._full():
-                remaining = deadline - self._clock()
+                until = max(deadline, self._expect_until) if self._expected else deadline
+                remaining = until - self._clock()
                 if remaining <= 0:
                     break
                 self._wait(self._cond, remaining)
+            if self._clock() >= self._expect_until:
+                self._expected = 0
             self._busy = True
             return self._take()
 

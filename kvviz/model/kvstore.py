@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -24,6 +25,7 @@ from kvviz.model.block_store import (
     model_key,
     store_block_hashes,
 )
+from kvviz.model.kv_cache import LenderFailed
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import ForwardTiming, forward_request, prefill
 from kvviz.model.settings import InputError
@@ -88,16 +90,23 @@ def _cache_layers(cache: object) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(layer.keys, layer.values) for layer in layers]
 
 
-def _continue(lm: LoadedModel, prefix_k: list[torch.Tensor], prefix_v: list[torch.Tensor],
-              new_ids: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, ForwardTiming]:
-    """Run ``new_ids`` after the given prefix K/V (already on the model's device, never modified: the
-    cache grows by concatenation into new tensors). Returns the whole K/V, the last logits and the
+def _continue(lm: LoadedModel, cache: Any, new_ids: list[int], on_queued: Callable[[Any], None] | None = None,
+              ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, ForwardTiming]:
+    """Run ``new_ids`` after ``cache`` (a stored prefix's K/V, never modified: the cache grows by
+    concatenation into new tensors; or a borrowed prefix). Returns the whole K/V, the last logits and the
     forward's timing; unlike ``prefill_continue`` it neither re-tokenizes nor copies the K/V to the CPU."""
-    data = [(k.unsqueeze(0), v.unsqueeze(0)) for k, v in zip(prefix_k, prefix_v, strict=True)]
-    cache = lm.new_cache(data)
-    out, logits, timing = forward_request(lm, new_ids, cache)
+    out, logits, timing = forward_request(lm, new_ids, cache, on_queued)
     pairs = _cache_layers(out)
     return [k[0] for k, _ in pairs], [v[0] for _, v in pairs], logits, timing
+
+
+@dataclass(frozen=True)
+class Loan:
+    """The first ``tokens`` positions of another prompt's cache, which that prompt's forward request (in
+    the queue, running, or done) computes: a prompt may start from them instead of the store."""
+
+    cache: Any
+    tokens: int
 
 
 def prefill_cached(
@@ -112,12 +121,17 @@ def prefill_cached(
     owner: str | None = None,
     hash_name: str = STORE_HASH,
     seed: str | None = STORE_SEED,
+    loan: Loan | None = None,
+    on_queued: Callable[[Any], None] | None = None,
 ) -> CachedPrefill:
     """Prefill ``token_ids`` reusing the longest stored prefix (whole blocks, last token recomputed).
 
     ``max_reuse_tokens`` caps the reuse (an experiment that must recompute a given tail); ``save``
     stores the prompt's new full blocks afterwards (on the model's device). The model runs under
-    ``lm.lock``.
+    ``lm.lock``. With a ``loan`` (whole blocks, within those limits; native decoder) the prefix comes
+    from another prompt's forward request instead of the store, in the same pass when it is still
+    queued; if that request fails, the prompt goes the store's way. ``on_queued(cache)`` runs once this
+    prompt's own request is queued.
     """
     start = time.perf_counter()
     store = get_kv_store() if store is None else store
@@ -132,22 +146,33 @@ def prefill_cached(
     limit = reusable_blocks(len(ids), block_size, len(hashes))
     if max_reuse_tokens is not None:
         limit = min(limit, max(0, int(max_reuse_tokens)) // block_size)
-    found = store.lookup(key, hashes, max_blocks=limit) if limit > 0 else []
-    if found:
-        prefix_k, prefix_v = concat_blocks(found, device=lm.device, dtype=lm.torch_dtype)
+    outcome = None
+    if loan is not None and lm.can_lend and 0 < loan.tokens <= limit * block_size and loan.tokens % block_size == 0:
         lookup_ms = (time.perf_counter() - start) * 1000.0
-        keys, values, logits, timing = _continue(lm, prefix_k, prefix_v, ids[len(found) * block_size :])
-    else:
+        try:
+            outcome = _continue(lm, lm.borrowing_cache(loan.cache, loan.tokens), ids[loan.tokens :])
+            reused = loan.tokens
+        except LenderFailed:
+            outcome = None
+    if outcome is None:
+        found = store.lookup(key, hashes, max_blocks=limit) if limit > 0 else []
+        reused = len(found) * block_size
         lookup_ms = (time.perf_counter() - start) * 1000.0
-        result = prefill(lm, token_ids=ids, max_tokens=max(1, len(ids)))
-        keys, values, logits = result.keys, result.values, result.last_logits
-        timing = ForwardTiming(result.prefill_ms, result.wait_ms, result.pass_ms, result.batch_size, 0)
+        if found:
+            prefix_k, prefix_v = concat_blocks(found, device=lm.device, dtype=lm.torch_dtype)
+            lookup_ms = (time.perf_counter() - start) * 1000.0
+            data = [(k.unsqueeze(0), v.unsqueeze(0)) for k, v in zip(prefix_k, prefix_v, strict=True)]
+            outcome = _continue(lm, lm.new_cache(data), ids[reused:], on_queued)
+        else:
+            result = prefill(lm, token_ids=ids, max_tokens=max(1, len(ids)), on_queued=on_queued)
+            outcome = (result.keys, result.values, result.last_logits,
+                       ForwardTiming(result.prefill_ms, result.wait_ms, result.pass_ms, result.batch_size, 0))
+    keys, values, logits, timing = outcome
     stored = 0
     if save:
         # from block 0: reused blocks are only touched, so the head ends up most recently used
         stored = store.put(key, hashes, keys, values, ids, block_size, owner=owner, device=lm.device,
                            none_hash=init_none_hash(hash_name, seed))
-    reused = len(found) * block_size
     return CachedPrefill(
         token_ids=ids,
         keys=keys,
@@ -155,7 +180,7 @@ def prefill_cached(
         last_logits=logits,
         block_size=block_size,
         block_hashes=hashes,
-        hit_blocks=len(found),
+        hit_blocks=reused // block_size,
         reused_tokens=reused,
         computed_tokens=len(ids) - reused,
         stored_blocks=stored,

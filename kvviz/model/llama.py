@@ -6,8 +6,8 @@ head_dim^-1/2, SiLU-gated MLP, tied LM head); parameter names equal transformers
 safetensors file loads into either. Only plain configs qualify (``native_llama_supported``); any
 other model goes through transformers. Tests check both give the same logits and K/V.
 
-Invariant: a ``KVCache`` grows by concatenation into new tensors, so tensors handed to it (a reused
-prefix) are never modified; its K are post-rotary, exactly what an engine stores.
+Invariant: a ``KVCache`` (``kvviz.model.kv_cache``) grows into new tensors, so tensors handed to it (a
+reused prefix) are never modified; its K are post-rotary, exactly what an engine stores.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from kvviz.model import packing
+from kvviz.model.kv_cache import KVCache, KVCacheLayer, LenderFailed
 from kvviz.model.packing import PackPlan
 
 _SUPPORTED_MODEL_TYPES = ("llama",)
@@ -148,36 +149,6 @@ class RotaryEmbedding(nn.Module):
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
-class KVCacheLayer:
-    """One layer's cached K and V, ``[batch, kv_heads, tokens, head_dim]`` (None until first use)."""
-
-    def __init__(self, keys: torch.Tensor | None = None, values: torch.Tensor | None = None) -> None:
-        self.keys = keys
-        self.values = values
-
-    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append new positions (a new tensor: earlier ones are never written to); the whole K, V."""
-        if self.keys is None or self.values is None:
-            self.keys, self.values = keys, values
-        else:
-            self.keys = torch.cat((self.keys, keys), dim=-2)
-            self.values = torch.cat((self.values, values), dim=-2)
-        return self.keys, self.values
-
-
-class KVCache:
-    """Per-layer K/V of the positions computed so far (the layout of transformers' DynamicCache)."""
-
-    def __init__(self, num_layers: int, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
-        if data is not None and len(data) != num_layers:
-            raise ValueError(f"{len(data)} layers of K/V for a {num_layers}-layer model")
-        self.layers = [KVCacheLayer(*pair) for pair in data] if data else [KVCacheLayer() for _ in range(num_layers)]
-
-    def get_seq_length(self) -> int:
-        keys = self.layers[0].keys if self.layers else None
-        return 0 if keys is None else int(keys.shape[-2])
-
-
 class Attention(nn.Module):
     """Grouped-query self-attention with rotary positions; K/V heads shared by groups of query heads."""
 
@@ -286,15 +257,19 @@ class NativeLlamaForCausalLM(nn.Module):
     def get_input_embeddings(self) -> Embedding:
         return self.model.embed_tokens
 
-    def new_cache(self, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> KVCache:
-        """An empty cache, or one holding the given per-layer (K, V) ``[1, kv_heads, P, head_dim]``."""
-        return KVCache(self.config.num_hidden_layers, data)
+    def new_cache(self, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None, *, lender: KVCache | None = None,
+                  lent_tokens: int = 0) -> KVCache:
+        """An empty cache, one holding the given per-layer (K, V) ``[1, kv_heads, P, head_dim]``, or one
+        borrowing ``lender``'s first ``lent_tokens`` positions."""
+        return KVCache(self.config.num_hidden_layers, data, lender=lender, lent_tokens=lent_tokens)
 
     def forward(self, input_ids: torch.Tensor, past_key_values: KVCache | None = None, use_cache: bool = True,
                 logits_to_keep: int = 0) -> SimpleNamespace:
         if use_cache and past_key_values is None:
             past_key_values = self.new_cache()
         cache = past_key_values if use_cache else None
+        if cache is not None:
+            cache.take_loan()
         past = cache.get_seq_length() if cache is not None else 0
         n = input_ids.shape[1]
         device = input_ids.device
@@ -318,11 +293,21 @@ class NativeLlamaForCausalLM(nn.Module):
         if len(input_ids) != len(caches) or not input_ids or any(len(ids) == 0 for ids in input_ids):
             raise ValueError("forward_batch needs one cache and at least one new token per request")
         device = self.model.embed_tokens.weight.device
+        in_pass = {id(cache): i for i, cache in enumerate(caches)}
+        loans: dict[int, tuple[int, int]] = {}  # borrower -> (its lender in this pass, tokens)
+        for i, cache in enumerate(caches):
+            if cache.on_loan and id(cache.lender) in in_pass and cache.lender.lender is None:
+                loans[i] = (in_pass[id(cache.lender)], cache.lent_tokens)
+            else:
+                cache.take_loan()
         pasts = [cache.get_seq_length() for cache in caches]
+        for j, tokens in loans.values():
+            if tokens > pasts[j] + len(input_ids[j]):
+                raise LenderFailed("a prompt borrows more tokens than its lender computes")
         news = [len(ids) for ids in input_ids]
         packed = torch.tensor([[t for ids in input_ids for t in ids]], dtype=torch.long, device=device)
         x = self.model.embed_tokens(packed)
-        plan = packing.plan_pass(pasts, news, device, x.dtype)
+        plan = packing.plan_pass(pasts, news, device, x.dtype, loans=loans)
         positions = torch.cat([torch.arange(p, p + n, device=device) for p, n in zip(pasts, news, strict=True)])
         cos, sin = self.model.rotary_emb(positions, x.dtype)
         for i, layer in enumerate(self.model.layers):

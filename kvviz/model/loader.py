@@ -105,6 +105,16 @@ class LoadedModel:
 
         return DynamicCache(data, config=self.model.config) if data else DynamicCache(config=self.model.config)
 
+    @property
+    def can_lend(self) -> bool:
+        """True when one request's cache may borrow another's prefix inside a forward pass (the native
+        decoder: ``KVCache(lender=...)``, ``forward_batch``)."""
+        return self.info.backend == "native"
+
+    def borrowing_cache(self, lender: Any, tokens: int) -> Any:
+        """A cache whose first ``tokens`` positions are ``lender``'s (see ``llama.KVCache``); native only."""
+        return self.model.new_cache(lender=lender, lent_tokens=tokens)
+
 
 # ----------------------------------------------------------------------------- hub and folder errors
 

@@ -16,7 +16,7 @@ are only read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +42,9 @@ class Padded:
 class PackPlan:
     """One packed pass: request i's new tokens are packed tokens ``starts[i]:starts[i] + news[i]`` at
     positions ``pasts[i]..``; its K/V are tokens ``offsets[i]:offsets[i] + pasts[i] + news[i]`` of each
-    layer's buffer. ``padded`` is None when attention runs per request (``masks`` then)."""
+    layer's buffer. ``padded`` is None when attention runs per request (``masks`` then). A request in
+    ``loans`` holds no prefix yet: its first ``tokens`` positions are its lender's, in this same pass
+    (the lender's cached prefix and new K/V of each layer, copied into the borrower's rows)."""
 
     pasts: tuple[int, ...]
     news: tuple[int, ...]
@@ -50,6 +52,7 @@ class PackPlan:
     offsets: tuple[int, ...]
     padded: Padded | None
     masks: tuple[torch.Tensor | None, ...]
+    loans: dict[int, tuple[int, int]] = field(default_factory=dict)  # borrower -> (lender, tokens)
 
     @property
     def lengths(self) -> tuple[int, ...]:
@@ -66,7 +69,7 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def plan_pass(pasts: list[int], news: list[int], device: torch.device, dtype: torch.dtype,
-              max_padding: float | None = None) -> PackPlan:
+              max_padding: float | None = None, loans: dict[int, tuple[int, int]] | None = None) -> PackPlan:
     """The layout of a pass over requests with these cached and new token counts (each new count >= 1);
     ``max_padding`` defaults to ``MAX_PADDING_FACTOR`` (read at call time)."""
     max_padding = MAX_PADDING_FACTOR if max_padding is None else max_padding
@@ -90,7 +93,7 @@ def plan_pass(pasts: list[int], news: list[int], device: torch.device, dtype: to
     else:
         masks = tuple(_additive(_allowed(p, n, p + n, device), dtype) if p and n > 1 else None
                       for p, n in zip(pasts, news, strict=True))
-    return PackPlan(tuple(pasts), tuple(news), tuple(starts), tuple(offsets), padded, masks)
+    return PackPlan(tuple(pasts), tuple(news), tuple(starts), tuple(offsets), padded, masks, dict(loans or {}))
 
 
 def _padded(pasts: list[int], news: list[int], starts: list[int], offsets: list[int], nq: int, nk: int,
@@ -116,8 +119,18 @@ def gather_kv(plan: PackPlan, caches: list, k: torch.Tensor, v: torch.Tensor) ->
     the new ``k``/``v`` ``[1, kv_heads, tokens, head_dim]``); each cache layer then views its own rows.
     Heads outermost, so a cached prefix is copied in one run per head."""
     pieces_k, pieces_v = [], []
-    for layer_cache, s, n in zip(caches, plan.starts, plan.news, strict=True):
-        if layer_cache.keys is not None:
+    for i, (layer_cache, s, n) in enumerate(zip(caches, plan.starts, plan.news, strict=True)):
+        loan = plan.loans.get(i)
+        if loan is not None:  # the lender's first positions of this layer: its cached prefix, then its new K/V
+            j, tokens = loan
+            lent, past = caches[j], plan.pasts[j]
+            if past:
+                pieces_k.append(lent.keys[0, :, : min(tokens, past)])
+                pieces_v.append(lent.values[0, :, : min(tokens, past)])
+            if tokens > past:
+                pieces_k.append(k[0, :, plan.starts[j] : plan.starts[j] + tokens - past])
+                pieces_v.append(v[0, :, plan.starts[j] : plan.starts[j] + tokens - past])
+        elif layer_cache.keys is not None:
             pieces_k.append(layer_cache.keys[0])
             pieces_v.append(layer_cache.values[0])
         pieces_k.append(k[0, :, s : s + n])

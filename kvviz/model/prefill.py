@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,16 +179,19 @@ def _drop_scheduler(key: int) -> None:
         sched.close()
 
 
-def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, ForwardTiming]:
+def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None,
+                    on_queued: Callable[[Any], None] | None = None) -> tuple[Any, torch.Tensor, ForwardTiming]:
     """Run ``new_ids`` through the model after ``cache`` (None = empty) via the scheduler; (cache, last
-    logits, timing). The caller's origin (``batching.batch_origin``) tags the request."""
+    logits, timing). The caller's origin (``batching.batch_origin``) tags the request; ``on_queued(cache)``
+    runs once it is queued (the cache its pass will fill)."""
     past = cache.get_seq_length() if cache is not None else 0
     max_pos = lm.info.max_position_embeddings
     if max_pos and past + len(new_ids) > max_pos:
         raise InputError(f"{past + len(new_ids):,} tokens exceed the model's {max_pos:,} positions")
     if cache is None:
         cache = lm.new_cache()
-    done = scheduler_for(lm).submit((list(new_ids), cache), len(new_ids), past)
+    queued = None if on_queued is None else (lambda: on_queued(cache))
+    done = scheduler_for(lm).submit((list(new_ids), cache), len(new_ids), past, on_queued=queued)
     result_cache, logits = done.result
     return result_cache, logits, ForwardTiming.of(done)
 
@@ -254,13 +258,14 @@ def _tokens(lm: LoadedModel, text: str | None, token_ids: list[int] | None, max_
 
 
 def prefill(lm: LoadedModel, text: str | None = None, token_ids: list[int] | None = None,
-            max_tokens: int | None = None) -> PrefillResult:
+            max_tokens: int | None = None, on_queued: Callable[[Any], None] | None = None) -> PrefillResult:
     """Run the whole prompt through the model in one pass and capture every layer's K and V.
 
-    Text longer than ``max_tokens`` (default 2,048) keeps its first tokens and carries a notice.
+    Text longer than ``max_tokens`` (default 2,048) keeps its first tokens and carries a notice;
+    ``on_queued`` as in ``forward_request``.
     """
     tok = _tokens(lm, text, token_ids, max_tokens)
-    cache, logits, timing = forward_request(lm, tok.ids, None)
+    cache, logits, timing = forward_request(lm, tok.ids, None, on_queued)
     keys, values = _capture(cache, lm.info.num_layers)
     return _result(lm, tok, keys, values, logits, timing, reused=0)
 

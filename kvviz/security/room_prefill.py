@@ -26,6 +26,7 @@ from kvviz.model.batching import batch_origin, current_origin
 from kvviz.model.block_store import KVStore, model_key, store_block_hashes
 from kvviz.model.kvstore import CachedPrefill, prefill_cached, reusable_blocks
 from kvviz.model.loader import LoadedModel
+from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.model.tokens import tokenize
 from kvviz.security.inflight import inflight_for
@@ -34,6 +35,8 @@ from kvviz.security.room_limits import RoomLimits
 from kvviz.security.room_records import Admission
 
 ENV_ROOM_KV_MB = "KVVIZ_ROOM_KV_MB"
+#: How long a pass may wait for the prompts that borrow its prefix to queue behind it.
+LEND_HOLD_S = 0.05
 DEFAULT_ROOM_KV_MB = 384
 #: Limits of the private rooms the experiments use: no rate limits (one caller), a roomy pool.
 EXPERIMENT_LIMITS = RoomLimits(num_blocks=4096, max_prompt_tokens=2048, burst=1_000_000,
@@ -137,13 +140,19 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
     reusable = min(reusable_blocks(len(adm.token_ids), bs, len(hashes)), adm.hit_tokens // bs)
     inflight = inflight_for(store)
     # blocks the room counts as hits may still be computing for another prompt: wait for them (see inflight)
-    claim = inflight.claim(key, hashes, reusable, bs, lambda hs: store.peek(key, hs), will_store=save)
+    # (or, on the native decoder, borrow them from that prompt's forward request and ride in its pass)
+    claim = inflight.claim(key, hashes, reusable, bs, lambda hs: store.peek(key, hs), will_store=save,
+                           borrow=lm.can_lend)
+    lend = None
+    if lm.can_lend and claim.loan is None and claim.keys:
+        def lend(cache: object) -> None:  # the prompts waiting on us queue behind us: our pass waits for them
+            scheduler_for(lm).expect(inflight.lend(claim, cache), LEND_HOLD_S)
     stored = 0
     try:
         outer = current_origin()
         with batch_origin("room" if outer.tag == "other" else outer.tag, session_id):
             cached = prefill_cached(lm, adm.token_ids, bs, cache_salt=adm.cache_salt, store=store,
-                                    max_reuse_tokens=adm.hit_tokens, save=False)
+                                    max_reuse_tokens=adm.hit_tokens, save=False, loan=claim.loan, on_queued=lend)
         latency = (time.perf_counter() - start) * 1000.0
         if save:
             stored = store.put(key, cached.block_hashes, cached.keys, cached.values, list(adm.token_ids), bs,

@@ -93,3 +93,42 @@ def test_a_prompt_that_will_not_store_claims_nothing():
 def test_one_registry_per_store():
     a, b = FakeStore(), FakeStore()
     assert inflight_for(a) is inflight_for(a) and inflight_for(a) is not inflight_for(b)
+
+
+def test_a_waiter_borrows_from_the_owner_once_its_request_is_queued():
+    reg, store = InflightBlocks(), FakeStore()
+    store.blocks.add(H[0])  # block 0 is stored already; the owner computes blocks 1-3
+    owner = reg.claim("m", H[:4], 1, BS, store.peek)
+    got: dict = {}
+
+    def waiter() -> None:
+        got["claim"] = reg.claim("m", H[:5], 3, BS, store.peek, borrow=True)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.2)
+    assert t.is_alive(), "nothing to borrow before the owner's request is queued"
+    cache = object()
+    reg.lend(owner, cache)  # the owner's forward request is in the scheduler's queue
+    t.join(5)
+    assert not t.is_alive() and owner.lender is cache
+    claim = got["claim"]
+    assert claim.loan is not None and claim.loan.cache is cache
+    assert claim.loan.tokens == 3 * BS  # the stored block and the two the owner computes, of its 3 reusable
+    assert claim.keys == [("m", H[4])] and claim.waited_ms < 2000
+    reg.release(claim)
+    reg.release(owner)
+    assert reg.pending() == 0
+
+
+def test_without_borrow_a_lent_request_is_still_waited_for():
+    reg, store = InflightBlocks(max_wait_s=0.3), FakeStore()
+    owner = reg.claim("m", H[:3], 0, BS, store.peek)
+    reg.lend(owner, object())
+    t0 = time.perf_counter()
+    plain = reg.claim("m", H[:3], 2, BS, store.peek)
+    assert plain.loan is None and time.perf_counter() - t0 >= 0.25  # waited to the limit
+    borrowed = reg.claim("m", H[:3], 2, BS, store.peek, borrow=True)
+    assert borrowed.loan is not None and borrowed.loan.tokens == 2 * BS
+    for c in (plain, borrowed, owner):
+        reg.release(c)

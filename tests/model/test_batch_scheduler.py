@@ -241,3 +241,31 @@ def test_origin_context_and_settings_from_env(monkeypatch):
     monkeypatch.setenv("KVVIZ_BATCH_TOKENS", "lots")
     monkeypatch.setenv("KVVIZ_BATCH_WAIT_MS", "-3")
     assert settings_from_env() == (512, 0.004)
+
+
+def test_a_pass_waits_for_announced_requests_and_no_longer():
+    """``expect(n, within)``: the next pass waits until n more requests arrived (prompts about to borrow a
+    queued request's prefix), never past ``within``. Real clock, loose bounds."""
+    import time
+
+    fwd = GatedForward(block_first=False)
+    sched = BatchScheduler(fwd, max_tokens=100, max_wait_s=0.001)
+    results: dict = {}
+    t0 = time.perf_counter()
+    def owner_request() -> None:  # announces its followers once queued, as a lending room prompt does
+        results["owner"] = sched.submit("owner", 5, on_queued=lambda: sched.expect(2, 5.0))
+
+    owner = threading.Thread(target=owner_request)
+    owner.start()
+    time.sleep(0.1)  # far past the 1 ms maximum wait: only the announcement holds the pass
+    late = [_submit_async(sched, p, 3, results) for p in ("b1", "b2")]
+    for t in [owner, *late]:
+        t.join(10)
+    assert fwd.passes == [["owner", "b1", "b2"]] or fwd.passes == [["owner", "b2", "b1"]]
+    assert time.perf_counter() - t0 < 4.0  # it stopped waiting when both had arrived
+    sched.expect(3, 0.05)  # announced, but only one comes: the pass starts when the hold ends
+    assert sched.submit("lone", 1).batch_size == 1
+    sched.expect(0, 5.0)  # nothing announced: a lone request waits its 1 ms
+    t1 = time.perf_counter()
+    assert sched.submit("quick", 1).batch_size == 1 and time.perf_counter() - t1 < 2.0
+    sched.close()

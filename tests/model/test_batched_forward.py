@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvviz.model import packing
-from kvviz.model.llama import KVCache, LlamaConfig, NativeLlamaForCausalLM
+from kvviz.model.llama import KVCache, LenderFailed, LlamaConfig, NativeLlamaForCausalLM
 
 TOL = 1e-4  # fp32 CPU: the issue's bound on logits
 
@@ -133,6 +133,64 @@ def test_both_attention_modes_match_one_request_a_pass(model, monkeypatch, facto
     monkeypatch.setattr(packing, "MAX_PADDING_FACTOR", factor)
     _compare(model, [([5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15]), ([], [1, 2, 3, 4, 5, 6, 7]), ([3] * 40, [9]),
                      ([20, 21], [22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]), ([4] * 16, [1] * 16)])
+
+
+def _alone(model: NativeLlamaForCausalLM, tokens: list[int], split: int) -> tuple[torch.Tensor, KVCache]:
+    """``tokens`` computed by one request: ``tokens[:split]`` first, then the rest; last logits and cache."""
+    cache = _prefix_cache(model, tokens[:split])
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([tokens[split:]]), past_key_values=cache, logits_to_keep=1).logits[0, -1]
+    return logits, cache
+
+
+def _assert_same(logits: torch.Tensor, cache: KVCache, ref_logits: torch.Tensor, ref: KVCache) -> None:
+    assert (logits - ref_logits).abs().max().item() <= TOL and int(logits.argmax()) == int(ref_logits.argmax())
+    assert cache.get_seq_length() == ref.get_seq_length()
+    for la, lb in zip(cache.layers, ref.layers, strict=True):
+        assert (la.keys - lb.keys).abs().max().item() <= TOL
+        assert (la.values - lb.values).abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("lent", [4, 6, 9, 12], ids=["inside-its-prefix", "its-whole-prefix", "into-its-new-tokens",
+                                                    "all-of-it"])
+def test_a_borrower_in_the_lenders_pass_gets_its_own_unbatched_result(model, lent):
+    """Request B's first ``lent`` tokens are request A's (A: 6 cached + 6 new); in one pass B takes them
+    from A's K/V of each layer and computes only its own tail, as if it had computed everything alone."""
+    a_tokens = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+    b_tail = [40, 41, 42]
+    lender = _prefix_cache(model, a_tokens[:6])
+    borrower = KVCache(len(lender.layers), lender=lender, lent_tokens=lent)
+    other = _prefix_cache(model, [3, 4])
+    assert borrower.get_seq_length() == lent and borrower.on_loan
+    with torch.inference_mode():
+        out = model.forward_batch([a_tokens[6:], b_tail, [5, 6, 7]], [lender, borrower, other])
+    _assert_same(out[0], lender, *_alone(model, a_tokens, 6))
+    _assert_same(out[1], borrower, *_alone(model, a_tokens[:lent] + b_tail, lent))
+    _assert_same(out[2], other, *_alone(model, [3, 4, 5, 6, 7], 2))
+    assert not borrower.on_loan
+
+
+def test_a_borrower_after_its_lenders_pass_takes_views_of_it(model):
+    lender = _prefix_cache(model, [1, 2, 3, 4, 5, 6, 7, 8])
+    first = KVCache(len(lender.layers), lender=lender, lent_tokens=5)
+    second = KVCache(len(lender.layers), lender=lender, lent_tokens=8)
+    with torch.inference_mode():
+        plain = model(input_ids=torch.tensor([[20, 21]]), past_key_values=first, logits_to_keep=1).logits[0, -1]
+        batched = model.forward_batch([[30], [31, 32]], [second, model.new_cache()])
+    _assert_same(plain, first, *_alone(model, [1, 2, 3, 4, 5, 20, 21], 5))
+    _assert_same(batched[0], second, *_alone(model, [1, 2, 3, 4, 5, 6, 7, 8, 30], 8))
+    assert torch.equal(first.layers[0].keys[:, :, :5], lender.layers[0].keys[:, :, :5])
+
+
+def test_a_borrower_whose_lender_did_not_compute_its_prefix_fails(model):
+    never_ran = model.new_cache()
+    with torch.inference_mode(), pytest.raises(LenderFailed):
+        model.forward_batch([[1]], [KVCache(len(never_ran.layers), lender=never_ran, lent_tokens=4)])
+    short = _prefix_cache(model, [1, 2])
+    with torch.inference_mode(), pytest.raises(LenderFailed):  # in the same pass, but it computes too few
+        model.forward_batch([[3], [9]], [short, KVCache(len(short.layers), lender=short, lent_tokens=4)])
+    with pytest.raises(ValueError):
+        KVCache(len(short.layers), lender=short, lent_tokens=0)
 
 
 request_st = st.tuples(st.lists(st.integers(0, 96), max_size=30), st.lists(st.integers(0, 96), min_size=1, max_size=12))

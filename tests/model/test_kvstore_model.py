@@ -54,3 +54,23 @@ def test_salt_isolates_and_max_reuse_caps(lm):
     same = prefill_cached(lm, ids, BS, store=store, cache_salt="tenant-a", max_reuse_tokens=BS + 3)
     assert same.reused_tokens == BS
     assert store.peek(model_key(lm), store_block_hashes(ids, BS, "tenant-a")) == len(ids) // BS
+
+
+def test_a_loan_takes_another_prompts_prefix_and_a_failed_one_falls_back_to_the_store(lm):
+    from kvviz.model.kvstore import Loan
+
+    ids = tokenize(TEXT).ids
+    full = prefill(lm, token_ids=ids)
+    lent: dict = {}
+    owner = prefill_cached(lm, ids[: 2 * BS + 1], BS, store=KVStore(budget_bytes=64 * 2**20),
+                           on_queued=lambda cache: lent.setdefault("cache", cache))
+    assert lent["cache"] is not None and owner.computed_tokens == 2 * BS + 1
+    store = KVStore(budget_bytes=64 * 2**20)
+    borrowed = prefill_cached(lm, ids, BS, store=store, loan=Loan(lent["cache"], 2 * BS))
+    assert borrowed.reused_tokens == 2 * BS and borrowed.hit_blocks == 2 and borrowed.computed_tokens == len(ids) - 2 * BS
+    assert float((full.last_logits - borrowed.last_logits).abs().max()) < 1e-3
+    assert torch.allclose(borrowed.keys[0][:, : 2 * BS].cpu(), full.keys[0][:, : 2 * BS], atol=1e-3)
+    never_ran = lm.new_cache()  # its request failed: the prompt computes everything itself, from the store
+    fallback = prefill_cached(lm, ids, BS, store=KVStore(budget_bytes=64 * 2**20), loan=Loan(never_ran, 2 * BS))
+    assert fallback.reused_tokens == 0 and fallback.computed_tokens == len(ids)
+    assert float((full.last_logits - fallback.last_logits).abs().max()) < 1e-3

@@ -148,3 +148,28 @@ def test_sessions_sending_together_compute_a_shared_prefix_once(lm):
     full = prefill(lm, token_ids=list(o.admission.token_ids))
     assert torch.allclose(o.last_logits, full.last_logits, atol=1e-3)
     room.check_invariants()
+
+
+def test_a_cold_rooms_first_prompts_borrow_the_shared_prefix_in_its_pass(lm):
+    """Eight sessions send the same system prompt at once into a cold room: one prompt computes it, and
+    the prompts waiting for it queue behind its request and borrow its K/V inside the same forward pass
+    (kvviz.security.inflight), instead of waiting for a pass of their own; their logits still equal a
+    full prefill's."""
+    from kvviz.model.prefill import scheduler_for
+
+    sched = scheduler_for(lm)
+    before = max((p.pass_id for p in sched.history()), default=0)
+    room = Room(RoomLimits())
+    outs = []
+    errors = _sessions_at_once(room, 8, lambda i, sid: outs.append(room_prefill(lm, room, sid, text=TEXT + f" guest {i}")))
+    assert not errors, errors[:3]
+    owner = [o for o in outs if o.reused_tokens == 0]
+    assert len(owner) == 1
+    passes = [p for p in sched.history() if p.pass_id > before]
+    first = next(p for p in passes if any(i.past_tokens == 0 and i.tag == "room" for i in p.items))
+    riders = [i for i in first.items if i.tag == "room" and i.past_tokens > 0]
+    assert riders, [(p.pass_id, [(i.past_tokens, i.new_tokens) for i in p.items]) for p in passes]
+    for o in outs:
+        full = prefill(lm, token_ids=list(o.admission.token_ids))
+        assert torch.allclose(o.last_logits, full.last_logits, atol=1e-3)
+    room.check_invariants()
