@@ -14,7 +14,9 @@ KINDS = (
     "- **Prefill of a cached prompt**: the prefix's K/V come from the cache (grey, read but not computed); "
     "only the tail is computed (a short blue bar). This is what a prompt-cache hit saves.\n"
     "- **Decode step**: one new token over everything before it (a sliver of purple). Generation is a "
-    "chain of these; batching many sessions' decode steps is where serving engines win most."
+    "chain of these; batching many sessions' decode steps is where serving engines win most.\n\n"
+    "A prompt whose prefix another prompt is computing in the same pass borrows those K/V from it (grey as "
+    "well): a cold room's shared system prompt is computed once, not once a prompt."
 )
 SETTINGS = (
     "Scheduler: token budget {tokens:,} new tokens per pass (`KVVIZ_BATCH_TOKENS`), a lone request waits at "
