@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+import ui_chart
 import ui_share
 from kvviz import share
 from kvviz.figures import style
@@ -75,16 +76,16 @@ def picture(slot: Any, fig: Any, where: Any = None, **kwargs: Any) -> Any:
     """Draw the key picture: into ``slot`` (the top of the page) with chart text of at least 16 px in
     presenter mode, else into ``where`` (default: the page, in order). Returns st.plotly_chart's value."""
     if slot is None:
-        return (where if where is not None else st).plotly_chart(fig, **kwargs)
+        return ui_chart.plotly_chart(fig, where=where, **kwargs)
     fig = style.presenter_layer(fig)
     # On a 1024x768 projector the title and the controls take up to about 260 px: the key picture gets the rest.
     fig.update_layout(height=min(fig.layout.height or KEY_PICTURE_MAX_HEIGHT, KEY_PICTURE_MAX_HEIGHT))
-    return slot.plotly_chart(fig, **kwargs)
+    return ui_chart.plotly_chart(fig, where=slot, **kwargs)
 
 
 def chart(fig: Any, **kwargs: Any) -> Any:
     """st.plotly_chart, with chart text of at least 16 px in presenter mode."""
-    return st.plotly_chart(style.presenter_layer(fig) if ui_share.presenting() else fig, **kwargs)
+    return ui_chart.plotly_chart(style.presenter_layer(fig) if ui_share.presenting() else fig, **kwargs)
 
 
 # ----------------------------------------------------------------------------- join panel

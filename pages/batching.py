@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 from kvviz.batching.burst import run_burst
 from kvviz.figures import batching as F
 from kvviz.model.prefill import scheduler_for
@@ -55,7 +56,7 @@ def _timeline() -> None:
     c[2].metric(T.M_SHARED, sum(s for s in sizes if s > 1))
     c[3].metric(T.M_PASS_MS, T.MS_VALUE.format(ms=statistics.median(p.ms for p in passes)), help=T.M_PASS_MS_HELP)
     st.markdown(f"**{T.FIG_TITLE}**")
-    st.plotly_chart(F.pass_timeline(passes, viewer=sid), width="stretch", key="batching_timeline")
+    ui_chart.plotly_chart(F.pass_timeline(passes, viewer=sid), width="stretch", key="batching_timeline")
     cols = T.TABLE_COLUMNS
     now = time.time()
     rows = [{

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 import ui_schemas
 import ui_share
@@ -244,9 +245,9 @@ def _pool_and_queue(view, figs: dict) -> None:
     so a presenter never scrolls while it plays."""
     left, right = st.columns([1, 1])
     with left:
-        st.plotly_chart(figs["pool"], width="stretch", key="bt_pool")  # 16 px overflows its cells
+        ui_chart.plotly_chart(figs["pool"], width="stretch", key="bt_pool")  # 16 px overflows its cells
     with right:  # the queue carries presenter sizing already (ui_present.chart would re-apply it in place)
-        st.plotly_chart(figs["queue"], width="stretch", key="bt_queue")
+        ui_chart.plotly_chart(figs["queue"], width="stretch", key="bt_queue")
         jumped = F.jumped_to_head(view)
         if jumped:
             st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped)), n=len(jumped)))
@@ -306,7 +307,7 @@ def _player() -> None:
 
     st.markdown(f"**{T.TABLES_HEADER}**")
     if view.requests:
-        st.plotly_chart(figs["tables"], width="stretch", key="bt_tables")
+        ui_chart.plotly_chart(figs["tables"], width="stretch", key="bt_tables")
     else:
         st.caption(T.TABLES_NONE)
 
@@ -315,7 +316,7 @@ def _player() -> None:
             st.dataframe(_table_rows(view), hide_index=True, width="stretch")
 
     st.markdown(f"**{T.TIMELINE_HEADER}**")
-    st.plotly_chart(figs["timeline"], width="stretch", key="bt_timeline")
+    ui_chart.plotly_chart(figs["timeline"], width="stretch", key="bt_timeline")
 
 
 with PICTURE or st.container():
@@ -388,5 +389,5 @@ with st.expander(T.ADD_HEADER, expanded=False):
 
 
 with st.expander(T.ANIMATION_TITLE):
-    st.plotly_chart(_animation(scenario, current_lang()), width="stretch", key="bt_animation")
+    ui_chart.plotly_chart(_animation(scenario, current_lang()), width="stretch", key="bt_animation")
 ui_present.next_link("pages/block_table.py", ui_share.current_params(SHARE))

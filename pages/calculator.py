@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 import ui_schemas
 import ui_share
@@ -204,7 +205,7 @@ def naive_section(rep: kv_formula.KVReport) -> None:
     shape = rep.shape
     st.subheader(T.NAIVE_TITLE)
     c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
-    c[0].plotly_chart(F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive")
+    ui_chart.plotly_chart(where=c[0], fig=F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive")
     factor = rep.naive_factor
     if factor is None or rep.naive_bytes_per_token == rep.bytes_per_token:
         c[1].markdown(T.NAIVE_SAME.format(naive=_loc_bytes(rep.naive_bytes_per_token)))
@@ -238,10 +239,10 @@ def _shared(builder: str, *args):
 def sharing_section(shape: ModelShape, dtype: str) -> None:
     st.subheader(T.SHARING_TITLE)
     st.caption(T.SHARING_CAPTION)
-    st.plotly_chart(_shared("head_sharing_figure", shape), width="stretch", key="calc_fig_heads")
+    ui_chart.plotly_chart(_shared("head_sharing_figure", shape), width="stretch", key="calc_fig_heads")
     if shape.mla is not None:
         st.caption(T.SHARING_MLA.format(rank=shape.mla.kv_lora_rank, rope=shape.mla.qk_rope_head_dim))
-    st.plotly_chart(_shared("layer_strip_figure", shape, dtype), width="stretch", key="calc_fig_layers")
+    ui_chart.plotly_chart(_shared("layer_strip_figure", shape, dtype), width="stretch", key="calc_fig_layers")
     st.caption(T.LAYERS_CAPTION)
 
 
@@ -255,7 +256,7 @@ def compare_section(shape: ModelShape, dtype: str, preset: Preset | None) -> Non
     if preset is None:
         rows.append(F.BarRow(shape.name, kv_formula.bytes_per_token(shape, dtype),
                              kv_formula.all_layers_bytes_per_token(shape, dtype), highlight=True))
-    st.plotly_chart(F.bytes_per_token_bar(rows, dtype), width="stretch", key="calc_fig_compare")
+    ui_chart.plotly_chart(F.bytes_per_token_bar(rows, dtype), width="stretch", key="calc_fig_compare")
     st.caption(T.COMPARE_CAPTION.format(dtype=dtype))
 
 
@@ -309,7 +310,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     max_len = max(tokens, int(round(tokens * reserve)))
     cmp = kv_capacity.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
     c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
-    c[0].plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
+    ui_chart.plotly_chart(where=c[0], fig=F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
     bound = _loc_bytes(kv_capacity.paged_waste_bound(shape, dtype, int(block), batch))
     c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
                                        paged=100 * cmp.paged_utilisation, block=int(block), bound=bound))

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 from kvviz.core.hashing import short_hash
 from kvviz.figures import security as F
@@ -146,8 +147,8 @@ if st.button(T.COSTS_AGAIN, key="col_costs_again", icon=":material/refresh:"):
 costs = _costs(st.session_state.get("col_costs_run", 0))
 st.markdown(T.COSTS_INTRO.format(blocks=2000, block_size=BLOCK, repeats=5))
 # one under the other: side by side, each had under 300 px at 1024 px and cut its title and labels
-st.plotly_chart(F.hash_cost_figure(costs), width="stretch", key="col_costs")
-st.plotly_chart(F.birthday_figure(), width="stretch", key="col_birthday")
+ui_chart.plotly_chart(F.hash_cost_figure(costs), width="stretch", key="col_costs")
+ui_chart.plotly_chart(F.birthday_figure(), width="stretch", key="col_birthday")
 st.caption(T.BIRTHDAY_NOTE)
 cols = T.COST_COLUMNS
 st.table(pd.DataFrame([{  # an HTML table: its headers wrap, so the last columns stay in view at 1024 px

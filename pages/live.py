@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 from kvviz.core.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES
 from kvviz.figures import live as F
 from kvviz.live import demo as D
@@ -127,7 +128,7 @@ def _scrape(url: str) -> None:
         st.caption(T.HIT_NONE if rate is None else T.HIT_NOW.format(
             rate=rate, queries=after.queries - before.queries, hits=after.hits, total=after.queries))
         if points:
-            st.plotly_chart(F.hit_rate_figure(points, T.HIT_TITLE, T.X_SECONDS, T.HIT_Y), width="stretch",
+            ui_chart.plotly_chart(F.hit_rate_figure(points, T.HIT_TITLE, T.X_SECONDS, T.HIT_Y), width="stretch",
                             key="lv_hit")
 
 
@@ -156,9 +157,9 @@ def _live() -> None:
         st.info(T.NO_EVENTS_YET, icon=":material/hourglass_empty:")
     elif view.samples:
         left, right = st.columns(2)
-        left.plotly_chart(F.events_rate_figure(view.samples, T.RATE_TITLE, T.RATE_LABELS, T.X_SECONDS, T.Y_EVENTS),
+        ui_chart.plotly_chart(where=left, fig=F.events_rate_figure(view.samples, T.RATE_TITLE, T.RATE_LABELS, T.X_SECONDS, T.Y_EVENTS),
                           width="stretch", key="lv_rate")
-        right.plotly_chart(F.blocks_held_figure(view.samples, T.BLOCKS_TITLE, T.BLOCKS_LABELS, T.X_SECONDS,
+        ui_chart.plotly_chart(where=right, fig=F.blocks_held_figure(view.samples, T.BLOCKS_TITLE, T.BLOCKS_LABELS, T.X_SECONDS,
                                                 T.Y_BLOCKS), width="stretch", key="lv_blocks")
     st.markdown(f"**{T.TREES_HEADER}**")
     st.caption(T.TREES_CAPTION)
@@ -235,7 +236,7 @@ elif result:
                                            tokens=status.cached_run * status.block_size, total=status.num_tokens))
         hover = [T.PROMPT_HOVER.format(i=i, start=i * status.block_size, end=(i + 1) * status.block_size - 1,
                                        hash=hash_label(h, 16)) for i, h in enumerate(status.hashes)]
-        st.plotly_chart(F.prompt_blocks_figure(status.cached, status.cached_run, status.block_size, T.PROMPT_TITLE,
+        ui_chart.plotly_chart(F.prompt_blocks_figure(status.cached, status.cached_run, status.block_size, T.PROMPT_TITLE,
                                                T.PROMPT_LABELS, hover), width="stretch", key="lv_prompt_fig")
         if isinstance(status.hashes[0], int):
             st.caption(T.HASH_KIND_NOTE)

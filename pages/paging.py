@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 import ui_schemas
 import ui_share
@@ -131,7 +132,7 @@ for col, name in zip(c, ("contiguous", "paged"), strict=True):
             title = T.PAGED_TITLE.format(step=int(step), running=rec.running, waiting=rec.waiting)
             fig = F.paged_layout_figure(snapshot, cfg.block_size, rows)
         st.markdown(f"**{title}**")
-        st.plotly_chart(fig, width="stretch", key=f"pg_layout_{name}")
+        ui_chart.plotly_chart(fig, width="stretch", key=f"pg_layout_{name}")
 
 # ----------------------------------------------------------------------------- a block table
 st.markdown(f"**{T.TABLE_HEADER}.** {T.TABLE_INTRO}")
@@ -159,6 +160,6 @@ else:
 
 # ----------------------------------------------------------------------------- over time
 st.subheader(T.TIME_HEADER)
-st.plotly_chart(_over_time(cfg, current_lang(), style.presenter(), int(step)), width="stretch", key="pg_time")
+ui_chart.plotly_chart(_over_time(cfg, current_lang(), style.presenter(), int(step)), width="stretch", key="pg_time")
 ui_share.sync("paging", SHARE)
 ui_present.next_link("pages/paging.py", ui_share.current_params(SHARE))

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 import ui_schemas
 import ui_share
@@ -117,7 +118,7 @@ st.caption(T.QUEUE_LINE.format(blocks=", ".join(T.QUEUE_ITEM.format(id=c.block_i
                                                 for c in queued)) if queued else T.QUEUE_NONE)
 
 st.subheader(T.REUSE_HEADER)
-st.plotly_chart(reuse, width="stretch", key="rx_reuse")
+ui_chart.plotly_chart(reuse, width="stretch", key="rx_reuse")
 
 cols_t = T.TABLE_COLUMNS
 rows = []

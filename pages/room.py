@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 import ui_share
 from kvviz.core.blank import is_blank
@@ -75,14 +76,14 @@ def _feed() -> None:
         cols["wait"]: None if e.wait_ms is None else round(e.wait_ms, 1),
         cols["age"]: age_label(e.age_s),
     } for e in entries]
-    st.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
+    ui_chart.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
     with st.expander(T.FEED_TABLE):
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     passes = scheduler_for(lm).history(limit=10)
     if passes:
         st.subheader(TB.ROOM_HEADER)
         st.caption(TB.ROOM_CAPTION)
-        st.plotly_chart(FB.pass_timeline(passes, viewer=sid), width="stretch", key="room_batching")
+        ui_chart.plotly_chart(FB.pass_timeline(passes, viewer=sid), width="stretch", key="room_batching")
 
 
 # ----------------------------------------------------------------------------- the room's totals (live)
@@ -165,7 +166,7 @@ else:
                     help=T.M_PREFILL_HELP.format(computed=measured["computed"], reused=measured["reused"]))
     if last.truncated:
         st.caption(T.TRUNCATED.format(before=last.num_tokens_before_truncation, kept=last.num_tokens))
-    st.plotly_chart(F.block_strip(last, now), width="stretch", key="room_strip")
+    ui_chart.plotly_chart(F.block_strip(last, now), width="stretch", key="room_strip")
     with st.expander(T.BLOCK_TABLE):
         cols = T.BLOCK_COLUMNS
         rows = []
@@ -194,7 +195,7 @@ else:
     plain_cached = [room.is_cached(r.hash) for r in plain if r.full]
     salted_cached = [room.is_cached(r.hash) for r in salted if r.full]
     st.markdown(T.SALT_WHY_INTRO.format(salt_name=salt_name))
-    st.plotly_chart(F.salt_chain(plain, salted, plain_cached, salted_cached, salt_name), width="stretch",
+    ui_chart.plotly_chart(F.salt_chain(plain, salted, plain_cached, salted_cached, salt_name), width="stretch",
                     key="room_salt_chain")
     with st.expander(T.BLOCK_TABLE):
         cols = T.SALT_COLUMNS

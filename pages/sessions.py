@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 import ui_schemas
 import ui_share
@@ -184,7 +185,7 @@ ui_present.picture(PICTURE, F.turns_picture(result), width="stretch", key="ss_pi
 # ----------------------------------------------------------------------------- usage per turn
 st.subheader(T.USAGE_HEADER)
 st.markdown(T.USAGE_INTRO)
-st.plotly_chart(F.usage_figure(result), width="stretch", key="ss_usage")
+ui_chart.plotly_chart(F.usage_figure(result), width="stretch", key="ss_usage")
 rows = []
 for t in result.turns:
     # the cache columns come right after the prompt; the reason last. An HTML table wraps its headers and
@@ -203,10 +204,10 @@ st.markdown(T.WORK_INTRO)
 c = st.columns(2)
 turn_numbers = [t.turn for t in result.turns]
 c[0].markdown(f"**{T.WORK_TITLE}**")
-c[0].plotly_chart(F.work_figure(turn_numbers, result.cumulative_without_cache, result.cumulative_with_cache, None),
+ui_chart.plotly_chart(where=c[0], fig=F.work_figure(turn_numbers, result.cumulative_without_cache, result.cumulative_with_cache, None),
                   width="stretch", key="ss_work")
 c[1].markdown(f"**{T.WORK_PROJECTION_TITLE.format(turns=proj_turns, first=first, step=step)}**")
-c[1].plotly_chart(F.work_figure(list(range(1, proj_turns + 1)), without_p, with_p, None),
+ui_chart.plotly_chart(where=c[1], fig=F.work_figure(list(range(1, proj_turns + 1)), without_p, with_p, None),
                   width="stretch", key="ss_projection")
 c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
 

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 import ui_present
 from kvviz.core.blank import is_blank
 from kvviz.figures import security as F
@@ -69,7 +70,7 @@ if c[2].button(T.SC_RUN, key="sc_run", type="primary", icon=":material/timer:"):
 
 results = _latest_results("side_channel", T.SC_NO_RESULTS)
 if results is not None:
-    st.plotly_chart(F.timing_figure(results), width="stretch", key="sc_violin")
+    ui_chart.plotly_chart(F.timing_figure(results), width="stretch", key="sc_violin")
     for r in results:
         st.markdown(f"**{T.SALT_ON if r.salted else T.SALT_OFF}**")
         c = st.columns(4)
@@ -113,8 +114,8 @@ if games is not None:
                    T.M_GAME_ACC_VALUE.format(correct=g.correct, rounds=len(g.rounds), acc=g.accuracy),
                    help=T.M_GAME_ACC_HELP.format(n=len(g.candidates), chance=g.chance))
     left, right = st.columns([1, 2])
-    left.plotly_chart(F.game_accuracy_figure(games), width="stretch", key="sc_game_acc")
-    right.plotly_chart(F.game_figure(games), width="stretch", key="sc_game_rounds")
+    ui_chart.plotly_chart(where=left, fig=F.game_accuracy_figure(games), width="stretch", key="sc_game_acc")
+    ui_chart.plotly_chart(where=right, fig=F.game_figure(games), width="stretch", key="sc_game_rounds")
     cols = T.GAME_COLUMNS
     rows = []
     for g in games:

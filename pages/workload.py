@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui_chart
 from kvviz.core import kv_formula, kvsize
 from kvviz.core.hf_config import parse_config_text
 from kvviz.core.kvsize import KVSizeError
@@ -161,7 +162,7 @@ mark_pairs = [(ui.loc(f"{m:,}"), by_cap[m]) for m in marks]
 if budget_cap is not None and budget_cap >= 1:
     mark_pairs.append((T.CURVE_BUDGET.format(gib=budget), by_cap[budget_cap]))
 needs = [(pct, by_cap[cap]) for pct, cap in ((50, c50), (90, c90)) if cap > 0]
-st.plotly_chart(F.curve_figure(points, infinite_rate, unit, mark_pairs, needs,
+ui_chart.plotly_chart(F.curve_figure(points, infinite_rate, unit, mark_pairs, needs,
                                T.TTL_OPTIONS[ttl] if ttl else None), width="stretch")
 model_note = ""
 if bpt is not None:
@@ -174,7 +175,7 @@ st.subheader(T.TIMELINE_HEADER)
 st.select_slider(T.TIMELINE_CAPACITY, grid, key=cap_key, format_func=lambda v: ui.loc(f"{v:,}"))
 xs, lru_rates, inf_rates, by_time = timeline(trace, _replay(digest, block_size, model_name, capacity, trace),
                                              profile.tracked[0])
-st.plotly_chart(F.timeline_figure(xs, lru_rates, inf_rates, capacity,
+ui_chart.plotly_chart(F.timeline_figure(xs, lru_rates, inf_rates, capacity,
                                   T.TIMELINE_X_TIME if by_time else T.TIMELINE_X_INDEX), width="stretch")
 st.caption(T.TIMELINE_CAPTION)
 
@@ -184,7 +185,7 @@ c = st.columns([2, 3])
 concurrency = int(c[0].slider(T.POOL_CONCURRENCY, 1, 64, 1, key="wl_concurrency", help=T.POOL_CONCURRENCY_HELP))
 pool = _pool(digest, block_size, model_name, capacity, concurrency, trace)
 lru_rate = profile.hit_rate(capacity)
-st.plotly_chart(F.pool_figure(lru_rate, pool.hit_rate, infinite_rate), width="stretch")
+ui_chart.plotly_chart(F.pool_figure(lru_rate, pool.hit_rate, infinite_rate), width="stretch")
 diff = (pool.hit_rate - lru_rate) * 100
 explain = T.POOL_EXPLAIN.format(cap=capacity, lru=lru_rate, pool=pool.hit_rate, diff=diff,
                                 partial=pool.uncached_partial_blocks, waited=pool.waited,
@@ -195,12 +196,12 @@ st.markdown(explain)
 
 # ----------------------------------------------------------------------------- reuse distances, prefixes
 st.subheader(T.HIST_HEADER)
-st.plotly_chart(F.histogram_figure(distance_histogram(profile)), width="stretch")
+ui_chart.plotly_chart(F.histogram_figure(distance_histogram(profile)), width="stretch")
 st.caption(T.HIST_CAPTION.format(cold=profile.cold_accesses, total=profile.num_block_accesses))
 st.subheader(T.PREFIX_HEADER)
 nodes = top_prefixes(trace, profile, k=40)
 if nodes:
-    st.plotly_chart(F.prefix_tree_figure(nodes), width="stretch")
+    ui_chart.plotly_chart(F.prefix_tree_figure(nodes), width="stretch")
     st.caption(T.PREFIX_CAPTION)
 else:
     st.info(T.PREFIX_NONE)

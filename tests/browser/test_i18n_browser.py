@@ -19,6 +19,7 @@ from test_layout_1024 import check_layout, tall_screenshot
 
 from kvviz.i18n import use_lang
 from kvviz.text import common as C
+from kvviz.text.charts import TOOLBAR
 
 pytestmark = pytest.mark.browser
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
@@ -71,6 +72,10 @@ def test_every_page_renders_in_russian_at_1024(app_server, browser, path, title)
         problems = check_layout(page)
         tall_screenshot(page, f"ru-{name}-1024", 1024)
         assert not problems, f"{path} in Russian at 1024 px: {problems[:12]}"
+        # Plotly's own toolbar speaks the session's language too (ui_chart); Streamlit's "Fullscreen" is its own
+        toolbar = page.eval_on_selector_all(".modebar-btn", "els => els.map(e => e.getAttribute('data-title'))")
+        english = sorted({t for t in toolbar if t in TOOLBAR})
+        assert not english, f"{path}: Plotly toolbar in English: {english}"
         if name in {"home", "edit", "calculator", "block_table", "glossary", "paging", "live", "workload", "batching"}:
             page.set_viewport_size({"width": 1400, "height": 1000})
             wait_idle(page)

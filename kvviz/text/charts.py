@@ -1,0 +1,37 @@
+"""Plotly's own chart texts (toolbar button titles, its messages, box and violin hover labels): keys are
+Plotly's English strings exactly as the plotly.js that Streamlit bundles writes them, values the text to
+show (the English source string, translated through the catalog like every other)."""
+
+TOOLBAR = {
+    "Download plot as a PNG": "Download plot as a PNG",
+    "Download plot": "Download plot",
+    "Download plot as JSON": "Download plot as JSON",
+    "Zoom": "Zoom",
+    "Pan": "Pan",
+    "Box Select": "Box Select",
+    "Lasso Select": "Lasso Select",
+    "Zoom in": "Zoom in",
+    "Zoom out": "Zoom out",
+    "Autoscale": "Autoscale",
+    "Reset axes": "Reset axes",
+    "Reset view": "Reset view",
+    "Reset": "Reset",
+    "Toggle Spike Lines": "Toggle Spike Lines",
+    "Show closest data on hover": "Show closest data on hover",
+    "Compare data on hover": "Compare data on hover",
+    "Toggle show closest data on hover": "Toggle show closest data on hover",
+    "Preparing image - this may take a few seconds": "Preparing image - this may take a few seconds",
+    "Image download succeeded": "Image download succeeded",
+    "Sorry, there was a problem downloading your image!": "Sorry, there was a problem downloading your image!",
+    "Double-click to zoom back out": "Double-click to zoom back out",
+    "Double-click on legend to isolate one trace": "Double-click on legend to isolate one trace",
+    "trace": "trace",
+    "max:": "max:",
+    "min:": "min:",
+    "median:": "median:",
+    "mean:": "mean:",
+    "q1:": "q1:",
+    "q3:": "q3:",
+    "upper fence:": "upper fence:",
+    "lower fence:": "lower fence:",
+}

@@ -1,0 +1,28 @@
+"""Plotly charts on a page, with Plotly's own texts (toolbar titles, its messages, box and violin hover
+labels) in the session's language: Plotly reads them from a per-chart locale given in its config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from kvviz.i18n import current_lang
+from kvviz.text import charts as T
+
+
+def chart_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Plotly's config for this session: ``extra`` plus, in a language other than English, that
+    language's dictionary of Plotly's texts (``kvviz.text.charts.TOOLBAR``)."""
+    config = dict(extra or {})
+    lang = current_lang()
+    if lang != "en":
+        config["locale"] = lang
+        config["locales"] = {lang: {"dictionary": dict(T.TOOLBAR)}}
+    return config
+
+
+def plotly_chart(fig: Any, where: Any = None, **kwargs: Any) -> Any:
+    """``st.plotly_chart`` (or ``where.plotly_chart``: a column, a placeholder) with ``chart_config``."""
+    kwargs["config"] = chart_config(kwargs.get("config"))
+    return (st if where is None else where).plotly_chart(fig, **kwargs)
