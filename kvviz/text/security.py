@@ -101,9 +101,10 @@ M_PREFILL = "Prefill: compute / wait"
 M_PREFILL_VALUE = "{compute:,.0f} / {wait:,.0f} ms"
 M_PREFILL_HELP = (
     "Measured. Compute: the K/V store lookup plus the forward pass on the computed tokens ({computed} "
-    "computed, {reused} reused from the room's K/V store). Wait: time queued while other sessions' "
-    "prompts held the model, or while another session computed blocks you share (they are then reused, "
-    "not computed twice). Only compute says what a cache hit saves."
+    "computed, {reused} reused: from the room's K/V store, or borrowed from another session's prompt that "
+    "computes them in the same pass). Wait: time queued while other sessions' prompts held the model, or "
+    "while another session computed blocks you share (they are then reused, not computed twice). Only "
+    "compute says what a cache hit saves."
 )
 TRUNCATED = "Your prompt had {before:,} tokens; the room keeps the first {kept:,} (the limit per prompt)."
 STRIP_TITLE = "Your prompt's blocks: who computed them"
