@@ -3,12 +3,20 @@ labels) in the session's language: Plotly reads them from a per-chart locale giv
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import streamlit as st
 
 from kvviz.i18n import current_lang
 from kvviz.text import charts as T
+
+
+@functools.cache
+def _locales(lang: str) -> dict[str, Any]:
+    """Plotly's locale for ``lang``: its dictionary of Plotly's texts (built once a language; the session's
+    language is ``lang`` when this is first called)."""
+    return {lang: {"dictionary": dict(T.TOOLBAR)}}
 
 
 def chart_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -18,7 +26,7 @@ def chart_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     lang = current_lang()
     if lang != "en":
         config["locale"] = lang
-        config["locales"] = {lang: {"dictionary": dict(T.TOOLBAR)}}
+        config["locales"] = _locales(lang)
     return config
 
 

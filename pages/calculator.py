@@ -205,7 +205,7 @@ def naive_section(rep: kv_formula.KVReport) -> None:
     shape = rep.shape
     st.subheader(T.NAIVE_TITLE)
     c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
-    ui_chart.plotly_chart(where=c[0], fig=F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive")
+    ui_chart.plotly_chart(F.naive_vs_exact_figure(rep), width="stretch", key="calc_fig_naive", where=c[0])
     factor = rep.naive_factor
     if factor is None or rep.naive_bytes_per_token == rep.bytes_per_token:
         c[1].markdown(T.NAIVE_SAME.format(naive=_loc_bytes(rep.naive_bytes_per_token)))
@@ -310,7 +310,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     max_len = max(tokens, int(round(tokens * reserve)))
     cmp = kv_capacity.paging_comparison(shape, dtype, tokens, max_len, batch, int(block))
     c = [st.container(), st.container()]  # chart above its text: a 3/5 column is too narrow at 1024 px
-    ui_chart.plotly_chart(where=c[0], fig=F.paging_figure(cmp), width="stretch", key="calc_fig_paging")
+    ui_chart.plotly_chart(F.paging_figure(cmp), width="stretch", key="calc_fig_paging", where=c[0])
     bound = _loc_bytes(kv_capacity.paged_waste_bound(shape, dtype, int(block), batch))
     c[1].markdown(T.PAGING_BODY.format(max_len=max_len, contig=100 * cmp.contiguous_utilisation,
                                        paged=100 * cmp.paged_utilisation, block=int(block), bound=bound))

@@ -261,7 +261,7 @@ te = edit.token_edit
 token_fig = F.token_strip_figure(edit.pieces_a, edit.ids_a, edit.pieces_b, edit.ids_b, te.changed_positions_a,
                                  te.changed_positions_b, cmp, row_lo, row_hi, width)
 ui_chart.plotly_chart(token_fig, width="stretch", key=K_TOKENS, on_select="rerun", selection_mode="points",
-                config={"displayModeBar": False})
+                      config={"displayModeBar": False})
 st.caption(T.TOKENS_CAPTION.format(width=width, block_size=cmp.block_size))
 
 
@@ -329,7 +329,7 @@ which = st.radio(T.KV_LABEL, ["K", "V"], horizontal=True, key="edit_kv",
                  format_func=lambda c: T.KV_K if c == "K" else T.KV_V)
 heat = proof.heat_k if which == "K" else proof.heat_v
 ui_chart.plotly_chart(F.kv_heatmap_figure(heat, which, proof.first_changed_token),
-                width="stretch", key="edit_heatmap_chart", config={"displayModeBar": False})
+                      width="stretch", key="edit_heatmap_chart", config={"displayModeBar": False})
 
 
 def _fmt(x: float | None) -> str:

@@ -129,7 +129,7 @@ def _scrape(url: str) -> None:
             rate=rate, queries=after.queries - before.queries, hits=after.hits, total=after.queries))
         if points:
             ui_chart.plotly_chart(F.hit_rate_figure(points, T.HIT_TITLE, T.X_SECONDS, T.HIT_Y), width="stretch",
-                            key="lv_hit")
+                                  key="lv_hit")
 
 
 def _live() -> None:
@@ -157,10 +157,10 @@ def _live() -> None:
         st.info(T.NO_EVENTS_YET, icon=":material/hourglass_empty:")
     elif view.samples:
         left, right = st.columns(2)
-        ui_chart.plotly_chart(where=left, fig=F.events_rate_figure(view.samples, T.RATE_TITLE, T.RATE_LABELS, T.X_SECONDS, T.Y_EVENTS),
-                          width="stretch", key="lv_rate")
-        ui_chart.plotly_chart(where=right, fig=F.blocks_held_figure(view.samples, T.BLOCKS_TITLE, T.BLOCKS_LABELS, T.X_SECONDS,
-                                                T.Y_BLOCKS), width="stretch", key="lv_blocks")
+        ui_chart.plotly_chart(F.events_rate_figure(view.samples, T.RATE_TITLE, T.RATE_LABELS, T.X_SECONDS, T.Y_EVENTS),
+                              width="stretch", key="lv_rate", where=left)
+        ui_chart.plotly_chart(F.blocks_held_figure(view.samples, T.BLOCKS_TITLE, T.BLOCKS_LABELS, T.X_SECONDS,
+                                                   T.Y_BLOCKS), width="stretch", key="lv_blocks", where=right)
     st.markdown(f"**{T.TREES_HEADER}**")
     st.caption(T.TREES_CAPTION)
     if not view.trees:
@@ -237,6 +237,6 @@ elif result:
         hover = [T.PROMPT_HOVER.format(i=i, start=i * status.block_size, end=(i + 1) * status.block_size - 1,
                                        hash=hash_label(h, 16)) for i, h in enumerate(status.hashes)]
         ui_chart.plotly_chart(F.prompt_blocks_figure(status.cached, status.cached_run, status.block_size, T.PROMPT_TITLE,
-                                               T.PROMPT_LABELS, hover), width="stretch", key="lv_prompt_fig")
+                                                     T.PROMPT_LABELS, hover), width="stretch", key="lv_prompt_fig")
         if isinstance(status.hashes[0], int):
             st.caption(T.HASH_KIND_NOTE)

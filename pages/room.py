@@ -196,7 +196,7 @@ else:
     salted_cached = [room.is_cached(r.hash) for r in salted if r.full]
     st.markdown(T.SALT_WHY_INTRO.format(salt_name=salt_name))
     ui_chart.plotly_chart(F.salt_chain(plain, salted, plain_cached, salted_cached, salt_name), width="stretch",
-                    key="room_salt_chain")
+                          key="room_salt_chain")
     with st.expander(T.BLOCK_TABLE):
         cols = T.SALT_COLUMNS
         full_plain = [r for r in plain if r.full]

@@ -204,11 +204,11 @@ st.markdown(T.WORK_INTRO)
 c = st.columns(2)
 turn_numbers = [t.turn for t in result.turns]
 c[0].markdown(f"**{T.WORK_TITLE}**")
-ui_chart.plotly_chart(where=c[0], fig=F.work_figure(turn_numbers, result.cumulative_without_cache, result.cumulative_with_cache, None),
-                  width="stretch", key="ss_work")
+ui_chart.plotly_chart(F.work_figure(turn_numbers, result.cumulative_without_cache, result.cumulative_with_cache, None),
+                      width="stretch", key="ss_work", where=c[0])
 c[1].markdown(f"**{T.WORK_PROJECTION_TITLE.format(turns=proj_turns, first=first, step=step)}**")
-ui_chart.plotly_chart(where=c[1], fig=F.work_figure(list(range(1, proj_turns + 1)), without_p, with_p, None),
-                  width="stretch", key="ss_projection")
+ui_chart.plotly_chart(F.work_figure(list(range(1, proj_turns + 1)), without_p, with_p, None),
+                      width="stretch", key="ss_projection", where=c[1])
 c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
 
 # ----------------------------------------------------------------------------- policy values

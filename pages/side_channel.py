@@ -114,8 +114,8 @@ if games is not None:
                    T.M_GAME_ACC_VALUE.format(correct=g.correct, rounds=len(g.rounds), acc=g.accuracy),
                    help=T.M_GAME_ACC_HELP.format(n=len(g.candidates), chance=g.chance))
     left, right = st.columns([1, 2])
-    ui_chart.plotly_chart(where=left, fig=F.game_accuracy_figure(games), width="stretch", key="sc_game_acc")
-    ui_chart.plotly_chart(where=right, fig=F.game_figure(games), width="stretch", key="sc_game_rounds")
+    ui_chart.plotly_chart(F.game_accuracy_figure(games), width="stretch", key="sc_game_acc", where=left)
+    ui_chart.plotly_chart(F.game_figure(games), width="stretch", key="sc_game_rounds", where=right)
     cols = T.GAME_COLUMNS
     rows = []
     for g in games:

@@ -163,7 +163,7 @@ if budget_cap is not None and budget_cap >= 1:
     mark_pairs.append((T.CURVE_BUDGET.format(gib=budget), by_cap[budget_cap]))
 needs = [(pct, by_cap[cap]) for pct, cap in ((50, c50), (90, c90)) if cap > 0]
 ui_chart.plotly_chart(F.curve_figure(points, infinite_rate, unit, mark_pairs, needs,
-                               T.TTL_OPTIONS[ttl] if ttl else None), width="stretch")
+                                     T.TTL_OPTIONS[ttl] if ttl else None), width="stretch")
 model_note = ""
 if bpt is not None:
     model_note = T.CURVE_MODEL_NOTE.format(name=model_label, dtype=dtype, bpt=ui.loc(format_bytes(bpt)),
@@ -176,7 +176,7 @@ st.select_slider(T.TIMELINE_CAPACITY, grid, key=cap_key, format_func=lambda v: u
 xs, lru_rates, inf_rates, by_time = timeline(trace, _replay(digest, block_size, model_name, capacity, trace),
                                              profile.tracked[0])
 ui_chart.plotly_chart(F.timeline_figure(xs, lru_rates, inf_rates, capacity,
-                                  T.TIMELINE_X_TIME if by_time else T.TIMELINE_X_INDEX), width="stretch")
+                                        T.TIMELINE_X_TIME if by_time else T.TIMELINE_X_INDEX), width="stretch")
 st.caption(T.TIMELINE_CAPTION)
 
 # ----------------------------------------------------------------------------- the block pool

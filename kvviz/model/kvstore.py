@@ -147,7 +147,7 @@ def prefill_cached(
     if max_reuse_tokens is not None:
         limit = min(limit, max(0, int(max_reuse_tokens)) // block_size)
     outcome = None
-    if loan is not None and lm.can_lend and 0 < loan.tokens <= limit * block_size and loan.tokens % block_size == 0:
+    if loan is not None and lm.packs_batches and 0 < loan.tokens <= limit * block_size and loan.tokens % block_size == 0:
         lookup_ms = (time.perf_counter() - start) * 1000.0
         try:
             outcome = _continue(lm, lm.borrowing_cache(loan.cache, loan.tokens), ids[loan.tokens :])

@@ -276,7 +276,7 @@ class NativeLlamaForCausalLM(nn.Module):
         positions = torch.arange(past, past + n, device=device)
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions, x.dtype)
-        mask = _causal_mask(past, n, device)
+        mask = packing.causal_mask(past, n, device)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
         x = self.model.norm(x)
@@ -301,10 +301,9 @@ class NativeLlamaForCausalLM(nn.Module):
             else:
                 cache.take_loan()
         pasts = [cache.get_seq_length() for cache in caches]
-        for j, tokens in loans.values():
-            if tokens > pasts[j] + len(input_ids[j]):
-                raise LenderFailed("a prompt borrows more tokens than its lender computes")
         news = [len(ids) for ids in input_ids]
+        if any(tokens > pasts[j] + news[j] for j, tokens in loans.values()):
+            raise LenderFailed("a prompt borrows more tokens than its lender computes")
         packed = torch.tensor([[t for ids in input_ids for t in ids]], dtype=torch.long, device=device)
         x = self.model.embed_tokens(packed)
         plan = packing.plan_pass(pasts, news, device, x.dtype, loans=loans)
@@ -314,15 +313,6 @@ class NativeLlamaForCausalLM(nn.Module):
             x = layer.forward_packed(x, cos, sin, plan, [cache.layers[i] for cache in caches])
         last = torch.tensor([s + n - 1 for s, n in zip(plan.starts, news, strict=True)], device=device)
         return self.lm_head(self.model.norm(x[0, last]))
-
-
-def _causal_mask(past: int, n: int, device: torch.device) -> torch.Tensor | None:
-    """Query at position past+i sees keys 0..past+i. With no past, SDPA's is_causal is that mask (None
-    here); with a past, its top-left alignment is not, so the mask is given explicitly."""
-    if not past or n <= 1:
-        return None
-    positions = torch.arange(past, past + n, device=device)
-    return torch.arange(past + n, device=device)[None, :] <= positions[:, None]
 
 
 def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLlamaForCausalLM:

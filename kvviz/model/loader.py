@@ -106,10 +106,10 @@ class LoadedModel:
         return DynamicCache(data, config=self.model.config) if data else DynamicCache(config=self.model.config)
 
     @property
-    def can_lend(self) -> bool:
-        """True when one request's cache may borrow another's prefix inside a forward pass (the native
-        decoder: ``KVCache(lender=...)``, ``forward_batch``)."""
-        return self.info.backend == "native"
+    def packs_batches(self) -> bool:
+        """True when the model runs several requests in one packed pass (``forward_batch``: the native
+        decoder), where one request's cache may also borrow another's prefix (``KVCache(lender=...)``)."""
+        return hasattr(self.model, "forward_batch")
 
     def borrowing_cache(self, lender: Any, tokens: int) -> Any:
         """A cache whose first ``tokens`` positions are ``lender``'s (see ``llama.KVCache``); native only."""

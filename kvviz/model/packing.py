@@ -3,10 +3,10 @@ its own cached prefix and its own new tokens, with one attention call per layer 
 
 Per layer, every request's K (and V) is written once into one buffer (heads outermost, then tokens):
 request i's cached prefix, then its new tokens (``offsets``, ``lengths``); each request's cache then
-holds a view of its own tokens. Attention runs once for the whole batch: the requests' queries and keys are laid out as a padded
-batch (``[requests, heads, longest new, longest total, head_dim]``, gathered from the packed tensors, or
-plain views when every request has the same shape) with a mask that lets query j of request i see its
-keys 0..past_i+j and nothing else. When padding would more than double the attention work (one long
+holds a view of its own tokens. Attention runs once for the whole batch: the requests' queries and keys
+are laid out as a padded batch (``[requests, heads, longest new, longest total, head_dim]``, gathered
+from the packed tensors, or plain views when every request has the same shape) with a mask that lets
+query j of request i see its keys 0..past_i+j and nothing else. When padding would more than double the attention work (one long
 prompt among short ones), attention runs per request over the same buffers instead.
 
 Invariants: no request sees another's keys (the mask is block diagonal); a request's result is its
@@ -64,8 +64,21 @@ def _allowed(past: int, n: int, keys: int, device: torch.device) -> torch.Tensor
     return torch.arange(keys, device=device)[None, :] <= torch.arange(past, past + n, device=device)[:, None]
 
 
+def causal_mask(past: int, n: int, device: torch.device) -> torch.Tensor | None:
+    """``n`` new queries after ``past`` cached positions: [n, past + n] bool, query past+i sees keys
+    0..past+i. With no past, SDPA's is_causal is that mask (None here); with a past, its top-left
+    alignment is not, so the mask is given explicitly; one query sees everything (None)."""
+    return _allowed(past, n, past + n, device) if past and n > 1 else None
+
+
 def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, float("-inf"))
+
+
+def _request_mask(past: int, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor | None:
+    """``causal_mask`` as an additive mask (0 / -inf) in ``dtype``, built once a pass for every layer."""
+    mask = causal_mask(past, n, device)
+    return None if mask is None else _additive(mask, dtype)
 
 
 def plan_pass(pasts: list[int], news: list[int], device: torch.device, dtype: torch.dtype,
@@ -86,13 +99,12 @@ def plan_pass(pasts: list[int], news: list[int], device: torch.device, dtype: to
     padded: Padded | None = None
     if len(set(zip(pasts, news, strict=True))) == 1:
         p, n = pasts[0], news[0]
-        mask = _additive(_allowed(p, n, p + n, device), dtype)[None, None] if p and n > 1 else None
-        padded = Padded(rows, n, p + n, None, None, None, mask)
+        mask = _request_mask(p, n, device, dtype)
+        padded = Padded(rows, n, p + n, None, None, None, None if mask is None else mask[None, None])
     elif rows * nq * nk <= max_padding * real:
         padded = _padded(pasts, news, starts, offsets, nq, nk, device, dtype)
     else:
-        masks = tuple(_additive(_allowed(p, n, p + n, device), dtype) if p and n > 1 else None
-                      for p, n in zip(pasts, news, strict=True))
+        masks = tuple(_request_mask(p, n, device, dtype) for p, n in zip(pasts, news, strict=True))
     return PackPlan(tuple(pasts), tuple(news), tuple(starts), tuple(offsets), padded, masks, dict(loans or {}))
 
 
@@ -171,4 +183,4 @@ def attend(plan: PackPlan, q: torch.Tensor, flat_k: torch.Tensor, flat_v: torch.
     return out if pad.unpad is None else out.index_select(1, pad.unpad)
 
 
-__all__ = ["MAX_PADDING_FACTOR", "PackPlan", "Padded", "attend", "gather_kv", "plan_pass"]
+__all__ = ["MAX_PADDING_FACTOR", "PackPlan", "Padded", "attend", "causal_mask", "gather_kv", "plan_pass"]

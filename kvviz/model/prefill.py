@@ -131,7 +131,7 @@ def _run_batch(lm_ref: weakref.ref, payloads: list[tuple[list[int], Any]]) -> li
     with lm.lock, torch.inference_mode():
         _sync(lm.device)
         outs: list[Any] | None = None
-        if len(payloads) > 1 and hasattr(lm.model, "forward_batch"):
+        if len(payloads) > 1 and lm.packs_batches:
             saved = [[(la.keys, la.values) for la in cache.layers] for _, cache in payloads]
             try:
                 logits = lm.model.forward_batch([ids for ids, _ in payloads], [c for _, c in payloads])
@@ -163,7 +163,7 @@ def scheduler_for(lm: LoadedModel) -> BatchScheduler:
         sched = _SCHEDULERS.get(id(lm))
         if sched is None:
             tokens, wait_s = settings_from_env()
-            native = hasattr(lm.model, "forward_batch")
+            native = lm.packs_batches
             ref = weakref.ref(lm)
             sched = BatchScheduler(lambda payloads: _run_batch(ref, payloads), max_tokens=tokens,
                                    max_wait_s=wait_s, max_requests=64 if native else 1)

@@ -126,8 +126,9 @@ class InflightBlocks:
             if claim is None:
                 break
             first = first or claim
+            if claim is first and own == run:  # still the first claim's unbroken run
+                own += 1
             run += 1
-            own += 1 if claim is first and own == run - 1 else 0
         return (first, own) if first is not None and run * block_size >= self.min_shared_tokens else (None, 0)
 
 

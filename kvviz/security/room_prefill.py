@@ -142,9 +142,9 @@ def room_prefill(lm: LoadedModel, room: Room, session_id: str, text: str | None 
     # blocks the room counts as hits may still be computing for another prompt: wait for them (see inflight)
     # (or, on the native decoder, borrow them from that prompt's forward request and ride in its pass)
     claim = inflight.claim(key, hashes, reusable, bs, lambda hs: store.peek(key, hs), will_store=save,
-                           borrow=lm.can_lend)
+                           borrow=lm.packs_batches)
     lend = None
-    if lm.can_lend and claim.loan is None and claim.keys:
+    if lm.packs_batches and claim.loan is None and claim.keys:
         def lend(cache: object) -> None:  # the prompts waiting on us queue behind us: our pass waits for them
             scheduler_for(lm).expect(inflight.lend(claim, cache), LEND_HOLD_S)
     stored = 0
