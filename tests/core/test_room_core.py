@@ -220,7 +220,7 @@ def test_threads_keep_the_room_consistent():
                 room.peek(shared)
                 room.totals()
                 room.feed(sid)
-                if seed == 0 and k % 20 == 19:
+                if seed == 0 and k in (9, 29):  # mid-run: a reset in the last steps could leave nothing shared after it
                     room.reset(force=True)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
