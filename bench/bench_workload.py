@@ -1,6 +1,6 @@
 """Workload analyzer speed: the one-pass 500-point LRU curve vs one plain replay at one capacity.
 
-A generated trace (kvviz.core.workload_gen, seed 0) of 10,000 requests in 256-token blocks (over
+A generated trace (kvviz.workload.gen, seed 0) of 10,000 requests in 256-token blocks (over
 250,000 block accesses). ``workload_curve_500_s``: one stack-distance pass plus 500 curve points;
 ``workload_replay_1cap_s``: one plain LRU replay (an OrderedDict) at one capacity; medians of 3
 interleaved runs. Re-running the replay per capacity would cost 500x the replay. Memory: tracemalloc
@@ -14,10 +14,10 @@ import statistics
 import time
 import tracemalloc
 
-from kvviz.core.reuse_distance import analyze, log_grid, replay_lru
-from kvviz.core.workload_gen import WorkloadGenConfig, generate
-from kvviz.core.workload_report import curve
-from kvviz.core.workload_trace import parse_trace
+from kvviz.workload.gen import WorkloadGenConfig, generate
+from kvviz.workload.report import curve
+from kvviz.workload.reuse_distance import analyze, log_grid, replay_lru
+from kvviz.workload.trace import parse_trace
 
 NUM_REQUESTS = 10_000
 BLOCK_SIZE = 256

@@ -1,6 +1,6 @@
 """Your traffic: the prefix-cache hit rate a request trace gets at every LRU capacity, the infinite-cache
 maximum, TTLs, the block pool at one capacity, reuse distances and shared prefixes.
-UI only: every number comes from kvviz.core (reuse_distance, workload_report, workload_pool)."""
+UI only: every number comes from kvviz.workload (reuse_distance, report, pool)."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from kvviz.core import kv_formula, kvsize
 from kvviz.core.hf_config import parse_config_text
 from kvviz.core.kvsize import KVSizeError
 from kvviz.core.presets import PRESETS, get_preset
-from kvviz.core.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
 from kvviz.core.units import format_bytes
-from kvviz.core.workload_pool import PoolReplay, replay_block_pool
-from kvviz.core.workload_report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
-from kvviz.core.workload_trace import WorkloadError, WorkloadTrace
 from kvviz.figures import workload as F
 from kvviz.i18n import tr
 from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.load import load_trace
+from kvviz.workload.pool import PoolReplay, replay_block_pool
+from kvviz.workload.report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
+from kvviz.workload.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
+from kvviz.workload.trace import WorkloadError, WorkloadTrace
 
 GRID_POINTS = 200
 CONFIG_OPTION = "config.json"

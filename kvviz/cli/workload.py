@@ -1,7 +1,7 @@
 """``python -m kvviz workload``: the prefix-cache hit rate a request trace gets at every LRU capacity.
 
-The same functions the "Your traffic" page calls (kvviz.workload.load, kvviz.core.reuse_distance,
-kvviz.core.workload_report). One pass gives the exact curve; see kvviz.core.reuse_distance.
+The same functions the "Your traffic" page calls (kvviz.workload.load, kvviz.workload.reuse_distance,
+kvviz.workload.report). One pass gives the exact curve; see kvviz.workload.reuse_distance.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from kvviz.core.hf_config import load_config_file
 from kvviz.core.jsonio import read_limited
 from kvviz.core.kvsize import KVSizeError
 from kvviz.core.presets import get_preset
-from kvviz.core.reuse_distance import analyze
-from kvviz.core.workload_report import parse_capacities, report
-from kvviz.core.workload_trace import MAX_TRACE_BYTES, WorkloadError
 from kvviz.text.calculator_config import size_error
 from kvviz.workload.load import load_trace
+from kvviz.workload.report import parse_capacities, report
+from kvviz.workload.reuse_distance import analyze
+from kvviz.workload.trace import MAX_TRACE_BYTES, WorkloadError
 
 MAX_TTL_SECONDS = 10**9
 

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.core.workload_report import CurvePoint, PrefixNode
 from kvviz.figures.style import AMBER, BLUE, GREEN, INK, MUTED, ORANGE, PALE_GREY, PURPLE, TEAL, base_layout
 from kvviz.text import workload as T
+from kvviz.workload.report import CurvePoint, PrefixNode
 
 
 def _x(point: CurvePoint, unit: str) -> float:

@@ -164,7 +164,7 @@ BIN_RANGE = "{lo:,}–{hi:,}"
 # A hit rate written on its bar.
 RATE_VALUE = "{rate:.1%}"
 
-# kvviz.core.workload_trace.WorkloadError, by code (the English words are the CLI's line). {kind} of
+# kvviz.workload.trace.WorkloadError, by code (the English words are the CLI's line). {kind} of
 # not_id_list / not_object is a JSON kind (calculator_config.JSON_KINDS); other {kind}s are line kinds.
 TRACE_ERRORS = {
     "not_integer": "line {line}: {key!r} must be an integer, got {got}",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvviz.core.workload_gen import WorkloadGenConfig, generate
+from kvviz.workload.gen import WorkloadGenConfig, generate
 
 EXAMPLE_PATH = Path(__file__).resolve().parents[2] / "assets" / "workload" / "example_trace.jsonl"
 EXAMPLE_CONFIG = WorkloadGenConfig(num_requests=1500, block_size=512, seed=0, rate_per_s=0.15,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
-from kvviz.core.workload_trace import WorkloadError, WorkloadTrace, parse_trace
+from kvviz.workload.trace import WorkloadError, WorkloadTrace, parse_trace
 
 TokenizerLoader = Callable[[], Any]
 MAX_PROMPT_CHARS = 1_000_000

@@ -8,8 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.core.reuse_distance import analyze, distance_histogram, log_grid, replay_lru
-from kvviz.core.workload_trace import WorkloadTrace, parse_trace
+from kvviz.workload.reuse_distance import analyze, distance_histogram, log_grid, replay_lru
+from kvviz.workload.trace import WorkloadTrace, parse_trace
 
 
 def brute_force(trace: WorkloadTrace, capacity: int | None, ttl_ms: float | None = None) -> int:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kvviz.core.workload_trace import WorkloadError, parse_trace
 from kvviz.workload.load import load_trace
+from kvviz.workload.trace import WorkloadError, parse_trace
 
 
 class FakeTokenizer:

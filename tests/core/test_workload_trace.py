@@ -7,8 +7,8 @@ import json
 import pytest
 
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, hash_block_chain, init_none_hash
-from kvviz.core.workload_gen import WorkloadGenConfig, generate
-from kvviz.core.workload_trace import WorkloadError, parse_trace
+from kvviz.workload.gen import WorkloadGenConfig, generate
+from kvviz.workload.trace import WorkloadError, parse_trace
 
 
 def _jsonl(*objs) -> str:

@@ -12,7 +12,6 @@ from streamlit.testing.v1 import AppTest
 
 from kvviz.core.jsonio import ERROR_CODES, parse_json, read_limited, read_stream_limited
 from kvviz.core.scenario import ScenarioError
-from kvviz.core.workload_trace import WorkloadError
 from kvviz.i18n import use_lang
 from kvviz.i18n.catalog import gettext
 from kvviz.sessions import SessionError
@@ -20,6 +19,7 @@ from kvviz.text import engine as TE
 from kvviz.text import jsonio as TJ
 from kvviz.text import sessions as TS
 from kvviz.text import workload as TW
+from kvviz.workload.trace import WorkloadError
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "sessions.py")

@@ -1,4 +1,4 @@
-"""The workload trace reader speaks codes (kvviz.core.workload_trace.WorkloadError); the view words them:
+"""The workload trace reader speaks codes (kvviz.workload.trace.WorkloadError); the view words them:
 every code has English and Russian words, the English words are the CLI's line, and the Russian "Your
 traffic" page shows a bad upload's error in Russian, naming the line."""
 
@@ -11,11 +11,11 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.workload_trace import ERROR_CODES, WorkloadError, parse_trace
 from kvviz.i18n import use_lang
 from kvviz.i18n.catalog import gettext
 from kvviz.text import workload as T
 from kvviz.workload.load import load_trace
+from kvviz.workload.trace import ERROR_CODES, WorkloadError, parse_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "workload.py")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.reuse_distance import analyze
-from kvviz.core.workload_trace import parse_trace
 from kvviz.text import workload as T
 from kvviz.workload.example import EXAMPLE_PATH
+from kvviz.workload.reuse_distance import analyze
+from kvviz.workload.trace import parse_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "pages" / "workload.py")

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
-from kvviz.core.reuse_distance import WorkloadProfile, log_grid
-from kvviz.core.workload_trace import WorkloadTrace
+from kvviz.workload.reuse_distance import WorkloadProfile, log_grid
+from kvviz.workload.trace import WorkloadTrace
 
 DEFAULT_GRID_POINTS = 60
 MAX_CAPACITIES = 10_000

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kvviz.core.workload_trace import WorkloadTrace
+from kvviz.workload.trace import WorkloadTrace
 
 COLD = 0
 """Distance of a block never touched before (infinite)."""

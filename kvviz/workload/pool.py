@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kvviz.core.block_pool import BlockPool, KVCacheBlock
-from kvviz.core.workload_trace import WorkloadTrace
+from kvviz.workload.trace import WorkloadTrace
 
 MAX_POOL_BLOCKS = 4_000_000
 
