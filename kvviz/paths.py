@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Step:
-    """One step of a path: ``page`` (file under pages/), link ``params``, ``minutes``, ``question`` id."""
+    """One step of a path: ``page`` (a script under kvviz_app/page_scripts/), link ``params``, ``minutes``, ``question`` id."""
 
     page: str
     question: str
@@ -19,29 +19,29 @@ class Step:
 #: Path id -> steps. The workshop adds up to 45 minutes; self-study also turns predictions on.
 PATHS: dict[str, tuple[Step, ...]] = {
     "workshop": (
-        Step("pages/home.py", "home", 3),
-        Step("pages/edit.py", "edit", 8, {"mode": "preset", "preset": "cat_window"}),
-        Step("pages/calculator.py", "calculator", 6, {"mode": "preset", "preset": "llama-2-7b", "tokens": "1000",
+        Step("kvviz_app/page_scripts/home.py", "home", 3),
+        Step("kvviz_app/page_scripts/edit.py", "edit", 8, {"mode": "preset", "preset": "cat_window"}),
+        Step("kvviz_app/page_scripts/calculator.py", "calculator", 6, {"mode": "preset", "preset": "llama-2-7b", "tokens": "1000",
                                                       "batch": "100"}),
-        Step("pages/paging.py", "paging", 5),
-        Step("pages/block_table.py", "block_table", 7, {"scenario": "pool_pressure"}),
-        Step("pages/radix.py", "radix", 4),
-        Step("pages/sessions.py", "sessions", 5),
-        Step("pages/room.py", "room", 5),
-        Step("pages/side_channel.py", "side_channel", 2),
+        Step("kvviz_app/page_scripts/paging.py", "paging", 5),
+        Step("kvviz_app/page_scripts/block_table.py", "block_table", 7, {"scenario": "pool_pressure"}),
+        Step("kvviz_app/page_scripts/radix.py", "radix", 4),
+        Step("kvviz_app/page_scripts/sessions.py", "sessions", 5),
+        Step("kvviz_app/page_scripts/room.py", "room", 5),
+        Step("kvviz_app/page_scripts/side_channel.py", "side_channel", 2),
     ),
     "self": (
-        Step("pages/home.py", "home", 5),
-        Step("pages/edit.py", "edit", 10, {"mode": "preset", "preset": "cat_window"}),
-        Step("pages/calculator.py", "calculator", 8, {"mode": "preset", "preset": "llama-2-7b"}),
-        Step("pages/calculator.py", "calculator_gqa", 4, {"mode": "preset", "preset": "llama-3-8b"}),
-        Step("pages/paging.py", "paging", 8),
-        Step("pages/block_table.py", "block_table", 10, {"scenario": "pool_pressure"}),
-        Step("pages/radix.py", "radix", 6),
-        Step("pages/sessions.py", "sessions", 8),
-        Step("pages/room.py", "room", 5),
-        Step("pages/side_channel.py", "side_channel", 6),
-        Step("pages/collisions.py", "collisions", 6),
+        Step("kvviz_app/page_scripts/home.py", "home", 5),
+        Step("kvviz_app/page_scripts/edit.py", "edit", 10, {"mode": "preset", "preset": "cat_window"}),
+        Step("kvviz_app/page_scripts/calculator.py", "calculator", 8, {"mode": "preset", "preset": "llama-2-7b"}),
+        Step("kvviz_app/page_scripts/calculator.py", "calculator_gqa", 4, {"mode": "preset", "preset": "llama-3-8b"}),
+        Step("kvviz_app/page_scripts/paging.py", "paging", 8),
+        Step("kvviz_app/page_scripts/block_table.py", "block_table", 10, {"scenario": "pool_pressure"}),
+        Step("kvviz_app/page_scripts/radix.py", "radix", 6),
+        Step("kvviz_app/page_scripts/sessions.py", "sessions", 8),
+        Step("kvviz_app/page_scripts/room.py", "room", 5),
+        Step("kvviz_app/page_scripts/side_channel.py", "side_channel", 6),
+        Step("kvviz_app/page_scripts/collisions.py", "collisions", 6),
     ),
 }
 

@@ -6,7 +6,7 @@ fixtures need no import; import only the helpers::
     from browser_util import assert_no_errors, open_via_nav, screenshot
 
     def test_my_page(app_server, browser):
-        page = open_via_nav(browser, app_server, "pages/my_page.py", wait_text="Some heading")
+        page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/my_page.py", wait_text="Some heading")
         page.wait_for_selector(".main-svg")          # Plotly charts draw a moment after the text
         assert_no_errors(page)
         screenshot(page, "my_page")
@@ -197,7 +197,7 @@ def open_page(browser: Any, base_url: str, url_path: str = "", wait_text: str | 
 
 
 def page_title(path: str) -> str:
-    """The sidebar title of a page file (``"pages/paging.py"``), from kvviz.text.common.PAGES."""
+    """The sidebar title of a page file (``"kvviz_app/page_scripts/paging.py"``), from kvviz.text.common.PAGES."""
     from kvviz.text.common import PAGES
 
     return next(title for p, title, _ in PAGES if p == path)

@@ -21,7 +21,7 @@ from kvviz.i18n.catalog import DOMAIN, LOCALE_DIR, load_catalog, po_path
 from kvviz.i18n.lang import LANGS
 from kvviz.i18n.plural import Plural
 
-_NOT_TEXT = re.compile(r"^(:material/[a-z_]+:|pages/[\w/]+\.py|[\W\d_]*)$")
+_NOT_TEXT = re.compile(r"^(:material/[a-z_]+:|kvviz_app/page_scripts/[\w/]+\.py|[\W\d_]*)$")
 TARGET_LANGS = tuple(lang for lang in LANGS if lang != "en")
 PLURAL_FORMS = {"ru": "nplurals=3; plural=(n%10==1 && n%100!=11 ? 0 : n%10>=2 && n%10<=4 && "
                       "(n%100<10 || n%100>=20) ? 1 : 2);"}

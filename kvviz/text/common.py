@@ -5,20 +5,20 @@ APP_TAGLINE = "Why prompt caching works, and why one changed character breaks it
 
 # Navigation: (page file, title, icon). app.py shows only the pages whose file exists.
 PAGES: list[tuple[str, str, str]] = [
-    ("pages/home.py", "Overview", ":material/home:"),
-    ("pages/edit.py", "Edit one character", ":material/edit_note:"),
-    ("pages/calculator.py", "KV-bytes calculator", ":material/calculate:"),
-    ("pages/paging.py", "Paged vs contiguous memory", ":material/grid_view:"),
-    ("pages/sessions.py", "Multi-turn sessions", ":material/forum:"),
-    ("pages/block_table.py", "Block table and LRU free queue", ":material/view_module:"),
-    ("pages/radix.py", "Radix tree vs hash chain", ":material/account_tree:"),
-    ("pages/room.py", "Shared room and cache salt", ":material/groups:"),
-    ("pages/side_channel.py", "Timing side channel", ":material/timer:"),
-    ("pages/batching.py", "Continuous batching", ":material/stacks:"),
-    ("pages/collisions.py", "Hash collisions", ":material/tag:"),
-    ("pages/workload.py", "Your traffic", ":material/query_stats:"),
-    ("pages/live.py", "Live engine", ":material/sensors:"),
-    ("pages/glossary.py", "Glossary", ":material/translate:"),
+    ("kvviz_app/page_scripts/home.py", "Overview", ":material/home:"),
+    ("kvviz_app/page_scripts/edit.py", "Edit one character", ":material/edit_note:"),
+    ("kvviz_app/page_scripts/calculator.py", "KV-bytes calculator", ":material/calculate:"),
+    ("kvviz_app/page_scripts/paging.py", "Paged vs contiguous memory", ":material/grid_view:"),
+    ("kvviz_app/page_scripts/sessions.py", "Multi-turn sessions", ":material/forum:"),
+    ("kvviz_app/page_scripts/block_table.py", "Block table and LRU free queue", ":material/view_module:"),
+    ("kvviz_app/page_scripts/radix.py", "Radix tree vs hash chain", ":material/account_tree:"),
+    ("kvviz_app/page_scripts/room.py", "Shared room and cache salt", ":material/groups:"),
+    ("kvviz_app/page_scripts/side_channel.py", "Timing side channel", ":material/timer:"),
+    ("kvviz_app/page_scripts/batching.py", "Continuous batching", ":material/stacks:"),
+    ("kvviz_app/page_scripts/collisions.py", "Hash collisions", ":material/tag:"),
+    ("kvviz_app/page_scripts/workload.py", "Your traffic", ":material/query_stats:"),
+    ("kvviz_app/page_scripts/live.py", "Live engine", ":material/sensors:"),
+    ("kvviz_app/page_scripts/glossary.py", "Glossary", ":material/translate:"),
 ]
 
 # Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
@@ -30,52 +30,52 @@ TRUNCATION_NOTICE = (
 
 # One line per page for the landing page's "Pages" list: {page file: what it shows}. Append yours.
 PAGE_BLURBS: dict[str, str] = {}
-PAGE_BLURBS["pages/edit.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/edit.py"] = (
     "Change one character of a prompt and watch the block-hash chain break from that block to the end, "
     "with the real model's K/V tensors as proof."
 )
-PAGE_BLURBS["pages/paging.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/paging.py"] = (
     "The same requests in the same KV memory, contiguous slabs vs paged blocks: utilisation, requests that "
     "fit, and where the waste is, next to the PagedAttention paper's 20.4-38.2%."
 )
-PAGE_BLURBS["pages/calculator.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/calculator.py"] = (
     "Exact KV bytes per token for MHA, GQA, MQA, MLA, sliding-window and hybrid models from a preset, typed "
     "numbers or a config.json; GPU budgets, capacity and paging waste; checked against the real model."
 )
-PAGE_BLURBS["pages/sessions.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/sessions.py"] = (
     "A chat and a coding agent turn by turn: tokens read from the cache vs written, provider checkpoints "
     "and TTLs, and what a restart, a file read, a pause or unstable JSON does to the bill."
 )
-PAGE_BLURBS["pages/room.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/room.py"] = (
     "One block pool shared by everyone on this server: which of your blocks another session computed, the "
     "room's hit rate, and a cache-salt switch that makes the same text stop hitting anyone else's blocks."
 )
-PAGE_BLURBS["pages/side_channel.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/side_channel.py"] = (
     "Cached prefixes answer sooner, measurably: latency distributions of cached vs uncached probes on the "
     "real model, an attacker guessing another session's secret by timing, and salts making the signal vanish."
 )
-PAGE_BLURBS["pages/batching.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/batching.py"] = (
     "Everyone's prompts share the model's forward passes: a timeline of the last passes, request by request, "
     "showing prefill from scratch, prefill of a cached prompt and decode steps packed into one pass."
 )
-PAGE_BLURBS["pages/block_table.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/block_table.py"] = (
     "Requests arrive, decode and finish in a small block pool: block tables, ref_cnt, the LRU free queue "
     "and every eviction, replayed step by step from the block manager's events."
 )
-PAGE_BLURBS["pages/radix.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/radix.py"] = (
     "One request history fed to SGLang's radix tree, vLLM's block pool and the sliding-window search: "
     "the same reused prefix, the partial tail that blocks lose, and what each evicts."
 )
-PAGE_BLURBS["pages/collisions.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/collisions.py"] = (
     "Why block hashes are SHA-256 over CBOR: Python's hash in fresh processes, NONE_HASH and the seed, a "
     "forced collision that serves another prompt's K/V, and each hash's measured cost."
 )
-PAGE_BLURBS["pages/live.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/live.py"] = (
     "A real vLLM's prefix cache through its KV-cache events (or kvviz's demo engine): blocks held, events per "
     "second, the largest cached prefix trees, and whether your prompt's blocks are cached right now."
 )
 
-PAGE_BLURBS["pages/workload.py"] = (
+PAGE_BLURBS["kvviz_app/page_scripts/workload.py"] = (
     "Your own request trace (Mooncake's format, token ids, prompts or chat messages): the exact LRU hit rate at "
     "every cache capacity in blocks, tokens and GPU bytes, the infinite-cache maximum, TTLs, and the shared "
     "prefixes that save the most."

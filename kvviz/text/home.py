@@ -1,4 +1,4 @@
-"""Strings of the landing page (pages/home.py)."""
+"""Strings of the landing page (kvviz_app/page_scripts/home.py)."""
 
 TITLE = "kvviz: prompt caching on a real model"
 INTRO = (

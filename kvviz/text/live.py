@@ -1,4 +1,4 @@
-"""Strings of the Live engine page (pages/live.py)."""
+"""Strings of the Live engine page (kvviz_app/page_scripts/live.py)."""
 
 TITLE = "Live engine"
 INTRO = (

@@ -1,4 +1,4 @@
-"""UI strings of the "Your traffic" page (pages/workload.py) and its figures (English source)."""
+"""UI strings of the "Your traffic" page (kvviz_app/page_scripts/workload.py) and its figures (English source)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def _overflowing(page) -> list[str]:
 
 @pytest.mark.parametrize("width", [1400, 1024])
 def test_batching_page_after_a_burst(app_server, browser, width):
-    page = open_via_nav(browser, app_server, "pages/batching.py", wait_text=T.KINDS_HEADER, width=width, height=1400)
+    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/batching.py", wait_text=T.KINDS_HEADER, width=width, height=1400)
     page.get_by_role("button", name=T.DEMO_BUTTON).click()
     page.get_by_text("requests in").first.wait_for(timeout=600_000)
     wait_idle(page)
@@ -41,7 +41,7 @@ def test_batching_page_after_a_burst(app_server, browser, width):
 
 @pytest.mark.parametrize("width", [1400, 1024])
 def test_room_page_shows_its_passes(app_server, browser, width):
-    page = open_via_nav(browser, app_server, "pages/room.py", wait_text=TS.LAST_PROMPT, width=width, height=1400)
+    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/room.py", wait_text=TS.LAST_PROMPT, width=width, height=1400)
     page.get_by_role("button", name=TS.SEND).click()
     page.get_by_text(TS.M_COMPUTED).first.wait_for(timeout=600_000)
     wait_idle(page)

@@ -19,7 +19,7 @@ def _box_in_viewport(page, locator) -> tuple[float, float, float]:
 
 @pytest.mark.parametrize("width, height", [(1024, 768), (1400, 1000)])
 def test_pool_and_queue_visible_after_play_without_scrolling(app_server, browser, width, height):
-    page = open_via_nav(browser, app_server, "pages/block_table.py", wait_text=T.EVENTS_HEADER,
+    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/block_table.py", wait_text=T.EVENTS_HEADER,
                         width=width, height=height)
     try:
         page.wait_for_selector(".main-svg")

@@ -14,7 +14,7 @@ from kvviz.text import edit as T
 pytestmark = pytest.mark.browser
 
 def _open_edit_page(browser, base_url):
-    page = open_via_nav(browser, base_url, "pages/edit.py", wait_text=T.REUSE_EXACT_HEADER, height=1400)
+    page = open_via_nav(browser, base_url, "kvviz_app/page_scripts/edit.py", wait_text=T.REUSE_EXACT_HEADER, height=1400)
     page.locator('[data-testid="stPlotlyChart"]').nth(2).locator(".main-svg").first.wait_for()
     wait_idle(page)
     return page

@@ -43,7 +43,7 @@ def _wait_batches(page, n: int) -> None:
 
 def test_live_page_with_the_demo_engine(app_server, browser):
     port = free_port(2)
-    page = open_via_nav(browser, app_server, "pages/live.py", wait_text=T.DEMO_HEADER, width=1400, height=1600)
+    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/live.py", wait_text=T.DEMO_HEADER, width=1400, height=1600)
     try:
         _fill(page, T.ENDPOINT, f"tcp://127.0.0.1:{port}")
         _fill(page, T.REPLAY, f"tcp://127.0.0.1:{port + 1}")
@@ -71,7 +71,7 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         screenshot(page, "live_prompt_1400", full_page=False)
     finally:
         page.close()
-    narrow = open_via_nav(browser, app_server, "pages/live.py", wait_text=T.DEMO_HEADER, width=1024, height=1600)
+    narrow = open_via_nav(browser, app_server, "kvviz_app/page_scripts/live.py", wait_text=T.DEMO_HEADER, width=1024, height=1600)
     try:
         _fill(narrow, T.ENDPOINT, f"tcp://127.0.0.1:{port}")
         _fill(narrow, T.REPLAY, f"tcp://127.0.0.1:{port + 1}")

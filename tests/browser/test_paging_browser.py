@@ -11,7 +11,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_paging_page_in_the_browser(app_server, browser):
-    page = open_via_nav(browser, app_server, "pages/paging.py", wait_text=T.WASTE_HEADER)
+    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/paging.py", wait_text=T.WASTE_HEADER)
     try:
         page.wait_for_selector(".main-svg")
         page.locator('[data-testid="stPlotlyChart"]').nth(3).wait_for()

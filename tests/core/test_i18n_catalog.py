@@ -49,8 +49,8 @@ def test_translations_keep_every_placeholder():
 
 def test_the_catalog_is_read_per_language_not_per_process():
     with use_lang("ru"):
-        ru_title = dict((p, t) for p, t, _ in C.PAGES)["pages/paging.py"]
-    en_title = dict((p, t) for p, t, _ in C.PAGES)["pages/paging.py"]
+        ru_title = dict((p, t) for p, t, _ in C.PAGES)["kvviz_app/page_scripts/paging.py"]
+    en_title = dict((p, t) for p, t, _ in C.PAGES)["kvviz_app/page_scripts/paging.py"]
     assert en_title == "Paged vs contiguous memory"
     assert ru_title == "Страничная vs непрерывная"
     assert vars(C)["PAGES"][3][1] == en_title  # the module itself keeps the English source
@@ -59,7 +59,7 @@ def test_the_catalog_is_read_per_language_not_per_process():
 def test_data_that_is_not_ui_text_is_never_translated():
     with use_lang("ru"):
         assert vars(C)["MODEL_PROBE_TEXT"] == C.MODEL_PROBE_TEXT
-        assert C.PAGES[0][0] == "pages/home.py" and C.PAGES[0][2] == ":material/home:"
+        assert C.PAGES[0][0] == "kvviz_app/page_scripts/home.py" and C.PAGES[0][2] == ":material/home:"
 
 
 @pytest.mark.parametrize(("n", "form"), [

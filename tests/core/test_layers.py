@@ -96,7 +96,7 @@ FORMATTER_DEF = re.compile(r"\bdef\s+(?:fmt|format)\w*bytes")
 def test_one_byte_formatter():
     """Bytes are formatted for people in one place, kvviz.core.units.format_bytes (no UI text in it)."""
     defs = []
-    for path in sorted([*ROOT.glob("*.py"), *(ROOT / "pages").rglob("*.py"), *(ROOT / "kvviz").rglob("*.py")]):
+    for path in sorted([*ROOT.glob("*.py"), *(ROOT / "kvviz_app").rglob("*.py"), *(ROOT / "kvviz").rglob("*.py")]):
         text = path.read_text(encoding="utf-8")
         if not FORMATTER_DEF.search(text):  # such a def must show as text: parse only the files that have one
             continue

@@ -42,7 +42,7 @@ def test_env_key_is_used_as_given(fresh_room, monkeypatch):
 
 
 def test_server_log_prints_the_generated_key_once_with_the_url(fresh_room, monkeypatch, capsys):
-    import ui
+    from kvviz_app import ui
 
     monkeypatch.delenv(ENV_PRESENTER_KEY, raising=False)
     monkeypatch.setattr(ui, "_ANNOUNCED", False)

@@ -27,7 +27,7 @@ def test_every_policy_value_cites_a_public_page(key):
 
 
 def test_no_ui_string_refers_to_internal_files():
-    for path in sorted((ROOT / "kvviz" / "text").glob("*.py")) + sorted((ROOT / "pages").glob("*.py")):
+    for path in sorted((ROOT / "kvviz" / "text").glob("*.py")) + sorted((ROOT / "kvviz_app" / "page_scripts").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         strings = re.findall(r'"([^"\n]*)"', text)
         bad = [s for s in strings if INTERNAL.search(s)]

@@ -86,8 +86,8 @@ def test_qr_svg_is_a_local_svg():
 
 def test_paths_are_consistent():
     assert total_minutes("workshop") == 45
-    assert step_index("self", "pages/calculator.py", {"mode": "preset", "preset": "llama-3-8b"}) == 3
-    assert step_index("self", "pages/calculator.py", {}) == 2
-    assert step_index("workshop", "pages/collisions.py") is None
+    assert step_index("self", "kvviz_app/page_scripts/calculator.py", {"mode": "preset", "preset": "llama-3-8b"}) == 3
+    assert step_index("self", "kvviz_app/page_scripts/calculator.py", {}) == 2
+    assert step_index("workshop", "kvviz_app/page_scripts/collisions.py") is None
     for steps in PATHS.values():
-        assert steps[0].page == "pages/home.py"
+        assert steps[0].page == "kvviz_app/page_scripts/home.py"

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_burst_fills_the_timeline():
-    at = AppTest.from_file(str(ROOT / "pages" / "batching.py"), default_timeout=600).run()
+    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "batching.py"), default_timeout=600).run()
     assert not at.exception, at.exception
     at.button(key="batching_burst").click().run()
     assert not at.exception, at.exception

@@ -17,7 +17,7 @@ from kvviz.i18n import use_lang
 from kvviz.text import calculator_config as TC
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "calculator.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "calculator.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 

@@ -13,7 +13,7 @@ from kvviz.core.hf_config import MAX_CONFIG_BYTES
 from kvviz.core.presets import CONFIG_DIR, PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "calculator.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "calculator.py")
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from kvviz.text import edit as T
 
 pytestmark = pytest.mark.model
 
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "edit.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "edit.py")
 
 
 def texts(elements) -> str:

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui
 from kvviz.core.radix_compare import compare_radix_pool
 from kvviz.core.scenario import ScenarioStep
 from kvviz.core.scenario_load import load_builtin
 from kvviz.core.scenario_play import play_scenario
 from kvviz.text import engine as T
 from kvviz.text import radix as R
+from kvviz_app import ui
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCK_PAGE = str(ROOT / "pages" / "block_table.py")
-RADIX_PAGE = str(ROOT / "pages" / "radix.py")
+BLOCK_PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "block_table.py")
+RADIX_PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "radix.py")
 
 
 def metrics(app: AppTest) -> dict[str, str]:

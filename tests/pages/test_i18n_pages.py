@@ -13,10 +13,10 @@ from kvviz.text import glossary as G
 from kvviz.text import paging as P
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ROOT / "pages"
+PAGES = ROOT / "kvviz_app" / "page_scripts"
 SWITCH = """
 import streamlit as st
-import ui
+from kvviz_app import ui
 ui.render_language_switch()
 from kvviz.text import glossary as T
 st.title(T.TITLE)

@@ -22,7 +22,7 @@ from kvviz.text import workload as TW
 from kvviz.workload.trace import WorkloadError
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "sessions.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 VIEWS = [(SessionError, TS.session_error), (ScenarioError, TE.scenario_error), (WorkloadError, TW.trace_error)]
 

@@ -15,7 +15,7 @@ from kvviz.live import demo as D
 from kvviz.live.subscriber import LiveConfig, stop_shared
 from kvviz.text import live as T
 
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "live.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
 WAIT_S = 40
 
 

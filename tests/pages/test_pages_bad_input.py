@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui
 from kvviz.core.scenario import MAX_REQUEST_TOKENS
 from kvviz.sessions import MAX_SESSION_BYTES
 from kvviz.text import calculator as C
@@ -21,8 +20,9 @@ from kvviz.text import edit as E
 from kvviz.text import engine as G
 from kvviz.text import paging as P
 from kvviz.text import sessions as S
+from kvviz_app import ui
 
-PAGES = Path(__file__).resolve().parents[2] / "pages"
+PAGES = Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts"
 CONTROL = "\x00\x07\u200b\u202e"  # NUL, bell, zero-width space, right-to-left override
 
 

@@ -36,7 +36,7 @@ def test_block_table_columns_all_have_headers():
 
     from streamlit.testing.v1 import AppTest
 
-    page = str(Path(__file__).resolve().parents[2] / "pages" / "paging.py")
+    page = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "paging.py")
     at = AppTest.from_file(page, default_timeout=120).run()
     assert not at.exception
     for frame in at.dataframe:

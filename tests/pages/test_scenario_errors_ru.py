@@ -21,7 +21,7 @@ from kvviz.i18n.catalog import gettext
 from kvviz.text import engine as T
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "block_table.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "block_table.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _page(name: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=300).run()
+    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / f"{name}.py"), default_timeout=300).run()
     assert not at.exception, at.exception
     return at
 

@@ -22,7 +22,7 @@ from kvviz.sessions.schema import ERROR_CODES, FIELDS, load_example, load_sessio
 from kvviz.text import sessions as T
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "sessions.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from kvviz.text import sessions as T
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "sessions.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
 
 
 def test_sessions_page_defaults_events_and_policies():

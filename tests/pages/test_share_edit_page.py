@@ -14,7 +14,7 @@ from kvviz.text import edit as T
 
 pytestmark = pytest.mark.model
 
-PAGE = str(Path(__file__).resolve().parent.parent.parent / "pages" / "edit.py")
+PAGE = str(Path(__file__).resolve().parent.parent.parent / "kvviz_app" / "page_scripts" / "edit.py")
 A = "You are a careful assistant. Answer in one short sentence. The cat sat on the mat by the window."
 B = "You are a careful assistant. Answer in one short sentence. The dog sat on the mat by the window."
 

@@ -17,7 +17,7 @@ HOSTILE = ["<script>alert(1)</script>", "1e309", "nan", "-1", "99999999999999999
 
 
 def _page(name: str, params: dict) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / f"{name}.py"), default_timeout=120)
     for key, value in params.items():
         at.query_params[key] = value
     return at.run()

@@ -18,7 +18,7 @@ from kvviz.workload.load import load_trace
 from kvviz.workload.trace import ERROR_CODES, WorkloadError, parse_trace
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "workload.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "workload.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 

@@ -14,7 +14,7 @@ from kvviz.workload.reuse_distance import analyze
 from kvviz.workload.trace import parse_trace
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "workload.py")
+PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "workload.py")
 
 
 def test_workload_page_example_numbers_match_the_core():

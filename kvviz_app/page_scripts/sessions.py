@@ -7,12 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
-import ui_schemas
-import ui_share
-import ui_table
 from kvviz.core.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.figures import sessions as F
 from kvviz.i18n import tr
@@ -33,6 +27,7 @@ from kvviz.sessions import (
     session_increment,
 )
 from kvviz.text import sessions as T
+from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
 
 _UPLOAD = "__upload__"
 _EVENT_KEYS = {name: f"ss_ev_{name}" for name in EVENT_NAMES}
@@ -221,4 +216,4 @@ st.caption(T.SOURCES_LINE.format(as_of=AS_OF, sources=T.SOURCE_SEPARATOR.join(
 if policy.is_policy:
     st.caption(T.POLICY_CAVEAT)
 ui_share.sync("sessions", SHARE)
-ui_present.next_link("pages/sessions.py", ui_share.current_params(SHARE))
+ui_present.next_link("kvviz_app/page_scripts/sessions.py", ui_share.current_params(SHARE))

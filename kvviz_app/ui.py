@@ -108,20 +108,6 @@ def render_language_switch() -> str:
 # ----------------------------------------------------------------------------- page helpers
 
 
-def _leave_legacy_pages_mode() -> None:
-    """Route a first deep link (e.g. /paging on a fresh server) through app.py's navigation.
-
-    Until app.py has run once, Streamlit treats ``pages/`` as a legacy multipage folder and runs the
-    page file alone (no model sidebar, file-name navigation). Clearing that flag and rerunning makes
-    the same URL resolve through ``st.navigation`` instead.
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
 # Metric labels and values, widget and checkbox labels and page-link titles wrap instead of ending in
 # "…" on a laptop screen or a projector (1024 px).
 _METRIC_WRAP_CSS = (
@@ -144,9 +130,9 @@ _METRIC_WRAP_CSS = (
 
 def page_header(title: str, intro: str | None = None) -> None:
     """The standard page title and a short introduction under it."""
-    import ui_present  # presenter mode: ?present=1 even when a page runs alone; folds the intro away
+    # presenter mode: ?present=1 even when a page runs alone; folds the intro away
+    from kvviz_app import ui_present
 
-    _leave_legacy_pages_mode()
     ui_present.page_start()
     st.markdown(_METRIC_WRAP_CSS, unsafe_allow_html=True)
     st.title(title)

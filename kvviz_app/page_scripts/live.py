@@ -8,8 +8,6 @@ import time
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
 from kvviz.core.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES
 from kvviz.figures import live as F
 from kvviz.live import demo as D
@@ -17,6 +15,7 @@ from kvviz.live.engine_http import EngineHTTPError, hit_rate, scrape_metrics, to
 from kvviz.live.engine_model import hash_label
 from kvviz.live.subscriber import LiveConfig, check_prompt, read_view, shared
 from kvviz.text import live as T
+from kvviz_app import ui, ui_chart
 
 K_CFG, K_EP, K_REPLAY, K_TOPIC, K_DP, K_METRICS = "lv_config", "lv_ep", "lv_replay", "lv_topic", "lv_dp", "lv_metrics"
 K_AUTO, K_DECODE, K_PROMPT, K_TOK, K_URL, K_HASH, K_SEED, K_BS = (

@@ -6,12 +6,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
-import ui_schemas
-import ui_share
-import ui_table
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError
 from kvviz.core.scenario_load import builtin_names, load_builtin
@@ -20,6 +14,7 @@ from kvviz.figures import style
 from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as TE
 from kvviz.text import radix as T
+from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
 
 WINDOWS = [8, 16, 32, 48, 64, 128]
 PAGE_SIZES = [1, 4, 16]
@@ -159,4 +154,4 @@ else:
         cols_e["request"]: e.request_id or "",
     } for i, e in evicted]), hide_index=True, width="stretch")
 ui_share.sync("radix", SHARE)
-ui_present.next_link("pages/radix.py", ui_share.current_params(SHARE))
+ui_present.next_link("kvviz_app/page_scripts/radix.py", ui_share.current_params(SHARE))

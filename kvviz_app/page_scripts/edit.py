@@ -7,11 +7,6 @@ import math
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
-import ui_schemas
-import ui_share
 from kvviz.core import limits
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES
@@ -20,6 +15,7 @@ from kvviz.core.utf8 import cyrillic_letters, letters
 from kvviz.i18n import current_lang, tr
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
+from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 
 BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
 DEFAULT_PRESET = "cat_window"
@@ -374,4 +370,4 @@ cols[2].metric(T.STORE_HITS, ui.loc(f"{stats.hit_blocks:,}"))
 cols[3].metric(T.STORE_EVICTIONS, ui.loc(f"{stats.evictions:,}"))
 if stats.budget_note:
     st.caption(stats.budget_note)
-ui_present.next_link("pages/edit.py", ui_share.current_params(SHARE))
+ui_present.next_link("kvviz_app/page_scripts/edit.py", ui_share.current_params(SHARE))

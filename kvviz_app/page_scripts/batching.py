@@ -10,13 +10,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
 from kvviz.batching.burst import run_burst
 from kvviz.figures import batching as F
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.text import batching as T
+from kvviz_app import ui, ui_chart
 
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()

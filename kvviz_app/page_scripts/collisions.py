@@ -7,9 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
 from kvviz.core.hashing import short_hash
 from kvviz.figures import security as F
 from kvviz.model import token_pieces, tokenize
@@ -27,6 +24,7 @@ from kvviz.security.collisions import (
     python_hash_facts,
 )
 from kvviz.text import security as T
+from kvviz_app import ui, ui_chart, ui_present
 
 BITS_OPTIONS = [8, 12, 16, 20]
 BLOCK = 16
@@ -158,4 +156,4 @@ st.table(pd.DataFrame([{  # an HTML table: its headers wrap, so the last columns
     cols["birthday"]: ui.loc(f"{birthday_blocks(8 * c.digest_bytes):.2g}") if c.digest_bytes else "—",
     cols["safe"]: T.SAFE.get(c.name, ""),
 } for c in costs]))
-ui_present.next_link("pages/collisions.py")
+ui_present.next_link("kvviz_app/page_scripts/collisions.py")

@@ -7,10 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
-import ui_share
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import short_hash
 from kvviz.core.units import format_bytes
@@ -25,6 +21,7 @@ from kvviz.security.room_records import YOU
 from kvviz.security.room_service import get_room
 from kvviz.text import batching as TB
 from kvviz.text import security as T
+from kvviz_app import ui, ui_chart, ui_present, ui_share
 
 _SID = "room_sid"
 _LAST = "room_last_prefill"
@@ -235,4 +232,4 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
             st.rerun()
         else:
             st.warning(res.error or "", icon=":material/warning:")
-ui_present.next_link("pages/room.py")
+ui_present.next_link("kvviz_app/page_scripts/room.py")

@@ -8,11 +8,6 @@ from fractions import Fraction
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
-import ui_schemas
-import ui_share
 from kvviz.core import kv_capacity, kv_formula, kvsize, limits, units
 from kvviz.core.blank import is_blank
 from kvviz.core.hf_config import ParsedConfig, parse_config_text
@@ -31,6 +26,7 @@ from kvviz.figures import style
 from kvviz.i18n import current_lang, tr
 from kvviz.text import calculator as T
 from kvviz.text import calculator_config as TC
+from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 
 CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
 BLOCK_OPTIONS = list(limits.BLOCK_SIZE_CHOICES)  # typed BlockSize values
@@ -408,4 +404,4 @@ if shape is not None:
 articles_section()
 model_section()
 ui_share.sync("calculator", SHARE)
-ui_present.next_link("pages/calculator.py", ui_share.current_params(SHARE))
+ui_present.next_link("kvviz_app/page_scripts/calculator.py", ui_share.current_params(SHARE))

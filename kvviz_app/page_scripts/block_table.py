@@ -8,11 +8,6 @@ import time
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
-import ui_schemas
-import ui_share
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import resolve_none_hash_seed, short_hash
 from kvviz.core.scenario import (
@@ -30,6 +25,7 @@ from kvviz.figures import style
 from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as T
 from kvviz.text.core import render_event, render_seed, render_step_error
+from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
 K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_NSTEPS, K_MSG = (
@@ -390,4 +386,4 @@ with st.expander(T.ADD_HEADER, expanded=False):
 
 with st.expander(T.ANIMATION_TITLE):
     ui_chart.plotly_chart(_animation(scenario, current_lang()), width="stretch", key="bt_animation")
-ui_present.next_link("pages/block_table.py", ui_share.current_params(SHARE))
+ui_present.next_link("kvviz_app/page_scripts/block_table.py", ui_share.current_params(SHARE))

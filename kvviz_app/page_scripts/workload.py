@@ -11,8 +11,6 @@ from fractions import Fraction
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
 from kvviz.core import kv_formula, kvsize
 from kvviz.core.hf_config import parse_config_text
 from kvviz.core.kvsize import KVSizeError
@@ -28,6 +26,7 @@ from kvviz.workload.pool import PoolReplay, replay_block_pool
 from kvviz.workload.report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.workload.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
 from kvviz.workload.trace import WorkloadError, WorkloadTrace
+from kvviz_app import ui, ui_chart
 
 GRID_POINTS = 200
 CONFIG_OPTION = "config.json"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
 from kvviz.i18n import use_lang
 from kvviz.text import glossary as T
+from kvviz_app import ui
 
 
 def _cell(text: str) -> str:

@@ -6,11 +6,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
-import ui_schemas
-import ui_share
 from kvviz.core import limits
 from kvviz.core.paging import PAPER_UTILISATION_BAND, RESERVATION_POLICIES, PagingConfig
 from kvviz.core.paging_sim import PagingComparison, Snapshot, StepRecord, compare_layouts, snapshot_at
@@ -18,6 +13,7 @@ from kvviz.figures import paging as F
 from kvviz.figures import style
 from kvviz.i18n import current_lang
 from kvviz.text import paging as T
+from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 
 MEMORY_OPTIONS = [2048, 4096, 8192, 16384, 32768, 65536]
 BLOCK_OPTIONS = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
@@ -162,4 +158,4 @@ else:
 st.subheader(T.TIME_HEADER)
 ui_chart.plotly_chart(_over_time(cfg, current_lang(), style.presenter(), int(step)), width="stretch", key="pg_time")
 ui_share.sync("paging", SHARE)
-ui_present.next_link("pages/paging.py", ui_share.current_params(SHARE))
+ui_present.next_link("kvviz_app/page_scripts/paging.py", ui_share.current_params(SHARE))

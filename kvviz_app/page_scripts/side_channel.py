@@ -8,9 +8,6 @@ import time
 import pandas as pd
 import streamlit as st
 
-import ui
-import ui_chart
-import ui_present
 from kvviz.core.blank import is_blank
 from kvviz.figures import security as F
 from kvviz.model.settings import InputError
@@ -19,6 +16,7 @@ from kvviz.security.exclusive import latest_result, run_exclusive
 from kvviz.security.room_labels import age_label
 from kvviz.security.side_channel import measure_side_channel
 from kvviz.text import security as T
+from kvviz_app import ui, ui_chart, ui_present
 
 ui.page_header(T.SC_TITLE, T.SC_INTRO)
 lm = ui.get_model()
@@ -132,4 +130,4 @@ if games is not None:
 
 st.subheader(T.DEFENCES)
 st.markdown(T.DEFENCES_TEXT)
-ui_present.next_link("pages/side_channel.py")
+ui_present.next_link("kvviz_app/page_scripts/side_channel.py")

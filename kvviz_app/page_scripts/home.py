@@ -7,15 +7,13 @@ from pathlib import Path
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-import ui
-import ui_present
-import ui_share
 from kvviz.core.units import format_bytes
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.text import common as C
 from kvviz.text import home as T
+from kvviz_app import ui, ui_present, ui_share
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repo root: page paths are relative to app.py
 _RESULT_KEY = "home_prefill_result"
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -70,7 +68,7 @@ if shown and shown["model"] == lm.info.model_id:
     st.caption(T.TRY_TOKENS_CAPTION)
     st.markdown(ui.token_chips_html(shown["pieces"]), unsafe_allow_html=True)
 
-others = [(path, title, icon) for path, title, icon in C.PAGES if path != "pages/home.py" and (ROOT / path).exists()]
+others = [(path, title, icon) for path, title, icon in C.PAGES if path != "kvviz_app/page_scripts/home.py" and (ROOT / path).exists()]
 if others:
     st.subheader(T.PAGES_HEADER)
     st.caption(T.PAGES_INTRO)
@@ -84,4 +82,4 @@ if others:
                     st.caption(blurb)
             except StreamlitAPIException:  # run alone (no navigation): plain text instead
                 st.markdown(f"**{title}**" + (f": {blurb}" if blurb else ""))
-ui_present.next_link("pages/home.py")
+ui_present.next_link("kvviz_app/page_scripts/home.py")
