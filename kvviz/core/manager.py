@@ -186,13 +186,15 @@ class KVCacheManager:
     def peek_cache_hit(
         self, token_ids: Sequence[int], cache_salt: str | None = None, *,
         sliding_window: int | None | str = "default", cap: bool = True,
+        block_hashes: Sequence[BlockHash] | None = None,
     ) -> CacheHit:
         """What ``add_request`` would reuse now, without changing anything or recording events.
         ``sliding_window`` overrides the manager's (None = full attention); ``cap=False`` drops the
-        ``num_tokens - 1`` cap to show the raw longest match."""
+        ``num_tokens - 1`` cap to show the raw longest match. ``block_hashes``: the chain of these
+        tokens already computed by ``request_block_hashes`` (an engine hashes a prompt once)."""
         tokens = validate_token_ids(token_ids)
         window = self.sliding_window if sliding_window == "default" else sliding_window
-        hashes = self.request_block_hashes(tokens, cache_salt)
+        hashes = self._hashes_of(tokens, cache_salt, block_hashes)
         max_length = len(tokens) - 1 if cap else len(tokens)
         hit = self._find_hit(hashes, max_length, window)  # type: ignore[arg-type]
         return CacheHit(
@@ -228,16 +230,31 @@ class KVCacheManager:
         self._refused += 1
         return AddResult(op, request_id, False, num_tokens, computed, error="refuse", events=(event,))
 
-    def add_request(self, request_id: str, token_ids: Sequence[int], cache_salt: str | None = None) -> AddResult:
+    def _hashes_of(self, tokens: Sequence[int], cache_salt: str | None,
+                   block_hashes: Sequence[BlockHash] | None) -> list[BlockHash]:
+        """The chain of ``tokens``' full blocks: the given precomputed chain (of these tokens or a longer
+        sequence they start) cut to their full blocks, else hashed here."""
+        if block_hashes is None:
+            return self.request_block_hashes(tokens, cache_salt)
+        num_full = len(tokens) // self.block_size
+        if len(block_hashes) < num_full:
+            raise ValueError(f"need {num_full} block hashes, got {len(block_hashes)}")
+        return list(block_hashes[:num_full])
+
+    def add_request(self, request_id: str, token_ids: Sequence[int], cache_salt: str | None = None, *,
+                    block_hashes: Sequence[BlockHash] | None = None) -> AddResult:
         """Admit a prompt whose prefill is about to run: reuse the longest cached prefix (capped at
-        ``num_tokens - 1`` tokens), allocate blocks for the rest, cache its full blocks."""
+        ``num_tokens - 1`` tokens), allocate blocks for the rest, cache its full blocks. An engine with
+        chunked prefill admits the tokens of the first chunk (and ``append_tokens`` the later ones), so
+        only blocks whose K/V are computed in this step or before are cached (vLLM's ``allocate_slots``);
+        ``block_hashes`` as in ``peek_cache_hit``."""
         self._check_new_id(request_id)
         if cache_salt is not None and not isinstance(cache_salt, str):
             raise ValueError(f"cache salt must be a string, got {type(cache_salt).__name__}")
         tokens = list(validate_token_ids(token_ids))
         num_tokens = len(tokens)
         bs = self.block_size
-        hashes = self.request_block_hashes(tokens, cache_salt)
+        hashes = self._hashes_of(tokens, cache_salt, block_hashes)
         computed = self._find_hit(hashes, num_tokens - 1, self.sliding_window)
         num_computed = len(computed) * bs
         skipped = self._num_skipped_blocks(num_computed)
@@ -377,6 +394,15 @@ class KVCacheManager:
             BlockTableEntry(i, b.block_id if b is not None else None, i * bs, min((i + 1) * bs, n))
             for i, b in enumerate(req.blocks)
         ]
+
+    def block_ids(self, request_id: str) -> list[int]:
+        """The request's block table as physical block ids (0, the null block, where a sliding window
+        skipped a block): what an engine's attention reads through."""
+        return [b.block_id if b is not None else 0 for b in self._get(request_id).blocks]
+
+    def num_tokens(self, request_id: str) -> int:
+        """Tokens the request holds slots for (computed, or being computed in this step)."""
+        return len(self._get(request_id).token_ids)
 
     def request_tokens(self, request_id: str) -> tuple[int, ...]:
         return tuple(self._get(request_id).token_ids)

@@ -115,3 +115,19 @@ def check_count(name: str, value: object, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise InputError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
     return value
+
+
+#: The engine's default K/V memory budget (vLLM sizes its KV cache from free GPU memory; kvviz from this).
+DEFAULT_KV_CACHE_MIB = 256
+MAX_KV_CACHE_MIB = 1 << 20
+
+
+def kv_cache_bytes_default() -> int:
+    """The engine's K/V budget in bytes: ``KVVIZ_KV_CACHE_MIB`` (MiB, 1..1,048,576) if set, else 256 MiB."""
+    raw = os.environ.get("KVVIZ_KV_CACHE_MIB", "").strip()
+    if not raw:
+        return DEFAULT_KV_CACHE_MIB << 20
+    try:
+        return check_count("KVVIZ_KV_CACHE_MIB", int(raw), 1, MAX_KV_CACHE_MIB) << 20
+    except ValueError as exc:
+        raise InputError(f"KVVIZ_KV_CACHE_MIB={raw!r} is not a size in MiB (1..{MAX_KV_CACHE_MIB:,})") from exc

@@ -1,0 +1,46 @@
+"""EngineConfig: the sizes an engine is built with (vLLM's CacheConfig + SchedulerConfig, the parts kept).
+
+Invariant: every field is validated here once; the engine trusts it. The KV budget default comes from
+the settings (``KVVIZ_KV_CACHE_MIB``, 256 MiB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvviz.core.errors import CodedError
+from kvviz.core.limits import DEFAULT_BLOCK_SIZE
+from kvviz.core.limits import block_size as check_block_size
+from kvviz.model.settings import kv_cache_bytes_default
+
+
+def _positive(name: str, value: object, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise CodedError(f"{name} must be an integer in 1..{high:,}, got {value!r}", "bad_engine_setting",
+                         name=name, value=repr(value)[:40], high=high)
+    return value
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Block size (tokens), the K/V memory budget (bytes, null block included), the scheduler's token
+    budget per step and running-request cap, the longest sequence (None: the model's limit, capped by the
+    pool), chunked prefill on/off, and device/dtype overrides (None: the model's)."""
+
+    block_size: int = DEFAULT_BLOCK_SIZE
+    kv_cache_bytes: int = field(default_factory=kv_cache_bytes_default)
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 64
+    max_model_len: int | None = None
+    enable_chunked_prefill: bool = True
+    hash_name: str = "sha256"
+    device: str | None = None
+    dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        check_block_size(self.block_size)
+        _positive("kv_cache_bytes", self.kv_cache_bytes, 1 << 40)
+        _positive("max_num_batched_tokens", self.max_num_batched_tokens, 1 << 20)
+        _positive("max_num_seqs", self.max_num_seqs, 4096)
+        if self.max_model_len is not None:
+            _positive("max_model_len", self.max_model_len, 1 << 20)

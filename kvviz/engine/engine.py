@@ -1,0 +1,298 @@
+"""LLMEngine: the synchronous step loop (vLLM v1's ``LLMEngine`` + ``EngineCore`` in one object).
+
+``step`` = schedule (``Scheduler``) -> forward (``ModelRunner`` over ``PagedKVMemory``) -> sample -> detokenize
+-> stop checks -> free finished requests -> publish the step's vLLM KV events. Invariant: the block pool,
+free queue, block hashes and events are the core ``KVCacheManager``'s; the K/V live only in the paged memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kvviz.core.errors import CodedError
+from kvviz.core.hashing import validate_token_ids
+from kvviz.core.kv_events import KVCacheEvent, KVEventBatch
+from kvviz.core.manager import KVCacheManager
+from kvviz.engine.config import EngineConfig
+from kvviz.engine.kv_memory import KVLayout, PagedKVMemory, num_blocks_for
+from kvviz.engine.request import EngineStats, Request, RequestOutput, RequestStatus
+from kvviz.engine.runner import ModelRunner, SeqInput
+from kvviz.engine.sampling import Sampler, SamplingParams, make_generator
+from kvviz.engine.scheduler import Scheduler, SchedulerOutput
+from kvviz.engine.text import Detokenizer
+
+MAX_REQUEST_ID_CHARS = 256
+KVEventCallback = Callable[[KVEventBatch], None]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one step computed, for the engine view's timeline."""
+
+    step: int
+    prefill_tokens: int
+    decode_tokens: int
+    num_requests: int
+    preempted: tuple[str, ...]
+    duration_s: float
+
+
+def engine_supports(lm) -> str | None:
+    """None when the engine can run ``lm`` (the native Llama decoder), else why not."""
+    if getattr(lm.info, "backend", "") != "native":
+        return (f"the engine runs the native Llama decoder; {lm.info.name} is loaded through transformers "
+                f"({lm.info.architecture}): load a Llama-family model with backend 'native'")
+    return None
+
+
+class LLMEngine:
+    """One model, one paged K/V memory, one core block manager, one scheduler."""
+
+    def __init__(self, lm, config: EngineConfig | None = None) -> None:
+        why_not = engine_supports(lm)
+        if why_not is not None:
+            raise CodedError(why_not, "engine_unsupported_model", model=lm.info.name)
+        self.lm, self.config = lm, config or EngineConfig()
+        self.tokenizer = lm.tokenizer
+        info = lm.info
+        layout = KVLayout(info.num_layers, info.num_kv_heads, info.head_dim, info.element_size)
+        bs = self.config.block_size
+        num_blocks = num_blocks_for(self.config.kv_cache_bytes, bs, layout)
+        self.memory = PagedKVMemory(num_blocks, bs, layout, lm.device, lm.torch_dtype)
+        self.manager = KVCacheManager(num_blocks, bs, hash_name=self.config.hash_name)
+        self.pool = self.manager.block_pool
+        self.events = self.manager.events
+        self.scheduler = Scheduler(self.config, self.manager)
+        self.runner = ModelRunner(lm, self.memory)
+        self.sampler = Sampler()
+        self.detokenizer = Detokenizer(self.tokenizer)
+        model_limit = info.max_position_embeddings or 1 << 20
+        self.max_model_len = min(self.config.max_model_len or model_limit, model_limit,
+                                 (num_blocks - 1) * bs)
+        self.eos_token_id = getattr(self.tokenizer, "eos_token_id", None)
+        self.requests: dict[str, Request] = {}
+        self.steps: list[StepRecord] = []  # the last MAX_STEP_RECORDS steps
+        self._pending: list[RequestOutput] = []  # aborts reported by the next step
+        self._subscribers: list[KVEventCallback] = []
+        self._events_published = 0
+        self._prompt_tokens = self._generation_tokens = self._finished = self._aborted = 0
+        self.chunk_logits: list[tuple[str, int, torch.Tensor]] | None = None  # tests: every chunk's logits
+
+    # -- sizes ----------------------------------------------------------------------------------------
+    @property
+    def num_blocks(self) -> int:
+        return self.memory.num_blocks
+
+    @property
+    def block_size(self) -> int:
+        return self.memory.block_size
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.memory.nbytes
+
+    # -- requests -------------------------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams | None = None, *,
+                    cache_salt: str | None = None, priority: int = 0, client: str = "") -> None:
+        """Queue a prompt; CodedError for a bad or duplicate id, bad tokens or a prompt that cannot fit."""
+        if not isinstance(request_id, str) or not request_id or len(request_id) > MAX_REQUEST_ID_CHARS:
+            raise CodedError(f"request id must be a non-empty string of at most {MAX_REQUEST_ID_CHARS} "
+                             f"characters, got {request_id!r:.60}", "bad_request_id", got=repr(request_id)[:40])
+        if request_id in self.requests:
+            raise CodedError(f"request {request_id!r} is already running", "request_running", id=request_id)
+        if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
+            raise CodedError("cache_salt must be a non-empty string", "bad_cache_salt")
+        tokens = list(validate_token_ids(prompt_token_ids))
+        vocab = self.lm.info.vocab_size
+        if max(tokens) >= vocab:
+            raise CodedError(f"token id {max(tokens)} is outside the model's vocabulary (0..{vocab - 1})",
+                             "token_out_of_vocab", value=max(tokens), high=vocab - 1)
+        if len(tokens) >= self.max_model_len:
+            raise CodedError(f"the prompt has {len(tokens):,} tokens; this engine holds at most "
+                             f"{self.max_model_len - 1:,} (max_model_len {self.max_model_len:,})",
+                             "prompt_too_long", tokens=len(tokens), high=self.max_model_len - 1)
+        params = params or SamplingParams()
+        req = Request(request_id, tokens, params, time.monotonic(),
+                      self.manager.request_block_hashes(tokens, cache_salt), cache_salt, priority, client)
+        req.generator = make_generator(params)
+        self.requests[request_id] = req
+        self.scheduler.add_request(req)
+        self._prompt_tokens += len(tokens)
+
+    def abort_request(self, request_id: str) -> None:
+        """Stop a request now and free its blocks; unknown or finished ids are ignored."""
+        req = self.requests.pop(request_id, None)
+        if req is None:
+            return
+        self.scheduler.finish(req, "abort")
+        req.metrics.finished_time = time.monotonic()
+        self._aborted += 1
+        self._pending.append(self._output(req, []))
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests() or bool(self._pending)
+
+    # -- the step -------------------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """One scheduler step; outputs of the requests that produced tokens, finished or were aborted."""
+        outputs, self._pending = self._pending, []
+        started = time.monotonic()
+        plan = self.scheduler.schedule()
+        if plan.chunks:
+            outputs.extend(self._run(plan))
+        self._record(plan, time.monotonic() - started)
+        self._publish()
+        return outputs
+
+    def _run(self, plan: SchedulerOutput) -> list[RequestOutput]:
+        seqs = [SeqInput(c.token_ids, c.start, self.manager.block_ids(c.request.request_id), c.samples)
+                for c in plan.chunks]
+        if self.chunk_logits is None:
+            logits = self.runner.execute(seqs)
+        else:
+            every = self.runner.execute(seqs, all_logits=True)
+            rows, row, ends = [], 0, []
+            for c in plan.chunks:
+                self.chunk_logits.append((c.request.request_id, c.start, every[row:row + c.num_tokens].cpu()))
+                row += c.num_tokens
+                if c.samples:
+                    ends.append(row - 1)
+            rows = ends
+            logits = every[rows]
+        sampling = [c for c in plan.chunks if c.samples]
+        reqs = [c.request for c in sampling]
+        tokens = self.sampler.sample(logits, [r.sampling_params for r in reqs], [r.generator for r in reqs])
+        now = time.monotonic()
+        outputs = []
+        for req, token in zip(reqs, tokens, strict=True):
+            outputs.append(self._append_token(req, token, now))
+        return outputs
+
+    def _append_token(self, req: Request, token: int, now: float) -> RequestOutput:
+        req.output_token_ids.append(token)
+        self._generation_tokens += 1
+        m = req.metrics
+        m.num_output_tokens = len(req.output_token_ids)
+        if m.first_token_time is None:
+            m.first_token_time = now
+        m.last_token_time = now
+        p = req.sampling_params
+        reason = None
+        new_text = self.detokenizer.text(req.output_token_ids)
+        stop_at = _find_stop(new_text, p.stop, len(req.text))
+        if stop_at is not None:
+            new_text, reason = new_text[:stop_at], "stop"
+        req.text = new_text
+        if reason is None and token == self.eos_token_id and not p.ignore_eos:
+            reason = "stop"
+        elif reason is None and (len(req.output_token_ids) >= p.max_tokens or req.num_tokens >= self.max_model_len):
+            reason = "length"
+        if reason is not None:
+            self.scheduler.finish(req, reason)
+            m.finished_time = now
+            self.requests.pop(req.request_id, None)
+            self._finished += 1
+        return self._output(req, req.output_token_ids[req.sent_tokens:])
+
+    def _output(self, req: Request, new_ids: list[int]) -> RequestOutput:
+        finished = req.is_finished
+        text = req.text if finished else self.detokenizer.stable(req.text)
+        delta = text[req.sent_text_len:] if len(text) > req.sent_text_len else ""
+        req.sent_text_len = max(req.sent_text_len, len(text))
+        req.sent_tokens = len(req.output_token_ids)
+        return RequestOutput(req.request_id, list(new_ids), list(req.output_token_ids), text, delta, finished,
+                             req.finish_reason, req.num_prompt_tokens, max(req.num_cached_tokens, 0),
+                             req.num_preemptions, req.metrics)
+
+    def _record(self, plan: SchedulerOutput, duration: float) -> None:
+        decode = sum(1 for c in plan.chunks if c.is_decode)
+        prefill = plan.num_batched_tokens - decode
+        self.steps.append(StepRecord(plan.step, prefill, decode, len(plan.chunks), tuple(plan.preempted), duration))
+        if len(self.steps) > 2 * MAX_STEP_RECORDS:
+            del self.steps[:-MAX_STEP_RECORDS]
+
+    # -- KV events ------------------------------------------------------------------------------------
+    def subscribe_kv_events(self, callback: KVEventCallback) -> Callable[[], None]:
+        """Call ``callback(KVEventBatch)`` after each step that changed the prefix cache; returns unsubscribe."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+        return unsubscribe
+
+    def _publish(self) -> None:
+        new = self.events[self._events_published:]
+        self._events_published = len(self.events)
+        kv: list[KVCacheEvent] = [k for e in new for k in e.kv_events]
+        if kv and self._subscribers:
+            batch = KVEventBatch(ts=time.time(), events=kv)
+            for callback in list(self._subscribers):
+                callback(batch)
+
+    # -- views ----------------------------------------------------------------------------------------
+    def stats(self) -> EngineStats:
+        s, pc = self.scheduler, self.scheduler.prefix_cache
+        return EngineStats(
+            num_running=len(s.running), num_waiting=len(s.waiting), num_preemptions=s.num_preemptions,
+            kv_cache_usage=self.pool.get_usage(), prefix_cache_queries=pc.queries, prefix_cache_hits=pc.hits,
+            num_blocks=self.num_blocks, block_size=self.block_size, kv_cache_bytes=self.kv_cache_bytes,
+            prompt_tokens_total=self._prompt_tokens, generation_tokens_total=self._generation_tokens,
+            requests_finished_total=self._finished, preempted_prefix_cache_queries=pc.preempted_queries,
+            preempted_prefix_cache_hits=pc.preempted_hits, num_steps=s.num_steps,
+            requests_aborted_total=self._aborted,
+        )
+
+    def reset_prefix_cache(self) -> bool:
+        ok = self.manager.reset_prefix_cache()
+        self._publish()
+        return ok
+
+    def block_tables(self) -> dict[str, list[int]]:
+        """Running requests' block ids (logical block i -> physical block id)."""
+        return {r.request_id: self.manager.block_ids(r.request_id) for r in self.scheduler.running}
+
+    def kv_of_block(self, block_id: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """The real K and V of one physical block ``[num_layers, block_size, kv_heads, head_dim]`` and the
+        tokens it holds: all of them when cached, a running request's written ones, none when free."""
+        if isinstance(block_id, bool) or not isinstance(block_id, int) or not 0 < block_id < self.num_blocks:
+            raise CodedError(f"block id must be in 1..{self.num_blocks - 1}, got {block_id!r}", "bad_block_id",
+                             high=self.num_blocks - 1)
+        k, v = self.memory.block(block_id)
+        return k, v, self._tokens_of_block(block_id)
+
+    def _tokens_of_block(self, block_id: int) -> list[int]:
+        bs = self.block_size
+        for req in self.scheduler.running:
+            ids = self.manager.block_ids(req.request_id)
+            if block_id in ids:
+                i = ids.index(block_id)
+                return req.all_token_ids[i * bs:min((i + 1) * bs, req.num_computed_tokens)]
+        block = self.pool.blocks[block_id]
+        if block.block_hash is None:
+            return []
+        for e in reversed(self.events):  # the BlockStored that gave this block its hash holds its tokens
+            for kv in e.kv_events:
+                hashes = getattr(kv, "block_hashes", None)
+                if hashes and block.block_hash in hashes and hasattr(kv, "token_ids") and block_id in e.block_ids:
+                    j = hashes.index(block.block_hash)
+                    return list(kv.token_ids[j * bs:(j + 1) * bs])
+        return []
+
+
+MAX_STEP_RECORDS = 512
+
+
+def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> int | None:
+    """Where the earliest stop string starts in ``text`` (searching only where a new match can be)."""
+    if not stops:
+        return None
+    found = [i for s in stops if (i := text.find(s, max(0, checked - len(s) + 1))) >= 0]
+    return min(found) if found else None
+
+
+__all__ = ["LLMEngine", "StepRecord", "engine_supports", "RequestStatus"]

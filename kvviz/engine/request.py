@@ -1,0 +1,150 @@
+"""Request (the engine's record of one generation), its status and metrics, and what a step returns.
+
+Invariant: ``num_computed_tokens`` counts the leading tokens of ``all_token_ids`` whose K/V are in the
+request's blocks (after the step that scheduled them); it drops to 0 on preemption (recompute).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import torch
+
+from kvviz.core.hashing import BlockHash
+from kvviz.engine.sampling import SamplingParams
+
+
+class RequestStatus(StrEnum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    FINISHED = "finished"
+
+
+@dataclass
+class RequestMetrics:
+    """Times (``time.monotonic`` seconds) of a request's life and the intervals derived from them."""
+
+    arrival_time: float
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    last_token_time: float | None = None
+    finished_time: float | None = None
+    num_output_tokens: int = 0
+
+    @property
+    def queue_wait_s(self) -> float | None:
+        """Arrival to first scheduled step."""
+        return None if self.first_scheduled_time is None else self.first_scheduled_time - self.arrival_time
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Arrival to the first output token."""
+        return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Mean time between output tokens after the first (None with fewer than 2)."""
+        if self.first_token_time is None or self.last_token_time is None or self.num_output_tokens < 2:
+            return None
+        return (self.last_token_time - self.first_token_time) / (self.num_output_tokens - 1)
+
+    @property
+    def e2e_s(self) -> float | None:
+        """Arrival to finish."""
+        return None if self.finished_time is None else self.finished_time - self.arrival_time
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        out: dict[str, float | int | None] = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        for k in ("queue_wait_s", "ttft_s", "tpot_s", "e2e_s"):
+            out[k] = getattr(self, k)
+        return out
+
+
+@dataclass
+class Request:
+    """One generation: prompt, sampling, output so far, scheduling state (vLLM v1's ``Request``)."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    arrival_time: float
+    block_hashes: list[BlockHash]  # chain of the prompt's full blocks (hashed once, by the manager's hasher)
+    cache_salt: str | None = None
+    priority: int = 0
+    client: str = ""
+    output_token_ids: list[int] = field(default_factory=list)
+    status: RequestStatus = RequestStatus.WAITING
+    num_computed_tokens: int = 0
+    num_cached_tokens: int = -1  # vLLM: set when first scheduled, -1 before
+    num_preemptions: int = 0
+    finish_reason: str | None = None
+    generator: torch.Generator | None = None
+    text: str = ""  # output text so far (stop strings cut)
+    sent_text_len: int = 0
+    sent_tokens: int = 0
+    metrics: RequestMetrics = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metrics = RequestMetrics(self.arrival_time)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def all_token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is RequestStatus.FINISHED
+
+
+@dataclass
+class RequestOutput:
+    """What one step produced for one request (vLLM's ``RequestOutput``, flattened to one completion)."""
+
+    request_id: str
+    new_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    delta_text: str
+    finished: bool
+    finish_reason: str | None
+    num_prompt_tokens: int
+    num_cached_tokens: int
+    num_preemptions: int
+    metrics: RequestMetrics
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """vLLM's scheduler and prefix-cache counters (``SchedulerStats``, ``PrefixCacheStats``), totals
+    since start; prefix-cache queries and hits are tokens, counted when a request is first scheduled
+    (preempted requests' re-lookups apart, as vLLM does)."""
+
+    num_running: int
+    num_waiting: int
+    num_preemptions: int
+    kv_cache_usage: float
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+    num_blocks: int
+    block_size: int
+    kv_cache_bytes: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+    requests_finished_total: int
+    preempted_prefix_cache_queries: int = 0
+    preempted_prefix_cache_hits: int = 0
+    num_steps: int = 0
+    requests_aborted_total: int = 0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}

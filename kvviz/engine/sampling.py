@@ -1,0 +1,94 @@
+"""SamplingParams and the Sampler: greedy, temperature, top-p, a per-request seeded generator.
+
+Invariant: a request with a seed draws from its own ``torch.Generator``, created once and kept across
+preemption, so its tokens do not depend on what else runs in the batch (vLLM's per-request generators).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kvviz.core.errors import CodedError
+
+MAX_NEW_TOKENS = 32768
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick each next token and when to stop (vLLM's names). ``temperature`` 0 is greedy;
+    ``top_p`` keeps the smallest set of tokens whose probability reaches it; ``stop`` strings end the
+    text (not included in it); ``ignore_eos`` keeps generating past the end-of-sequence token."""
+
+    max_tokens: int = 16
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or not (
+                1 <= self.max_tokens <= MAX_NEW_TOKENS):
+            raise CodedError(f"max_tokens must be an integer in 1..{MAX_NEW_TOKENS}, got {self.max_tokens!r}",
+                             "bad_max_tokens", value=repr(self.max_tokens)[:40], high=MAX_NEW_TOKENS)
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or not (
+                0.0 <= float(self.temperature) <= 100.0):
+            raise CodedError(f"temperature must be a number in 0..100, got {self.temperature!r}",
+                             "bad_temperature", value=repr(self.temperature)[:40])
+        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not (
+                0.0 < float(self.top_p) <= 1.0):
+            raise CodedError(f"top_p must be a number in (0, 1], got {self.top_p!r}", "bad_top_p",
+                             value=repr(self.top_p)[:40])
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not 0 <= self.seed < 2**63):
+            raise CodedError(f"seed must be an integer in 0..2**63-1, got {self.seed!r}", "bad_seed",
+                             value=repr(self.seed)[:40])
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        if any(not isinstance(s, str) or not s for s in stop) or len(stop) > 16:
+            raise CodedError("stop must be at most 16 non-empty strings", "bad_stop")
+        object.__setattr__(self, "stop", stop)
+
+    @property
+    def greedy(self) -> bool:
+        return float(self.temperature) == 0.0
+
+
+def make_generator(params: SamplingParams) -> torch.Generator | None:
+    """The request's own (CPU) generator when it has a seed (None: the engine's shared one)."""
+    if params.greedy or params.seed is None:
+        return None
+    gen = torch.Generator()
+    gen.manual_seed(params.seed)
+    return gen
+
+
+class Sampler:
+    """Next tokens from last-position logits ``[R, vocab]``; one row per request, drawn on the CPU."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.shared = torch.Generator()
+        self.shared.manual_seed(seed)
+
+    def sample(self, logits: torch.Tensor, params: list[SamplingParams],
+               generators: list[torch.Generator | None]) -> list[int]:
+        logits = logits.float().cpu()
+        out = logits.argmax(dim=-1).tolist()  # greedy rows as they are
+        for i, p in enumerate(params):
+            if not p.greedy:
+                out[i] = self._draw(logits[i], p, generators[i] or self.shared)
+        return out
+
+    @staticmethod
+    def _draw(row: torch.Tensor, p: SamplingParams, gen: torch.Generator) -> int:
+        """Draw one token from softmax(row / temperature), cut to the top-p nucleus."""
+        probs = torch.softmax(row / float(p.temperature), dim=-1)  # [vocab]
+        if p.top_p < 1.0:
+            sorted_p, order = probs.sort(descending=True)
+            # drop a token when the tokens ranked above it already reach top_p (the first always stays)
+            drop = (sorted_p.cumsum(0) - sorted_p) >= p.top_p
+            sorted_p = sorted_p.masked_fill(drop, 0.0)
+            pick = torch.multinomial(sorted_p, 1, generator=gen)
+            return int(order[pick])
+        return int(torch.multinomial(probs, 1, generator=gen))

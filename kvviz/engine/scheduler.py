@@ -1,0 +1,186 @@
+"""The scheduler, as vLLM v1's (``vllm/v1/core/sched/scheduler.py``): a waiting queue and a running list,
+a token budget per step, running requests first (decode tokens and unfinished prefill chunks), then
+waiting ones (chunked prefill), preemption of the newest running request by recompute.
+
+Every block id and hash comes from the core ``KVCacheManager``: a request enters it with the tokens of its
+first chunk (``add_request``, which reuses the longest cached prefix) and grows by each later chunk or
+decode token (``append_tokens``), so a block is cached once its K/V are computed in this step or before.
+Invariant: for a running request, the manager holds exactly ``num_computed_tokens`` tokens after a step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from kvviz.core.manager import KVCacheManager
+from kvviz.engine.config import EngineConfig
+from kvviz.engine.request import Request, RequestStatus
+
+
+@dataclass(frozen=True)
+class ScheduledChunk:
+    """``num_tokens`` tokens of one request computed in this step, from position ``start``."""
+
+    request: Request
+    start: int
+    token_ids: list[int]
+    num_cached_tokens: int = 0  # prefix hit at admission in this step (0 for a running request)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.token_ids)
+
+    @property
+    def is_decode(self) -> bool:
+        """One token after the whole prompt: a decode step."""
+        return self.start >= self.request.num_prompt_tokens
+
+    @property
+    def samples(self) -> bool:
+        """True when the chunk reaches the last known token, so the step samples the next one."""
+        return self.end == self.request.num_tokens
+
+
+@dataclass
+class SchedulerOutput:
+    """One step's plan: the chunks to compute and the requests preempted to make room."""
+
+    step: int
+    chunks: list[ScheduledChunk] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(c.num_tokens for c in self.chunks)
+
+
+@dataclass
+class PrefixCacheCounters:
+    """vLLM's ``PrefixCacheStats`` totals: tokens looked up and hit at admission, preempted apart."""
+
+    requests: int = 0
+    queries: int = 0
+    hits: int = 0
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
+
+    def record(self, num_tokens: int, num_hits: int, preempted: bool) -> None:
+        if preempted:
+            self.preempted_requests += 1
+            self.preempted_queries += num_tokens
+            self.preempted_hits += num_hits
+        else:
+            self.requests += 1
+            self.queries += num_tokens
+            self.hits += num_hits
+
+
+class Scheduler:
+    """Waiting (FCFS, preempted requests at the front) and running queues over one ``KVCacheManager``."""
+
+    def __init__(self, config: EngineConfig, manager: KVCacheManager) -> None:
+        self.config = config
+        self.manager = manager
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.prefix_cache = PrefixCacheCounters()
+        self.num_preemptions = 0
+        self.num_steps = 0
+
+    def add_request(self, request: Request) -> None:
+        self.waiting.append(request)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # -- one step -------------------------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        """Plan one step; requests' ``num_computed_tokens`` already count what it schedules."""
+        out = SchedulerOutput(self.num_steps)
+        self.num_steps += 1
+        budget = self.config.max_num_batched_tokens
+        budget = self._schedule_running(out, budget)
+        if not out.preempted:
+            self._schedule_waiting(out, budget)
+        now = time.monotonic()
+        for chunk in out.chunks:
+            req = chunk.request
+            req.num_computed_tokens = chunk.end
+            if req.metrics.first_scheduled_time is None:
+                req.metrics.first_scheduled_time = now
+        return out
+
+    def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            start = req.num_computed_tokens
+            tokens = req.all_token_ids[start:start + budget]
+            if not tokens:  # nothing new (cannot happen after a sampled step); skip
+                i += 1
+                continue
+            while not self.manager.append_tokens(req.request_id, tokens).ok:
+                victim = self.running.pop()  # the newest running request (FCFS: the lowest priority)
+                self._preempt(victim)
+                out.preempted.append(victim.request_id)
+                if victim is req:
+                    return budget
+            out.chunks.append(ScheduledChunk(req, start, tokens))
+            budget -= len(tokens)
+            i += 1
+        return budget
+
+    def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
+        manager = self.manager
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting[0]
+            tokens = req.all_token_ids
+            hashes = req.block_hashes if not req.output_token_ids else manager.request_block_hashes(
+                tokens, req.cache_salt)  # a resumed request also hits its own decoded blocks
+            hit = manager.peek_cache_hit(tokens, req.cache_salt, block_hashes=hashes)
+            num_computed = hit.num_computed_tokens
+            num_new = len(tokens) - num_computed
+            if not self.config.enable_chunked_prefill and num_new > budget:
+                break
+            num_new = min(num_new, budget)
+            result = manager.add_request(req.request_id, tokens[:num_computed + num_new], req.cache_salt,
+                                         block_hashes=hashes)
+            if not result.ok:
+                break
+            self.waiting.popleft()
+            self.prefix_cache.record(len(tokens), num_computed, req.num_preemptions > 0)
+            if req.num_cached_tokens < 0:
+                req.num_cached_tokens = num_computed
+            req.status = RequestStatus.RUNNING
+            req.num_computed_tokens = num_computed
+            self.running.append(req)
+            out.chunks.append(ScheduledChunk(req, num_computed, tokens[num_computed:num_computed + num_new],
+                                             num_computed))
+            budget -= num_new
+
+    def _preempt(self, req: Request) -> None:
+        """Free the request's blocks (its computed full blocks stay cached) and queue it first to recompute."""
+        self.manager.free_request(req.request_id)
+        req.status = RequestStatus.PREEMPTED
+        req.num_computed_tokens = 0
+        req.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(req)
+
+    # -- leaving --------------------------------------------------------------------------------------
+    def finish(self, req: Request, reason: str) -> None:
+        """The request is done (stop, length, abort): free its blocks now and drop it from the queues."""
+        if req.status is RequestStatus.RUNNING:
+            self.running.remove(req)
+            self.manager.free_request(req.request_id)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        req.status = RequestStatus.FINISHED
+        req.finish_reason = reason
