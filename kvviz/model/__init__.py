@@ -10,15 +10,12 @@ The only kvviz package that imports torch. Public API::
 """
 
 import importlib
-import os
 import sys
 import types
 from typing import TYPE_CHECKING
 
-# Under CPU oversubscription (shared machines, a Streamlit server next to tests) OpenMP threads that
-# spin while waiting make small prefills 5-20x slower; sleeping waiters cost little when idle. Only
-# effective when set before torch is first imported; an explicit setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OMP_WAIT_POLICY=PASSIVE (sleeping OpenMP waiters) is set by the programs, before torch is imported:
+# kvviz.settings.prefer_passive_openmp() in app.py and the CLI, the Makefile and tests/conftest.py.
 
 # Names resolve on first use (PEP 562): importing kvviz.model, or a light submodule such as
 # kvviz.model.settings, does not import torch; `from kvviz.model import prefill` still works.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-import os
 import threading
 import time
 from collections import deque
@@ -28,10 +27,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvviz.settings import DEFAULT_BATCH_TOKENS, DEFAULT_BATCH_WAIT_MS, settings
+
 ENV_BATCH_TOKENS = "KVVIZ_BATCH_TOKENS"
 ENV_BATCH_WAIT_MS = "KVVIZ_BATCH_WAIT_MS"
-DEFAULT_BATCH_TOKENS = 512
-DEFAULT_BATCH_WAIT_MS = 4.0
 HISTORY = 60
 
 
@@ -143,21 +142,11 @@ class PassRecord:
 RunBatch = Callable[[list[Any]], Sequence[Any]]
 
 
-def _env_number(name: str, default: float, lo: float, hi: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        return default
-    return value if lo <= value <= hi else default
-
-
 def settings_from_env() -> tuple[int, float]:
     """(token budget, max wait in seconds) from ``KVVIZ_BATCH_TOKENS`` (0..65536; 0 = one request a
     pass) and ``KVVIZ_BATCH_WAIT_MS`` (0..1000); invalid values fall back to 512 and 4 ms."""
-    tokens = int(_env_number(ENV_BATCH_TOKENS, DEFAULT_BATCH_TOKENS, 0, 65536))
-    wait_ms = _env_number(ENV_BATCH_WAIT_MS, DEFAULT_BATCH_WAIT_MS, 0, 1000)
-    return tokens, wait_ms / 1000.0
+    parsed = settings()  # kvviz.settings: parsed once, invalid values already replaced by the defaults
+    return parsed.batch_tokens, parsed.batch_wait_s
 
 
 class BatchScheduler:

@@ -22,7 +22,6 @@ The process-wide store and the prefill through it (``prefill_cached``) are ``kvv
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -40,12 +39,13 @@ from kvviz.core.hashing import (
 )
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import InputError
+from kvviz.settings import DEFAULT_KVSTORE_MB, settings
 
 #: The store's default keying: vLLM's default algorithm and seed resolution (sha256 over pickle,
 #: NONE_HASH from "vllm-none-hash"). Pages that show another algorithm or seed pass theirs.
 STORE_HASH = DEFAULT_HASH
 STORE_SEED = DEFAULT_SEED
-DEFAULT_BUDGET_MB = 512.0
+DEFAULT_BUDGET_MB = DEFAULT_KVSTORE_MB  # kvviz.settings
 ENV_BUDGET = "KVVIZ_KVSTORE_MB"
 
 _NONE_HASH = init_none_hash(STORE_HASH, STORE_SEED)
@@ -68,17 +68,8 @@ def store_block_hashes(token_ids: Sequence[int], block_size: int, cache_salt: st
 def budget_from_env() -> tuple[int, str | None]:
     """The budget in bytes from ``KVVIZ_KVSTORE_MB`` (default 512 MiB) and a note when it was invalid.
     ``0`` disables the store (nothing is kept)."""
-    raw = os.environ.get(ENV_BUDGET, "").strip()
-    if not raw:
-        return int(DEFAULT_BUDGET_MB * 2**20), None
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = -1.0
-    if not 0 <= mb <= 1_048_576:  # also rejects NaN
-        note = f"{ENV_BUDGET}={raw!r} is not a size in MiB (0..1048576); using {DEFAULT_BUDGET_MB:g} MiB"
-        return int(DEFAULT_BUDGET_MB * 2**20), note
-    return int(mb * 2**20), None
+    parsed = settings()  # kvviz.settings: an invalid value leaves the default and its note
+    return parsed.kvstore_budget_bytes, parsed.errors.get(ENV_BUDGET)
 
 
 @dataclass

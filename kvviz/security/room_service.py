@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import threading
 
 from kvviz.security.room import Room
 from kvviz.security.room_limits import RoomLimits
+from kvviz.settings import settings
 
 ENV_PRESENTER_KEY = "KVVIZ_PRESENTER_KEY"
 _ROOM: Room | None = None
@@ -22,7 +22,7 @@ def get_room() -> Room:
     global _ROOM, _KEY_GENERATED
     with _ROOM_LOCK:
         if _ROOM is None:
-            key = (os.environ.get(ENV_PRESENTER_KEY) or "").strip()
+            key = settings().presenter_key or ""
             _KEY_GENERATED = not key
             _ROOM = Room(RoomLimits.from_env(), presenter_key=key or secrets.token_urlsafe(12))
         return _ROOM

@@ -1,0 +1,153 @@
+"""Every ``KVVIZ_*`` and Hugging Face variable kvviz reads, parsed in one place into a frozen ``Settings``.
+
+``settings()`` parses the environment once per distinct set of values (a changed variable, as in a test's
+``monkeypatch.setenv``, is parsed afresh) and never writes ``os.environ``. Each field has its default; a
+variable that is set but invalid leaves the default in the field and its one-line English error in
+``Settings.errors`` under the variable's name: the reader decides whether that is fatal (``KVVIZ_MAX_TOKENS``)
+or a note (``KVVIZ_KVSTORE_MB``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+
+#: Default and ceiling for the number of tokens one prefill may process.
+DEFAULT_MAX_TOKENS = 2048
+MAX_TOKENS_CEILING = 32768
+#: The batching scheduler: token budget of one pass (0 = one request a pass) and the longest wait.
+DEFAULT_BATCH_TOKENS = 512
+DEFAULT_BATCH_WAIT_MS = 4.0
+#: The process-wide K/V store of the edit page (MiB; 0 disables it) and the room's K/V store (MiB).
+DEFAULT_KVSTORE_MB = 512.0
+DEFAULT_ROOM_KV_MB = 384.0
+#: The engine's K/V memory budget (vLLM sizes its KV cache from free GPU memory; kvviz from this), MiB.
+DEFAULT_KV_CACHE_MIB = 256
+MAX_KV_CACHE_MIB = 1 << 20
+
+#: Every variable ``settings()`` reads (the record's fields say what each one means).
+NAMES = (
+    "KVVIZ_CACHE_DIR", "KVVIZ_MODEL", "KVVIZ_DEVICE", "KVVIZ_DTYPE", "KVVIZ_BACKEND", "KVVIZ_MAX_TOKENS",
+    "KVVIZ_BATCH_TOKENS", "KVVIZ_BATCH_WAIT_MS", "KVVIZ_KVSTORE_MB", "KVVIZ_ROOM_KV_MB", "KVVIZ_ROOM_BLOCKS",
+    "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
+)
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The parsed environment. Strings are stripped; "" and unset both mean "use the default"."""
+
+    cache_dir: Path  # KVVIZ_CACHE_DIR: de-quantised model copies (default ~/.cache/kvviz)
+    model: str | None  # KVVIZ_MODEL: the model used when none is named (None: the embedded one)
+    device: str | None  # KVVIZ_DEVICE, KVVIZ_DTYPE, KVVIZ_BACKEND: validated where a model loads
+    dtype: str | None
+    backend: str | None
+    max_tokens: int  # KVVIZ_MAX_TOKENS: 1..MAX_TOKENS_CEILING
+    batch_tokens: int  # KVVIZ_BATCH_TOKENS: 0..65536
+    batch_wait_s: float  # KVVIZ_BATCH_WAIT_MS: 0..1000 ms, in seconds here
+    kvstore_budget_bytes: int  # KVVIZ_KVSTORE_MB: 0..1048576 MiB
+    room_kv_budget_bytes: int  # KVVIZ_ROOM_KV_MB: 0..65536 MiB
+    room_blocks: int | None  # KVVIZ_ROOM_BLOCKS: 1..65536 (None: the room's default pool)
+    presenter_key: str | None  # KVVIZ_PRESENTER_KEY (None: the room generates one)
+    kv_cache_bytes: int  # KVVIZ_KV_CACHE_MIB: the engine's K/V memory, 1..1,048,576 MiB (whole MiB)
+    hf_hub_offline: bool  # HF_HUB_OFFLINE: 1/true/yes/on
+    errors: Mapping[str, str] = field(default_factory=dict)  # variable name -> its one-line error
+
+
+def _number(raw: str) -> float | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse(env: Mapping[str, str]) -> Settings:
+    """The settings ``env`` describes (pure: reads only ``env``)."""
+    raw = {name: (env.get(name) or "").strip() for name in NAMES}
+    errors: dict[str, str] = {}
+
+    def number(name: str, default: float, lo: float, hi: float, error: str) -> float:
+        if not raw[name]:
+            return default
+        value = _number(raw[name])
+        if value is None or not lo <= value <= hi:
+            errors[name] = error.format(raw=raw[name])
+            return default
+        return value
+
+    max_tokens = DEFAULT_MAX_TOKENS
+    if raw["KVVIZ_MAX_TOKENS"]:
+        try:
+            max_tokens = int(raw["KVVIZ_MAX_TOKENS"])
+            if not 1 <= max_tokens <= MAX_TOKENS_CEILING:
+                raise ValueError(max_tokens)
+        except ValueError:
+            max_tokens = DEFAULT_MAX_TOKENS
+            errors["KVVIZ_MAX_TOKENS"] = (f"KVVIZ_MAX_TOKENS={raw['KVVIZ_MAX_TOKENS']!r} is not a valid token limit "
+                                          f"(1..{MAX_TOKENS_CEILING:,})")
+    batch_tokens = number("KVVIZ_BATCH_TOKENS", DEFAULT_BATCH_TOKENS, 0, 65536,
+                          "KVVIZ_BATCH_TOKENS={raw!r} is not a token budget (0..65536)")
+    wait_ms = number("KVVIZ_BATCH_WAIT_MS", DEFAULT_BATCH_WAIT_MS, 0, 1000,
+                     "KVVIZ_BATCH_WAIT_MS={raw!r} is not a wait in ms (0..1000)")
+    kvstore_mb = number("KVVIZ_KVSTORE_MB", DEFAULT_KVSTORE_MB, 0, 1_048_576,
+                        f"KVVIZ_KVSTORE_MB={{raw!r}} is not a size in MiB (0..1048576); "
+                        f"using {DEFAULT_KVSTORE_MB:g} MiB")
+    room_kv_mb = number("KVVIZ_ROOM_KV_MB", DEFAULT_ROOM_KV_MB, 0, 65536,
+                        "KVVIZ_ROOM_KV_MB={raw!r} is not a size in MiB (0..65536)")
+    room_blocks = None
+    if raw["KVVIZ_ROOM_BLOCKS"]:
+        if raw["KVVIZ_ROOM_BLOCKS"].isdigit() and 1 <= int(raw["KVVIZ_ROOM_BLOCKS"]) <= 65536:
+            room_blocks = int(raw["KVVIZ_ROOM_BLOCKS"])
+        else:
+            errors["KVVIZ_ROOM_BLOCKS"] = f"KVVIZ_ROOM_BLOCKS={raw['KVVIZ_ROOM_BLOCKS']!r} is not a block count (1..65536)"
+    kv_cache_mib = DEFAULT_KV_CACHE_MIB
+    if raw["KVVIZ_KV_CACHE_MIB"]:
+        text = raw["KVVIZ_KV_CACHE_MIB"]
+        try:
+            kv_cache_mib = int(text)
+            if not 1 <= kv_cache_mib <= MAX_KV_CACHE_MIB:
+                raise ValueError(kv_cache_mib)
+        except ValueError:
+            kv_cache_mib = DEFAULT_KV_CACHE_MIB
+            errors["KVVIZ_KV_CACHE_MIB"] = f"KVVIZ_KV_CACHE_MIB={text!r} is not a size in MiB (1..{MAX_KV_CACHE_MIB:,})"
+    cache = raw["KVVIZ_CACHE_DIR"]
+    return Settings(
+        cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "kvviz",
+        model=raw["KVVIZ_MODEL"] or None,
+        device=raw["KVVIZ_DEVICE"] or None,
+        dtype=raw["KVVIZ_DTYPE"] or None,
+        backend=raw["KVVIZ_BACKEND"] or None,
+        max_tokens=max_tokens,
+        batch_tokens=int(batch_tokens),
+        batch_wait_s=wait_ms / 1000.0,
+        kvstore_budget_bytes=int(kvstore_mb * 2**20),
+        room_kv_budget_bytes=int(room_kv_mb * 2**20),
+        room_blocks=room_blocks,
+        presenter_key=raw["KVVIZ_PRESENTER_KEY"] or None,
+        kv_cache_bytes=kv_cache_mib << 20,
+        hf_hub_offline=raw["HF_HUB_OFFLINE"].lower() in _TRUE,
+        errors=MappingProxyType(errors),
+    )
+
+
+@lru_cache(maxsize=16)
+def _parse_snapshot(snapshot: tuple[tuple[str, str | None], ...]) -> Settings:
+    return parse({name: value for name, value in snapshot if value is not None})
+
+
+def settings() -> Settings:
+    """The settings of this process's environment, parsed once per distinct set of values."""
+    return _parse_snapshot(tuple((name, os.environ.get(name)) for name in NAMES))
+
+
+def prefer_passive_openmp() -> None:
+    """At program start (app, CLI), before torch is imported: idle OpenMP threads sleep instead of
+    spinning (on a shared CPU spinning makes small prefills 5-20x slower); an explicit setting wins."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
