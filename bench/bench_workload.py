@@ -5,15 +5,24 @@ A generated trace (kvviz.workload.gen, seed 0) of 10,000 requests in 256-token b
 ``workload_replay_1cap_s``: one plain LRU replay (an OrderedDict) at one capacity; medians of 3
 interleaved runs. Re-running the replay per capacity would cost 500x the replay. Memory: tracemalloc
 peak of the pass on the first half and on the whole trace, per distinct block (flat = linear).
+
+At scale (issue 26): the same generated trace played ``TILES`` times with fresh block ids (about 5.4
+million block accesses), as columns. ``workload_exact_accesses_per_s``: block accesses per second of the
+exact one-pass curve (median of 3, the kernel compiled before timing); ``workload_bytes_per_unique_block``:
+tracemalloc peak of that pass (its state and its outputs) per distinct block; the trace's own columns
+are ``workload_trace_bytes_per_access``. ``workload_load_avg_1m``: the machine's load when measured
+(a shared machine inflates times; read the rate with it).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 import tracemalloc
 
+from kvviz.workload.columns import as_columns, tile
 from kvviz.workload.gen import WorkloadGenConfig, generate
 from kvviz.workload.report import curve
 from kvviz.workload.reuse_distance import analyze, log_grid, replay_lru
@@ -23,21 +32,48 @@ NUM_REQUESTS = 10_000
 BLOCK_SIZE = 256
 POINTS = 500
 REPEATS = 3
+TILES = 12
 
 TARGETS = [
     ("workload_curve_vs_replay", "<= 20 (500-point curve / one replay at one capacity, same run)",
      lambda r: r["workload_curve_vs_replay"] <= 20),
     ("workload_block_accesses", ">= 250,000 block accesses in >= 10,000 requests",
      lambda r: r["workload_block_accesses"] >= 250_000 and r["workload_requests"] >= 10_000),
+    ("workload_exact_accesses_per_s", ">= 3,000,000 block accesses a second (exact curve, one pass)",
+     lambda r: r["workload_exact_accesses_per_s"] >= 3_000_000),
+    ("workload_bytes_per_unique_block", "<= 100 bytes of peak memory per distinct block (the exact pass)",
+     lambda r: r["workload_bytes_per_unique_block"] <= 100),
 ]
 
 
 def _peak_bytes(trace) -> int:
+    as_columns(trace)  # the trace's columns are its input, not the pass's memory
     tracemalloc.start()
     analyze(trace)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return peak
+
+
+def _at_scale(trace, results: dict) -> None:
+    big = tile(as_columns(trace), TILES)
+    analyze(big)  # compile (or load the compiled kernel) before timing
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        profile = analyze(big)
+        times.append(time.perf_counter() - start)
+    tracemalloc.start()
+    analyze(big)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    results["workload_exact_block_accesses"] = big.num_accesses
+    results["workload_exact_unique_blocks"] = big.num_blocks
+    results["workload_exact_s"] = statistics.median(times)
+    results["workload_exact_accesses_per_s"] = big.num_accesses / statistics.median(times)
+    results["workload_bytes_per_unique_block"] = peak / profile.unique_blocks
+    results["workload_trace_bytes_per_access"] = big.nbytes() / big.num_accesses
+    results["workload_load_avg_1m"] = os.getloadavg()[0]
 
 
 def run(results: dict) -> None:
@@ -66,3 +102,4 @@ def run(results: dict) -> None:
     results["workload_curve_vs_replay"] = results["workload_curve_500_s"] / results["workload_replay_1cap_s"]
     results["workload_peak_bytes_per_block_half"] = _peak_bytes(half) / half.num_blocks
     results["workload_peak_bytes_per_block_full"] = _peak_bytes(trace) / trace.num_blocks
+    _at_scale(trace, results)

@@ -3,11 +3,13 @@ top shared prefixes, the TTL summary. One function per figure; the page and the 
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
+from kvviz.workload.columns import TraceColumns, as_columns
 from kvviz.workload.reuse_distance import WorkloadProfile, log_grid
 from kvviz.workload.trace import WorkloadTrace
 
@@ -97,32 +99,41 @@ class PrefixNode:
     hits: int
 
 
-def top_prefixes(trace: WorkloadTrace, profile: WorkloadProfile, k: int = 40) -> list[PrefixNode]:
-    """The ``k`` blocks that saved the most tokens, with all their ancestors (a tree, roots first)."""
+def top_prefixes(trace: WorkloadTrace | TraceColumns, profile: WorkloadProfile, k: int = 40) -> list[PrefixNode]:
+    """The ``k`` blocks that saved the most tokens (ties: the block seen first), with all their ancestors
+    (a tree, roots first)."""
+    cols = as_columns(trace)
     saved = profile.block_saved_tokens
-    best = heapq.nlargest(k, (b for b in range(len(saved)) if saved[b] > 0), key=lambda b: (saved[b], -b))
+    cand = np.flatnonzero(saved > 0)
+    best = cand[np.lexsort((cand, -saved[cand]))[:k]].tolist()
+    parent = cols.parent
     keep: set[int] = set()
     for b in best:
         while b >= 0 and b not in keep:
             keep.add(b)
-            b = trace.block_parent[b]
+            b = int(parent[b])
     depth: dict[int, int] = {}
 
     def depth_of(b: int) -> int:
-        if b not in depth:
-            p = trace.block_parent[b]
-            depth[b] = 1 if p < 0 else depth_of(p) + 1
-        return depth[b]
+        chain = []
+        while b >= 0 and b not in depth:
+            chain.append(b)
+            b = int(parent[b])
+        d = depth.get(b, 0)
+        for c in reversed(chain):
+            d += 1
+            depth[c] = d
+        return depth[chain[0]] if chain else d
 
-    nodes = [PrefixNode(b, trace.block_parent[b], depth_of(b), trace.block_labels[b], saved[b],
-                        profile.block_hits[b]) for b in keep]
+    nodes = [PrefixNode(b, int(parent[b]), depth_of(b), cols.label(b), int(saved[b]), int(profile.block_hits[b]))
+             for b in keep]
     return sorted(nodes, key=lambda n: (n.depth, -n.saved_tokens, n.block))
 
 
 def ttl_summary(profile: WorkloadProfile) -> dict[str, Any] | None:
     if profile.ttl_hits_at is None or profile.ttl_ms is None:
         return None
-    hit = profile.ttl_hits_at[-1]
+    hit = int(profile.ttl_hits_at[-1])
     return {"ttl_seconds": profile.ttl_ms / 1000.0, "hit_tokens_infinite": hit,
             "hit_rate_infinite": hit / profile.input_tokens if profile.input_tokens else 0.0}
 

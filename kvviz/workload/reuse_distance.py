@@ -18,113 +18,52 @@ cumulative sum gives the hit tokens at every capacity. TTL expiry only removes t
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from kvviz.workload.columns import TraceColumns, as_columns
+from kvviz.workload.stack import stack_pass
 from kvviz.workload.trace import WorkloadTrace
 
 COLD = 0
 """Distance of a block never touched before (infinite)."""
 
 
-class _Recency:
-    """Recency stack of blocks as a Fenwick tree over touch times; ``depth(b)`` = live blocks touched
-    at or after ``b``'s last touch. Times are renumbered when the tree fills, so its size stays
-    within twice the number of distinct blocks (memory linear in distinct blocks)."""
-
-    __slots__ = ("last", "tree", "owner", "size", "now", "live")
-
-    def __init__(self, num_blocks: int) -> None:
-        self.last = [0] * num_blocks
-        self.size = 1024
-        self.tree = [0] * (self.size + 1)
-        self.owner = [0] * (self.size + 1)
-        self.now = 0
-        self.live = 0
-
-    def depth(self, block: int) -> int:
-        """Stack depth of ``block`` (1 = most recent), or ``COLD`` when never touched."""
-        t = self.last[block] - 1
-        if t < 0:
-            return COLD
-        tree, s = self.tree, 0
-        while t > 0:
-            s += tree[t]
-            t &= t - 1
-        return self.live - s
-
-    def touch(self, block: int) -> None:
-        tree, size = self.tree, self.size
-        t = self.last[block]
-        if t:
-            self.last[block] = 0
-            while t <= size:
-                tree[t] -= 1
-                t += t & -t
-        else:
-            self.live += 1
-        if self.now == size:
-            self._compact()
-            tree, size = self.tree, self.size
-        self.now += 1
-        t = self.now
-        self.last[block] = t
-        self.owner[t] = block
-        while t <= size:
-            tree[t] += 1
-            t += t & -t
-
-    def _compact(self) -> None:
-        last, owner = self.last, self.owner
-        live_blocks = [owner[t] for t in range(1, self.now + 1) if last[owner[t]] == t]
-        self.size = max(1024, 2 * len(live_blocks) + 2)
-        self.owner = [0] * (self.size + 1)
-        tree = [0] * (self.size + 1)
-        for new_t, b in enumerate(live_blocks, start=1):
-            last[b] = new_t
-            self.owner[new_t] = b
-            tree[new_t] = 1
-        for i in range(1, self.size + 1):  # linear Fenwick build
-            j = i + (i & -i)
-            if j <= self.size:
-                tree[j] += tree[i]
-        self.tree = tree
-        self.now = len(live_blocks)
-
-
 @dataclass
 class WorkloadProfile:
     """What one pass learns: ``hits_at[C]`` = hit tokens at C blocks (C = 0..unique_blocks; the last
     entry is the infinite cache), the same under TTL, reuse-distance counts, per-block savings at the
-    infinite cache, and per-request hit tokens at each tracked capacity (0 = infinite)."""
+    infinite cache, and per-request hit tokens at each tracked capacity (0 = infinite). The per-capacity
+    and per-block series are int64 numpy arrays; the accessors return Python ints."""
 
     block_size: int
     num_requests: int
     input_tokens: int
     num_block_accesses: int
     unique_blocks: int
-    hits_at: list[int]
-    distance_counts: list[int]
+    hits_at: np.ndarray
+    distance_counts: np.ndarray
     cold_accesses: int
-    block_saved_tokens: list[int]
-    block_hits: list[int]
+    block_saved_tokens: np.ndarray
+    block_hits: np.ndarray
     ttl_ms: float | None = None
-    ttl_hits_at: list[int] | None = None
+    ttl_hits_at: np.ndarray | None = None
     tracked: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def hit_tokens_infinite(self) -> int:
-        return self.hits_at[-1]
+        return int(self.hits_at[-1])
 
     def hit_tokens(self, capacity: int, ttl: bool = False) -> int:
         """Hit tokens with an LRU cache of ``capacity`` blocks (with the TTL when ``ttl``)."""
         series = self.ttl_hits_at if ttl else self.hits_at
         if series is None:
             raise ValueError("no TTL was analysed")
-        return series[min(max(capacity, 0), len(series) - 1)]
+        return int(series[min(max(capacity, 0), len(series) - 1)])
 
     def hit_rate(self, capacity: int, ttl: bool = False) -> float:
         return self.hit_tokens(capacity, ttl) / self.input_tokens if self.input_tokens else 0.0
@@ -134,77 +73,26 @@ class WorkloadProfile:
         target = math.ceil(fraction * self.hit_tokens_infinite - 1e-9)
         if target <= 0:
             return 0
-        return bisect.bisect_left(self.hits_at, target)
+        return int(np.searchsorted(self.hits_at, target, side="left"))
 
 
-def analyze(trace: WorkloadTrace, ttl_seconds: float | None = None,
+def analyze(trace: WorkloadTrace | TraceColumns, ttl_seconds: float | None = None,
             track: Sequence[int] = ()) -> WorkloadProfile:
     """One pass over ``trace``: the exact LRU hit tokens at every capacity (and under ``ttl_seconds``),
-    plus per-request hits at the ``track`` capacities (0 = infinite)."""
+    plus per-request hits at the ``track`` capacities (0 = infinite). Runs kvviz.workload.stack's
+    compiled kernel over the trace's columns."""
+    cols = as_columns(trace)
     ttl_ms = None if ttl_seconds is None else float(ttl_seconds) * 1000.0
-    if ttl_ms is not None and not trace.has_timestamps:
+    if ttl_ms is not None and not cols.has_timestamps:
         raise ValueError("a TTL needs a timestamp on every line")
-    u, bs = trace.num_blocks, trace.block_size
-    stack = _Recency(u)
-    depth, touch = stack.depth, stack.touch
-    gain = [0] * (u + 2)
-    gain_ttl = [0] * (u + 2) if ttl_ms is not None else None
-    last_ts = [0.0] * u if ttl_ms is not None else None
-    dist = [0] * (u + 1)
-    saved, hits = [0] * u, [0] * u
-    tracked = {c: [] for c in track}
-    cold = accesses = input_tokens = 0
-    for req in trace.requests:
-        blocks, length, cap = req.blocks, req.input_tokens, req.lookup_blocks
-        input_tokens += length
-        accesses += len(blocks)
-        now = req.timestamp_ms or 0.0
-        m, in_run, ttl_alive = 0, True, True
-        req_gain: list[tuple[int, int]] = []
-        for i, b in enumerate(blocks):
-            d = depth(b)
-            if d == COLD:
-                cold += 1
-                in_run = False
-                continue
-            dist[d] += 1
-            if in_run and i < cap:
-                if d > m:
-                    m = d
-                tok = min((i + 1) * bs, length) - min(i * bs, length)
-                gain[m] += tok
-                saved[b] += tok
-                hits[b] += 1
-                if gain_ttl is not None and ttl_alive:
-                    if now - last_ts[b] < ttl_ms:  # type: ignore[index, operator]
-                        gain_ttl[m] += tok
-                    else:
-                        ttl_alive = False
-                if tracked:
-                    req_gain.append((m, tok))
-            else:
-                in_run = False
-        for c, series in tracked.items():
-            series.append(sum(tok for dm, tok in req_gain if c == 0 or dm <= c))
-        for b in reversed(blocks):
-            touch(b)
-        if last_ts is not None:
-            for b in blocks:
-                last_ts[b] = now
+    res = stack_pass(cols, ttl_ms, tuple(track))
     return WorkloadProfile(
-        block_size=bs, num_requests=trace.num_requests, input_tokens=input_tokens,
-        num_block_accesses=accesses, unique_blocks=u, hits_at=_cumulative(gain, u),
-        distance_counts=dist, cold_accesses=cold, block_saved_tokens=saved, block_hits=hits,
-        ttl_ms=ttl_ms, ttl_hits_at=_cumulative(gain_ttl, u) if gain_ttl is not None else None, tracked=tracked,
+        block_size=cols.block_size, num_requests=cols.num_requests, input_tokens=res.input_tokens,
+        num_block_accesses=cols.num_accesses, unique_blocks=cols.num_blocks, hits_at=res.hits_at,
+        distance_counts=res.distance_counts, cold_accesses=res.cold_accesses,
+        block_saved_tokens=res.block_saved_tokens, block_hits=res.block_hits, ttl_ms=ttl_ms,
+        ttl_hits_at=res.ttl_hits_at, tracked={c: res.tracked[k].tolist() for k, c in enumerate(track)},
     )
-
-
-def _cumulative(gain: list[int], u: int) -> list[int]:
-    out, total = [0] * (u + 1), 0
-    for c in range(1, u + 1):
-        total += gain[c]
-        out[c] = total
-    return out
 
 
 def replay_lru(trace: WorkloadTrace, capacity: int | None, ttl_seconds: float | None = None) -> list[int]:
@@ -256,6 +144,6 @@ def distance_histogram(profile: WorkloadProfile, bins: int = 24) -> list[tuple[i
     for hi in edges:
         if hi < lo:
             continue
-        out.append((lo, hi, sum(counts[lo:hi + 1])))
+        out.append((lo, hi, int(counts[lo:hi + 1].sum())))
         lo = hi + 1
     return out

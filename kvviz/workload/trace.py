@@ -82,6 +82,8 @@ class WorkloadTrace:
     block_parent: list[int] = field(default_factory=list)
     kinds: set[str] = field(default_factory=set)
     _index: dict[Any, int] = field(default_factory=dict, repr=False)
+    _columns: Any = field(default=None, repr=False, compare=False)
+    """kvviz.workload.columns' arrays of this trace, built once (``as_columns``)."""
 
     @property
     def num_requests(self) -> int:

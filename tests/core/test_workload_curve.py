@@ -7,6 +7,7 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reuse_reference_util import tree_trace
 
 from kvviz.workload.reuse_distance import analyze, distance_histogram, log_grid, replay_lru
 from kvviz.workload.trace import WorkloadTrace, parse_trace
@@ -44,16 +45,7 @@ request = st.tuples(
 
 
 def _trace(reqs: list[tuple[list[int], int, int]], block_size: int = 8) -> WorkloadTrace:
-    lines, ids, t = [], {}, 0
-    for path, cut, gap in reqs:
-        t += gap
-        chain, prefix = [], ()
-        for choice in path:
-            prefix = prefix + (choice,)
-            chain.append(ids.setdefault(prefix, len(ids)))
-        length = max(len(chain) * block_size - cut % block_size, (len(chain) - 1) * block_size + 1)
-        lines.append({"hash_ids": chain, "input_length": length, "timestamp": t})
-    return parse_trace("\n".join(json.dumps(x) for x in lines), block_size)
+    return tree_trace(reqs, block_size)
 
 
 @settings(max_examples=150, deadline=None)
