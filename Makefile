@@ -38,12 +38,15 @@ run: $(STAMP)
 # (they share one model and one app server per process, and their timing needs the cores).
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -m "not model and not browser" -n auto
 	$(PY) -m pytest -m "model or browser"
 
+# The import contracts (.importlinter: the app above the library, the engine mirror alone) run first.
 # The fast lane: everything not marked `model` (the real model) or `browser` (Chromium), on every core.
 test-fast: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -m "not model and not browser" -n auto
 
 bench: $(STAMP)
@@ -59,6 +62,7 @@ i18n-check: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench-results.json
