@@ -16,7 +16,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # test run then recompiles kvviz and the tests in each worker (about 7 s of a fast-lane run).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test test-fast bench lint install clean i18n i18n-check
+.PHONY: run test test-fast bench gpu-check lint install clean i18n i18n-check
 
 install: $(STAMP)
 
@@ -51,6 +51,10 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The engine on CUDA vs the CPU: same tokens, same K/V in a cached block (says so and exits 0 without a GPU).
+gpu-check: $(STAMP)
+	$(PY) -m kvviz.engine.gpu_check
 
 # Translations: re-extract the UI strings of kvviz/text into locale/kvviz.pot and merge them into each
 # locale/<lang>/LC_MESSAGES/kvviz.po (new strings get an empty msgstr, unused ones are dropped).

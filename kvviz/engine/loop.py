@@ -53,6 +53,7 @@ class EngineLoop:
         self.engine = engine
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)
         self._streams: dict[str, RequestStream] = {}
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="kvviz-engine", daemon=True)
@@ -85,6 +86,11 @@ class EngineLoop:
         with self._lock:
             return fn(self.engine)
 
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no request is unfinished; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self.engine.has_unfinished_requests(), timeout)
+
     def close(self) -> None:
         with self._wake:
             self._closed = True
@@ -115,6 +121,8 @@ class EngineLoop:
                         stream._put(out)
                         if out.finished:
                             del self._streams[out.request_id]
+                if not self.engine.has_unfinished_requests():
+                    self._idle.notify_all()
 
 
 _LOOP: EngineLoop | None = None

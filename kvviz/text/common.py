@@ -15,6 +15,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("kvviz_app/page_scripts/room.py", "Shared room and cache salt", ":material/groups:"),
     ("kvviz_app/page_scripts/side_channel.py", "Timing side channel", ":material/timer:"),
     ("kvviz_app/page_scripts/batching.py", "Continuous batching", ":material/stacks:"),
+    ("kvviz_app/page_scripts/engine_view.py", "Engine (live)", ":material/developer_board:"),
     ("kvviz_app/page_scripts/collisions.py", "Hash collisions", ":material/tag:"),
     ("kvviz_app/page_scripts/workload.py", "Your traffic", ":material/query_stats:"),
     ("kvviz_app/page_scripts/live.py", "Live engine", ":material/sensors:"),
@@ -30,6 +31,10 @@ TRUNCATION_NOTICE = (
 
 # One line per page for the landing page's "Pages" list: {page file: what it shows}. Append yours.
 PAGE_BLURBS: dict[str, str] = {}
+PAGE_BLURBS["kvviz_app/page_scripts/engine_view.py"] = (
+    "kvviz's own serving engine as it runs: block tables, ref_cnt, the free queue, prefill and decode "
+    "steps, and the real K/V values inside one block."
+)
 PAGE_BLURBS["kvviz_app/page_scripts/edit.py"] = (
     "Change one character of a prompt and watch the block-hash chain break from that block to the end, "
     "with the real model's K/V tensors as proof."

@@ -9,7 +9,7 @@ from kvviz_app import navigation
 
 def test_every_route_names_a_page_script():
     table = navigation.routes()
-    assert len(table) == 14
+    assert len(table) == 15
     assert all((navigation.ROOT / path).is_file() for path, _title, _icon in table)
     assert all(path.startswith("kvviz_app/page_scripts/") for path, _title, _icon in table)
 
