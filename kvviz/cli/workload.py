@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
+
+import numpy as np
 
 from kvviz.cli import CliError, add_json_flag
 from kvviz.core import kv_formula, kvsize
 from kvviz.core.hf_config import load_config_file
-from kvviz.core.jsonio import read_limited
 from kvviz.core.kvsize import KVSizeError
 from kvviz.core.presets import get_preset
+from kvviz.core.units import format_bytes
 from kvviz.text.calculator_config import size_error
-from kvviz.workload.load import load_trace
+from kvviz.workload.load import lazy_encoder
 from kvviz.workload.report import parse_capacities, report
 from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.trace import MAX_TRACE_BYTES, WorkloadError
+from kvviz.workload.stream import Progress, read_trace
+from kvviz.workload.trace import WorkloadError
 
 MAX_TTL_SECONDS = 10**9
 
@@ -34,15 +39,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "messages lines, one request a line, in arrival order) and report the prefix-cache hit rate an LRU "
         "cache of each capacity would get, the infinite-cache maximum, and optionally a TTL policy.",
     )
-    p.add_argument("--trace", required=True, metavar="FILE", help="the JSONL trace")
+    p.add_argument("--trace", required=True, metavar="FILE_OR_DIR",
+                   help="the trace: JSONL (also .gz, .zst), Parquet or Arrow, or a directory of them (name order)")
     p.add_argument("--block-size", type=int, help="tokens per block (default 512 for hash_ids, 16 otherwise)")
     p.add_argument("--capacities", help="capacities in blocks, e.g. 1000,10000 (default: a log-spaced grid)")
     p.add_argument("--ttl-seconds", type=float, help="also report a TTL policy (needs timestamps)")
     p.add_argument("--preset", help="model preset: adds capacity_bytes (see `bytes --list-presets`)")
     p.add_argument("--config", metavar="FILE", help="a Hugging Face config.json: adds capacity_bytes")
     p.add_argument("--dtype", help=f"KV dtype for bytes: {', '.join(kvsize.DTYPES)} (default fp16)")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="count and skip bad lines (the first few are reported) instead of stopping at the first")
+    p.add_argument("--progress", action="store_true",
+                   help="progress (read, rate, ETA) on stderr even when stderr is not a terminal")
     add_json_flag(p)
     p.set_defaults(handler=run)
+
+
+def _progress_printer(force: bool) -> tuple[Callable[[Progress], None] | None, Callable[[], None]]:
+    """A progress callback writing one updating line to stderr (a TTY, or ``force``), and its closer."""
+    if not (force or sys.stderr.isatty()):
+        return None, lambda: None
+    shown = [False]
+
+    def show(p: Progress) -> None:
+        amount = (lambda v: format_bytes(v)) if p.unit == "bytes" else (lambda v: f"{v:,} rows")
+        pct = f" ({p.done / p.total:.0%})" if p.total else ""
+        eta = f", ETA {p.eta_s:,.0f} s" if p.eta_s is not None else ""
+        rate = f"{format_bytes(p.rate)}/s" if p.unit == "bytes" else f"{p.rate:,.0f} rows/s"
+        end = "\r" if sys.stderr.isatty() else "\n"
+        sys.stderr.write(f"read {amount(p.done)} of {amount(p.total)}{pct}, {p.requests:,} requests, "
+                         f"{rate}{eta}   {end}")
+        sys.stderr.flush()
+        shown[0] = True
+
+    def close() -> None:
+        if shown[0] and sys.stderr.isatty():
+            sys.stderr.write("\n")
+
+    return show, close
 
 
 def _bytes_per_token(args: argparse.Namespace) -> Fraction | None:
@@ -70,14 +104,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if ttl is not None and (not math.isfinite(ttl) or not 0 < ttl <= MAX_TTL_SECONDS):
         raise CliError(f"--ttl-seconds must be a positive number of seconds (at most {MAX_TTL_SECONDS:,})")
     bpt = _bytes_per_token(args)
+    show, close = _progress_printer(args.progress)
     try:
-        raw = read_limited(args.trace, MAX_TRACE_BYTES, "trace file", WorkloadError)
-        trace = load_trace(raw, args.block_size)
-        if ttl is not None and not trace.has_timestamps:
-            missing = next(i for i, r in enumerate(trace.requests) if r.timestamp_ms is None)
+        cols, bad = read_trace(args.trace, args.block_size, lazy_encoder(), args.skip_bad_lines, show)
+        close()
+        if ttl is not None and not cols.has_timestamps:
+            missing = int(np.flatnonzero(np.isnan(cols.timestamps))[0])
             raise WorkloadError(f"--ttl-seconds needs a timestamp on every line (request {missing + 1} has none)",
                                 "ttl_needs_timestamps", request=missing + 1)
-        profile = analyze(trace, ttl)
+        profile = analyze(cols, ttl)
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot read {args.trace}: {exc.strerror or type(exc).__name__}") from None
     except WorkloadError as exc:
-        raise CliError(f"{args.trace}: {exc}") from None
-    return report(trace, profile, capacities, bpt)
+        close()
+        hint = " (--skip-bad-lines counts and skips bad lines)" if "line" in exc.params else ""
+        raise CliError(f"{args.trace}: {exc}{hint}") from None
+    out = report(cols, profile, capacities, bpt)
+    if args.skip_bad_lines:
+        out["bad_lines"] = bad.as_dict()
+        if bad.count:
+            sys.stderr.write(f"skipped {bad.count:,} bad lines; the first: "
+                             + "; ".join(f"{e}" for _, _, e in bad.first[:3]) + "\n")
+    return out

@@ -206,6 +206,10 @@ TRACE_ERRORS = {
     "messages_too_long": "line {line}: the messages have more than {limit:,} characters",
     "template_rejected": "line {line}: the chat template rejected the messages ({detail})",
     "ttl_needs_timestamps": "--ttl-seconds needs a timestamp on every line (request {request} has none)",
+    "line_not_utf8": "line {line}: not UTF-8 text (byte {byte})",
+    "id_too_big": "line {line}: a hash id is over {limit:,}",
+    "all_bad": "no line of the trace is usable: all {count:,} lines are bad (the first: {first})",
+    "bad_table": "{path}: cannot read the table ({detail})",
 }
 
 

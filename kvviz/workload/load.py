@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
-from kvviz.workload.trace import WorkloadError, WorkloadTrace, parse_trace
+from kvviz.workload.trace import Encoder, WorkloadError, WorkloadTrace, parse_trace
 
 TokenizerLoader = Callable[[], Any]
 MAX_PROMPT_CHARS = 1_000_000
@@ -69,10 +69,8 @@ def _encode(tokenizer: Any, kind: str, value: Any, line: int) -> list[int]:
     return [int(t) for t in ids]
 
 
-def load_trace(data: bytes | str, block_size: int | None = None,
-               tokenizer: TokenizerLoader = default_tokenizer,
-               hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> WorkloadTrace:
-    """Parse every line kind; the tokenizer is loaded at the first prompt or messages line."""
+def lazy_encoder(tokenizer: TokenizerLoader = default_tokenizer) -> Encoder:
+    """An encoder for ``prompt``/``messages`` lines that loads the tokenizer at its first call."""
     loaded: list[Any] = []
 
     def encode(kind: str, value: Any, line: int) -> list[int]:
@@ -80,4 +78,11 @@ def load_trace(data: bytes | str, block_size: int | None = None,
             loaded.append(tokenizer())
         return _encode(loaded[0], kind, value, line)
 
-    return parse_trace(data, block_size, encode, hash_name, seed)
+    return encode
+
+
+def load_trace(data: bytes | str, block_size: int | None = None,
+               tokenizer: TokenizerLoader = default_tokenizer,
+               hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> WorkloadTrace:
+    """Parse every line kind; the tokenizer is loaded at the first prompt or messages line."""
+    return parse_trace(data, block_size, lazy_encoder(tokenizer), hash_name, seed)

@@ -66,23 +66,23 @@ def curve(profile: WorkloadProfile, capacities: list[int] | None = None,
     return out
 
 
-def trace_stats(trace: WorkloadTrace, profile: WorkloadProfile) -> dict[str, Any]:
+def trace_stats(trace: WorkloadTrace | TraceColumns, profile: WorkloadProfile) -> dict[str, Any]:
     """Requests, tokens, blocks, span: the numbers beside the curve."""
-    reqs = trace.requests
-    ts = [r.timestamp_ms for r in reqs if r.timestamp_ms is not None]
-    lengths = sorted(r.input_tokens for r in reqs)
+    cols = as_columns(trace)
+    lengths = np.sort(cols.input_tokens)
+    n = len(lengths)
     return {
         "num_requests": profile.num_requests,
         "input_tokens": profile.input_tokens,
-        "output_tokens": sum(r.output_tokens for r in reqs),
+        "output_tokens": int(cols.output_tokens.sum()),
         "block_size": profile.block_size,
         "num_block_accesses": profile.num_block_accesses,
         "unique_blocks": profile.unique_blocks,
         "reused_block_accesses": profile.num_block_accesses - profile.cold_accesses,
-        "median_input_tokens": lengths[len(lengths) // 2] if lengths else 0,
-        "max_input_tokens": lengths[-1] if lengths else 0,
-        "duration_s": (ts[-1] - ts[0]) / 1000.0 if len(ts) == len(reqs) and ts else None,
-        "line_kinds": sorted(trace.kinds),
+        "median_input_tokens": int(lengths[n // 2]) if n else 0,
+        "max_input_tokens": int(lengths[-1]) if n else 0,
+        "duration_s": float(cols.timestamps[-1] - cols.timestamps[0]) / 1000.0 if cols.has_timestamps else None,
+        "line_kinds": sorted(cols.kinds),
     }
 
 
@@ -138,7 +138,7 @@ def ttl_summary(profile: WorkloadProfile) -> dict[str, Any] | None:
             "hit_rate_infinite": hit / profile.input_tokens if profile.input_tokens else 0.0}
 
 
-def report(trace: WorkloadTrace, profile: WorkloadProfile, capacities: list[int] | None = None,
+def report(trace: WorkloadTrace | TraceColumns, profile: WorkloadProfile, capacities: list[int] | None = None,
            bytes_per_token: Fraction | None = None) -> dict[str, Any]:
     """The CLI's JSON object (and the page's download)."""
     total = profile.input_tokens

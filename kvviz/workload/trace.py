@@ -48,6 +48,8 @@ ERROR_CODES: tuple[str, ...] = (
     # raised by kvviz.workload.load (prompt and messages lines) and the CLI
     "messages_not_list", "message_not_object", "text_part_without_text", "content_not_text", "prompt_not_text",
     "prompt_too_long", "messages_too_long", "template_rejected", "ttl_needs_timestamps",
+    # raised by kvviz.workload.stream (files read line by line, Parquet and Arrow tables)
+    "line_not_utf8", "id_too_big", "all_bad", "bad_table",
 )
 """Every ``WorkloadError.code``; the words are kvviz.text.workload's ``TRACE_ERRORS``."""
 
@@ -163,8 +165,10 @@ class TraceBuilder:
         self.hash_name = hash_name
         self.none_hash = init_none_hash(hash_name, seed)
         self._last_ts: float | None = None
+        self.max_requests = MAX_REQUESTS
 
-    def add_hash_ids(self, obj: dict[str, Any], line: int) -> None:
+    def check_hash_ids(self, obj: dict[str, Any], line: int) -> tuple[list[int], int]:
+        """A Mooncake line's ids and input length, validated; WorkloadError naming the line."""
         ids = id_list(obj["hash_ids"], "hash_ids", line)
         if "input_length" not in obj:
             raise WorkloadError(f"line {line}: a 'hash_ids' line needs 'input_length'", "needs_input_length",
@@ -179,13 +183,10 @@ class TraceBuilder:
                 f"line {line}: {len(ids)} hash_ids do not cover input_length {length} in blocks of {bs} "
                 f"(at most {-(-length // bs)}; is the block size right?)", "ids_exceed_length",
                 line=line, count=len(ids), length=length, block_size=bs, most=-(-length // bs))
-        trace, parent, blocks = self.trace, -1, []
-        for h in ids:
-            parent = trace.intern(("m", h), str(h), parent)
-            blocks.append(parent)
-        self._append(obj, line, blocks, length, len(blocks), length // bs, "hash_ids")
+        return ids, length
 
-    def add_token_ids(self, tokens: list[int], obj: dict[str, Any], line: int, kind: str = "token_ids") -> None:
+    def hash_tokens(self, tokens: list[int], line: int, kind: str) -> list[bytes]:
+        """The chained block hashes of a token line (kvviz's vLLM hashing), after its checks."""
         if not tokens:
             raise WorkloadError(f"line {line}: no tokens (an empty prompt)", "no_tokens", line=line)
         try:
@@ -194,29 +195,71 @@ class TraceBuilder:
             raise WorkloadError(f"line {line}: {kind} lines are hashed by kvviz: {exc}", "hashed_block_size",
                                 line=line, kind=kind, low=limits.MIN_BLOCK_SIZE, high=limits.MAX_BLOCK_SIZE,
                                 value=self.block_size) from None
-        hashes = hash_block_chain(tuple(tokens), self.block_size, self.hash_name, self.none_hash)
+        return hash_block_chain(tuple(tokens), self.block_size, self.hash_name, self.none_hash)
+
+    def check_meta(self, obj: dict[str, Any], line: int, requests: int) -> tuple[float | None, int]:
+        """The line's timestamp (in arrival order) and output length, and room for one more request
+        (``requests`` so far); nothing is changed until ``commit_timestamp``."""
+        ts = _timestamp(obj, line)
+        if ts is not None and self._last_ts is not None and ts < self._last_ts:
+            raise WorkloadError(
+                f"line {line}: timestamp {ts:g} ms is before the previous line's {self._last_ts:g} ms "
+                "(lines must be in arrival order)", "out_of_order", line=line, ts=ts, previous=self._last_ts)
+        out = _int_field(obj, "output_length", line) if obj.get("output_length") is not None else 0
+        if requests >= self.max_requests:
+            raise WorkloadError(f"line {line}: more than {self.max_requests:,} requests", "too_many_requests",
+                                line=line, limit=self.max_requests)
+        return ts, out
+
+    def commit_timestamp(self, ts: float | None) -> None:
+        if ts is not None:
+            self._last_ts = ts
+
+    def add_hash_ids(self, obj: dict[str, Any], line: int) -> None:
+        ids, length = self.check_hash_ids(obj, line)
+        ts, out = self.check_meta(obj, line, len(self.trace.requests))
+        trace, parent, blocks = self.trace, -1, []
+        for h in ids:
+            parent = trace.intern(("m", h), str(h), parent)
+            blocks.append(parent)
+        self._append(blocks, length, len(blocks), length // self.block_size, "hash_ids", ts, out)
+
+    def add_token_ids(self, tokens: list[int], obj: dict[str, Any], line: int, kind: str = "token_ids") -> None:
+        hashes = self.hash_tokens(tokens, line, kind)
+        ts, out = self.check_meta(obj, line, len(self.trace.requests))
         trace, parent, blocks = self.trace, -1, []
         for h in hashes:
             parent = trace.intern(h, h.hex()[:12], parent)
             blocks.append(parent)
         lookup = (len(tokens) - 1) // self.block_size
-        self._append(obj, line, blocks, len(tokens), lookup, len(blocks), kind)
+        self._append(blocks, len(tokens), lookup, len(blocks), kind, ts, out)
 
-    def _append(self, obj: dict[str, Any], line: int, blocks: list[int], length: int, lookup: int,
-                full: int, kind: str) -> None:
-        ts = _timestamp(obj, line)
-        if ts is not None:
-            if self._last_ts is not None and ts < self._last_ts:
-                raise WorkloadError(
-                    f"line {line}: timestamp {ts:g} ms is before the previous line's {self._last_ts:g} ms "
-                    "(lines must be in arrival order)", "out_of_order", line=line, ts=ts, previous=self._last_ts)
-            self._last_ts = ts
-        out = _int_field(obj, "output_length", line) if obj.get("output_length") is not None else 0
-        if len(self.trace.requests) >= MAX_REQUESTS:
-            raise WorkloadError(f"line {line}: more than {MAX_REQUESTS:,} requests", "too_many_requests",
-                                line=line, limit=MAX_REQUESTS)
+    def _append(self, blocks: list[int], length: int, lookup: int, full: int, kind: str, ts: float | None,
+                out: int) -> None:
+        self.commit_timestamp(ts)
         self.trace.requests.append(WorkloadRequest(tuple(blocks), length, lookup, ts, out, full))
         self.trace.kinds.add(kind)
+
+
+def decode_line(text: str | bytes, number: int) -> dict[str, Any]:
+    """One non-blank line (text, or UTF-8 bytes) as a JSON object; WorkloadError naming the line."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WorkloadError(f"line {number}: not UTF-8 text (byte {exc.start})", "line_not_utf8",
+                                line=number, byte=exc.start) from None
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply or a number too long"
+        raise WorkloadError(f"line {number}: not valid JSON ({msg})", "invalid_json", line=number,
+                            detail=msg) from None
+    if not isinstance(obj, dict):
+        kind = json_kind(obj)
+        raise WorkloadError(f"line {number}: expected a JSON object, got a JSON {kind}", "not_object",
+                            line=number, kind=kind)
+    return obj
 
 
 def iter_lines(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -236,17 +279,7 @@ def iter_lines(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
         if not text:
             continue
         any_line = True
-        try:
-            obj = json.loads(text)
-        except (json.JSONDecodeError, RecursionError, ValueError) as exc:
-            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply or a number too long"
-            raise WorkloadError(f"line {number}: not valid JSON ({msg})", "invalid_json", line=number,
-                                detail=msg) from None
-        if not isinstance(obj, dict):
-            kind = json_kind(obj)
-            raise WorkloadError(f"line {number}: expected a JSON object, got a JSON {kind}", "not_object",
-                                line=number, kind=kind)
-        yield number, obj
+        yield number, decode_line(text, number)
     if not any_line:
         raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
 
@@ -273,37 +306,52 @@ Encoder = Callable[[str, Any, int], list[int]]
 """Turns a ``prompt`` or ``messages`` value (kind, value, line number) into token ids."""
 
 
-def parse_trace(data: bytes | str, block_size: int | None = None, encode: Encoder | None = None,
-                hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> WorkloadTrace:
-    """Parse a JSONL trace. ``block_size`` defaults to 512 when the first line is a Mooncake line,
-    16 otherwise. ``prompt``/``messages`` lines need ``encode`` (``kvviz.workload`` has the tokenizer).
-    Mooncake lines cannot be mixed with token lines (their blocks could never match)."""
-    builder: TraceBuilder | None = None
-    first = ""
-    for number, obj in iter_lines(data):
+class LineReader:
+    """Routes each line to a builder made at the first line (``make(block_size)``): the block size defaults
+    to 512 when that line is a Mooncake line, 16 otherwise; Mooncake lines cannot be mixed with token lines
+    (their blocks could never match); ``prompt``/``messages`` lines need ``encode``."""
+
+    def __init__(self, make: Callable[[int], TraceBuilder], block_size: int | None = None,
+                 encode: Encoder | None = None) -> None:
+        self.make, self.block_size, self.encode = make, block_size, encode
+        self.builder: TraceBuilder | None = None
+        self.first = ""
+
+    def add(self, number: int, obj: dict[str, Any]) -> None:
         kind = line_kind(obj, number)
-        if builder is None:
-            first = kind
-            size = block_size if block_size is not None else (MOONCAKE_BLOCK_SIZE if kind == "hash_ids" else 16)
-            builder = TraceBuilder(size, hash_name, seed)
+        if self.builder is None:
+            size = self.block_size if self.block_size is not None else (
+                MOONCAKE_BLOCK_SIZE if kind == "hash_ids" else 16)
+            self.builder = self.make(size)
+            self.first = kind
+        first, builder = self.first, self.builder
         if (kind == "hash_ids") != (first == "hash_ids"):
             raise WorkloadError(f"line {number}: a {kind!r} line in a trace that began with {first!r} lines "
                                 "(Mooncake hash_ids cannot be mixed with token lines)", "mixed_kinds",
                                 line=number, kind=kind, first=first)
         if kind == "hash_ids":
             builder.add_hash_ids(obj, number)
-            continue
+            return
         if kind == "token_ids":
             tokens = id_list(obj["token_ids"], "token_ids", number)
             if any(t > MAX_TOKEN_ID for t in tokens):
                 raise WorkloadError(f"line {number}: a token id is over {MAX_TOKEN_ID:,}", "token_too_big",
                                     line=number, limit=MAX_TOKEN_ID)
-        elif encode is None:
+        elif self.encode is None:
             raise WorkloadError(f"line {number}: a {kind!r} line needs the model's tokenizer", "needs_tokenizer",
                                 line=number, kind=kind)
         else:
-            tokens = encode(kind, obj[kind], number)
+            tokens = self.encode(kind, obj[kind], number)
         builder.add_token_ids(tokens, obj, number, kind)
-    if builder is None:
+
+
+def parse_trace(data: bytes | str, block_size: int | None = None, encode: Encoder | None = None,
+                hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> WorkloadTrace:
+    """Parse a JSONL trace held in memory (see ``LineReader`` for the block size and line kinds); the first
+    bad line is the error."""
+    reader = LineReader(lambda size: TraceBuilder(size, hash_name, seed), block_size, encode)
+    for number, obj in iter_lines(data):
+        reader.add(number, obj)
+    if reader.builder is None:
         raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
-    return builder.trace
+    return reader.builder.trace

@@ -84,3 +84,41 @@ def test_cli_does_not_import_torch_for_hash_id_traces():
             "print('torch' in sys.modules, 'streamlit' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_skip_bad_lines_reports_them_and_all_bad_is_one_line(capsys, tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"hash_ids": [1], "input_length": 5}\nnot json\n{"hash_ids": [1], "input_length": 5}\n')
+    code, out, err = _run(capsys, "--trace", str(f), "--skip-bad-lines", "--json")
+    assert code == 0 and out["num_requests"] == 2 and out["hit_tokens_infinite"] == 5
+    assert out["bad_lines"] == {"count": 1, "first": [{"file": str(f), "line": 2,
+                                                        "error": "line 2: not valid JSON (Expecting value)"}]}
+    assert "skipped 1 bad lines" in err
+    f.write_text("x\ny\n")
+    code, _, err = _run(capsys, "--trace", str(f), "--skip-bad-lines", "--json")
+    assert code == 2 and "all 2 lines are bad" in err and err.count("\n") == 1
+
+
+def test_gz_and_a_directory_of_parquet_shards(capsys, tmp_path):
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    raw = EXAMPLE_PATH.read_bytes()
+    (tmp_path / "t.jsonl.gz").write_bytes(gzip.compress(raw))
+    rows = [json.loads(x) for x in raw.splitlines()]
+    (tmp_path / "dir").mkdir()
+    for i, part in enumerate((rows[:900], rows[900:])):
+        pq.write_table(pa.table({"timestamp": [r["timestamp"] for r in part],
+                                 "input_length": [r["input_length"] for r in part],
+                                 "hash_ids": pa.array([r["hash_ids"] for r in part], pa.list_(pa.int64()))}),
+                       tmp_path / "dir" / f"{i}.parquet")
+    _, plain, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--capacities", "50,500", "--json")
+    _, gz, _ = _run(capsys, "--trace", str(tmp_path / "t.jsonl.gz"), "--capacities", "50,500", "--json")
+    _, shards, _ = _run(capsys, "--trace", str(tmp_path / "dir"), "--capacities", "50,500", "--json")
+    assert gz == plain and shards["curve"] == plain["curve"] and shards["unique_blocks"] == plain["unique_blocks"]
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "notes.md").write_text("no trace here")
+    code, _, err = _run(capsys, "--trace", str(tmp_path / "none"), "--json")
+    assert code == 2 and "no trace files" in err and err.count("\n") == 1

@@ -1,0 +1,285 @@
+"""Read a trace of any size into columns, a line at a time: JSON Lines (plain, ``.gz``, ``.zst``), Parquet
+or Arrow tables with the JSONL fields as columns, or a directory of such files (read in name order).
+
+Nothing holds the whole file: lines are decoded one by one, validated by kvviz.workload.trace's checks
+(the same words as the in-memory reader), and appended to compact arrays (stdlib ``array``). Mooncake ids
+are interned at the end with numpy, in first-seen order, so the columns equal ``from_trace(parse_trace(..))``.
+With ``skip_bad`` a bad line is counted and skipped (the first few kept with their line numbers); a trace
+with no usable line is an error. Progress (bytes or rows read, rate, ETA) goes to a callback.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import time
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
+from kvviz.workload.columns import TraceColumns
+from kvviz.workload.trace import Encoder, LineReader, TraceBuilder, WorkloadError, decode_line
+
+JSONL_SUFFIXES = (".jsonl", ".json", ".txt", ".ndjson")
+TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")
+MAX_ID = 2**63 - 1
+KEEP_BAD = 5
+TABLE_COLUMNS = ("timestamp", "input_length", "output_length", "hash_ids", "token_ids", "prompt", "messages")
+
+
+@dataclass
+class Progress:
+    """How far the read is: ``done`` of ``total`` units (bytes of the files, or table rows), requests read,
+    seconds so far; ``rate`` and ``eta_s`` follow from them."""
+
+    unit: str
+    total: int
+    done: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        return (self.total - self.done) / self.rate if self.rate > 0 and self.total > self.done else None
+
+
+@dataclass
+class BadLines:
+    """Lines skipped as bad: how many, and the first few as ``(file, line, English message)``."""
+
+    count: int = 0
+    first: list[tuple[str, int, str]] = field(default_factory=list)
+
+    def add(self, where: str, exc: WorkloadError) -> None:
+        self.count += 1
+        if len(self.first) < KEEP_BAD:
+            self.first.append((where, int(exc.params.get("line", 0)), str(exc)))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "first": [{"file": f, "line": n, "error": e} for f, n, e in self.first]}
+
+
+class ColumnsBuilder(TraceBuilder):
+    """TraceBuilder's checks, storing into growable arrays instead of one object per request."""
+
+    def __init__(self, block_size: int, hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> None:
+        super().__init__(block_size, hash_name, seed)
+        self.max_requests = 2**40
+        self.raw = array("q")  # Mooncake ids as given, interned in finish()
+        self.dense = array("i")  # hashed token blocks, interned as they come
+        self.offsets = array("q", [0])
+        self.cols = {k: array("q") for k in ("input_tokens", "lookup_blocks", "full_blocks", "output_tokens")}
+        self.stamps = array("d")
+        self.kinds: set[str] = set()
+        self._index: dict[bytes, int] = {}
+        self._labels: list[str] = []
+        self._parent = array("i")
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.stamps)
+
+    def add_hash_ids(self, obj: dict[str, Any], line: int) -> None:
+        ids, length = self.check_hash_ids(obj, line)
+        if any(v > MAX_ID for v in ids):
+            raise WorkloadError(f"line {line}: a hash id is over {MAX_ID:,}", "id_too_big", line=line, limit=MAX_ID)
+        ts, out = self.check_meta(obj, line, self.num_requests)
+        self.raw.extend(array("q", ids))
+        self._request(len(self.raw), length, len(ids), length // self.block_size, out, ts, "hash_ids")
+
+    def add_token_ids(self, tokens: list[int], obj: dict[str, Any], line: int, kind: str = "token_ids") -> None:
+        hashes = self.hash_tokens(tokens, line, kind)
+        ts, out = self.check_meta(obj, line, self.num_requests)
+        parent = -1
+        for h in hashes:
+            idx = self._index.get(h)
+            if idx is None:
+                idx = self._index[h] = len(self._labels)
+                self._labels.append(h.hex()[:12])
+                self._parent.append(parent)
+            self.dense.append(idx)
+            parent = idx
+        lookup = (len(tokens) - 1) // self.block_size
+        self._request(len(self.dense), len(tokens), lookup, len(hashes), out, ts, kind)
+
+    def _request(self, end: int, length: int, lookup: int, full: int, out: int, ts: float | None,
+                 kind: str) -> None:
+        self.commit_timestamp(ts)
+        self.offsets.append(end)
+        for key, value in (("input_tokens", length), ("lookup_blocks", lookup), ("full_blocks", full),
+                           ("output_tokens", out)):
+            self.cols[key].append(value)
+        self.stamps.append(float("nan") if ts is None else ts)
+        self.kinds.add(kind)
+
+    def finish(self) -> TraceColumns:
+        if "hash_ids" in self.kinds:
+            blocks, parent, labels = intern_first_seen(np.frombuffer(self.raw, np.int64),
+                                                       np.frombuffer(self.offsets, np.int64))
+        else:
+            blocks = np.frombuffer(self.dense, np.int32).copy()
+            parent, labels = np.frombuffer(self._parent, np.int32).copy(), self._labels
+        cols = {k: np.frombuffer(v, np.int64).copy() for k, v in self.cols.items()}
+        return TraceColumns(block_size=self.block_size, blocks=blocks,
+                            offsets=np.frombuffer(self.offsets, np.int64).copy(),
+                            timestamps=np.frombuffer(self.stamps, np.float64).copy(), parent=parent,
+                            labels=labels, kinds=set(self.kinds), **cols)
+
+
+def intern_first_seen(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense ids 0..U-1 in first-seen order for ``raw`` ids (int64, requests back to back at ``offsets``),
+    each block's parent (the block before it in its first request, -1 first) and its original id."""
+    if len(raw) == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64)
+    uniq, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    dense = rank[inverse.ravel()]
+    before = np.empty(len(dense), np.int32)
+    before[0] = -1
+    before[1:] = dense[:-1]
+    before[offsets[:-1][offsets[:-1] < len(dense)]] = -1  # a request's first block has no parent
+    return dense, before[first[order]], uniq[order]
+
+
+def _open_text(path: Path) -> tuple[Any, Any]:
+    """(binary line stream, raw file for progress) of a JSONL file, decompressing .gz and .zst."""
+    raw = path.open("rb")
+    if path.suffix == ".gz":
+        return gzip.GzipFile(fileobj=raw), raw
+    if path.suffix == ".zst":
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw)), raw
+    return raw, raw
+
+
+def trace_files(path: str | Path) -> list[Path]:
+    """The files of a trace: the file itself, or a directory's trace files in name order."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"cannot read {p}: no such file")
+    if not p.is_dir():
+        return [p]
+    files = sorted(f for f in p.iterdir() if f.is_file() and _kind(f) is not None)
+    if not files:
+        raise FileNotFoundError(f"{p}: no trace files (.jsonl, .gz, .zst, .parquet, .arrow) in the directory")
+    return files
+
+
+def _kind(path: Path) -> str | None:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in TABLE_SUFFIXES:
+        return "table"
+    if suffixes and suffixes[-1] in (".gz", ".zst"):
+        return "jsonl" if len(suffixes) > 1 and suffixes[-2] in JSONL_SUFFIXES else None
+    return "jsonl" if not suffixes or suffixes[-1] in JSONL_SUFFIXES else None
+
+
+def _jsonl_lines(path: Path, tick: Callable[[int], None]) -> Iterator[tuple[int, Any]]:
+    stream, raw = _open_text(path)
+    with raw, stream:
+        for number, line in enumerate(stream, start=1):
+            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if number % 256 == 0:
+                tick(raw.tell())
+            if line.strip():
+                yield number, line
+
+
+def _table_rows(path: Path, tick: Callable[[int], None]) -> Iterator[tuple[int, dict[str, Any]]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if path.suffix.lower() == ".parquet":
+            table = pq.ParquetFile(path)
+            names = table.schema_arrow.names
+            batches = table.iter_batches(batch_size=16384, columns=[c for c in TABLE_COLUMNS if c in names])
+        else:
+            reader = pa.ipc.open_file(path)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        number = 0
+        for batch in batches:
+            for row in batch.to_pylist():
+                number += 1
+                yield number, {k: v for k, v in row.items() if k in TABLE_COLUMNS and v is not None}
+            tick(number)
+    except (pa.ArrowException, OSError) as exc:
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise WorkloadError(f"{path}: cannot read the table ({detail})", "bad_table", path=str(path),
+                            detail=detail) from None
+
+
+def table_rows(path: Path) -> int:
+    """Rows of a Parquet or Arrow file (from its metadata)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        if path.suffix.lower() == ".parquet":
+            return pq.ParquetFile(path).metadata.num_rows
+        reader = pa.ipc.open_file(path)
+        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    except (pa.ArrowException, OSError) as exc:
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise WorkloadError(f"{path}: cannot read the table ({detail})", "bad_table", path=str(path),
+                            detail=detail) from None
+
+
+def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder | None = None,
+               skip_bad: bool = False, progress: Callable[[Progress], None] | None = None,
+               every_s: float = 0.5) -> tuple[TraceColumns, BadLines]:
+    """Stream the trace at ``path`` (a file or a directory) into columns; see the module docstring."""
+    files = trace_files(path)
+    tables = [_kind(f) == "table" for f in files]
+    unit = "rows" if all(tables) else "bytes"
+    total = sum(table_rows(f) if t else f.stat().st_size for f, t in zip(files, tables, strict=True))
+    state = Progress(unit, total)
+    start = last = time.perf_counter()
+    base = 0
+    reader = LineReader(ColumnsBuilder, block_size, encode)
+    bad = BadLines()
+
+    def tick(done: int, force: bool = False) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if progress is not None and (force or now - last >= every_s):
+            last = now
+            state.done, state.seconds = base + done, now - start
+            state.requests = reader.builder.num_requests if reader.builder is not None else 0  # type: ignore[attr-defined]
+            progress(state)
+
+    for f, is_table in zip(files, tables, strict=True):
+        where = f.name if len(files) > 1 else str(f)
+        rows = _table_rows(f, tick) if is_table else _jsonl_lines(f, tick)
+        for number, item in rows:
+            try:
+                reader.add(number, item if is_table else decode_line(item, number))
+            except WorkloadError as exc:
+                if not skip_bad or "line" not in exc.params:
+                    raise WorkloadError(f"{f.name}: {exc}" if len(files) > 1 else str(exc), exc.code,
+                                        **exc.params) from None
+                bad.add(where, exc)
+        base += table_rows(f) if is_table else f.stat().st_size
+        tick(0, force=True)
+    builder = reader.builder
+    if builder is None or builder.num_requests == 0:  # type: ignore[attr-defined]
+        if bad.count:
+            where, _, first = bad.first[0]
+            first = f"{where}: {first}" if len(files) > 1 else first
+            raise WorkloadError(f"no line of the trace is usable: all {bad.count:,} lines are bad "
+                                f"(the first: {first})", "all_bad", count=bad.count, first=first)
+        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
+    return builder.finish(), bad  # type: ignore[attr-defined]
