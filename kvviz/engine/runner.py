@@ -38,7 +38,7 @@ class _Plan:
     slots: torch.Tensor  # [T] where each new token's K/V go
     decode_rows: torch.Tensor | None  # [Rd] token indices of decode tokens
     decode_slots: torch.Tensor | None  # [Rd, Lmax] context slots (padded with the null block)
-    decode_mask: torch.Tensor | None  # [Rd, 1, 1, Lmax] True = attend
+    decode_mask: torch.Tensor | None  # [Rd, 1, 1, Lmax] True = attend (None: no padding)
     prefills: list[tuple[int, int, torch.Tensor, torch.Tensor | None]]  # (row start, n, context slots, mask)
 
 
@@ -80,7 +80,9 @@ class ModelRunner:
             for i, c in enumerate(decode_ctx):
                 d_slots[i, : len(c)] = c
                 d_mask[i, 0, 0, : len(c)] = True
-            d_rows, d_slots, d_mask = torch.tensor(decode_rows).to(dev), d_slots.to(dev), d_mask.to(dev)
+            same = all(len(c) == lmax for c in decode_ctx)  # no padding: every key is attended, no mask
+            d_rows, d_slots = torch.tensor(decode_rows).to(dev), d_slots.to(dev)
+            d_mask = None if same else d_mask.to(dev)
         return _Plan(slots, d_rows, d_slots, d_mask, prefills)
 
     def _attend(self, layer: int, q: torch.Tensor, plan: _Plan) -> torch.Tensor:

@@ -28,6 +28,7 @@ from kvviz.sessions import (
 )
 from kvviz.text import sessions as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
+from kvviz_app.chat_view import render_chat
 
 _UPLOAD = "__upload__"
 _EVENT_KEYS = {name: f"ss_ev_{name}" for name in EVENT_NAMES}
@@ -215,5 +216,6 @@ st.caption(T.SOURCES_LINE.format(as_of=AS_OF, sources=T.SOURCE_SEPARATOR.join(
     T.SOURCE_ITEM.format(key=k, name=T.SOURCE_NAMES[k]) for k in T.SOURCE_NAMES if k in policy.sources_used)))
 if policy.is_policy:
     st.caption(T.POLICY_CAVEAT)
+render_chat()
 ui_share.sync("sessions", SHARE)
 ui_present.next_link("kvviz_app/page_scripts/sessions.py", ui_share.current_params(SHARE))

@@ -1,0 +1,52 @@
+"""The sessions page's real chat: messages through the engine, each turn's cache reads. UI only: the chat
+is kvviz.sessions.chat, the engine kvviz.engine."""
+
+from __future__ import annotations
+
+import secrets
+
+import pandas as pd
+import streamlit as st
+
+from kvviz.core.errors import CodedError
+from kvviz.sessions.chat import Chat, chat_turn
+from kvviz.text import sessions as T
+from kvviz_app import ui
+
+CHAT_NEW_TOKENS = 48
+
+
+def render_chat() -> None:
+    st.subheader(T.CHAT_HEADER)
+    st.markdown(T.CHAT_INTRO.format(new=CHAT_NEW_TOKENS))
+    chat: Chat = st.session_state.setdefault("ss_chat", Chat())
+    with st.form("ss_chat_form", clear_on_submit=True):
+        message = st.text_input(T.CHAT_INPUT, key="ss_chat_input")
+        send = st.form_submit_button(T.CHAT_SEND, type="primary", icon=":material/send:")
+    if st.button(T.CHAT_NEW, key="ss_chat_new", icon=":material/restart_alt:"):
+        chat = st.session_state["ss_chat"] = Chat()
+    if send and message.strip():
+        ui.get_model()  # loads with progress the first time
+        from kvviz.engine import get_engine_loop
+
+        try:
+            chat_turn(get_engine_loop(), chat, message, max_tokens=CHAT_NEW_TOKENS,
+                      request_id=f"chat-{secrets.token_hex(6)}")
+        except CodedError as exc:
+            ui.show_error(exc)
+    if not chat.turns:
+        st.caption(T.CHAT_EMPTY)
+        return
+    for turn in chat.turns:
+        with st.chat_message("user"):
+            st.markdown(turn.user)
+        with st.chat_message("assistant"):
+            st.markdown(turn.answer)
+    last = chat.turns[-1]
+    st.caption(T.CHAT_LINE.format(turn=len(chat.turns), cached=last.cached_tokens, prompt=last.prompt_tokens,
+                                  computed=last.computed_tokens))
+    cols = T.CHAT_TABLE
+    rows = [{cols["turn"]: i + 1, cols["prompt"]: t.prompt_tokens, cols["cached"]: t.cached_tokens,
+             cols["computed"]: t.computed_tokens, cols["answer"]: t.output_tokens,
+             cols["ttft"]: None if t.ttft_ms is None else round(t.ttft_ms, 1)} for i, t in enumerate(chat.turns)]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
