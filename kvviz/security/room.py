@@ -32,6 +32,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
+from kvviz.core.errors import CodedError
 from kvviz.core.events import EventKind
 from kvviz.core.hashing import (
     DEFAULT_HASH,
@@ -54,7 +55,6 @@ from kvviz.security.room_records import (
     SessionView,
 )
 from kvviz.security.room_session import SALT_MODES, BlockOrigin, RoomSession
-from kvviz.text import security as T
 
 
 class Room:
@@ -117,20 +117,22 @@ class Room:
 
     def _session(self, session_id: str) -> RoomSession:
         if not isinstance(session_id, str) or session_id not in self._sessions:
-            raise ValueError(T.ERR_UNKNOWN_SESSION)
+            raise CodedError("unknown room session (idle too long, or never joined)", "unknown_session")
         return self._touch(session_id, self._clock())
 
     def set_salt(self, session_id: str, mode: str, team: str = "") -> str | None:
         """Switch the session's cache salt: ``off``, ``private`` (a random salt only this session knows)
         or ``team`` (shared by everyone who types the same team name). Returns the salt in use."""
         if mode not in SALT_MODES:
-            raise ValueError(T.ERR_SALT_MODE.format(mode=mode, modes=", ".join(SALT_MODES)))
+            raise CodedError(f"unknown salt mode {mode!r} (use one of {', '.join(SALT_MODES)})", "salt_mode",
+                             mode=str(mode), modes=", ".join(SALT_MODES))
         team = team.strip() if isinstance(team, str) else ""
         if mode == "team":
             if not team:
-                raise ValueError(T.ERR_TEAM_EMPTY)
+                raise CodedError("a team salt needs a team name", "team_empty")
             if len(team) > self.limits.max_team_salt_chars:
-                raise ValueError(T.ERR_TEAM_LONG.format(limit=self.limits.max_team_salt_chars))
+                limit = self.limits.max_team_salt_chars
+                raise CodedError(f"team name longer than {limit} characters", "team_long", limit=limit)
         with self._lock:
             session = self._session(session_id)
             session.salt_mode = mode
@@ -159,18 +161,21 @@ class Room:
         with self._lock:
             now = self._clock()
             if not isinstance(session_id, str) or session_id not in self._sessions:
-                return self._refuse(session_id, T.ERR_UNKNOWN_SESSION)
+                return self._refuse(session_id, CodedError("unknown room session (idle too long, or never joined)", "unknown_session"))
             session = self._touch(session_id, now)
             try:
                 tokens = validate_token_ids(token_ids)
-            except ValueError as exc:
-                return self._refuse(session_id, str(exc))
+            except ValueError as exc:  # a CodedError: token_not_int, token_out_of_range, no_tokens, ...
+                coded = exc if isinstance(exc, CodedError) else CodedError(str(exc), "bad_tokens")
+                return self._refuse(session_id, coded)
             wait = session.bucket.take(now)
             if wait > 0:
-                return self._refuse(session_id, T.ERR_RATE_SESSION.format(wait=wait), wait)
+                return self._refuse(session_id, CodedError(f"session rate limit: wait {wait:.1f} s", "rate_session",
+                                                           wait=round(wait, 2)), wait)
             wait = self._room_bucket.take(now)
             if wait > 0:
-                return self._refuse(session_id, T.ERR_RATE_ROOM.format(wait=wait), wait)
+                return self._refuse(session_id, CodedError(f"room rate limit: wait {wait:.1f} s", "rate_room",
+                                                           wait=round(wait, 2)), wait)
             before = max(len(tokens), num_tokens_before_truncation or 0)
             limit = self.limits.max_prompt_tokens
             truncated = before > len(tokens) or len(tokens) > limit
@@ -180,7 +185,7 @@ class Room:
             salt = session.cache_salt
             result = self.manager.add_request(request_id, tokens, salt)
             if not result.ok:  # cannot happen while every request is freed at once; kept as a guard
-                return self._refuse(session_id, result.error or T.ERR_POOL_FULL)
+                return self._refuse(session_id, CodedError(result.error or "no free block in the pool", "pool_full"))
             blocks = self._outcomes(session_id, tokens, salt, result.num_computed_tokens, now)
             evicted = 0
             for event in self.manager.free_request(request_id).events + result.events:
@@ -212,10 +217,11 @@ class Room:
                                "at": now, "prefill_ms": None, "wait_ms": None})
             return adm
 
-    def _refuse(self, session_id: object, error: str, retry_after: float = 0.0) -> Admission:
+    def _refuse(self, session_id: object, error: CodedError, retry_after: float = 0.0) -> Admission:
         self._refused += 1
         sid = session_id if isinstance(session_id, str) else ""
-        return Admission(ok=False, session_id=sid, error=error, at=self._clock(), retry_after_s=round(retry_after, 2))
+        return Admission(ok=False, session_id=sid, error=str(error), error_code=error.code,
+                         error_params=dict(error.params), at=self._clock(), retry_after_s=round(retry_after, 2))
 
     def _outcomes(self, sid: str, tokens: tuple[int, ...], salt: str | None, hit_tokens: int,
                   now: float) -> tuple[BlockOutcome, ...]:
@@ -345,10 +351,11 @@ class Room:
             if not force:
                 if self.presenter_key is not None and not hmac.compare_digest(
                         (presenter_key or "").encode(), self.presenter_key.encode()):
-                    return ResetResult(False, T.ERR_PRESENTER_KEY)
+                    return ResetResult(False, "wrong presenter key", error_code="presenter_key")
                 wait = self._last_reset + self.limits.reset_cooldown_s - now
                 if wait > 0:
-                    return ResetResult(False, T.ERR_RESET_SOON.format(wait=wait))
+                    return ResetResult(False, f"reset cool-down: wait {wait:.1f} s", error_code="reset_soon",
+                                       error_params={"wait": round(wait, 2)})
             dropped = len(self._origins)
             self._fresh_state(now)
             for s in self._sessions.values():

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 YOU = "you"
 OTHER = "other"
@@ -32,7 +33,9 @@ class Admission:
 
     ok: bool
     session_id: str
-    error: str | None = None
+    error: str | None = None  # one English line (CLI, logs); the app words error_code and error_params
+    error_code: str = ""
+    error_params: dict[str, Any] = field(default_factory=dict)
     prompt_no: int = 0
     request_id: str = ""
     token_ids: tuple[int, ...] = ()
@@ -138,5 +141,7 @@ class SessionView:
 @dataclass(frozen=True)
 class ResetResult:
     ok: bool
-    error: str | None = None
+    error: str | None = None  # one English line; the app words error_code and error_params
     dropped_blocks: int = 0
+    error_code: str = ""
+    error_params: dict[str, Any] = field(default_factory=dict)

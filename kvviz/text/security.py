@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 # ----------------------------------------------------------------------------- room core (kvviz.security.room)
 WHO_YOU = "you"
 WHO_OTHER = "another session"
@@ -18,6 +20,27 @@ ERR_RATE_ROOM = "The room is busy (too many prompts from everyone): wait {wait:.
 ERR_POOL_FULL = "The shared pool has no free block for this prompt."
 ERR_PRESENTER_KEY = "Wrong presenter key: only the presenter can reset the room."
 ERR_RESET_SOON = "The room was reset a moment ago: wait {wait:.1f} s."
+#: kvviz.security.room's error codes (an Admission's or ResetResult's error_code, a CodedError's code).
+ROOM_ERRORS = {
+    "unknown_session": ERR_UNKNOWN_SESSION, "salt_mode": ERR_SALT_MODE, "team_empty": ERR_TEAM_EMPTY,
+    "team_long": ERR_TEAM_LONG, "rate_session": ERR_RATE_SESSION, "rate_room": ERR_RATE_ROOM,
+    "pool_full": ERR_POOL_FULL, "presenter_key": ERR_PRESENTER_KEY, "reset_soon": ERR_RESET_SOON,
+}
+
+
+def room_error(english: str | None, code: str = "", params: dict | None = None) -> str:
+    """A refusal of the room (its English line, code and params) as one line in the current language; a
+    code without words here (a token-list error) is its English line."""
+    template = ROOM_ERRORS.get(code)
+    try:
+        return template.format(**(params or {})) if template else (english or "")
+    except (KeyError, IndexError, ValueError):
+        return english or ""
+
+
+def refusal(outcome: Any) -> str:
+    """Why the room refused (a kvviz.security Admission or ResetResult), in the current language."""
+    return room_error(outcome.error, outcome.error_code, outcome.error_params)
 
 # ----------------------------------------------------------------------------- room page
 ROOM_TITLE = "This cache is not yours: the shared room"

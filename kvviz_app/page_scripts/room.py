@@ -108,8 +108,9 @@ with c[0]:
         team = st.text_input(T.TEAM_LABEL, key="room_team", help=T.TEAM_HELP, max_chars=room.limits.max_team_salt_chars)
     try:
         salt = room.set_salt(sid, mode, team)
-    except ValueError as exc:
-        st.warning(str(exc), icon=":material/warning:")
+    except ValueError as exc:  # a CodedError of kvviz.security.room
+        st.warning(T.room_error(str(exc), getattr(exc, "code", ""), getattr(exc, "params", {})),
+                   icon=":material/warning:")
         salt = room.session_view(sid).cache_salt
     view = room.session_view(sid)
     if view.salt_mode == "private" and salt:
@@ -132,7 +133,7 @@ with c[1]:
                 ui.show_error(exc)
             else:
                 if not out.admission.ok:
-                    st.warning(out.admission.error or "", icon=":material/hourglass_top:")
+                    st.warning(T.refusal(out.admission), icon=":material/hourglass_top:")
                 else:
                     st.session_state[_LAST] = {
                         "prompt_no": out.admission.prompt_no, "latency_ms": out.latency_ms,
@@ -231,5 +232,5 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
             st.session_state["room_flash"] = T.RESET_DONE.format(dropped=res.dropped_blocks)
             st.rerun()
         else:
-            st.warning(res.error or "", icon=":material/warning:")
+            st.warning(T.refusal(res), icon=":material/warning:")
 ui_present.next_link("kvviz_app/page_scripts/room.py")

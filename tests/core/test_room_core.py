@@ -114,7 +114,8 @@ def test_bad_input_is_refused_with_one_line(clock):
         adm = room.submit(a, bad)  # type: ignore[arg-type]
         assert not adm.ok and adm.error and "\n" not in adm.error
     assert not room.submit("nobody", PROMPT).ok
-    assert room.submit("nobody", PROMPT).error == T.ERR_UNKNOWN_SESSION
+    nobody = room.submit("nobody", PROMPT)
+    assert T.refusal(nobody) == T.ERR_UNKNOWN_SESSION
     big = room.submit(a, list(range(5000)))
     assert big.ok and big.truncated and big.num_tokens == 64 and big.num_tokens_before_truncation == 5000
     assert room.clip_text("x" * 30_000) == ("x" * 20_000, True)
@@ -176,7 +177,8 @@ def test_presenter_reset_key_cooldown_and_hooks(clock):
     room.submit(a, PROMPT)
     calls = []
     room.add_reset_hook(lambda: calls.append(room.generation))
-    assert room.reset("wrong").error == T.ERR_PRESENTER_KEY
+    wrong = room.reset("wrong")
+    assert T.refusal(wrong) == T.ERR_PRESENTER_KEY
     assert room.reset(None).ok is False and room.totals().prompts == 1
     res = room.reset("k3y")
     assert res.ok and res.dropped_blocks == 2 and calls == [1]
