@@ -14,8 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvviz.core.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState
-from kvviz.core.hashing import BlockHash
-from kvviz.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
+from kvviz.core.hashing import BlockHash, to_event_extra_keys
+from kvviz.core.kv_events import (
+    SPEC_FULL_ATTENTION,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    KVCacheEvent,
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -125,7 +131,8 @@ class BlockPool:
     ``apply`` re-performs a recorded event, so a replay runs these same rules.
     """
 
-    def __init__(self, num_blocks: int, events: list[Event] | None = None, block_size: int = 16) -> None:
+    def __init__(self, num_blocks: int, events: list[Event] | None = None, block_size: int = 16, *,
+                 kv_cache_spec_kind: str = SPEC_FULL_ATTENTION, sliding_window: int | None = None) -> None:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 2:
             raise ValueError(f"num_blocks must be an integer >= 2 (block 0 is the null block), got {num_blocks!r}")
         self.num_blocks = num_blocks
@@ -138,6 +145,9 @@ class BlockPool:
         self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
         self.events: list[Event] = events if events is not None else []
         self.num_evictions = 0
+        # The one KV-cache group's spec, stamped on BlockStored as vLLM's KVCacheManager.take_events does.
+        self.kv_cache_spec_kind = kv_cache_spec_kind
+        self.sliding_window = sliding_window
 
     # -- events -------------------------------------------------------------------------------
     def emit(
@@ -208,7 +218,9 @@ class BlockPool:
                      num_tokens: int) -> None:
         evicted = [b for b in popped if b.block_hash is not None]
         if evicted:
-            removed = [BlockRemoved(block_hashes=[b.block_hash]) for b in evicted]  # type: ignore[list-item]
+            # vLLM: one BlockRemoved per evicted hash, with its group (kvviz has one group, 0).
+            removed = [BlockRemoved(block_hashes=[b.block_hash], group_idx=0)  # type: ignore[list-item]
+                       for b in evicted]
             self.emit(EventKind.EVICT, request_id, evicted, kv_events=removed)
             for block in evicted:
                 self._maybe_evict_cached_block(block)
@@ -253,7 +265,8 @@ class BlockPool:
         extra_keys: Sequence[tuple[Any, ...] | None] | None = None,
     ) -> list[KVCacheBlock]:
         """Give ``blocks[num_cached_blocks:num_full_blocks]`` their hashes and enter them in the map;
-        emits vLLM's ``BlockStored`` (``token_ids`` = the request's tokens, to slice the stored span).
+        emits vLLM's ``BlockStored`` (``token_ids`` = the request's tokens, to slice the stored span;
+        ``extra_keys`` = each block's tagged hash keys, published untagged).
         Null (None) entries and blocks already holding a hash (cache hits) are skipped."""
         if num_cached_blocks >= num_full_blocks:
             return []
@@ -277,7 +290,11 @@ class BlockPool:
                 parent_block_hash=block_hashes[positions[0] - 1] if positions[0] > 0 else None,
                 token_ids=[t for i in positions for t in token_ids[i * bs:(i + 1) * bs]],
                 block_size=bs,
-                extra_keys=[extra_keys[i] for i in positions] if extra_keys is not None else None,
+                extra_keys=to_event_extra_keys([extra_keys[i] for i in positions]) if extra_keys is not None
+                else None,
+                group_idx=0,
+                kv_cache_spec_kind=self.kv_cache_spec_kind,
+                kv_cache_spec_sliding_window=self.sliding_window,
             )
             self.emit(EventKind.CACHE, request_id, cached, positions=positions, kv_events=(stored,))
         return cached

@@ -1,7 +1,9 @@
-"""Chained block hashes, byte-identical to vLLM v1 (``vllm/v1/core/kv_cache_utils.py``).
+"""Chained block hashes, byte-identical to vLLM 0.33.0 (``vllm/v1/core/kv_cache_utils.py``).
 
 A block's hash is ``hash_fn((parent_hash, tuple(block_token_ids), extra_keys))``; the first block's
-parent is ``NONE_HASH``. Only full blocks are hashed. Because every hash includes its parent, a block's
+parent is ``NONE_HASH``. Extra keys are tagged with their source (``("cache_salt", salt)``,
+``("lora", name, path)``, ``("mm", identifier, offset)``, ``("prompt_embeds", digest)``); KV events
+publish them untagged (``to_event_extra_keys``). Only full blocks are hashed. Because every hash includes its parent, a block's
 identity carries the whole prefix before it, like a git commit id.
 
 Hash functions (all ``obj -> bytes``), as ``--prefix-caching-hash-algo`` names them:
@@ -33,6 +35,9 @@ import xxhash
 
 from kvviz.core.errors import CodedError
 from kvviz.core.limits import BlockSize
+
+# The engine release whose hashing and KV events kvviz follows (docs/FIDELITY.md); the UI names it.
+REFERENCE_RELEASE = "vLLM 0.33.0"
 
 HashFn = Callable[[Any], bytes]
 # The hash of one full block (vLLM: ``kv_cache_utils.BlockHash``), distinct from arbitrary bytes.
@@ -201,29 +206,60 @@ class MMFeature(NamedTuple):
     length: int
 
 
+# Tags of the extra keys (vLLM 0.33.0 ``generate_block_hash_extra_keys``): each key names its source.
+TAG_LORA = "lora"
+TAG_MM = "mm"
+TAG_CACHE_SALT = "cache_salt"
+TAG_PROMPT_EMBEDS = "prompt_embeds"
+
+
+def _lora_keys(lora_name: str | None, lora_path: str | None) -> list[tuple[str, str, str]]:
+    """``[("lora", name, path)]`` for a LoRA request (vLLM requires a non-empty path), else []."""
+    if not lora_name:
+        return []
+    if not lora_path or not isinstance(lora_path, str):
+        raise ValueError("a LoRA adapter needs its path too: vLLM hashes (\"lora\", lora_name, lora_path)")
+    return [(TAG_LORA, lora_name, lora_path)]
+
+
+def _mm_keys(mm_features: Sequence[MMFeature], start: int, end: int) -> list[tuple[str, str, int]]:
+    """``("mm", identifier, offset - start)`` for each multimodal input overlapping ``[start, end)``."""
+    return [(TAG_MM, f.identifier, f.offset - start) for f in mm_features
+            if f.offset < end and start < f.offset + f.length]
+
+
 def generate_block_hash_extra_keys(
     start_token_idx: int,
     end_token_idx: int,
     *,
     lora_name: str | None = None,
+    lora_path: str | None = None,
     mm_features: Sequence[MMFeature] = (),
     cache_salt: str | None = None,
     prompt_embeds_hash: bytes | None = None,
 ) -> tuple[Any, ...] | None:
-    """Extra keys of the block ``[start, end)`` in vLLM's order: LoRA name, then each multimodal input
-    overlapping the block as ``(identifier, offset - start)``, then ``cache_salt`` (first block only,
-    ignored when empty), then the block's prompt-embeds digest. None when there are none."""
-    keys: list[Any] = []
-    if lora_name:
-        keys.append(lora_name)
-    for feature in mm_features:
-        if feature.offset < end_token_idx and start_token_idx < feature.offset + feature.length:
-            keys.append((feature.identifier, feature.offset - start_token_idx))
+    """Extra keys of the block ``[start, end)``, tagged and ordered as in vLLM 0.33.0: ``("lora", name,
+    path)``, then ``("mm", identifier, offset - start)`` per multimodal input overlapping the block, then
+    ``("cache_salt", salt)`` (first block only, ignored when empty), then ``("prompt_embeds", digest)``.
+    None when there are none. (vLLM 0.23.0 put the bare values in this tuple.)"""
+    keys: list[Any] = [*_lora_keys(lora_name, lora_path), *_mm_keys(mm_features, start_token_idx, end_token_idx)]
     if start_token_idx == 0 and cache_salt:
-        keys.append(cache_salt)
+        keys.append((TAG_CACHE_SALT, cache_salt))
     if prompt_embeds_hash is not None:
-        keys.append(prompt_embeds_hash)
+        keys.append((TAG_PROMPT_EMBEDS, prompt_embeds_hash))
     return tuple(keys) if keys else None
+
+
+def to_event_extra_keys(
+    extra_keys: Sequence[tuple[Any, ...] | None] | None,
+) -> list[tuple[Any, ...] | None] | None:
+    """The per-block extra keys as KV events publish them (vLLM 0.33.0 ``to_event_extra_keys``): the tag
+    dropped, so a bare LoRA name (no path), ``(identifier, offset)`` pairs, the bare salt and the bare
+    embeds digest; None for an empty list."""
+    if not extra_keys:
+        return None
+    return [None if keys is None else tuple(k[1:] if k[0] == TAG_MM else k[1] for k in keys)
+            for keys in extra_keys]
 
 
 def hash_block_chain(
@@ -235,8 +271,12 @@ def hash_block_chain(
     lora_name: str | None = None,
     start_block: int = 0,
     parent_block_hash: BlockHash | None = None,
+    *,
+    lora_path: str | None = None,
+    mm_features: Sequence[MMFeature] = (),
 ) -> list[BlockHash]:
-    """Hashes of the full blocks of ``token_ids`` from block ``start_block`` on (the hot path).
+    """Hashes of the full blocks of ``token_ids`` from block ``start_block`` on (the hot path), each
+    with the extra keys ``generate_block_hash_extra_keys`` gives its span.
 
     ``parent_block_hash`` is the hash of block ``start_block - 1`` (``none_hash`` when starting at 0);
     this is how a request extends its chain as decoded tokens fill new blocks.
@@ -250,13 +290,22 @@ def hash_block_chain(
     hashes: list[BlockHash] = []
     append = hashes.append
     first = start_block
+    lora = tuple(_lora_keys(lora_name, lora_path))
+    if mm_features:  # per-block keys: the general (slower) path
+        for i in range(first, num_full):
+            start = i * block_size
+            extra_i = generate_block_hash_extra_keys(start, start + block_size, lora_name=lora_name,
+                                                     lora_path=lora_path, mm_features=mm_features,
+                                                     cache_salt=cache_salt)
+            parent = fn((parent, tokens[start:start + block_size], extra_i))
+            append(parent)
+        return hashes
     if first == 0 and num_full > 0 and cache_salt:
         # Only block 0 carries the salt; through the chain it still changes every later hash.
-        extra0 = generate_block_hash_extra_keys(0, block_size, lora_name=lora_name, cache_salt=cache_salt)
-        parent = fn((parent, tokens[:block_size], extra0))
+        parent = fn((parent, tokens[:block_size], (*lora, (TAG_CACHE_SALT, cache_salt))))
         append(parent)
         first = 1
-    extra = (lora_name,) if lora_name else None
+    extra = lora or None
     starts = range(first * block_size, num_full * block_size, block_size)
     if fn is sha256_cbor or fn is xxhash_cbor:
         # Same bytes as calling fn, without one Python call per block (this loop is the hot path).
@@ -305,17 +354,22 @@ def hash_request_blocks(
     none_hash: BlockHash,
     cache_salt: str | None = None,
     lora_name: str | None = None,
+    *,
+    lora_path: str | None = None,
+    mm_features: Sequence[MMFeature] = (),
 ) -> list[BlockHashRecord]:
     """Every block of a request, full blocks hashed through the chain, a trailing partial block
-    (if any) with ``hash=None`` and the parent it would have once full."""
+    (if any) with ``hash=None`` and the parent it would have once full; ``extra_keys`` tagged."""
     tokens = tuple(token_ids)
-    hashes = hash_block_chain(tokens, block_size, hash_fn, none_hash, cache_salt, lora_name)
+    hashes = hash_block_chain(tokens, block_size, hash_fn, none_hash, cache_salt, lora_name,
+                              lora_path=lora_path, mm_features=mm_features)
     records: list[BlockHashRecord] = []
     parent = none_hash
     for index, start in enumerate(range(0, len(tokens), block_size)):
         end = min(start + block_size, len(tokens))
         full = end - start == block_size
-        extra = generate_block_hash_extra_keys(start, end, lora_name=lora_name, cache_salt=cache_salt)
+        extra = generate_block_hash_extra_keys(start, end, lora_name=lora_name, lora_path=lora_path,
+                                               mm_features=mm_features, cache_salt=cache_salt)
         own = hashes[index] if full else None
         records.append(BlockHashRecord(index, start, end, tokens[start:end], parent, own, full, extra))
         if own is not None:

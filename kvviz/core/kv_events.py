@@ -1,4 +1,4 @@
-"""vLLM's KV-cache events as pure dataclasses (``vllm/distributed/kv_events.py``).
+"""vLLM 0.33.0's KV-cache events as pure dataclasses (``vllm/distributed/kv_events.py``).
 
 Field names, order and defaults follow vLLM's msgspec structs, so a codec can map them one to one
 (vLLM tags each event with its class name). The block pool emits these beside kvviz's own step events;
@@ -15,12 +15,22 @@ from typing import Any
 
 ExternalBlockHash = bytes | int
 MEDIUM_GPU = "GPU"
+MEDIUM_CPU = "CPU"
+MEDIUM_STORAGE = "STORAGE"
+LOCALITY_LOCAL = "LOCAL"  # relative to the publisher; None = unspecified
+LOCALITY_REMOTE = "REMOTE"
+# vLLM's KVCacheSpecKind values kvviz's block manager can be (it has one KV-cache group, index 0).
+SPEC_FULL_ATTENTION = "full_attention"
+SPEC_SLIDING_WINDOW = "sliding_window"
 
 
 @dataclass(slots=True)
 class BlockStored:
     """Full blocks entered the prefix cache: ``block_hashes`` in chain order, the first one's parent
-    (None for a first block), their ``token_ids`` concatenated, and one ``extra_keys`` entry per block."""
+    (None for a first block), their ``token_ids`` concatenated, and one untagged ``extra_keys`` entry per
+    block; the KV-cache group and its spec; where the blocks live (``medium``, ``locality``, an offload
+    tier's ``ownership``), the ``session_id`` of the request that stored them, and per block the
+    lookahead tokens its hash covers (None when lookahead hashing is off)."""
 
     block_hashes: list[ExternalBlockHash]
     parent_block_hash: ExternalBlockHash | None
@@ -33,6 +43,10 @@ class BlockStored:
     group_idx: int | None = None
     kv_cache_spec_kind: str | None = None
     kv_cache_spec_sliding_window: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
+    session_id: str | None = None
+    lookahead_token_ids: list[list[int]] | None = None
 
 
 @dataclass(slots=True)
@@ -42,6 +56,8 @@ class BlockRemoved:
     block_hashes: list[ExternalBlockHash]
     medium: str | None = MEDIUM_GPU
     group_idx: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
 
 
 @dataclass(slots=True)

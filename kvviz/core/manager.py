@@ -30,6 +30,7 @@ from kvviz.core.hashing import (
     resolve_none_hash_seed,
     validate_token_ids,
 )
+from kvviz.core.kv_events import SPEC_FULL_ATTENTION, SPEC_SLIDING_WINDOW
 from kvviz.core.limits import DEFAULT_BLOCK_SIZE, BlockSize
 
 MAX_NUM_BLOCKS = 65536
@@ -153,7 +154,9 @@ class KVCacheManager:
             raise ValueError(f"sliding_window must be an integer >= 2 or None, got {sliding_window!r}")
         self.sliding_window = sliding_window
         self.events: list[Event] = []
-        self.block_pool = BlockPool(num_blocks, events=self.events, block_size=self.block_size)
+        self.block_pool = BlockPool(num_blocks, events=self.events, block_size=self.block_size,
+                                    kv_cache_spec_kind=SPEC_FULL_ATTENTION if sliding_window is None
+                                    else SPEC_SLIDING_WINDOW, sliding_window=sliding_window)
         self._requests: dict[str, _Request] = {}
         self._requests_added = 0
         self._prompt_tokens = 0
@@ -354,10 +357,10 @@ class KVCacheManager:
 
     def _cache_blocks(self, req: _Request) -> list[KVCacheBlock]:
         num_full = len(req.token_ids) // self.block_size
-        extra = None
-        if req.cache_salt:
-            extra = [generate_block_hash_extra_keys(i * self.block_size, (i + 1) * self.block_size,
-                                                    cache_salt=req.cache_salt) for i in range(num_full)]
+        # One entry per block, as vLLM's block pool builds them; only block 0 can carry a key (the salt).
+        extra: list[tuple | None] = [None] * num_full
+        if num_full:
+            extra[0] = generate_block_hash_extra_keys(0, self.block_size, cache_salt=req.cache_salt)
         cached = self.block_pool.cache_full_blocks(
             req.blocks, req.block_hashes, req.num_cached_blocks, num_full, req.request_id,
             token_ids=req.token_ids, extra_keys=extra,

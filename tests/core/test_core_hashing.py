@@ -95,14 +95,15 @@ def test_hash_block_tokens_formula():
 def test_extra_keys_order_lora_mm_salt_embeds():
     mm = [MMFeature("img0", 2, 6), MMFeature("img1", 20, 4)]
     keys = generate_block_hash_extra_keys(
-        0, 8, lora_name="adapter", mm_features=mm, cache_salt="s", prompt_embeds_hash=b"e"
+        0, 8, lora_name="adapter", lora_path="/a", mm_features=mm, cache_salt="s", prompt_embeds_hash=b"e"
     )
-    assert keys == ("adapter", ("img0", 2), "s", b"e")
+    # vLLM 0.33.0 tags each key with its source.
+    assert keys == (("lora", "adapter", "/a"), ("mm", "img0", 2), ("cache_salt", "s"), ("prompt_embeds", b"e"))
     # Later blocks: no salt; the mm offset is relative to the block start (may be negative).
-    assert generate_block_hash_extra_keys(4, 8, lora_name="adapter", mm_features=mm, cache_salt="s") == (
-        "adapter", ("img0", -2))
+    assert generate_block_hash_extra_keys(4, 8, lora_name="adapter", lora_path="/a", mm_features=mm,
+                                          cache_salt="s") == (("lora", "adapter", "/a"), ("mm", "img0", -2))
     assert generate_block_hash_extra_keys(8, 16, mm_features=mm, cache_salt="s") is None
-    assert generate_block_hash_extra_keys(16, 24, mm_features=mm) == (("img1", 4),)
+    assert generate_block_hash_extra_keys(16, 24, mm_features=mm) == (("mm", "img1", 4),)
     # An empty salt is no salt, as in vLLM (`start == 0 and request.cache_salt`).
     assert generate_block_hash_extra_keys(0, 4, cache_salt="") is None
 
@@ -113,7 +114,7 @@ def test_chain_matches_plain_loop_for_every_hash_function():
         none = init_none_hash(fn, "0")
         parent, expected = none, []
         for start in range(0, 36, 4):
-            extra = ("s",) if start == 0 else None
+            extra = (("cache_salt", "s"),) if start == 0 else None
             parent = fn((parent, tuple(tokens[start:start + 4]), extra))
             expected.append(parent)
         assert hash_block_chain(tokens, 4, name, none, cache_salt="s") == expected
@@ -123,15 +124,16 @@ def test_salt_on_first_block_only_changes_every_hash():
     none = init_none_hash(sha256_cbor, "0")
     plain = hash_request_blocks(range(12), 4, sha256_cbor, none)
     salted = hash_request_blocks(range(12), 4, sha256_cbor, none, cache_salt="tenant-a")
-    assert [r.extra_keys for r in salted] == [("tenant-a",), None, None]
+    assert [r.extra_keys for r in salted] == [(("cache_salt", "tenant-a"),), None, None]
     assert all(p.hash != s.hash for p, s in zip(plain, salted, strict=True))
 
 
 def test_lora_name_on_every_block():
     none = init_none_hash(sha256_cbor, "0")
-    recs = hash_request_blocks(range(9), 4, sha256_cbor, none, cache_salt="s", lora_name="L")
-    assert [r.extra_keys for r in recs] == [("L", "s"), ("L",), ("L",)]
-    assert recs[1].hash == hash_block_tokens(sha256_cbor, recs[0].hash, (4, 5, 6, 7), ("L",))
+    recs = hash_request_blocks(range(9), 4, sha256_cbor, none, cache_salt="s", lora_name="L", lora_path="/p")
+    lora = ("lora", "L", "/p")
+    assert [r.extra_keys for r in recs] == [(lora, ("cache_salt", "s")), (lora,), (lora,)]
+    assert recs[1].hash == hash_block_tokens(sha256_cbor, recs[0].hash, (4, 5, 6, 7), (lora,))
 
 
 def test_records_partial_block_has_no_hash():

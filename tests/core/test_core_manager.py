@@ -230,7 +230,8 @@ def test_sliding_window_search_like_vllm():
 
 def test_sliding_window_manager_hits_and_frees_out_of_window_blocks():
     m = KVCacheManager(13, block_size=4, sliding_window=8)
-    m.add_request("a", list(range(1, 21)))
+    stored = [k for e in m.add_request("a", list(range(1, 21))).events for k in e.kv_events]
+    assert (stored[0].kv_cache_spec_kind, stored[0].kv_cache_spec_sliding_window) == ("sliding_window", 8)
     m.free_request("a")
     full = m.peek_cache_hit(list(range(1, 21)), sliding_window=None)
     assert full.num_computed_tokens == 16 and full.block_ids == (1, 2, 3, 4)

@@ -86,7 +86,7 @@ def test_salt_changes_the_first_hash_and_through_the_chain_every_later_one(clock
     room = make_room(clock)
     plain = room.block_records(PROMPT)
     salted = room.block_records(PROMPT, "s3cret")
-    assert salted[0].extra_keys == ("s3cret",) and all(r.extra_keys is None for r in salted[1:])
+    assert salted[0].extra_keys == (("cache_salt", "s3cret"),) and all(r.extra_keys is None for r in salted[1:])
     assert all(p.hash != s.hash for p, s in zip(plain[:2], salted[:2], strict=True))
     assert salted[1].parent == salted[0].hash and plain[2].hash is None  # partial block never hashed
     a = room.join()

@@ -223,10 +223,11 @@ MM = [MMFeature("hash1", 0, 5), MMFeature("hash2", 10, 5)]
 
 # vLLM: test_generate_block_hash_extra_keys
 def test_generate_block_hash_extra_keys():
-    assert generate_block_hash_extra_keys(0, 5, mm_features=MM) == (("hash1", 0),)
-    assert generate_block_hash_extra_keys(3, 8, mm_features=MM) == (("hash1", -3),)
+    # vLLM 0.33.0 tags multimodal keys ("mm", identifier, offset); 0.23.0 had (identifier, offset).
+    assert generate_block_hash_extra_keys(0, 5, mm_features=MM) == (("mm", "hash1", 0),)
+    assert generate_block_hash_extra_keys(3, 8, mm_features=MM) == (("mm", "hash1", -3),)
     assert generate_block_hash_extra_keys(6, 10, mm_features=MM) is None
-    assert generate_block_hash_extra_keys(0, 15, mm_features=MM) == (("hash1", 0), ("hash2", 10))
+    assert generate_block_hash_extra_keys(0, 15, mm_features=MM) == (("mm", "hash1", 0), ("mm", "hash2", 10))
 
 
 # vLLM: test_generate_block_hash_extra_keys_no_mm_inputs
@@ -236,11 +237,12 @@ def test_generate_block_hash_extra_keys_no_mm_inputs():
 
 # vLLM: test_generate_block_hash_extra_keys_cache_salt
 def test_generate_block_hash_extra_keys_cache_salt():
-    assert generate_block_hash_extra_keys(0, 1, cache_salt="salt") == ("salt",)
-    assert generate_block_hash_extra_keys(0, 10, cache_salt="salt") == ("salt",)
+    salt = ("cache_salt", "salt")  # vLLM 0.33.0's tagged salt (0.23.0 hashed the bare string)
+    assert generate_block_hash_extra_keys(0, 1, cache_salt="salt") == (salt,)
+    assert generate_block_hash_extra_keys(0, 10, cache_salt="salt") == (salt,)
     assert generate_block_hash_extra_keys(1, 2, cache_salt="salt") is None
     assert generate_block_hash_extra_keys(6, 10, cache_salt="salt") is None
-    assert generate_block_hash_extra_keys(0, 5, mm_features=MM[:1], cache_salt="salt") == (("hash1", 0), "salt")
+    assert generate_block_hash_extra_keys(0, 5, mm_features=MM[:1], cache_salt="salt") == (("mm", "hash1", 0), salt)
 
 
 @pytest.mark.skip(reason="kvviz takes a block's prompt-embeds digest as given and does not hash tensors "
@@ -252,8 +254,12 @@ def test_generate_block_hash_extra_keys_prompt_embeds():
 
 # vLLM: test_generate_block_hash_extra_keys_lora
 def test_generate_block_hash_extra_keys_lora():
-    assert generate_block_hash_extra_keys(0, 3, lora_name="test_lora_adapter") == ("test_lora_adapter",)
+    # vLLM 0.33.0 keys an adapter by name and path, so a name re-pointed at new weights misses.
+    assert generate_block_hash_extra_keys(0, 3, lora_name="test_lora_adapter", lora_path="/p") == (
+        ("lora", "test_lora_adapter", "/p"),)
     assert generate_block_hash_extra_keys(0, 3, lora_name=None) is None
+    with pytest.raises(ValueError, match="path"):
+        generate_block_hash_extra_keys(0, 3, lora_name="test_lora_adapter")
 
 
 # vLLM: test_hash_block_tokens

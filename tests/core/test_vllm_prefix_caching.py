@@ -174,9 +174,11 @@ def test_cache_key_salting():
     tokens = [i for i in range(3) for _ in range(16)] + [3] * 7
     r = m.add_request("0", tokens, cache_salt="salt1")
     h0 = m.block_pool.blocks[r.new_block_ids[0]].block_hash
-    assert h0 == sha256((NONE_HASH, tuple(tokens[:16]), ("salt1",)))  # the salt: first block only
+    assert h0 == sha256((NONE_HASH, tuple(tokens[:16]), (("cache_salt", "salt1"),)))  # the salt: first block only
     h1 = m.block_pool.blocks[r.new_block_ids[1]].block_hash
     assert h1 == sha256((h0, tuple(tokens[16:32]), None))  # later blocks inherit it via the chain
+    stored = [k for e in r.events for k in e.kv_events if isinstance(k, BlockStored)]
+    assert stored[0].extra_keys == [("salt1",), None, None]  # the event carries it untagged (to_event_extra_keys)
     r = m.add_request("1", tokens, cache_salt="salt2")
     assert r.num_computed_tokens == 0
     r = m.add_request("2", tokens, cache_salt="salt1")
@@ -227,12 +229,15 @@ def test_kv_cache_events():
     assert ev.block_hashes == [h0, sha256((h0, tuple(tokens[16:]), None))]
     assert ev.parent_block_hash is None and ev.token_ids == tokens and ev.block_size == 16
     assert ev.medium == "GPU" and ev.lora_id is None and ev.lora_name is None
+    # vLLM 0.33.0: one (untagged) extra-keys entry per block, the group and its spec kind.
+    assert ev.extra_keys == [None, None] and ev.group_idx == 0
+    assert (ev.kv_cache_spec_kind, ev.kv_cache_spec_sliding_window) == ("full_attention", None)
     m.free_request("0")
     # A new request evicts both cached blocks: one BlockRemoved each, in eviction order.
     r = m.add_request("1", [99] * 20)
     removed = [k for e in r.events for k in e.kv_events if isinstance(k, BlockRemoved)]
     assert [k.block_hashes for k in removed] == [[ev.block_hashes[1]], [ev.block_hashes[0]]]
-    assert all(k.medium == "GPU" for k in removed)
+    assert all(k.medium == "GPU" and k.group_idx == 0 for k in removed)
     m.free_request("1")
     assert m.reset_prefix_cache()
     assert m.events[-1].kv_events == (AllBlocksCleared(),)
