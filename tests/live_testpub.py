@@ -1,7 +1,10 @@
 """A KV-event publisher for tests, written from vLLM's wire format alone (not from kvviz's codec):
-msgspec structs mirroring ``vllm/distributed/kv_events.py`` (tagged, omit_defaults; map or
-``array_like``), an XPUB socket (so a test can wait until the subscriber's subscription arrived), and a
-ROUTER replay socket answering ``[id, b"", seq]`` with ``(b"", seq, payload)`` messages and a final -1."""
+msgspec structs mirroring ``vllm/distributed/kv_events.py`` of vLLM 0.33.0 (tagged, omit_defaults; the
+batch ``array_like`` with tagged-map events as 0.33.0 sends them, or maps / arrays throughout as older
+publishers do), an XPUB socket (so a test can wait until the subscriber's subscription arrived), and a
+ROUTER replay socket answering ``[id, b"", seq]`` in 0.33.0's layout (``[id, b"", topic, seq, payload]``
+per batch, then ``[id, b"", b"", -1, b""]``) or the older one (``[id, b"", seq, payload]``, then
+``[id, b"", -1, b""]``)."""
 
 # No "from __future__ import annotations": msgspec resolves the local structs' annotations at run time.
 
@@ -34,16 +37,19 @@ def free_port(pair: int = 1) -> int:
     raise RuntimeError("no free port")
 
 
-def structs(array_like: bool) -> dict[str, Any]:
-    """vLLM's event structs, re-declared from the wire format, in the map or array form."""
-    kw: dict[str, Any] = {"omit_defaults": True, "array_like": array_like}
+def structs(form: bool | str) -> dict[str, Any]:
+    """vLLM's event structs, re-declared from the wire format: ``"vllm"`` (0.33.0: the batch an array,
+    events tagged maps), ``False``/``"map"`` (maps throughout) or ``True``/``"array"`` (arrays throughout)."""
+    form = {False: "map", True: "array"}.get(form, form)  # type: ignore[call-overload]
+    batch_kw: dict[str, Any] = {"omit_defaults": True, "array_like": form in ("vllm", "array")}
+    event_kw: dict[str, Any] = {"omit_defaults": True, "array_like": form == "array"}
 
-    class EventBatch(msgspec.Struct, **kw):
+    class EventBatch(msgspec.Struct, **batch_kw):
         ts: float
         events: list[Any]
         data_parallel_rank: int | None = None
 
-    class KVCacheEvent(msgspec.Struct, tag=True, **kw):
+    class KVCacheEvent(msgspec.Struct, tag=True, **event_kw):
         pass
 
     class BlockStored(KVCacheEvent):
@@ -58,11 +64,17 @@ def structs(array_like: bool) -> dict[str, Any]:
         group_idx: int | None = None
         kv_cache_spec_kind: str | None = None
         kv_cache_spec_sliding_window: int | None = None
+        locality: str | None = None
+        ownership: str | None = None
+        session_id: str | None = None
+        lookahead_token_ids: list[list[int]] | None = None
 
     class BlockRemoved(KVCacheEvent):
         block_hashes: list[bytes | int]
         medium: str | None
         group_idx: int | None = None
+        locality: str | None = None
+        ownership: str | None = None
 
     class AllBlocksCleared(KVCacheEvent):
         pass
@@ -84,9 +96,11 @@ class WirePublisher:
     """Publishes explicit batches with explicit sequence numbers; ``send=False`` keeps a batch only in
     the replay buffer (a message the subscriber never saw live)."""
 
-    def __init__(self, port: int, replay_port: int | None = None, *, array_like: bool = False,
-                 int_hashes: bool = False, rank: int | None = None, topic: bytes = b"") -> None:
-        self.s = structs(array_like)
+    def __init__(self, port: int, replay_port: int | None = None, *, array_like: bool | None = None,
+                 form: str = "vllm", replay_layout: str = "0.33", int_hashes: bool = False,
+                 rank: int | None = None, topic: bytes = b"") -> None:
+        self.s = structs(form if array_like is None else array_like)
+        self.replay_layout = replay_layout  # "0.33" or "legacy"
         self.int_hashes = int_hashes
         self.rank = rank
         self.topic = topic
@@ -123,8 +137,8 @@ class WirePublisher:
         return self.s["BlockStored"]([h(i, self.int_hashes) for i in ids], p, tokens, block_size,
                                      kw.pop("lora_id", None), kw.pop("medium", "GPU"), kw.pop("lora_name", None), **kw)
 
-    def removed(self, ids: list[int], medium: str | None = "GPU") -> Any:
-        return self.s["BlockRemoved"]([h(i, self.int_hashes) for i in ids], medium)
+    def removed(self, ids: list[int], medium: str | None = "GPU", **kw: Any) -> Any:
+        return self.s["BlockRemoved"]([h(i, self.int_hashes) for i in ids], medium, **kw)
 
     def cleared(self) -> Any:
         return self.s["AllBlocksCleared"]()
@@ -155,10 +169,17 @@ class WirePublisher:
             first = int.from_bytes(start, "big")
             with self._lock:
                 buffered = list(self.buffer)
+            end = (-1).to_bytes(8, "big", signed=True)
             for seq, payload in buffered:
                 if seq >= first:
-                    self.router.send_multipart([client, b"", seq.to_bytes(8, "big"), payload])
-            self.router.send_multipart([client, b"", (-1).to_bytes(8, "big", signed=True), b""])
+                    if self.replay_layout == "0.33":
+                        self.router.send_multipart([client, b"", self.topic, seq.to_bytes(8, "big"), payload])
+                    else:
+                        self.router.send_multipart([client, b"", seq.to_bytes(8, "big"), payload])
+            if self.replay_layout == "0.33":
+                self.router.send_multipart([client, b"", b"", end, b""])
+            else:
+                self.router.send_multipart([client, b"", end, b""])
             self.replays_served.release()
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from kvviz.core.hashing import (
     DEFAULT_SEED,
     HASH_FUNCTIONS,
     MAX_TOKEN_ID,
+    REFERENCE_RELEASE,
     UNSAFE_HASHES,
     get_hash_fn,
     hash_request_blocks,
@@ -26,6 +27,13 @@ UNSAFE_WARNING = (
     "python_hash is Python's built-in hash: salted per process and only 64 bits, so it is neither "
     "reproducible nor collision-safe; vLLM uses sha256 (its default), sha256_cbor, xxhash or xxhash_cbor."
 )
+
+
+def jsonable(value: Any) -> Any:
+    """Extra keys for JSON: tuples as lists, bytes as hex."""
+    if isinstance(value, (tuple, list)):
+        return [jsonable(v) for v in value]
+    return value.hex() if isinstance(value, bytes) else value
 
 
 def parse_token_list(value: str, flag: str = "--tokens") -> list[int]:
@@ -98,13 +106,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--tokens", help="token ids, e.g. 1,2,3 (no model needed)")
     src.add_argument("--text", help="text, tokenized with the embedded model's tokenizer")
     add_hash_options(p)
-    p.add_argument("--salt", default=None, help="cache salt, mixed into the first block's hash")
+    add_request_key_options(p)
     add_json_flag(p)
     p.set_defaults(handler=run)
 
 
+def add_request_key_options(p: argparse.ArgumentParser) -> None:
+    """--salt, --lora-name and --lora-path: the request fields vLLM mixes into block hashes."""
+    p.add_argument("--salt", default=None, help="cache salt: block 0 hashes (\"cache_salt\", SALT) as vLLM 0.33.0")
+    p.add_argument("--lora-name", default=None, help="LoRA adapter name: every block hashes (\"lora\", NAME, PATH)")
+    p.add_argument("--lora-path", default=None, help="the adapter's path (vLLM requires one with --lora-name)")
+
+
+def check_request_keys(args: argparse.Namespace) -> dict[str, str | None]:
+    """The salt and LoRA flags as keyword arguments of the hashing functions; CliError when a LoRA name
+    comes without its path."""
+    if args.lora_name and not args.lora_path:
+        raise CliError("--lora-name needs --lora-path: vLLM hashes the adapter's name and path")
+    if args.lora_path and not args.lora_name:
+        raise CliError("--lora-path needs --lora-name")
+    return {"cache_salt": args.salt or None, "lora_name": args.lora_name or None, "lora_path": args.lora_path or None}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     hash_fn, seed = check_hash_options(args)
+    keys = check_request_keys(args)
     notice = None
     if args.tokens is not None:
         tokens = parse_token_list(args.tokens)
@@ -112,9 +138,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         tokens, notice = tokens_from_text(args.text)
     in_force, reason = resolve_none_hash_seed(args.hash, seed)
     none_hash = init_none_hash(hash_fn, in_force)
-    records = hash_request_blocks(tokens, args.block_size, hash_fn, none_hash, cache_salt=args.salt)
+    records = hash_request_blocks(tokens, args.block_size, hash_fn, none_hash, keys["cache_salt"], keys["lora_name"],
+                                  lora_path=keys["lora_path"])
     secret = reason == "random_non_crypto" or args.no_seed
     out: dict[str, Any] = {
+        "reference": REFERENCE_RELEASE,
         "none_hash": none_hash.hex(),
         "hash": args.hash,
         "none_hash_seed": None if secret else in_force,
@@ -128,6 +156,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "parent": r.parent.hex(),
                 "hash": r.hash.hex() if r.hash is not None else None,
                 "full": r.full,
+                "extra_keys": jsonable(r.extra_keys),
             }
             for r in records
         ],

@@ -13,7 +13,7 @@ from typing import Any
 from kvviz.cli import CliError, add_json_flag
 from kvviz.live.demo import DemoPublisher, synthetic_tokenizer
 from kvviz.live.subscriber import check_bind_endpoint
-from kvviz.live.wire import offset_endpoint_port
+from kvviz.live.wire import FORM_ARRAY, FORM_VLLM, FORMS, REPLAY_LEGACY, REPLAY_V033, offset_endpoint_port
 
 MAX_SECONDS = 7 * 24 * 3600.0
 
@@ -34,7 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=None, help="stop after S seconds (default: run until Ctrl-C)")
     p.add_argument("--max-batches", type=int, default=None,
                    help="stop stepping after N batches and keep serving replay (for reproducible runs)")
-    p.add_argument("--array-like", action="store_true", help="array-form structs (older vLLM, other engines)")
+    p.add_argument("--form", choices=FORMS, default=FORM_VLLM,
+                   help="payload form: vllm (0.33.0: batch array, tagged-map events), map, array (default %(default)s)")
+    p.add_argument("--array-like", action="store_true", help="same as --form array (older vLLM, other engines)")
+    p.add_argument("--replay-layout", choices=(REPLAY_V033, REPLAY_LEGACY), default=REPLAY_V033,
+                   help="replay reply frames: 0.33 = [topic, seq, payload], legacy = [seq, payload] (default %(default)s)")
     p.add_argument("--int-hashes", action="store_true", help="64-bit int hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)")
     p.add_argument("--synthetic", action="store_true",
                    help="synthetic token ids instead of the embedded tokenizer (starts faster; no text)")
@@ -67,7 +71,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tokenize = _tokenizer(args.synthetic, args.seed)
     try:
         demo = DemoPublisher(endpoint, replay, topic=args.topic, seed=args.seed, interval_s=args.interval,
-                             array_like=args.array_like, int_hashes=args.int_hashes, tokenize=tokenize,
+                             form=FORM_ARRAY if args.array_like else args.form, replay_layout=args.replay_layout,
+                             int_hashes=args.int_hashes, tokenize=tokenize,
                              max_batches=args.max_batches).start()
     except ValueError as exc:
         raise CliError(str(exc)) from None

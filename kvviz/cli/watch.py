@@ -10,9 +10,9 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.cli.hash import parse_token_list, tokens_from_text
+from kvviz.cli.hash import add_request_key_options, check_request_keys, parse_token_list, tokens_from_text
 from kvviz.core import limits
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, get_hash_fn
+from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, REFERENCE_RELEASE, get_hash_fn
 from kvviz.live.engine_http import EngineHTTPError, tokenize_remote
 from kvviz.live.engine_model import hash_label
 from kvviz.live.subscriber import MAX_DP_SIZE, LiveConfig, Subscriber, check_prompt
@@ -49,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--prompt-tokens", default=None, help="prompt token ids, e.g. 1,2,3")
     src.add_argument("--prompt", default=None, help="prompt text (embedded tokenizer, or --tokenize-url)")
     p.add_argument("--tokenize-url", default=None, help="the engine's /tokenize URL, e.g. http://127.0.0.1:8000/tokenize")
+    add_request_key_options(p)
     add_json_flag(p)
     p.set_defaults(handler=run)
 
@@ -88,6 +89,7 @@ def _prompt_tokens(args: argparse.Namespace) -> list[int] | None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     config, seconds, batches = _check_args(args)
+    keys = check_request_keys(args)
     tokens = _prompt_tokens(args)  # before subscribing: a bad prompt fails fast
     try:
         sub = Subscriber(config, max_batches=batches).start()
@@ -99,7 +101,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sub.stop()
     out = sub.summary()
     if tokens is not None:
-        status = check_prompt(sub, tokens, args.block_size, args.hash, args.seed)
+        status = check_prompt(sub, tokens, args.block_size, args.hash, args.seed, **keys)
+        out["reference"] = REFERENCE_RELEASE
         out["prompt_blocks"] = status.blocks
         out["prompt_cached_blocks"] = status.cached_run
         out["prompt_block_status"] = [

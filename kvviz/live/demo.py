@@ -12,7 +12,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import zmq
 
@@ -20,11 +20,14 @@ from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.core.manager import KVCacheManager
 from kvviz.live.wire import (
     END_SEQ,
+    FORM_VLLM,
+    REPLAY_V033,
     BlockRemoved,
     BlockStored,
     KVCacheEvent,
     KVEventBatch,
     encode_batch,
+    encode_replay,
     encode_seq,
     to_int_hash,
 )
@@ -86,10 +89,12 @@ class DemoWorkload:
         self.users = [_User(i % len(SYSTEM_PROMPTS)) for i in range(users)]
         self._count = 0
         self._seen = 0
+        self._session = ""
 
     def step(self) -> list[KVCacheEvent]:
         """One scheduler step: a user sends a turn, or a running answer finishes."""
         user = self.rng.choice(self.users)
+        self._session = f"user-{self.users.index(user)}"
         out: list[KVCacheEvent] = []
         if user.running is None:
             if user.turns >= 6 or (user.turns and self.rng.random() < 0.15):  # conversation over: a new one
@@ -112,20 +117,21 @@ class DemoWorkload:
         return out + self._new_events()
 
     def _new_events(self) -> list[KVCacheEvent]:
-        """The vLLM events the block pool attached to its new step events, in order."""
+        """The vLLM events the block pool attached to its new step events, in order; stores carry the
+        session (the user) whose request caused them, as vLLM 0.33.0's ``session_id``."""
         log = self.manager.events
         fresh, self._seen = log[self._seen:], len(log)
-        return [kv for event in fresh for kv in event.kv_events]
+        return [replace(kv, session_id=self._session) if isinstance(kv, BlockStored) else kv
+                for event in fresh for kv in event.kv_events]
 
 
 def _int_hashes(event: KVCacheEvent) -> KVCacheEvent:
     if isinstance(event, BlockStored):
         parent = event.parent_block_hash
-        return BlockStored([to_int_hash(h) for h in event.block_hashes],  # type: ignore[arg-type]
-                           None if parent is None else to_int_hash(parent), event.token_ids, event.block_size,
-                           event.lora_id, event.medium, event.lora_name)
+        return replace(event, block_hashes=[to_int_hash(h) for h in event.block_hashes],  # type: ignore[misc]
+                       parent_block_hash=None if parent is None else to_int_hash(parent))
     if isinstance(event, BlockRemoved):
-        return BlockRemoved([to_int_hash(h) for h in event.block_hashes], event.medium)  # type: ignore[arg-type]
+        return replace(event, block_hashes=[to_int_hash(h) for h in event.block_hashes])  # type: ignore[misc]
     return event
 
 
@@ -134,13 +140,14 @@ class DemoPublisher(Worker):
     the cache, every ``interval_s`` seconds, from its ``Worker`` thread. Sequence numbers start at 0."""
 
     def __init__(self, endpoint: str, replay_endpoint: str | None = None, *, topic: str = "", seed: int = 0,
-                 interval_s: float = 0.2, array_like: bool = False, int_hashes: bool = False,
+                 interval_s: float = 0.2, form: str = FORM_VLLM, replay_layout: str = REPLAY_V033,
+                 int_hashes: bool = False,
                  tokenize: Callable[[str], list[int]] | None = None, workload: DemoWorkload | None = None,
                  max_batches: int | None = None) -> None:
         self.workload = workload or DemoWorkload(seed, tokenize)
         self.max_batches = max_batches  # stop stepping after this many batches (replay keeps serving)
         self.interval_s = interval_s
-        self.array_like = array_like
+        self.form, self.replay_layout = form, replay_layout
         self.int_hashes = int_hashes
         self.topic = topic.encode()
         self.endpoint, self.replay_endpoint = endpoint, replay_endpoint
@@ -165,7 +172,7 @@ class DemoPublisher(Worker):
         """Send one batch now (from the publisher's thread only); return its sequence number."""
         if self.int_hashes:
             events = [_int_hashes(e) for e in events]
-        payload = encode_batch(KVEventBatch(time.time(), list(events), 0), array_like=self.array_like)
+        payload = encode_batch(KVEventBatch(time.time(), list(events), 0), form=self.form)
         seq = self.seq
         self._pub.send_multipart([self.topic, encode_seq(seq), payload])
         self.buffer.append((seq, payload))
@@ -181,8 +188,8 @@ class DemoPublisher(Worker):
             client, start = frames[0], int.from_bytes(frames[2], "big", signed=True)
             for seq, payload in list(self.buffer):
                 if seq >= start:
-                    self._router.send_multipart([client, b"", encode_seq(seq), payload])
-            self._router.send_multipart([client, b"", encode_seq(END_SEQ), b""])
+                    self._router.send_multipart([client, *encode_replay(self.topic, seq, payload, self.replay_layout)])
+            self._router.send_multipart([client, *encode_replay(self.topic, END_SEQ, b"", self.replay_layout)])
 
     def _loop(self) -> None:
         next_step = time.monotonic()

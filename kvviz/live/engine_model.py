@@ -1,7 +1,7 @@
 """What an engine's prefix cache holds, rebuilt from its KV-cache events (no sockets here).
 
-Invariants: a block hash is in ``blocks`` iff at least one location (DP rank, medium, group) holds it
-now; a removal of a hash or location never stored changes nothing; at most ``max_blocks`` hashes are
+Invariants: a block hash is in ``blocks`` iff at least one location (DP rank, medium, group, locality,
+ownership: vLLM 0.33.0's fields) holds it now; a removal of a hash or location never stored changes nothing; at most ``max_blocks`` hashes are
 tracked and every block refused beyond that is counted in ``overflow``. Parent links come from
 ``parent_block_hash``, so chains sharing a prefix form trees rooted at blocks whose parent is not held.
 """
@@ -24,7 +24,11 @@ from kvviz.live.wire import (
 DEFAULT_MAX_BLOCKS = 200_000
 HISTORY_SECONDS = 600  # per-second samples kept for the rate charts
 MAX_TREE_BLOCKS_WALKED = 50_000
-Location = tuple[int, str, int]  # (data-parallel rank, medium, kv-cache group)
+MAX_SESSIONS = 1_000  # distinct session ids counted; stores of further sessions count under OTHER_SESSION
+OTHER_SESSION = "\x00other"
+RECENT_STORES = 12
+# (data-parallel rank, medium, kv-cache group, locality, ownership): where a copy of a block lives.
+Location = tuple[int, str, int, str | None, str | None]
 
 
 @dataclass(slots=True)
@@ -35,6 +39,28 @@ class CachedBlock:
     parent: ExternalBlockHash | None
     tokens: tuple[int, ...]
     where: dict[Location, int] = field(default_factory=dict)  # location -> physical blocks holding it
+    session_id: str | None = None  # the session whose request stored it last (vLLM 0.33.0 session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreNote:
+    """One BlockStored as received, for the page's "latest stores" table (first hash, counts and the
+    fields vLLM 0.33.0 added: locality, ownership, session, lookahead tokens)."""
+
+    t: float
+    rank: int
+    first_hash: ExternalBlockHash
+    blocks: int
+    medium: str
+    locality: str | None
+    ownership: str | None
+    session_id: str | None
+    group_idx: int
+    kv_cache_spec_kind: str | None
+    sliding_window: int | None
+    lora_name: str | None
+    extra_keys: tuple | None  # the first block's untagged extra keys
+    lookahead_tokens: int  # lookahead tokens per block (0: lookahead hashing off)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +88,8 @@ class PrefixTree:
     depth: int
     leaves: int
     chain_tokens: tuple[int, ...]
+    where: tuple[str, ...] = ()  # the root's copies as "MEDIUM" or "MEDIUM/LOCALITY", sorted
+    session_id: str | None = None  # the session that stored the deepest block
 
 
 @dataclass(slots=True)
@@ -92,11 +120,17 @@ class EngineModel:
         self.hash_kind: str | None = None  # "bytes" or "int", as the engine sends them
         self.history: deque[Sample] = deque(maxlen=history_seconds)
         self._second: _Second | None = None
+        self.localities: dict[str, int] = {}  # locality ("LOCAL", "REMOTE", "" = unspecified) -> copies held
+        self.groups: dict[int, tuple[str | None, int | None]] = {}  # group_idx -> (spec kind, sliding window)
+        self.session_stores: dict[str, int] = {}  # session id -> blocks it stored (bounded, see MAX_SESSIONS)
+        self.recent: deque[StoreNote] = deque(maxlen=RECENT_STORES)
+        self._now = 0.0
 
     # -------------------------------------------------------------- applying events
     def apply(self, batch: EventBatch, now: float) -> None:
         """Apply one batch received at wall-clock time ``now`` (seconds)."""
         rank = batch.batch.data_parallel_rank or 0
+        self._now = now
         self.dp_ranks.add(rank)
         self.batches += 1
         self.unknown_kinds += batch.unknown_kinds
@@ -117,9 +151,26 @@ class EngineModel:
                 sec.cleared += 1
                 self.events["AllBlocksCleared"] += 1
 
+    def _note(self, event: BlockStored, rank: int, where: Location) -> None:
+        group = where[2]
+        if event.kv_cache_spec_kind is not None or group not in self.groups:
+            self.groups[group] = (event.kv_cache_spec_kind, event.kv_cache_spec_sliding_window)
+        if event.session_id is not None:
+            key = event.session_id if (event.session_id in self.session_stores
+                                       or len(self.session_stores) < MAX_SESSIONS) else OTHER_SESSION
+            self.session_stores[key] = self.session_stores.get(key, 0) + len(event.block_hashes)
+        if event.block_hashes:
+            extra = event.extra_keys[0] if event.extra_keys else None
+            ahead = event.lookahead_token_ids
+            self.recent.append(StoreNote(self._now, rank, event.block_hashes[0], len(event.block_hashes), where[1],
+                                         event.locality, event.ownership, event.session_id, group,
+                                         event.kv_cache_spec_kind, event.kv_cache_spec_sliding_window,
+                                         event.lora_name, extra, len(ahead[0]) if ahead else 0))
+
     def _stored(self, event: BlockStored, rank: int) -> None:
         self.block_size = event.block_size
-        where = (rank, event.medium or MEDIUM_GPU, event.group_idx or 0)
+        where = (rank, event.medium or MEDIUM_GPU, event.group_idx or 0, event.locality, event.ownership)
+        self._note(event, rank, where)
         parent = event.parent_block_hash
         bs = event.block_size
         for i, h in enumerate(event.block_hashes):
@@ -136,7 +187,11 @@ class EngineModel:
                 self.children.setdefault(parent, set()).add(h)
             if where not in block.where:
                 self.media[where[1]] = self.media.get(where[1], 0) + 1
+                loc = where[3] or ""
+                self.localities[loc] = self.localities.get(loc, 0) + 1
             block.where[where] = block.where.get(where, 0) + 1  # vLLM may hold one hash in two blocks
+            if event.session_id is not None:
+                block.session_id = event.session_id
             parent = h
 
     def _drop(self, h: ExternalBlockHash, where: Location, every: bool = False) -> None:
@@ -147,6 +202,7 @@ class EngineModel:
         if every or block.where[where] <= 0:
             del block.where[where]
             self.media[where[1]] -= 1
+            self.localities[where[3] or ""] -= 1
         if not block.where:
             del self.blocks[h]
             siblings = self.children.get(block.parent)
@@ -156,7 +212,7 @@ class EngineModel:
                     del self.children[block.parent]
 
     def _removed(self, event: BlockRemoved, rank: int) -> None:
-        where = (rank, event.medium or MEDIUM_GPU, event.group_idx or 0)
+        where = (rank, event.medium or MEDIUM_GPU, event.group_idx or 0, event.locality, event.ownership)
         for h in event.block_hashes:
             self._drop(h, where)
 
@@ -203,6 +259,14 @@ class EngineModel:
         """Blocks held per medium (a block on two ranks counts twice)."""
         return {m: n for m, n in sorted(self.media.items()) if n}
 
+    def blocks_by_locality(self) -> dict[str, int]:
+        """Copies held per locality ("" = the publisher did not say, as vLLM's GPU pool)."""
+        return {k: n for k, n in sorted(self.localities.items()) if n}
+
+    def top_sessions(self, n: int = 5) -> list[tuple[str, int]]:
+        """The ``n`` sessions that stored the most blocks, most first."""
+        return sorted(self.session_stores.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
     def cached_run(self, hashes: Sequence[ExternalBlockHash]) -> tuple[list[bool], int]:
         """For a prompt's chained hashes: which are held now, and the leading run the engine can reuse."""
         status = [h in self.blocks for h in hashes]
@@ -236,7 +300,9 @@ class EngineModel:
             chain.append(node)
             node = self.blocks[node].parent if node != root else None
         chain_tokens = tuple(t for h in reversed(chain) for t in self.blocks[h].tokens)
-        return PrefixTree(root, blocks, tokens, deepest_depth, leaves, chain_tokens)
+        where = tuple(sorted({w[1] if not w[3] else f"{w[1]}/{w[3]}" for w in self.blocks[root].where}))
+        return PrefixTree(root, blocks, tokens, deepest_depth, leaves, chain_tokens, where,
+                          self.blocks[deepest].session_id)
 
     def largest_trees(self, n: int = 5) -> list[PrefixTree]:
         """The ``n`` prefix trees holding the most blocks, largest first."""
@@ -279,12 +345,15 @@ class PromptStatus:
 
 
 def prompt_status(model: EngineModel, tokens: Sequence[int], block_size: int, hash_name: str,
-                  seed: str | None) -> PromptStatus:
-    """Hash ``tokens`` with ``kvviz.core.hashing`` (same bytes as vLLM) and look each block up in ``model``."""
+                  seed: str | None, cache_salt: str | None = None, lora_name: str | None = None,
+                  lora_path: str | None = None) -> PromptStatus:
+    """Hash ``tokens`` with ``kvviz.core.hashing`` (same bytes as vLLM, salt and LoRA included) and look
+    each block up in ``model``."""
     from kvviz.core.hashing import get_hash_fn, hash_block_chain, init_none_hash
 
     fn = get_hash_fn(hash_name)
-    digests = hash_block_chain(tokens, block_size, fn, init_none_hash(fn, seed))
+    digests = hash_block_chain(tokens, block_size, fn, init_none_hash(fn, seed), cache_salt or None,
+                               lora_name or None, lora_path=lora_path or None)
     hashes = match_hash_form(digests, model.hash_kind)
     status, run = model.cached_run(hashes)
     return PromptStatus(block_size, len(tokens), tuple(hashes), tuple(status), run)

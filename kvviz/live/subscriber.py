@@ -19,14 +19,12 @@ from typing import Any
 import zmq
 
 from kvviz.core.limits import DEFAULT_BLOCK_SIZE
-from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel, PromptStatus, prompt_status
+from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel, PromptStatus, StoreNote, prompt_status
 from kvviz.live.wire import (
-    END_SEQ,
     EventBatch,
     WireError,
-    decode_batch,
     decode_message,
-    decode_seq,
+    decode_replay,
     encode_seq,
     offset_endpoint_port,
 )
@@ -96,6 +94,9 @@ class Counters:
     restarts: int = 0
     reconnects: int = 0
     replay_requests: int = 0
+    replays_ended: int = 0  # replies that ended on the publisher's end marker
+    replay_timeouts: int = 0  # replies cut short by replay_timeout_s (or the message cap)
+    replay_layout: str | None = None  # the layout the last replay reply came in (wire.REPLAY_*)
     last_error: str | None = None
     last_message_at: float | None = None
     ranks: dict[int, RankState] = field(default_factory=dict)
@@ -235,24 +236,27 @@ class Subscriber(Worker):
             dealer.connect(offset_endpoint_port(self.config.replay_endpoint, rank))
             dealer.send_multipart([b"", encode_seq(start)])
             deadline = time.monotonic() + self.replay_timeout_s
+            ended = False
             for _ in range(MAX_REPLAY_MESSAGES):
                 left_ms = int((deadline - time.monotonic()) * 1000)
                 if left_ms <= 0 or self.stopping or not dealer.poll(left_ms):
                     break
-                frames = dealer.recv_multipart()
-                if len(frames) != 3 or frames[0] != b"":
-                    self._bad(WireError(f"replay reply has {len(frames)} frames, expected 3"))
-                    continue
                 try:
-                    seq = decode_seq(frames[1])
-                    if seq == END_SEQ:
-                        break
-                    batch = decode_batch(frames[2])
+                    reply = decode_replay(dealer.recv_multipart())
                 except WireError as exc:
                     self._bad(exc)
                     continue
-                if seq >= start and (stop is None or seq < stop):
-                    self._accept(rank, seq, batch, replayed=True)
+                self.counters.replay_layout = reply.layout
+                if reply.batch is None:  # the end marker: nothing more is coming
+                    ended = True
+                    break
+                if reply.seq >= start and (stop is None or reply.seq < stop):
+                    self._accept(rank, reply.seq, reply.batch, replayed=True)
+            with self.lock:
+                if ended:
+                    self.counters.replays_ended += 1
+                else:
+                    self.counters.replay_timeouts += 1
         except zmq.ZMQError as exc:
             self.counters.last_error = f"replay: {exc}"
         finally:
@@ -288,6 +292,10 @@ class Subscriber(Worker):
                 "dp_ranks": sorted(m.dp_ranks),
                 "first_seq": min(firsts) if firsts else None,
                 "last_seq": max(lasts) if lasts else None,
+                "replay_requests": self.counters.replay_requests,
+                "replays_ended": self.counters.replays_ended,
+                "replay_timeouts": self.counters.replay_timeouts,
+                "replay_layout": self.counters.replay_layout,
             }
 
 
@@ -310,12 +318,12 @@ def stop_shared(config: LiveConfig) -> None:
 
 
 def check_prompt(sub: Subscriber, tokens: list[int], block_size: int | None, hash_name: str,
-                 seed: str | None) -> PromptStatus:
+                 seed: str | None, **extra: str | None) -> PromptStatus:
     """``prompt_status`` against ``sub``'s model, read under its lock; the block size defaults to the
-    engine's (from its BlockStored events), else 16."""
+    engine's (from its BlockStored events), else 16. ``extra``: cache_salt, lora_name, lora_path."""
     with sub.lock:
         size = block_size or sub.model.block_size or DEFAULT_BLOCK_SIZE
-        return prompt_status(sub.model, tokens, size, hash_name, seed)
+        return prompt_status(sub.model, tokens, size, hash_name, seed, **extra)
 
 
 def check_bind_endpoint(endpoint: str, flag: str = "endpoint") -> str:
@@ -346,6 +354,10 @@ class LiveView:
     hash_kind: str | None
     last_error: str | None
     last_message_at: float | None
+    localities: dict[str, int] = field(default_factory=dict)
+    groups: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)
+    sessions: list[tuple[str, int]] = field(default_factory=list)
+    recent: list[StoreNote] = field(default_factory=list)
 
 
 def read_view(sub: Subscriber, trees: int = 5) -> LiveView:
@@ -357,4 +369,5 @@ def read_view(sub: Subscriber, trees: int = 5) -> LiveView:
         m = sub.model
         return LiveView(status, summary, m.samples(), m.blocks_by_medium(), m.largest_trees(trees), m.overflow,
                         m.max_blocks, m.unknown_kinds, m.unknown_fields, c.duplicates, c.restarts, c.reconnects,
-                        m.block_size, m.hash_kind, c.last_error or sub.error, c.last_message_at)
+                        m.block_size, m.hash_kind, c.last_error or sub.error, c.last_message_at,
+                        m.blocks_by_locality(), dict(m.groups), m.top_sessions(), list(m.recent))

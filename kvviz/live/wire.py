@@ -1,9 +1,15 @@
-"""vLLM's KV-cache event wire format (``vllm/distributed/kv_events.py``), decoded and encoded.
+"""vLLM's KV-cache event wire format (``vllm/distributed/kv_events.py``, 0.33.0), decoded and encoded.
 
 A message is three ZeroMQ frames: topic, sequence number (8 bytes, big-endian) and a msgpack payload
 ``EventBatch(ts, events, data_parallel_rank)``. Events are tagged structs ``BlockStored``,
 ``BlockRemoved`` and ``AllBlocksCleared``, either as maps (msgspec's default; the tag is the ``type``
 key) or as arrays (``array_like``; the tag is the first element, fields follow in declaration order).
+vLLM 0.33.0 sends the batch as an array and its events as tagged maps (form ``vllm``); older
+publishers and kvviz's demo may send maps throughout (``map``) or arrays throughout (``array``).
+
+A replay reply (what a DEALER receives from the publisher's ROUTER) has two layouts: 0.33.0's
+``[b"", topic, seq, payload]`` per batch, ended by ``[b"", b"", END_SEQ, b""]``, and the older
+``[b"", seq, payload]`` ended by ``[b"", END_SEQ, b""]``. ``decode_replay`` reads both.
 Block hashes are bytes, or ints (the digest's low 64 bits, big-endian) under
 ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES``. Decoding never raises on well-formed msgpack of an unexpected
 shape: unknown fields and unknown event kinds are counted and skipped; anything else is a ``WireError``.
@@ -30,12 +36,19 @@ __all__ = ["MEDIUM_GPU", "AllBlocksCleared", "BlockRemoved", "BlockStored", "Ext
            "KVEventBatch"]
 END_SEQ = -1  # the replay stream's last message carries this (signed) sequence number and no payload
 SEQ_BYTES = 8
+FORM_VLLM, FORM_MAP, FORM_ARRAY = "vllm", "map", "array"  # batch array + event maps / maps / arrays
+FORMS = (FORM_VLLM, FORM_MAP, FORM_ARRAY)
+REPLAY_V033, REPLAY_LEGACY = "0.33", "legacy"  # [b"", topic, seq, payload] / [b"", seq, payload]
 
 # Field order of each struct, as declared in vLLM (the array form depends on it).
 BATCH_FIELDS = ("ts", "events", "data_parallel_rank")
 STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
-                 "lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window")
-REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
+                 "lora_name", "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window",
+                 "locality", "ownership", "session_id", "lookahead_token_ids")
+REMOVED_FIELDS = ("block_hashes", "medium", "group_idx", "locality", "ownership")
+# Fields vLLM declares without a default: msgspec's omit_defaults always writes them.
+REQUIRED_FIELDS = {"BlockStored": set(STORED_FIELDS[:7]), "BlockRemoved": {"block_hashes", "medium"},
+                   "AllBlocksCleared": set()}
 CLEARED_FIELDS: tuple[str, ...] = ()
 KIND_FIELDS = {"BlockStored": STORED_FIELDS, "BlockRemoved": REMOVED_FIELDS, "AllBlocksCleared": CLEARED_FIELDS}
 KINDS = tuple(KIND_FIELDS)
@@ -72,6 +85,20 @@ class Message:
     topic: bytes
     seq: int
     batch: EventBatch
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReply:
+    """One message of a replay reply: its sequence number, the batch (None for the end marker) and which
+    layout it came in (``REPLAY_V033`` or ``REPLAY_LEGACY``)."""
+
+    seq: int
+    batch: EventBatch | None
+    layout: str
+
+    @property
+    def end(self) -> bool:
+        return self.batch is None
 
 
 @dataclass
@@ -115,7 +142,8 @@ def _build(kind: str, values: dict[str, Any]) -> KVCacheEvent:
         if "block_hashes" not in values:
             raise WireError("BlockRemoved without block_hashes")
         return BlockRemoved(_hashes(values["block_hashes"], "BlockRemoved.block_hashes"),
-                            _opt_str(values.get("medium"), "medium"), _opt_int(values.get("group_idx"), "group_idx"))
+                            _opt_str(values.get("medium"), "medium"), _opt_int(values.get("group_idx"), "group_idx"),
+                            _opt_str(values.get("locality"), "locality"), _opt_str(values.get("ownership"), "ownership"))
     for name in ("block_hashes", "token_ids", "block_size"):
         if name not in values:
             raise WireError(f"BlockStored without {name}")
@@ -138,7 +166,19 @@ def _build(kind: str, values: dict[str, Any]) -> KVCacheEvent:
         _opt_int(values.get("group_idx"), "group_idx"),
         _opt_str(values.get("kv_cache_spec_kind"), "kv_cache_spec_kind"),
         _opt_int(window, "kv_cache_spec_sliding_window"),
+        _opt_str(values.get("locality"), "locality"), _opt_str(values.get("ownership"), "ownership"),
+        _opt_str(values.get("session_id"), "session_id"), _lookahead(values.get("lookahead_token_ids")),
     )
+
+
+def _lookahead(value: Any) -> list[list[int]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+            isinstance(row, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in row)
+            for row in value):
+        raise WireError("BlockStored.lookahead_token_ids must be a list of lists of ints or null")
+    return value
 
 
 def _freeze(value: Any) -> Any:
@@ -207,36 +247,74 @@ def decode_message(frames: list[bytes]) -> Message:
     return Message(bytes(frames[0]), decode_seq(frames[1]), decode_batch(frames[2]))
 
 
+def decode_replay(frames: list[bytes]) -> ReplayReply:
+    """One replay message as a DEALER receives it, in 0.33.0's layout ``[b"", topic, seq, payload]``
+    (end: ``[b"", b"", END_SEQ, b""]``) or the older ``[b"", seq, payload]`` (end: ``[b"", END_SEQ, b""]``)."""
+    if len(frames) == 4 and frames[0] == b"":
+        layout, seq_frame, payload = REPLAY_V033, frames[2], frames[3]
+    elif len(frames) == 3 and frames[0] == b"":
+        layout, seq_frame, payload = REPLAY_LEGACY, frames[1], frames[2]
+    else:
+        raise WireError(f"replay reply has {len(frames)} frames, expected [b'', topic, seq, payload] "
+                        "or [b'', seq, payload]")
+    seq = decode_seq(seq_frame)
+    if seq == END_SEQ:
+        return ReplayReply(seq, None, layout)
+    return ReplayReply(seq, decode_batch(payload), layout)
+
+
 # ------------------------------------------------------------------ encoding (demo publisher)
 def _event_fields(event: KVCacheEvent) -> tuple[str, list[Any]]:
     kind = type(event).__name__
-    values = [getattr(event, name) for name in KIND_FIELDS[kind]]
-    return kind, [list(v) if isinstance(v, tuple) else v for v in values]
+    return kind, [_thaw(getattr(event, name)) for name in KIND_FIELDS[kind]]
 
 
-def encode_batch(batch: KVEventBatch, *, array_like: bool = False) -> bytes:
-    """msgpack of ``batch`` as vLLM's msgspec encoder writes it: maps with a ``type`` tag and
-    default-valued (None) trailing fields omitted, or ``array_like`` arrays with the tag first."""
+def _thaw(value: Any) -> Any:
+    return [_thaw(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def _trim_defaults(kind: str, values: list[Any]) -> list[Any]:
+    """An array-form event without its trailing default (None) fields, as omit_defaults writes it."""
+    names = KIND_FIELDS[kind]
+    n = len(values)
+    while n and values[n - 1] is None and names[n - 1] not in REQUIRED_FIELDS[kind]:
+        n -= 1
+    return values[:n]
+
+
+def encode_batch(batch: KVEventBatch, *, form: str = FORM_VLLM) -> bytes:
+    """msgpack of ``batch`` as vLLM's msgspec encoder writes it (omit_defaults: fields declared with a
+    default vanish when None). ``form``: ``vllm`` (0.33.0: the batch an array, events tagged maps),
+    ``map`` (maps throughout) or ``array`` (arrays throughout, the tag first)."""
+    if form not in FORMS:
+        raise ValueError(f"unknown form {form!r}; valid: {', '.join(FORMS)}")
     events: list[Any] = []
     for event in batch.events:
         kind, values = _event_fields(event)
-        names = KIND_FIELDS[kind]
-        if array_like:
-            events.append([kind, *values])
+        if form == FORM_ARRAY:
+            events.append([kind, *_trim_defaults(kind, values)])
         else:
-            # vLLM's structs are omit_defaults: fields declared with a default (None) vanish when None.
-            required = {"block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
-                        "lora_name"} if kind == "BlockStored" else {"block_hashes", "medium"}
             item = {"type": kind}
-            item.update({n: v for n, v in zip(names, values, strict=True) if v is not None or n in required})
+            item.update({n: v for n, v in zip(KIND_FIELDS[kind], values, strict=True)
+                         if v is not None or n in REQUIRED_FIELDS[kind]})
             events.append(item)
-    if array_like:
-        raw: Any = [batch.ts, events, batch.data_parallel_rank]
-    else:
-        raw = {"ts": batch.ts, "events": events}
+    if form == FORM_MAP:
+        raw: Any = {"ts": batch.ts, "events": events}
         if batch.data_parallel_rank is not None:
             raw["data_parallel_rank"] = batch.data_parallel_rank
+    else:
+        raw = [batch.ts, events] + ([] if batch.data_parallel_rank is None else [batch.data_parallel_rank])
     return msgspec.msgpack.encode(raw)
+
+
+def encode_replay(topic: bytes, seq: int, payload: bytes, layout: str = REPLAY_V033) -> list[bytes]:
+    """The frames a ROUTER sends after the client identity for one batch (``seq == END_SEQ``: the end
+    marker, whose topic and payload are empty)."""
+    if seq == END_SEQ:
+        topic = payload = b""
+    if layout == REPLAY_V033:
+        return [b"", topic, encode_seq(seq), payload]
+    return [b"", encode_seq(seq), payload]
 
 
 def encode_seq(seq: int) -> bytes:

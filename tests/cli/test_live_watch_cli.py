@@ -45,9 +45,35 @@ def _chain(pub: WirePublisher, n0: int, n: int, parent: int | None) -> object:
     return pub.stored(ids, parent, list(range(4 * n)))
 
 
-def test_replay_on_start_gap_and_garbage_map_form(capsys: pytest.CaptureFixture) -> None:
+LAYOUTS = [("vllm", "0.33"), ("map", "legacy")]  # vLLM 0.33.0's forms and replay layout; an older publisher's
+
+
+@pytest.mark.parametrize("form,layout", LAYOUTS)
+def test_replay_fills_a_gap_and_ends_on_the_end_marker(capsys: pytest.CaptureFixture, form: str, layout: str) -> None:
     port = free_port(2)
-    pub = WirePublisher(port, port + 1, rank=0)
+    pub = WirePublisher(port, port + 1, rank=0, form=form, replay_layout=layout, topic=b"kv@pod-a@smol")
+    try:
+        pub.publish([_chain(pub, 0, 2, None)])  # before anyone listens: only the replay has it
+        watch = Watch(capsys, "--endpoint", f"tcp://127.0.0.1:{port}", "--replay-endpoint",
+                      f"tcp://127.0.0.1:{port + 1}", "--batches", "4", "--timeout", "40")
+        pub.wait_subscribed()
+        pub.wait_replay_served()
+        pub.publish([_chain(pub, 10, 1, None)])
+        pub.publish([pub.stored([20], None, [1, 2, 3, 4], session_id="chat-1", locality="LOCAL")], send=False)
+        pub.publish([pub.removed([10], group_idx=0)])  # seq 3 shows the gap at seq 2
+        out = watch.result()
+    finally:
+        pub.close()
+    assert out["batches"] == 4 and out["missed"] == 0 and out["decode_errors"] == 0
+    assert out["replayed"] == 2 and out["replay_requests"] == 2  # on connecting, then the gap
+    assert out["replays_ended"] == 2 and out["replay_timeouts"] == 0 and out["replay_layout"] == layout
+    assert out["cached_blocks"] == 3
+
+
+@pytest.mark.parametrize("form,layout", LAYOUTS)
+def test_replay_on_start_gap_and_garbage(capsys: pytest.CaptureFixture, form: str, layout: str) -> None:
+    port = free_port(2)
+    pub = WirePublisher(port, port + 1, rank=0, form=form, replay_layout=layout)
     try:
         for i in range(3):  # published before anyone listens: only the replay has them
             pub.publish([_chain(pub, 10 * i, 2, None)])
@@ -67,6 +93,7 @@ def test_replay_on_start_gap_and_garbage_map_form(capsys: pytest.CaptureFixture)
         pub.close()
     assert out["batches"] == 7 and out["missed"] == 0 and out["decode_errors"] == 3
     assert out["replayed"] == 4  # seqs 0-2 on start and 4 after the gap
+    assert out["replays_ended"] == 2 and out["replay_timeouts"] == 0  # replies and end markers are no errors
     assert out["events"] == {"BlockStored": 6, "BlockRemoved": 1, "AllBlocksCleared": 1}
     assert out["cached_blocks"] == 1 and out["stored_tokens"] == 4  # the clear came before the last store
     assert (out["first_seq"], out["last_seq"], out["dp_ranks"]) == (0, 6, [0])

@@ -87,3 +87,22 @@ def test_prompt_status_uses_vllm_hashes_in_bytes_and_int_form() -> None:
         assert st.blocks == 5 and st.cached == (True, True, False, True, False) and st.cached_run == 2
     other_seed = prompt_status(m, tokens, 2, "sha256", "42")
     assert other_seed.cached_run == 0  # a different NONE_HASH seed changes every hash
+
+
+def test_vllm_033_fields_locality_session_groups_and_latest_stores() -> None:
+    m = EngineModel()
+    local = BlockStored([b"a", b"b"], None, [1, 2, 3, 4], 2, None, "GPU", None, extra_keys=[("s",), None],
+                        group_idx=0, kv_cache_spec_kind="full_attention", session_id="chat-1")
+    remote = BlockStored([b"a"], None, [1, 2], 2, None, "CPU", None, group_idx=0, locality="REMOTE",
+                         ownership="tier-2", session_id="chat-2", lookahead_token_ids=[[9]])
+    _apply(m, [local, remote])
+    assert m.blocks_by_locality() == {"": 2, "REMOTE": 1} and m.groups == {0: ("full_attention", None)}
+    assert m.top_sessions() == [("chat-1", 2), ("chat-2", 1)]
+    (tree,) = m.largest_trees()
+    assert tree.where == ("CPU/REMOTE", "GPU") and tree.session_id == "chat-1"
+    first, second = m.recent
+    assert (first.session_id, first.extra_keys, first.blocks) == ("chat-1", ("s",), 2)
+    assert (second.locality, second.ownership, second.lookahead_tokens) == ("REMOTE", "tier-2", 1)
+    # A removal names its tier: the remote copy goes, the local one stays.
+    _apply(m, [BlockRemoved([b"a"], "CPU", 0, "REMOTE", "tier-2")])
+    assert m.blocks_by_locality() == {"": 2} and m.blocks_by_medium() == {"GPU": 2}
