@@ -140,6 +140,13 @@ def page_header(title: str, intro: str | None = None) -> None:
         ui_present.intro(intro)
 
 
+def hash_reference(where: Any = None) -> None:
+    """One caption naming the engine release kvviz's block hashes follow (``REFERENCE_RELEASE``)."""
+    from kvviz.core.hashing import REFERENCE_RELEASE
+
+    (where or st).caption(T.HASHES_AS.format(release=REFERENCE_RELEASE))
+
+
 def show_error(exc: BaseException, prefix: str | None = None) -> None:
     """A user-facing error box (one line, never a traceback)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -141,8 +141,9 @@ NO_PROMPT_YET = "Send a prompt to see which of its blocks were already in the ro
 SALT_WHY = "Why the salt isolates you"
 SALT_WHY_INTRO = (
     "The same tokens, hashed twice: without a salt and with **{salt_name}**. The salt enters only block "
-    "0's extra keys, yet every hash after it changes, because each block hash includes its parent's hash. "
-    "A block is found only if its exact hash is in the pool."
+    "0's extra keys, as the tagged key `(\"cache_salt\", salt)` ({release}; vLLM 0.23.0, which the seed "
+    "articles quote, hashed the bare salt string), yet every hash after it changes, because each block hash "
+    "includes its parent's hash. A block is found only if its exact hash is in the pool."
 )
 SALT_WHY_OFF = (
     "Your salt is off. Below: your last prompt without a salt (as sent) and with a private salt, to show "
@@ -151,7 +152,7 @@ SALT_WHY_OFF = (
 SALT_NAME_ILLUSTRATIVE = "a private salt"
 SALT_NAME_TEAM = "your team salt"
 SALT_NAME_PRIVATE = "your private salt"
-SALT_EXTRA_KEY = "salt"
+SALT_EXTRA_KEY = '("cache_salt", salt)'
 SALT_COLUMNS = {"index": "Block", "plain": "Hash without salt", "plain_cached": "In the room?",
                 "salted": "Hash with salt", "salted_cached": "In the room?", "extra": "Extra keys (salted)"}
 YES = "yes"

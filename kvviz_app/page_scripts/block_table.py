@@ -310,6 +310,7 @@ def _player() -> None:
     if view.requests:
         with st.expander(T.TABLES_TEXT):
             st.dataframe(_table_rows(view), hide_index=True, width="stretch")
+            ui.hash_reference()
 
     st.markdown(f"**{T.TIMELINE_HEADER}**")
     ui_chart.plotly_chart(figs["timeline"], width="stretch", key="bt_timeline")

@@ -70,6 +70,7 @@ st.markdown(T.PY_HASH_TEXT)
 
 # ----------------------------------------------------------------------------- NONE_HASH
 st.subheader(T.NONE_HASH)
+ui.hash_reference()
 st.markdown(T.NONE_HASH_TEXT)
 sample = tokenize(T.FORCED_DEFAULT_B, model_name=lm.source.key).ids
 demo = _none_demo(tuple(sample))

@@ -311,6 +311,7 @@ elif edit.store_reused_tokens < cmp.reused_tokens:
 
 st.subheader(T.STEP_CHAIN)
 st.markdown(T.CHAIN_INTRO)
+ui.hash_reference()
 ui_present.picture(PICTURE, F.chain_figure(cmp), width="stretch", key="edit_chain_chart",
                    config={"displayModeBar": False})
 with st.expander(T.CHAIN_TABLE):

@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES
+from kvviz.core.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES, REFERENCE_RELEASE
 from kvviz.figures import live as F
 from kvviz.live import demo as D
 from kvviz.live.engine_http import EngineHTTPError, hit_rate, scrape_metrics, tokenize_remote
@@ -20,7 +20,7 @@ from kvviz_app import ui, ui_chart
 K_CFG, K_EP, K_REPLAY, K_TOPIC, K_DP, K_METRICS = "lv_config", "lv_ep", "lv_replay", "lv_topic", "lv_dp", "lv_metrics"
 K_AUTO, K_DECODE, K_PROMPT, K_TOK, K_URL, K_HASH, K_SEED, K_BS = (
     "lv_auto", "lv_decode", "lv_prompt", "lv_tok", "lv_url", "lv_hash", "lv_seed", "lv_bs")
-K_SCRAPES, K_RESULT = "lv_scrapes", "lv_result"
+K_SCRAPES, K_RESULT, K_SALT, K_LORA, K_LORA_PATH = "lv_scrapes", "lv_result", "lv_salt", "lv_lora", "lv_lora_path"
 DEFAULT_EP, DEFAULT_REPLAY = "tcp://127.0.0.1:5557", "tcp://127.0.0.1:5558"
 RATE_WINDOW_S = 10
 MAX_SCRAPES = 300
@@ -167,12 +167,42 @@ def _live() -> None:
     else:
         decode = st.session_state.get(K_DECODE, False)
         rows = [{T.COL_ROOT: hash_label(t.root, 12), T.COL_BLOCKS: t.blocks, T.COL_TOKENS: t.tokens,
-                 T.COL_DEPTH: t.depth, T.COL_LEAVES: t.leaves,
+                 T.COL_DEPTH: t.depth, T.COL_LEAVES: t.leaves, T.COL_WHERE: ", ".join(t.where) or "—",
+                 T.COL_SESSION: t.session_id or "—",
                  T.COL_TEXT: _decoder().decode(list(t.chain_tokens[:400])) if decode
                  else T.COL_TEXT_TOKENS.format(n=len(t.chain_tokens))} for t in view.trees]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    _stores(view)
     if url := st.session_state.get(K_METRICS, "").strip():
         _scrape(url)
+
+
+def _stores(view) -> None:
+    """vLLM 0.33.0's placement fields: groups and their spec, copies per locality, sessions, latest stores."""
+    if not view.recent:
+        return
+    st.markdown(f"**{T.STORES_HEADER}**")
+    groups = "; ".join(T.GROUP_ITEM.format(group=g, kind=k or T.UNSPECIFIED) + (
+        T.GROUP_WINDOW.format(window=w) if w else "") for g, (k, w) in sorted(view.groups.items()))
+    places = ", ".join(f"{loc or T.UNSPECIFIED}: {ui.loc(f'{n:,}')}" for loc, n in view.localities.items())
+    st.caption(T.STORES_CAPTION.format(groups=groups or "—", places=places or "—", release=REFERENCE_RELEASE))
+    if view.sessions:
+        st.caption(T.SESSIONS_LINE.format(sessions=", ".join(
+            f"{T.OTHER_SESSIONS if sid.startswith(chr(0)) else sid}: {ui.loc(f'{n:,}')}" for sid, n in view.sessions)))
+    now = time.time()
+    rows = [{T.COL_AGO: ui.loc(f"{max(now - r.t, 0.0):,.0f}"), T.COL_RANK: r.rank, T.COL_FIRST: hash_label(r.first_hash, 12),
+             T.COL_BLOCKS: r.blocks, T.COL_MEDIUM: r.medium, T.COL_LOCALITY: r.locality or "—",
+             T.COL_OWNERSHIP: r.ownership or "—", T.COL_SESSION: r.session_id or "—",
+             T.COL_GROUP: f"{r.group_idx}: {r.kv_cache_spec_kind or '—'}", T.COL_LORA: r.lora_name or "—",
+             T.COL_EXTRA: _extra_text(r.extra_keys), T.COL_LOOKAHEAD: r.lookahead_tokens}
+            for r in reversed(view.recent)]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _extra_text(keys: tuple | None) -> str:
+    if not keys:
+        return "—"
+    return ", ".join(k.hex()[:12] if isinstance(k, bytes) else str(k) for k in keys)[:80]
 
 
 st.divider()
@@ -185,6 +215,7 @@ st.fragment(_live, run_every=2.0 if auto else None)()
 st.divider()
 st.subheader(T.PROMPT_HEADER)
 st.markdown(T.PROMPT_INTRO)
+ui.hash_reference()
 if D.running_demo(config.endpoint) is not None and st.button(T.USE_DEMO_PROMPT):
     st.session_state[K_PROMPT] = D.SYSTEM_PROMPTS[0]
 st.text_area(T.PROMPT, key=K_PROMPT, placeholder=T.PROMPT_PLACEHOLDER, height=110)
@@ -196,6 +227,10 @@ seed = c[2].text_input(T.SEED, "", key=K_SEED, help=T.SEED_HELP).strip() or None
 bs = c[3].number_input(T.BLOCK_SIZE, 0, 256, 0, key=K_BS, help=T.BLOCK_SIZE_HELP)
 if tok == T.TOKENIZER_URL:
     st.text_input(T.TOKENIZE_URL, "", key=K_URL, help=T.TOKENIZE_URL_HELP, placeholder="http://127.0.0.1:8000/tokenize")
+c = st.columns(3)
+c[0].text_input(T.SALT, "", key=K_SALT, help=T.SALT_HELP)
+c[1].text_input(T.LORA_NAME, "", key=K_LORA, help=T.LORA_HELP)
+c[2].text_input(T.LORA_PATH, "", key=K_LORA_PATH, help=T.LORA_HELP)
 if hash_name in NON_CRYPTO_HASHES and seed is None:
     st.warning(T.RANDOM_SEED_WARNING.format(hash=hash_name), icon=":material/warning:")
 
@@ -214,10 +249,15 @@ if st.button(T.CHECK, type="primary"):
     text = st.session_state.get(K_PROMPT, "")
     if not text.strip():
         st.session_state[K_RESULT] = ("error", T.CHECK_EMPTY)
+    elif bool((st.session_state.get(K_LORA) or "").strip()) != bool((st.session_state.get(K_LORA_PATH) or "").strip()):
+        st.session_state[K_RESULT] = ("error", T.LORA_BOTH)
     else:
         try:
             tokens = _prompt_tokens(text)
-            st.session_state[K_RESULT] = ("ok", check_prompt(sub, tokens, int(bs) or None, hash_name, seed))
+            keys = {"cache_salt": st.session_state.get(K_SALT) or None,
+                    "lora_name": (st.session_state.get(K_LORA) or "").strip() or None,
+                    "lora_path": (st.session_state.get(K_LORA_PATH) or "").strip() or None}
+            st.session_state[K_RESULT] = ("ok", check_prompt(sub, tokens, int(bs) or None, hash_name, seed, **keys))
         except Exception as exc:  # noqa: BLE001 - tokenizer, URL and token-list errors all become one line
             st.session_state[K_RESULT] = ("error", T.CHECK_ERROR.format(error=str(exc).splitlines()[0][:300]))
 

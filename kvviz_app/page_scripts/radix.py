@@ -100,6 +100,7 @@ for col, (key, value) in zip(cols, totals.items(), strict=True):
 
 # ----------------------------------------------------------------------------- the structures
 st.subheader(T.STRUCTURES_HEADER)
+ui.hash_reference()
 structures, reuse = _figures(scenario, int(window), int(page_size), current_lang(), style.presenter(), k)
 if PICTURE is not None:  # ui_present.picture changes the figure it draws there: never the shared one
     structures = F.radix_chain_figure(comparison, k)

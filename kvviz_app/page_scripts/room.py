@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.core.blank import is_blank
-from kvviz.core.hashing import short_hash
+from kvviz.core.hashing import REFERENCE_RELEASE, short_hash
 from kvviz.core.units import format_bytes
 from kvviz.figures import batching as FB
 from kvviz.figures import security as F
@@ -146,6 +146,7 @@ view = room.session_view(sid)
 last = view.last
 measured = st.session_state.get(_LAST)
 st.subheader(T.LAST_PROMPT)
+ui.hash_reference()
 if last is None:
     st.info(T.NO_PROMPT_YET, icon=":material/info:")
 else:
@@ -192,7 +193,7 @@ else:
     salted = room.block_records(ids, demo_salt)
     plain_cached = [room.is_cached(r.hash) for r in plain if r.full]
     salted_cached = [room.is_cached(r.hash) for r in salted if r.full]
-    st.markdown(T.SALT_WHY_INTRO.format(salt_name=salt_name))
+    st.markdown(T.SALT_WHY_INTRO.format(salt_name=salt_name, release=REFERENCE_RELEASE))
     ui_chart.plotly_chart(F.salt_chain(plain, salted, plain_cached, salted_cached, salt_name), width="stretch",
                           key="room_salt_chain")
     with st.expander(T.BLOCK_TABLE):

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from kvviz.core.hashing import hash_block_chain, init_none_hash
 from kvviz.live import demo as D
 from kvviz.live.subscriber import LiveConfig, stop_shared
+from kvviz.text import common as C
 from kvviz.text import live as T
 
 PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
@@ -93,6 +94,42 @@ def test_events_from_a_publisher_and_a_prompt_check() -> None:
         app.text_area(key="lv_prompt").set_value("1,2,x").run()
         _button(app, T.CHECK).click().run()
         assert not app.exception and app.error
+    finally:
+        stop_shared(LiveConfig(f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}"))
+        pub.close()
+
+
+def test_vllm_033_fields_shown_and_a_salted_prompt_matches() -> None:
+    port = free_port(2)
+    pub = WirePublisher(port, port + 1, rank=0)  # vLLM 0.33.0's form and replay layout
+    tokens = list(range(700, 732))  # 2 blocks of 16
+    salted = hash_block_chain(tokens, 16, "sha256", init_none_hash("sha256", None), "tenant-a")
+    S = pub.s["BlockStored"]
+    pub.publish([S(salted, None, tokens, 16, None, "CPU", None, extra_keys=[("tenant-a",), None], group_idx=0,
+                   kv_cache_spec_kind="full_attention", locality="REMOTE", ownership="tier-2", session_id="chat-9")])
+    app = AppTest.from_file(PAGE, default_timeout=60).run()
+    try:
+        _connect(app, port, port + 1)
+        _until(app, lambda a: _metrics(a).get(T.M_BATCHES) == "1")
+        trees, stores = app.dataframe[0].value, app.dataframe[1].value
+        assert list(trees[T.COL_WHERE]) == ["CPU/REMOTE"] and list(trees[T.COL_SESSION]) == ["chat-9"]
+        row = stores.iloc[0]
+        assert (row[T.COL_LOCALITY], row[T.COL_OWNERSHIP], row[T.COL_SESSION]) == ("REMOTE", "tier-2", "chat-9")
+        assert row[T.COL_EXTRA] == "tenant-a" and row[T.COL_GROUP] == "0: full_attention"
+        assert any(C.HASHES_AS.format(release="vLLM 0.33.0") == c.value for c in app.caption)
+        app.text_area(key="lv_prompt").set_value(",".join(map(str, tokens)))
+        app.radio(key="lv_tok").set_value(T.TOKENIZER_IDS)
+        app.run()
+        _button(app, T.CHECK).click().run()  # no salt: vLLM's hashes differ, nothing reused
+        assert T.PROMPT_RESULT.format(cached=0, blocks=2, run=0, tokens=0, total=32) in " ".join(
+            md.value for md in app.markdown)
+        app.text_input(key="lv_salt").set_value("tenant-a").run()
+        _button(app, T.CHECK).click().run()
+        assert T.PROMPT_RESULT.format(cached=2, blocks=2, run=2, tokens=32, total=32) in " ".join(
+            md.value for md in app.markdown)
+        app.text_input(key="lv_lora").set_value("sql").run()  # a LoRA name without its path
+        _button(app, T.CHECK).click().run()
+        assert [e.value for e in app.error] == [T.LORA_BOTH] and not app.exception
     finally:
         stop_shared(LiveConfig(f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}"))
         pub.close()
