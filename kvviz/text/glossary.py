@@ -13,6 +13,11 @@ COL_RU = "Russian"
 COL_ENGINE = "In the engine"
 COL_MEANING = "Meaning"
 NO_MATCH = "No term matches {query!r}."
+FIDELITY_LINK = (
+    "Which engine rules kvviz follows, after which vLLM or SGLang release and file, the test that checks "
+    "each, and what kvviz does not model: `docs/FIDELITY.md` in the repository (below)."
+)
+FIDELITY_EXPANDER = "Fidelity: what kvviz follows, and how it is tested (English)"
 SOURCES = (
     "Engine names are vLLM's (vllm/v1/core: `KVCacheManager`, `BlockPool`, `KVCacheBlock`) and SGLang's "
     "(`RadixCache`), and the model's config.json fields."

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from kvviz.i18n import use_lang
 from kvviz.text import glossary as T
 from kvviz_app import ui
+
+FIDELITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "FIDELITY.md"
 
 
 def _cell(text: str) -> str:
@@ -50,3 +54,6 @@ if rows:
 else:
     st.info(T.NO_MATCH.format(query=query.strip()))
 st.caption(T.SOURCES)
+st.caption(T.FIDELITY_LINK)
+with st.expander(T.FIDELITY_EXPANDER):
+    st.markdown(FIDELITY_DOC.read_text(encoding="utf-8") if FIDELITY_DOC.is_file() else "docs/FIDELITY.md")
