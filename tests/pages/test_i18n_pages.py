@@ -118,11 +118,14 @@ def test_widget_values_are_codes_with_translated_labels():
 def test_glossary_lists_every_term_in_both_languages():
     at = AppTest.from_file(str(PAGES / "glossary.py"), default_timeout=60).run()
     assert not at.exception
-    table = at.markdown[-1].value if "|" in at.markdown[-1].value else next(m.value for m in at.markdown if "|" in m.value)
+    table = next(m.value for m in at.markdown if "| block |" in m.value)
     assert "| block | блок | `KVCacheBlock` |" in table
     assert "| hash chain | хэш-цепочка | `hash_block_tokens` |" in table
     assert "| cache salt | соль кэша | `cache_salt` |" in table
     assert table.count("\n| ") == len(vars(G)["TERMS"])
+    # The fidelity page is linked and shown under the glossary.
+    assert any(c.value == G.FIDELITY_LINK for c in at.caption)
+    assert any(m.value.startswith("# Fidelity") for m in at.markdown)
     at.text_input(key="glossary_filter").input("вытесн").run()
     rows = [line for line in next(m.value for m in at.markdown if "|" in m.value).splitlines()[2:]]
     assert rows and all("вытесн" in r.casefold() for r in rows)
