@@ -38,15 +38,16 @@ def run_error(capsys, *argv: str) -> str:
 def test_hash_tokens_json(capsys):
     data = run_json(capsys, "hash", "--tokens", "1,2,3,4,5", "--block-size", "2", "--hash", "sha256_cbor",
                     "--seed", "0")
-    assert set(data) == {"none_hash", "blocks", "hash", "none_hash_seed", "none_hash_seed_reason"}
+    assert set(data) == {"reference", "none_hash", "blocks", "hash", "none_hash_seed", "none_hash_seed_reason"}
+    assert data["reference"] == "vLLM 0.33.0"
     assert (data["none_hash_seed"], data["none_hash_seed_reason"]) == ("0", "explicit")
     none = hashlib.sha256(cbor2.dumps("0", canonical=True)).hexdigest()
     assert data["none_hash"] == none
     b0, b1, b2 = data["blocks"]
-    assert set(b0) == {"index", "start", "end", "tokens", "parent", "hash", "full"}
+    assert set(b0) == {"index", "start", "end", "tokens", "parent", "hash", "full", "extra_keys"}
     expected0 = hashlib.sha256(cbor2.dumps((bytes.fromhex(none), (1, 2), None), canonical=True)).hexdigest()
     assert b0 == {"index": 0, "start": 0, "end": 2, "tokens": [1, 2], "parent": none, "hash": expected0,
-                  "full": True}
+                  "full": True, "extra_keys": None}
     assert b1["parent"] == expected0
     assert b2["hash"] is None and b2["full"] is False and b2["tokens"] == [5]
 
@@ -73,7 +74,7 @@ def test_hash_salt_seed_and_hash_options(capsys):
 def test_hash_human_output(capsys):
     assert main(["hash", "--tokens", "1,2", "--block-size", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("none_hash: ") and "blocks: " in out
+    assert out.startswith("reference: vLLM 0.33.0\nnone_hash: ") and "blocks: " in out
 
 
 def test_diff_vllm_example(capsys):
