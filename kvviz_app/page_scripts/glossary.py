@@ -11,6 +11,12 @@ from kvviz.text import glossary as T
 from kvviz_app import ui
 
 FIDELITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "FIDELITY.md"
+# The fidelity document's tables hold long file and test names: let them wrap inside the main area.
+_DOC_CSS = (
+    "<style>.st-key-fidelity_doc table{table-layout:fixed;width:100%}"
+    ".st-key-fidelity_doc code{white-space:normal;overflow-wrap:anywhere}"
+    ".st-key-fidelity_doc h1{font-size:1.5rem}.st-key-fidelity_doc h2{font-size:1.2rem}</style>"
+)
 
 
 def _cell(text: str) -> str:
@@ -55,5 +61,6 @@ else:
     st.info(T.NO_MATCH.format(query=query.strip()))
 st.caption(T.SOURCES)
 st.caption(T.FIDELITY_LINK)
-with st.expander(T.FIDELITY_EXPANDER):
+with st.expander(T.FIDELITY_EXPANDER), st.container(key="fidelity_doc"):
+    st.markdown(_DOC_CSS, unsafe_allow_html=True)
     st.markdown(FIDELITY_DOC.read_text(encoding="utf-8") if FIDELITY_DOC.is_file() else "docs/FIDELITY.md")

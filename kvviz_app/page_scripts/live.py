@@ -190,9 +190,10 @@ def _stores(view) -> None:
         st.caption(T.SESSIONS_LINE.format(sessions=", ".join(
             f"{T.OTHER_SESSIONS if sid.startswith(chr(0)) else sid}: {ui.loc(f'{n:,}')}" for sid, n in view.sessions)))
     now = time.time()
-    rows = [{T.COL_AGO: ui.loc(f"{max(now - r.t, 0.0):,.0f}"), T.COL_RANK: r.rank, T.COL_FIRST: hash_label(r.first_hash, 12),
-             T.COL_BLOCKS: r.blocks, T.COL_MEDIUM: r.medium, T.COL_LOCALITY: r.locality or "—",
-             T.COL_OWNERSHIP: r.ownership or "—", T.COL_SESSION: r.session_id or "—",
+    rows = [{T.COL_AGO: ui.loc(f"{max(now - r.t, 0.0):,.0f}"), T.COL_FIRST: hash_label(r.first_hash, 12),
+             T.COL_BLOCKS: r.blocks, T.COL_PLACE: " · ".join(
+                 [r.medium, r.locality or "—", r.ownership or "—"] + ([T.RANK_ITEM.format(rank=r.rank)] if r.rank else [])),
+             T.COL_SESSION: r.session_id or "—",
              T.COL_GROUP: f"{r.group_idx}: {r.kv_cache_spec_kind or '—'}", T.COL_LORA: r.lora_name or "—",
              T.COL_EXTRA: _extra_text(r.extra_keys), T.COL_LOOKAHEAD: r.lookahead_tokens}
             for r in reversed(view.recent)]
@@ -219,18 +220,18 @@ ui.hash_reference()
 if D.running_demo(config.endpoint) is not None and st.button(T.USE_DEMO_PROMPT):
     st.session_state[K_PROMPT] = D.SYSTEM_PROMPTS[0]
 st.text_area(T.PROMPT, key=K_PROMPT, placeholder=T.PROMPT_PLACEHOLDER, height=110)
-c = st.columns([3, 2, 2, 1])
+c = st.columns([5, 4, 4])
 tok = c[0].radio(T.TOKENIZER, [T.TOKENIZER_EMBEDDED, T.TOKENIZER_URL, T.TOKENIZER_IDS], key=K_TOK)
 names = list(HASH_FUNCTIONS)
 hash_name = c[1].selectbox(T.HASH, names, index=names.index("sha256"), key=K_HASH, help=T.HASH_HELP)
 seed = c[2].text_input(T.SEED, "", key=K_SEED, help=T.SEED_HELP).strip() or None
-bs = c[3].number_input(T.BLOCK_SIZE, 0, 256, 0, key=K_BS, help=T.BLOCK_SIZE_HELP)
 if tok == T.TOKENIZER_URL:
     st.text_input(T.TOKENIZE_URL, "", key=K_URL, help=T.TOKENIZE_URL_HELP, placeholder="http://127.0.0.1:8000/tokenize")
-c = st.columns(3)
-c[0].text_input(T.SALT, "", key=K_SALT, help=T.SALT_HELP)
-c[1].text_input(T.LORA_NAME, "", key=K_LORA, help=T.LORA_HELP)
-c[2].text_input(T.LORA_PATH, "", key=K_LORA_PATH, help=T.LORA_HELP)
+c = st.columns(4)
+bs = c[0].number_input(T.BLOCK_SIZE, 0, 256, 0, key=K_BS, help=T.BLOCK_SIZE_HELP)
+c[1].text_input(T.SALT, "", key=K_SALT, help=T.SALT_HELP)
+c[2].text_input(T.LORA_NAME, "", key=K_LORA, help=T.LORA_HELP)
+c[3].text_input(T.LORA_PATH, "", key=K_LORA_PATH, help=T.LORA_HELP)
 if hash_name in NON_CRYPTO_HASHES and seed is None:
     st.warning(T.RANDOM_SEED_WARNING.format(hash=hash_name), icon=":material/warning:")
 

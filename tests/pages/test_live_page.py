@@ -114,7 +114,7 @@ def test_vllm_033_fields_shown_and_a_salted_prompt_matches() -> None:
         trees, stores = app.dataframe[0].value, app.dataframe[1].value
         assert list(trees[T.COL_WHERE]) == ["CPU/REMOTE"] and list(trees[T.COL_SESSION]) == ["chat-9"]
         row = stores.iloc[0]
-        assert (row[T.COL_LOCALITY], row[T.COL_OWNERSHIP], row[T.COL_SESSION]) == ("REMOTE", "tier-2", "chat-9")
+        assert (row[T.COL_PLACE], row[T.COL_SESSION]) == ("CPU · REMOTE · tier-2", "chat-9")
         assert row[T.COL_EXTRA] == "tenant-a" and row[T.COL_GROUP] == "0: full_attention"
         assert any(C.HASHES_AS.format(release="vLLM 0.33.0") == c.value for c in app.caption)
         app.text_area(key="lv_prompt").set_value(",".join(map(str, tokens)))
