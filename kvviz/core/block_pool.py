@@ -144,6 +144,7 @@ class BlockPool:
         self.null_block.is_null = True
         self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
         self.events: list[Event] = events if events is not None else []
+        self.num_events_dropped = 0  # events dropped from the log's head (a long-running engine bounds it)
         self.num_evictions = 0
         # The one KV-cache group's spec, stamped on BlockStored as vLLM's KVCacheManager.take_events does.
         self.kv_cache_spec_kind = kv_cache_spec_kind
@@ -165,7 +166,7 @@ class BlockPool:
     ) -> Event:
         """Append one event to the log and return it (``code`` defaults to the kind's name)."""
         event = Event(
-            seq=len(self.events),
+            seq=self.num_events_dropped + len(self.events),
             kind=kind,
             request_id=request_id,
             block_ids=tuple(b.block_id for b in blocks),
@@ -178,6 +179,13 @@ class BlockPool:
         )
         self.events.append(event)
         return event
+
+    def drop_oldest_events(self, n: int) -> None:
+        """Forget the first ``n`` events of the log (seq numbers keep counting); a log cut this way no longer
+        replays from an empty pool, so only a long-running engine that published them does this."""
+        n = max(0, min(n, len(self.events)))
+        del self.events[:n]
+        self.num_events_dropped += n
 
     # -- queries ------------------------------------------------------------------------------
     @property

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.core.errors import CodedError
+from kvviz.core.events import EventKind
 from kvviz.core.hashing import validate_token_ids
 from kvviz.core.kv_events import KVCacheEvent, KVEventBatch
 from kvviz.core.manager import KVCacheManager
@@ -79,6 +80,7 @@ class LLMEngine:
         self._pending: list[RequestOutput] = []  # aborts reported by the next step
         self._subscribers: list[KVEventCallback] = []
         self._events_published = 0
+        self._block_tokens: dict[int, list[int]] = {}  # cached block id -> its tokens (from BlockStored)
         self._prompt_tokens = self._generation_tokens = self._finished = self._aborted = 0
         self.chunk_logits: list[tuple[str, int, torch.Tensor]] | None = None  # tests: every chunk's logits
 
@@ -228,11 +230,29 @@ class LLMEngine:
     def _publish(self) -> None:
         new = self.events[self._events_published:]
         self._events_published = len(self.events)
+        self._track_block_tokens(new)
         kv: list[KVCacheEvent] = [k for e in new for k in e.kv_events]
         if kv and self._subscribers:
             batch = KVEventBatch(ts=time.time(), events=kv)
             for callback in list(self._subscribers):
                 callback(batch)
+        if len(self.events) > MAX_EVENTS:  # published: keep the newest half, so memory stays bounded
+            drop = len(self.events) - MAX_EVENTS // 2
+            self.pool.drop_oldest_events(drop)
+            self._events_published -= drop
+
+    def _track_block_tokens(self, events) -> None:
+        bs = self.block_size
+        for e in events:
+            if e.kind is EventKind.CACHE:
+                for kv in e.kv_events:
+                    for j, bid in enumerate(e.block_ids):
+                        self._block_tokens[bid] = list(kv.token_ids[j * bs:(j + 1) * bs])
+            elif e.kind is EventKind.EVICT:
+                for bid in e.block_ids:
+                    self._block_tokens.pop(bid, None)
+            elif e.kind is EventKind.RESET and e.code == "reset":
+                self._block_tokens.clear()
 
     # -- views ----------------------------------------------------------------------------------------
     def stats(self) -> EngineStats:
@@ -272,19 +292,14 @@ class LLMEngine:
             if block_id in ids:
                 i = ids.index(block_id)
                 return req.all_token_ids[i * bs:min((i + 1) * bs, req.num_computed_tokens)]
-        block = self.pool.blocks[block_id]
-        if block.block_hash is None:
+        if self.pool.blocks[block_id].block_hash is None:
             return []
-        for e in reversed(self.events):  # the BlockStored that gave this block its hash holds its tokens
-            for kv in e.kv_events:
-                hashes = getattr(kv, "block_hashes", None)
-                if hashes and block.block_hash in hashes and hasattr(kv, "token_ids") and block_id in e.block_ids:
-                    j = hashes.index(block.block_hash)
-                    return list(kv.token_ids[j * bs:(j + 1) * bs])
-        return []
+        return list(self._block_tokens.get(block_id, []))
 
 
 MAX_STEP_RECORDS = 512
+#: The core's event log is cut to its newest half beyond this many events (each published once).
+MAX_EVENTS = 20000
 
 
 def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> int | None:

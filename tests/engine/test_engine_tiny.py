@@ -229,3 +229,26 @@ def _prefix_of(engine: LLMEngine, block_hash) -> list[int] | None:
         chain.append(tokens_of[block_hash])
         block_hash = parent_of[block_hash]
     return [t for part in reversed(chain) for t in part]
+
+
+def test_event_log_stays_bounded_and_block_tokens_survive(lm, monkeypatch):
+    import kvviz.engine.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "MAX_EVENTS", 60)
+    engine = engine_with(lm, 24)
+    batches = []
+    engine.subscribe_kv_events(batches.append)
+    prompts = _prompts(9, 30, shared=6)
+    computed = []  # every request's tokens whose K/V were computed: its prompt and all outputs but the last
+    for i, ids in enumerate(prompts):
+        engine.add_request(f"e{i}", ids, SamplingParams(max_tokens=3, ignore_eos=True))
+        computed.append(ids + drain(engine)[f"e{i}"].token_ids[:-1])
+        assert len(engine.events) <= 60
+    seqs = [e.seq for e in engine.events]
+    assert seqs == sorted(seqs) and seqs[0] > 0 and engine.pool.num_events_dropped == seqs[0]
+    for by_id in engine.pool.cached_block_hash_to_block.values():
+        for bid in by_id:
+            tokens = engine.kv_of_block(bid)[2]
+            assert len(tokens) == BS and any(tokens == c[j:j + BS] for c in computed for j in range(0, len(c), BS))
+    stored = sum(len(e.block_hashes) for b in batches for e in b.events if isinstance(e, BlockStored))
+    assert stored >= len(engine.pool.cached_block_hash_to_block)  # every event was published before the cut
