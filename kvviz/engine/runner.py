@@ -93,6 +93,8 @@ class ModelRunner:
             qd = q[plan.decode_rows].unsqueeze(2)  # [Rd, heads, 1, d]
             o = F.scaled_dot_product_attention(qd, k.transpose(1, 2), v.transpose(1, 2), attn_mask=plan.decode_mask,
                                                scale=self.scale, enable_gqa=self.gqa)
+            if not plan.prefills:  # a decode-only step: the rows are the tokens, in order
+                return o.squeeze(2)
             out[plan.decode_rows] = o.squeeze(2)
         for row, n, ctx, mask in plan.prefills:
             k, v = self.memory.gather(layer, ctx)  # [L, kv_heads, d]
