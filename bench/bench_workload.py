@@ -12,6 +12,12 @@ exact one-pass curve (median of 3, the kernel compiled before timing); ``workloa
 tracemalloc peak of that pass (its state and its outputs) per distinct block; the trace's own columns
 are ``workload_trace_bytes_per_access``. ``workload_load_avg_1m``: the machine's load when measured
 (a shared machine inflates times; read the rate with it).
+
+Sampled (issue 26): the same trace played ``SAMPLED_TILES`` times with fresh block ids (about 100 million
+block accesses), fed tile by tile to kvviz.workload.sample's ``Sampler`` at the rate a ``SAMPLED_MEMORY_MB``
+bound gives, so only the kept accesses are ever held. ``workload_sampled_100m_s``: wall time of sampling
+and the sampled passes (the sub-samples for the error bar included); ``workload_sampled_error``: the
+largest reported error bar (about 95%) over a 60-point grid from 1/rate blocks up.
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ import statistics
 import time
 import tracemalloc
 
+import numpy as np
+
 from kvviz.workload.columns import as_columns, tile
 from kvviz.workload.gen import WorkloadGenConfig, generate
 from kvviz.workload.report import curve
 from kvviz.workload.reuse_distance import analyze, log_grid, replay_lru
+from kvviz.workload.sample import Sampler, rate_for_memory
 from kvviz.workload.trace import parse_trace
 
 NUM_REQUESTS = 10_000
@@ -33,6 +42,8 @@ BLOCK_SIZE = 256
 POINTS = 500
 REPEATS = 3
 TILES = 12
+SAMPLED_TILES = 223
+SAMPLED_MEMORY_MB = 64
 
 TARGETS = [
     ("workload_curve_vs_replay", "<= 20 (500-point curve / one replay at one capacity, same run)",
@@ -43,7 +54,28 @@ TARGETS = [
      lambda r: r["workload_exact_accesses_per_s"] >= 3_000_000),
     ("workload_bytes_per_unique_block", "<= 100 bytes of peak memory per distinct block (the exact pass)",
      lambda r: r["workload_bytes_per_unique_block"] <= 100),
+    ("workload_sampled_100m_s", "<= 60 s for 100 million block accesses, sampled, reported error <= 0.01",
+     lambda r: r["workload_sampled_100m_s"] <= 60 and r["workload_sampled_error"] <= 0.01),
 ]
+
+
+def _sampled(trace, results: dict) -> None:
+    base = as_columns(trace)
+    u = base.num_blocks
+    rate = rate_for_memory(SAMPLED_MEMORY_MB, u * SAMPLED_TILES)
+    keys = np.arange(u, dtype=np.int64)
+    start = time.perf_counter()
+    sampler = Sampler(rate)
+    for k in range(SAMPLED_TILES):  # each tile: the base trace with fresh block ids
+        sampler.add(base, keys + k * u)
+    sp = sampler.finish()
+    results["workload_sampled_100m_s"] = time.perf_counter() - start
+    grid = [c for c in log_grid(sp.unique_blocks, 60) if c >= 1 / rate]
+    results["workload_sampled_block_accesses"] = sp.num_block_accesses
+    results["workload_sampled_rate"] = rate
+    results["workload_sampled_kept_accesses"] = sp.sample.kept_accesses
+    results["workload_sampled_error"] = max(sp.error(c) for c in grid)
+    results["workload_sampled_load_avg_1m"] = os.getloadavg()[0]
 
 
 def _peak_bytes(trace) -> int:
@@ -103,3 +135,4 @@ def run(results: dict) -> None:
     results["workload_peak_bytes_per_block_half"] = _peak_bytes(half) / half.num_blocks
     results["workload_peak_bytes_per_block_full"] = _peak_bytes(trace) / trace.num_blocks
     _at_scale(trace, results)
+    _sampled(trace, results)

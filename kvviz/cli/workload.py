@@ -25,7 +25,8 @@ from kvviz.text.calculator_config import size_error
 from kvviz.workload.load import lazy_encoder
 from kvviz.workload.report import parse_capacities, report
 from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.stream import Progress, read_trace
+from kvviz.workload.sample import analyze_sampled, rate_for_memory, sampled_report
+from kvviz.workload.stream import BadLines, Progress, read_trace
 from kvviz.workload.trace import WorkloadError
 
 MAX_TTL_SECONDS = 10**9
@@ -47,6 +48,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", help="model preset: adds capacity_bytes (see `bytes --list-presets`)")
     p.add_argument("--config", metavar="FILE", help="a Hugging Face config.json: adds capacity_bytes")
     p.add_argument("--dtype", help=f"KV dtype for bytes: {', '.join(kvsize.DTYPES)} (default fp16)")
+    p.add_argument("--sample-rate", type=float, metavar="R",
+                   help="sampled mode: keep blocks whose id hashes under R (0 < R <= 1), SHARDS-style")
+    p.add_argument("--memory-mb", type=float, metavar="M",
+                   help="sampled mode: the rate whose sampled pass fits M MiB (exact when it all fits)")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="count and skip bad lines (the first few are reported) instead of stopping at the first")
     p.add_argument("--progress", action="store_true",
@@ -104,6 +109,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if ttl is not None and (not math.isfinite(ttl) or not 0 < ttl <= MAX_TTL_SECONDS):
         raise CliError(f"--ttl-seconds must be a positive number of seconds (at most {MAX_TTL_SECONDS:,})")
     bpt = _bytes_per_token(args)
+    _check_sampling(args, ttl)
     show, close = _progress_printer(args.progress)
     try:
         cols, bad = read_trace(args.trace, args.block_size, lazy_encoder(), args.skip_bad_lines, show)
@@ -112,6 +118,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             missing = int(np.flatnonzero(np.isnan(cols.timestamps))[0])
             raise WorkloadError(f"--ttl-seconds needs a timestamp on every line (request {missing + 1} has none)",
                                 "ttl_needs_timestamps", request=missing + 1)
+        rate = args.sample_rate
+        if args.memory_mb is not None:
+            rate = rate_for_memory(args.memory_mb, cols.num_blocks)
+        if rate is not None and rate < 1.0:
+            out = sampled_report(analyze_sampled(cols, rate), capacities, bpt)
+            return _with_bad_lines(out, args, bad)
         profile = analyze(cols, ttl)
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from None
@@ -122,6 +134,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         hint = " (--skip-bad-lines counts and skips bad lines)" if "line" in exc.params else ""
         raise CliError(f"{args.trace}: {exc}{hint}") from None
     out = report(cols, profile, capacities, bpt)
+    if rate is not None:
+        out.update(sampled=False, sample_rate=1.0, hit_rate_error=0.0)
+    return _with_bad_lines(out, args, bad)
+
+
+def _check_sampling(args: argparse.Namespace, ttl: float | None) -> None:
+    if args.sample_rate is not None and args.memory_mb is not None:
+        raise CliError("give --sample-rate or --memory-mb, not both")
+    if args.sample_rate is not None and not (math.isfinite(args.sample_rate) and 0 < args.sample_rate <= 1):
+        raise CliError("--sample-rate must be a number in (0, 1]")
+    if args.memory_mb is not None and not (math.isfinite(args.memory_mb) and 0 < args.memory_mb <= 2**30):
+        raise CliError("--memory-mb must be a positive number of MiB")
+    if ttl is not None and (args.sample_rate is not None or args.memory_mb is not None):
+        raise CliError("sampled mode has no TTL: drop --ttl-seconds or the sampling flag")
+
+
+def _with_bad_lines(out: dict[str, Any], args: argparse.Namespace, bad: BadLines) -> dict[str, Any]:
     if args.skip_bad_lines:
         out["bad_lines"] = bad.as_dict()
         if bad.count:

@@ -36,11 +36,47 @@ def _compact(last, tree, owner, now, size):  # pragma: no cover - compiled
     return live
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _depth(last, tree, live, b):  # pragma: no cover - compiled
+    """Stack depth of block b before this request (1 = most recent), 0 when never touched."""
+    t = last[b] - 1
+    if t < 0:
+        return 0
+    s = 0
+    while t > 0:
+        s += tree[t]
+        t &= t - 1
+    return live - s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _touch(last, tree, owner, now_t, live, b):  # pragma: no cover - compiled
+    """Move block b to the top of the stack; returns the new ``(now_t, live)``."""
+    size = len(tree) - 1
+    t = last[b]
+    if t:
+        last[b] = 0
+        while t <= size:
+            tree[t] -= 1
+            t += t & -t
+    else:
+        live += 1
+    if now_t == size:
+        now_t = _compact(last, tree, owner, now_t, size)
+    now_t += 1
+    t = now_t
+    last[b] = t
+    owner[t] = b
+    while t <= size:
+        tree[t] += 1
+        t += t & -t
+    return now_t, live
+
+
 @njit(cache=True, nogil=True)
 def _pass(blocks, offsets, lengths, lookup, stamps, bs, ttl_ms, track, tracked,
           gain, gain_ttl, dist, saved, hits, last, tree, owner, last_ts):  # pragma: no cover - compiled
     """The whole pass; fills the output arrays and returns ``(cold accesses, input tokens)``."""
-    size = len(tree) - 1
     now_t = 0
     live = 0
     cold = 0
@@ -58,16 +94,11 @@ def _pass(blocks, offsets, lengths, lookup, stamps, bs, ttl_ms, track, tracked,
         ttl_alive = True
         for i in range(end - start):
             b = blocks[start + i]
-            t = last[b] - 1
-            if t < 0:
+            d = _depth(last, tree, live, b)
+            if d == 0:
                 cold += 1
                 in_run = False
                 continue
-            s = 0
-            while t > 0:
-                s += tree[t]
-                t &= t - 1
-            d = live - s
             dist[d] += 1
             if in_run and i < cap:
                 if d > m:
@@ -87,24 +118,7 @@ def _pass(blocks, offsets, lengths, lookup, stamps, bs, ttl_ms, track, tracked,
             else:
                 in_run = False
         for i in range(end - 1, start - 1, -1):  # touch last to first
-            b = blocks[i]
-            t = last[b]
-            if t:
-                last[b] = 0
-                while t <= size:
-                    tree[t] -= 1
-                    t += t & -t
-            else:
-                live += 1
-            if now_t == size:
-                now_t = _compact(last, tree, owner, now_t, size)
-            now_t += 1
-            t = now_t
-            last[b] = t
-            owner[t] = b
-            while t <= size:
-                tree[t] += 1
-                t += t & -t
+            now_t, live = _touch(last, tree, owner, now_t, live, blocks[i])
         if use_ttl:
             for i in range(start, end):
                 last_ts[blocks[i]] = now
@@ -148,3 +162,39 @@ def stack_pass(cols: TraceColumns, ttl_ms: float | None = None, track: tuple[int
     hits_at = np.cumsum(gain[: u + 1], out=gain[: u + 1])
     ttl_hits_at = np.cumsum(gain_ttl[: u + 1], out=gain_ttl[: u + 1]) if ttl_ms is not None else None
     return StackResult(hits_at, ttl_hits_at, dist, saved, hits, tracked, int(cold), int(tokens))
+
+
+@njit(cache=True, nogil=True)
+def _sampled_pass(blocks, offsets, pos, lengths, lookup, bs, gain, last, tree, owner):  # pragma: no cover
+    """A spatial sample's pass: each kept access adds its block's tokens at its own sampled distance
+    (no prefix maximum: see docs/WORKLOAD.md, an ancestor is never deeper than its descendants); returns
+    the kept accesses' tokens."""
+    now_t = 0
+    live = 0
+    total = 0
+    for r in range(len(lengths)):
+        start, end = offsets[r], offsets[r + 1]
+        length, cap = lengths[r], lookup[r]
+        for j in range(start, end):
+            i = pos[j]
+            tok = min((i + 1) * bs, length) - min(i * bs, length)
+            total += tok
+            if i < cap:
+                d = _depth(last, tree, live, blocks[j])
+                if d > 0:
+                    gain[d] += tok
+        for j in range(end - 1, start - 1, -1):
+            now_t, live = _touch(last, tree, owner, now_t, live, blocks[j])
+    return total
+
+
+def sampled_pass(blocks: np.ndarray, offsets: np.ndarray, pos: np.ndarray, lengths: np.ndarray,
+                 lookup: np.ndarray, block_size: int, num_blocks: int) -> tuple[np.ndarray, int]:
+    """``(hit tokens at every sampled capacity 0..num_blocks, kept tokens)`` of a sample's columns."""
+    gain = np.zeros(num_blocks + 1, np.int64)
+    size = max(1024, 2 * num_blocks + 2)
+    last = np.zeros(max(num_blocks, 1), np.int32)
+    tree = np.zeros(size + 1, np.int32)
+    owner = np.zeros(size + 1, np.int32)
+    total = _sampled_pass(blocks, offsets, pos, lengths, lookup, block_size, gain, last, tree, owner)
+    return np.cumsum(gain, out=gain), int(total)

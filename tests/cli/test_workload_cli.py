@@ -122,3 +122,19 @@ def test_gz_and_a_directory_of_parquet_shards(capsys, tmp_path):
     (tmp_path / "none" / "notes.md").write_text("no trace here")
     code, _, err = _run(capsys, "--trace", str(tmp_path / "none"), "--json")
     assert code == 2 and "no trace files" in err and err.count("\n") == 1
+
+
+def test_sampled_mode_json_and_its_flags(capsys):
+    code, out, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--sample-rate", "0.5", "--capacities", "100,1000",
+                        "--json")
+    assert code == 0 and out["sampled"] is True and out["sample_rate"] == 0.5 and set(out) >= KEYS
+    assert 0 <= out["hit_rate_error"] <= 1 and all("hit_rate_error" in p for p in out["curve"])
+    _, exact, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--capacities", "100,1000", "--json")
+    assert abs(out["hit_rate_infinite"] - exact["hit_rate_infinite"]) < 0.05
+    code, fits, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--memory-mb", "64", "--capacities", "100", "--json")
+    assert code == 0 and fits["sampled"] is False and fits["curve"] == exact["curve"][:1]
+    for argv, message in ((["--sample-rate", "0"], "--sample-rate"), (["--sample-rate", "2"], "--sample-rate"),
+                          (["--sample-rate", "0.5", "--memory-mb", "5"], "not both"),
+                          (["--sample-rate", "0.5", "--ttl-seconds", "60"], "no TTL")):
+        code, _, err = _run(capsys, "--trace", str(EXAMPLE_PATH), *argv, "--json")
+        assert code == 2 and message in err and err.count("\n") == 1
