@@ -25,6 +25,7 @@ from kvviz.text.calculator_config import size_error
 from kvviz.workload.load import lazy_encoder
 from kvviz.workload.report import parse_capacities, report
 from kvviz.workload.reuse_distance import analyze
+from kvviz.workload.routing import MAX_REPLICAS, POLICIES, routing_report
 from kvviz.workload.sample import analyze_sampled, rate_for_memory, sampled_report
 from kvviz.workload.stream import BadLines, Progress, read_trace
 from kvviz.workload.trace import WorkloadError
@@ -52,6 +53,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="sampled mode: keep blocks whose id hashes under R (0 < R <= 1), SHARDS-style")
     p.add_argument("--memory-mb", type=float, metavar="M",
                    help="sampled mode: the rate whose sampled pass fits M MiB (exact when it all fits)")
+    p.add_argument("--replicas", metavar="N[,N...]",
+                   help="also replay over N replicas (each an LRU cache of each --capacities size, or a default "
+                   "grid) under each --routing policy: a 'routing' section")
+    p.add_argument("--routing", metavar="POLICIES", default=",".join(POLICIES),
+                   help=f"routing policies for --replicas (default all: {','.join(POLICIES)})")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="count and skip bad lines (the first few are reported) instead of stopping at the first")
     p.add_argument("--progress", action="store_true",
@@ -110,6 +116,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--ttl-seconds must be a positive number of seconds (at most {MAX_TTL_SECONDS:,})")
     bpt = _bytes_per_token(args)
     _check_sampling(args, ttl)
+    replicas, policies = _routing_args(args)
     show, close = _progress_printer(args.progress)
     try:
         cols, bad = read_trace(args.trace, args.block_size, lazy_encoder(), args.skip_bad_lines, show)
@@ -123,8 +130,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rate = rate_for_memory(args.memory_mb, cols.num_blocks)
         if rate is not None and rate < 1.0:
             out = sampled_report(analyze_sampled(cols, rate), capacities, bpt)
-            return _with_bad_lines(out, args, bad)
-        profile = analyze(cols, ttl)
+        else:
+            out = report(cols, analyze(cols, ttl), capacities, bpt)
+            if rate is not None:
+                out.update(sampled=False, sample_rate=1.0, hit_rate_error=0.0)
+        if replicas:
+            out["routing"] = routing_report(cols, replicas, policies, capacities)
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
@@ -133,10 +144,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         close()
         hint = " (--skip-bad-lines counts and skips bad lines)" if "line" in exc.params else ""
         raise CliError(f"{args.trace}: {exc}{hint}") from None
-    out = report(cols, profile, capacities, bpt)
-    if rate is not None:
-        out.update(sampled=False, sample_rate=1.0, hit_rate_error=0.0)
     return _with_bad_lines(out, args, bad)
+
+
+def _routing_args(args: argparse.Namespace) -> tuple[list[int], list[str]]:
+    if args.replicas is None:
+        return [], []
+    parts = [p.strip() for p in args.replicas.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and 1 <= int(p) <= MAX_REPLICAS for p in parts):
+        raise CliError(f"--replicas: give replica counts in 1..{MAX_REPLICAS}, e.g. 1,2,4")
+    policies = [p.strip() for p in args.routing.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if not policies or unknown:
+        raise CliError(f"--routing: unknown policy {unknown[0] if unknown else ''!r} (one of {', '.join(POLICIES)})")
+    return sorted({int(p) for p in parts}), list(dict.fromkeys(policies))
 
 
 def _check_sampling(args: argparse.Namespace, ttl: float | None) -> None:

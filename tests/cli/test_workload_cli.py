@@ -138,3 +138,17 @@ def test_sampled_mode_json_and_its_flags(capsys):
                           (["--sample-rate", "0.5", "--ttl-seconds", "60"], "no TTL")):
         code, _, err = _run(capsys, "--trace", str(EXAMPLE_PATH), *argv, "--json")
         assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_routing_section(capsys):
+    code, out, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--capacities", "200", "--replicas", "1,2",
+                        "--routing", "round_robin,prefix", "--json")
+    assert code == 0 and out["routing"]["replicas"] == [1, 2]
+    rows = out["routing"]["results"]
+    assert set(rows) == {"round_robin", "prefix"} and [r["replicas"] for r in rows["prefix"]] == [1, 2]
+    one = rows["round_robin"][0]
+    assert one["prefill_tokens_saved"] == out["curve"][0]["hit_tokens"] and one["load_imbalance"] == 1.0
+    for argv, message in ((["--replicas", "0"], "--replicas"), (["--replicas", "2", "--routing", "random"],
+                                                                  "unknown policy")):
+        code, _, err = _run(capsys, "--trace", str(EXAMPLE_PATH), *argv, "--json")
+        assert code == 2 and message in err and err.count("\n") == 1
