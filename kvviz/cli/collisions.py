@@ -39,15 +39,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--repeats must be between 1 and 100, got {args.repeats}")
     from kvviz.model import InputError, ModelLoadError, load_tokenizer, tokenize
     from kvviz.security.collisions import (
+        DEFAULT_PROMPT_A,
+        DEFAULT_PROMPT_B,
         force_collision,
         measure_hash_costs,
         none_hash_demo,
         python_hash_facts,
     )
-    from kvviz.text import security as T
 
-    text_a = T.FORCED_DEFAULT_A if args.a is None else args.a
-    text_b = T.FORCED_DEFAULT_B if args.b is None else args.b
+    text_a = DEFAULT_PROMPT_A if args.a is None else args.a
+    text_b = DEFAULT_PROMPT_B if args.b is None else args.b
     try:
         ids_a = tokenize(text_a, model_name=args.model, max_tokens=256).ids
         ids_b = tokenize(text_b, model_name=args.model, max_tokens=256).ids

@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     salts = [_pair(v, "--salt") for v in args.salt]
     from kvviz.model import InputError, ModelLoadError, tokenize
     from kvviz.security.room import Room
-    from kvviz.security.room_labels import salt_for_view
     from kvviz.security.room_limits import RoomLimits
+    from kvviz.security.room_session import salt_for_view
 
     room = Room(RoomLimits(num_blocks=args.blocks, burst=10_000, room_burst=100_000))
     sessions: dict[str, str] = {}

@@ -42,6 +42,10 @@ from kvviz.core.hashing import (
 )
 from kvviz.core.manager import find_longest_cache_hit
 
+#: The forced-collision demo's two prompts (model input, the same in every language, so the model's answer
+#: shows which block it was served): A is cached first, B is forced onto A's block 0 under a toy hash.
+DEFAULT_PROMPT_A = "My name is Alice Moreau and my bank PIN is 4471."
+DEFAULT_PROMPT_B = "My name is Boris Ivanov and my bank PIN is 9902.\nQuestion: what is my name?\nAnswer: My name is"
 MIN_TOY_BITS = 4
 MAX_TOY_BITS = 24
 DEFAULT_TOY_BITS = 16

@@ -49,3 +49,15 @@ class RoomSession:
         if self.salt_mode == "team" and self.team_salt:
             return "team:" + self.team_salt
         return None
+
+
+DEMO_SALT_PREFIX = "private:"
+
+
+def salt_for_view(session_id: str, cache_salt: str | None) -> tuple[str, bool]:
+    """The salt the "why the salt isolates" view hashes a prompt with: the session's own ``cache_salt``, or,
+    when its salt is off, an illustrative private salt derived from ``session_id`` (never sent to the room).
+    Returns ``(salt, illustrative)``."""
+    if cache_salt is not None:
+        return cache_salt, False
+    return DEMO_SALT_PREFIX + session_id[:4], True

@@ -27,8 +27,6 @@ UNTRANSLATED: set[str] = {
     # Shared-room presets and the collision demo's prompts: the same text in every language, so sessions
     # in different languages still share blocks, and the demo's answer stays the one the model gives.
     "security.PRESETS",
-    "security.FORCED_DEFAULT_A",
-    "security.FORCED_DEFAULT_B",
     # The batching burst: prompts fed to the model, shared with the room's presets (same blocks).
     "batching.DEMO_PROMPT",
     "batching.DEMO_QUESTIONS",

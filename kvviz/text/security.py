@@ -335,8 +335,6 @@ FORCED_BITS = "Toy hash size (bits)"
 FORCED_A = "Prompt A (the victim's, cached first)"
 FORCED_B = "Prompt B (the attacker's)"
 FORCED_RUN = "Search for a collision"
-FORCED_DEFAULT_A = "My name is Alice Moreau and my bank PIN is 4471."
-FORCED_DEFAULT_B = "My name is Boris Ivanov and my bank PIN is 9902.\nQuestion: what is my name?\nAnswer: My name is"
 FORCED_FOUND = (
     "Collision after {tries:,} tries in {ms:,.0f} ms (expected about {expected:,}): B's block 0 now has the "
     "toy hash `{toy}` of A's block 0, though their full SHA-256 digests differ."
@@ -372,7 +370,7 @@ BIRTHDAY_NOTE = "Computed (birthday bound 1 - exp(-n²/2^(b+1))), not measured."
 SAFE = {"sha256": "yes (vLLM's default)", "sha256_cbor": "yes", "xxhash": "fast; not for untrusted tenants",
         "xxhash_cbor": "fast; not for untrusted tenants", "python_hash": "no", "cbor_only": "encoding only"}
 
-# ----------------------------------------------------------------------------- figures (kvviz.figures.security)
+# ----------------------------------------------------------------------------- figures (kvviz_app.figures.security)
 FIG_STRIP_HOVER = "block {index}: tokens {first}-{last}<br>{status}"
 FIG_STRIP_HASH = "<br>hash {hash}"
 FIG_TOKEN_POSITION = "token position"

@@ -11,11 +11,11 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.batching.burst import run_burst
-from kvviz.figures import batching as F
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.text import batching as T
 from kvviz_app import ui, ui_chart
+from kvviz_app.figures import batching as F
 
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()

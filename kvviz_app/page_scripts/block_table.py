@@ -20,12 +20,12 @@ from kvviz.core.scenario import (
 )
 from kvviz.core.scenario_load import builtin_names, load_builtin
 from kvviz.core.scenario_play import ScenarioRun, block_owner_spans, play_scenario
-from kvviz.figures import block_table as F
-from kvviz.figures import style
 from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as T
 from kvviz.text.core import render_event, render_seed, render_step_error
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
+from kvviz_app.figures import block_table as F
+from kvviz_app.figures import style
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
 K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_NSTEPS, K_MSG = (

@@ -21,12 +21,12 @@ from kvviz.core.presets import (
     example_config_text,
 )
 from kvviz.core.units import format_bytes, format_exact
-from kvviz.figures import calculator as F
-from kvviz.figures import style
 from kvviz.i18n import current_lang, tr
 from kvviz.text import calculator as T
 from kvviz.text import calculator_config as TC
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
+from kvviz_app.figures import calculator as F
+from kvviz_app.figures import style
 
 CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
 BLOCK_OPTIONS = list(limits.BLOCK_SIZE_CHOICES)  # typed BlockSize values

@@ -8,11 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.core.hashing import short_hash
-from kvviz.figures import security as F
 from kvviz.model import token_pieces, tokenize
 from kvviz.model.settings import InputError
 from kvviz.security.collision_leak import CollisionLeak, collision_leak
 from kvviz.security.collisions import (
+    DEFAULT_PROMPT_A,
+    DEFAULT_PROMPT_B,
     CollisionDemo,
     HashCost,
     NoneHashDemo,
@@ -25,6 +26,7 @@ from kvviz.security.collisions import (
 )
 from kvviz.text import security as T
 from kvviz_app import ui, ui_chart, ui_present
+from kvviz_app.figures import security as F
 
 BITS_OPTIONS = [8, 12, 16, 20]
 BLOCK = 16
@@ -72,7 +74,7 @@ st.markdown(T.PY_HASH_TEXT)
 st.subheader(T.NONE_HASH)
 ui.hash_reference()
 st.markdown(T.NONE_HASH_TEXT)
-sample = tokenize(T.FORCED_DEFAULT_B, model_name=lm.source.key).ids
+sample = tokenize(DEFAULT_PROMPT_B, model_name=lm.source.key).ids
 demo = _none_demo(tuple(sample))
 cols = T.NONE_COLUMNS
 st.table(pd.DataFrame([{  # an HTML table: it wraps, a data grid scrolled sideways at 1024 px in Russian
@@ -87,8 +89,8 @@ st.subheader(T.FORCED)
 bits = st.select_slider(T.FORCED_BITS, BITS_OPTIONS, value=16, key="col_bits")
 st.markdown(T.FORCED_INTRO.format(bits=bits, positions=2))
 c = st.columns(2)
-text_a = c[0].text_area(T.FORCED_A, T.FORCED_DEFAULT_A, key="col_a", height=110)
-text_b = c[1].text_area(T.FORCED_B, T.FORCED_DEFAULT_B, key="col_b", height=110)
+text_a = c[0].text_area(T.FORCED_A, DEFAULT_PROMPT_A, key="col_a", height=110)
+text_b = c[1].text_area(T.FORCED_B, DEFAULT_PROMPT_B, key="col_b", height=110)
 try:
     ids_a = tuple(tokenize(text_a, model_name=lm.source.key, max_tokens=256).ids)
     ids_b = tuple(tokenize(text_b, model_name=lm.source.key, max_tokens=256).ids)

@@ -32,14 +32,14 @@ ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()
 
 # torch and plotly only after the model is up
-from kvviz.edit import explain as E  # noqa: E402
 from kvviz.edit.diffs import char_diff, describe_char, invisible_chars, replace_char, token_char_offsets  # noqa: E402
 from kvviz.edit.experiment import EditReport, run_edit  # noqa: E402
 from kvviz.edit.inputs import EditInputs, edit_inputs  # noqa: E402
 from kvviz.edit.presets import EditPreset, load_edit_presets  # noqa: E402
 from kvviz.edit.proof import ProofReport, run_proof  # noqa: E402
-from kvviz.figures import edit as F  # noqa: E402
 from kvviz.model.batching import batch_origin  # noqa: E402
+from kvviz_app.figures import edit as F  # noqa: E402
+from kvviz_app.views import edit_explain as E  # noqa: E402
 
 
 @st.cache_data(show_spinner=False)

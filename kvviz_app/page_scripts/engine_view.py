@@ -10,10 +10,10 @@ import streamlit as st
 
 from kvviz.engine import SamplingParams, get_engine_loop
 from kvviz.engine.view import BURST_NEW_TOKENS, burst_prompts, engine_view
-from kvviz.figures import engine_view as F
 from kvviz.model.tokens import token_pieces, tokenize
 from kvviz.text import engine_view as T
 from kvviz_app import ui, ui_chart
+from kvviz_app.figures import engine_view as F
 
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()

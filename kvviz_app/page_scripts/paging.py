@@ -9,11 +9,11 @@ import streamlit as st
 from kvviz.core import limits
 from kvviz.core.paging import PAPER_UTILISATION_BAND, RESERVATION_POLICIES, PagingConfig
 from kvviz.core.paging_sim import PagingComparison, Snapshot, StepRecord, compare_layouts, snapshot_at
-from kvviz.figures import paging as F
-from kvviz.figures import style
 from kvviz.i18n import current_lang
 from kvviz.text import paging as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
+from kvviz_app.figures import paging as F
+from kvviz_app.figures import style
 
 MEMORY_OPTIONS = [2048, 4096, 8192, 16384, 32768, 65536]
 BLOCK_OPTIONS = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values

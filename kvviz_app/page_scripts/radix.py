@@ -9,12 +9,12 @@ import streamlit as st
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError
 from kvviz.core.scenario_load import builtin_names, load_builtin
-from kvviz.figures import radix as F
-from kvviz.figures import style
 from kvviz.i18n import current_lang, tr
 from kvviz.text import engine as TE
 from kvviz.text import radix as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
+from kvviz_app.figures import radix as F
+from kvviz_app.figures import style
 
 WINDOWS = [8, 16, 32, 48, 64, 128]
 PAGE_SIZES = [1, 4, 16]

@@ -10,18 +10,19 @@ import streamlit as st
 from kvviz.core.blank import is_blank
 from kvviz.core.hashing import REFERENCE_RELEASE, short_hash
 from kvviz.core.units import format_bytes
-from kvviz.figures import batching as FB
-from kvviz.figures import security as F
 from kvviz.i18n import tr
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
-from kvviz.security.room_labels import age_label, origin_label, salt_for_view
 from kvviz.security.room_prefill import room_kv_budget_bytes, room_prefill
 from kvviz.security.room_records import YOU
 from kvviz.security.room_service import get_room
+from kvviz.security.room_session import salt_for_view
 from kvviz.text import batching as TB
 from kvviz.text import security as T
 from kvviz_app import ui, ui_chart, ui_present, ui_share
+from kvviz_app.figures import batching as FB
+from kvviz_app.figures import security as F
+from kvviz_app.views.room_labels import age_label, origin_label
 
 _SID = "room_sid"
 _LAST = "room_last_prefill"

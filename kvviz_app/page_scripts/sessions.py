@@ -8,7 +8,6 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.core.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
-from kvviz.figures import sessions as F
 from kvviz.i18n import tr
 from kvviz.sessions import (
     DEFAULT_PAUSE_S,
@@ -29,6 +28,7 @@ from kvviz.sessions import (
 from kvviz.text import sessions as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
 from kvviz_app.chat_view import render_chat
+from kvviz_app.figures import sessions as F
 
 _UPLOAD = "__upload__"
 _EVENT_KEYS = {name: f"ss_ev_{name}" for name in EVENT_NAMES}

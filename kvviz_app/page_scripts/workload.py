@@ -16,7 +16,6 @@ from kvviz.core.hf_config import parse_config_text
 from kvviz.core.kvsize import KVSizeError
 from kvviz.core.presets import PRESETS, get_preset
 from kvviz.core.units import format_bytes
-from kvviz.figures import workload as F
 from kvviz.i18n import tr
 from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
@@ -27,6 +26,7 @@ from kvviz.workload.report import curve, parse_capacities, report, timeline, top
 from kvviz.workload.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
 from kvviz.workload.trace import WorkloadError, WorkloadTrace
 from kvviz_app import ui, ui_chart
+from kvviz_app.figures import workload as F
 
 GRID_POINTS = 200
 CONFIG_OPTION = "config.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvviz.core import kv_capacity, kv_formula, kvsize, units
 from kvviz.core.presets import get_preset
-from kvviz.figures import calculator as F
+from kvviz_app.figures import calculator as F
 
 
 def _line_groups(fig):

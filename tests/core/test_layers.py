@@ -2,7 +2,7 @@
 an import of a forbidden package fails the test, naming the module and the import.
 
 kvviz/core is pure engine maths (no torch, UI, model, UI text, processes or feature package);
-kvviz/figures builds Plotly figures without Streamlit or torch; kvviz/model is torch without Streamlit
+kvviz_app/figures builds Plotly figures without Streamlit or torch; kvviz/model is torch without Streamlit
 and imports no feature package; a feature package (kvviz/edit, kvviz/security, ...) imports no Streamlit.
 """
 
@@ -22,9 +22,9 @@ FEATURES = ("kvviz.batching", "kvviz.edit", "kvviz.live", "kvviz.paths", "kvviz.
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "kvviz/core": ("torch", "transformers", "streamlit", "plotly", "subprocess", "kvviz.text", "kvviz.model",
-                   "kvviz.figures", "kvviz.cli", *FEATURES),
-    "kvviz/figures": ("streamlit", "torch", "transformers", "kvviz.model"),
-    "kvviz/model": ("streamlit", "plotly", "kvviz.figures", "kvviz.cli", *FEATURES),
+                   "kvviz_app.figures", "kvviz.cli", *FEATURES),
+    "kvviz_app/figures": ("streamlit", "torch", "transformers", "kvviz.model"),
+    "kvviz/model": ("streamlit", "plotly", "kvviz_app.figures", "kvviz.cli", *FEATURES),
     **{feature.replace(".", "/"): ("streamlit", "kvviz.cli") for feature in FEATURES},
 }
 

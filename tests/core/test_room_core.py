@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from kvviz.cli import main
 from kvviz.security.room import Room
-from kvviz.security.room_labels import age_label, origin_label, salt_for_view
 from kvviz.security.room_limits import RoomLimits, with_limits
 from kvviz.security.room_service import get_room
+from kvviz.security.room_session import salt_for_view
 from kvviz.text import security as T
+from kvviz_app.views.room_labels import age_label, origin_label
 
 PROMPT = list(range(1, 41))  # 2 full blocks of 16 + a partial block of 8
 

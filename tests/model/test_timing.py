@@ -13,9 +13,8 @@ from kvviz.core.separation import auc, threshold_accuracy
 from kvviz.model import InputError, load_model, tokenize
 from kvviz.security.attacker import GameRound, attacker_game
 from kvviz.security.collision_leak import collision_leak
-from kvviz.security.collisions import force_collision
+from kvviz.security.collisions import DEFAULT_PROMPT_A, DEFAULT_PROMPT_B, force_collision
 from kvviz.security.side_channel import measure_side_channel
-from kvviz.text import security as T
 
 pytestmark = pytest.mark.model
 
@@ -75,8 +74,8 @@ def test_game_round_median_of_the_other_candidates():
 
 
 def test_a_collision_serves_a_s_kv_to_b(lm):
-    a = tokenize(T.FORCED_DEFAULT_A).ids
-    b = tokenize(T.FORCED_DEFAULT_B).ids
+    a = tokenize(DEFAULT_PROMPT_A).ids
+    b = tokenize(DEFAULT_PROMPT_B).ids
     demo = force_collision(a, b, bits=8, vocab_size=lm.info.vocab_size)
     leak = collision_leak(lm, demo, new_tokens=3)
     assert leak.served_tokens == 16 and len(leak.correct_ids) == len(leak.served_ids) == 3

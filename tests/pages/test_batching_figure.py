@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvviz.figures.batching import pass_timeline, request_kind
 from kvviz.model.batching import PassItem, PassRecord
 from kvviz.text import batching as T
+from kvviz_app.figures.batching import pass_timeline, request_kind
 
 
 def _item(past: int, new: int, owner: str | None = None) -> PassItem:

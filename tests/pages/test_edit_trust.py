@@ -100,7 +100,7 @@ def test_edit_past_the_token_limit_is_named(at, monkeypatch):
 
 def test_byte_tokens_show_the_letter_they_start():
     from kvviz.core.compare import compare_prompts
-    from kvviz.figures import edit as F
+    from kvviz_app.figures import edit as F
 
     pieces, ids = ["<0xD0>", "П", "о"], [1, 2, 3]
     fig = F.token_strip_figure(pieces, ids, pieces, ids, [], [], compare_prompts(ids, ids, block_size=2))

@@ -7,8 +7,8 @@ import pytest
 
 from kvviz.core.paging import PagingConfig
 from kvviz.core.paging_sim import compare_layouts
-from kvviz.figures import paging as F
 from kvviz.text import paging as T
+from kvviz_app.figures import paging as F
 
 CONFIGS = [PagingConfig(), PagingConfig(num_requests=3, memory_tokens=8192), PagingConfig(block_size=32, seed=3)]
 

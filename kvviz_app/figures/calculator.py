@@ -18,9 +18,9 @@ from kvviz.core import kv_capacity, kv_formula, units
 from kvviz.core.kv_capacity import PagingComparison
 from kvviz.core.kvsize import LayerKind, ModelShape
 from kvviz.core.units import format_bytes, format_exact
-from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
 from kvviz.i18n import current_lang, localize
 from kvviz.text import calculator as T
+from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
 
 GREY = "#a3a3a3"
 LIGHT_BLUE = "#bfdbfe"

@@ -4,8 +4,8 @@ two block chains with the cascade animation (``edit_chain``) and the per-layer K
 
 from __future__ import annotations
 
-from kvviz.figures.edit_chain import ChainRow, chain_figure, chain_rows
-from kvviz.figures.edit_common import (
+from kvviz_app.figures.edit_chain import ChainRow, chain_figure, chain_rows
+from kvviz_app.figures.edit_common import (
     A_COLOR,
     A_LIGHT,
     B_X,
@@ -23,8 +23,8 @@ from kvviz.figures.edit_common import (
     hover_piece,
     show_piece,
 )
-from kvviz.figures.edit_kv import kv_heatmap_figure
-from kvviz.figures.edit_tokens import token_strip_figure
+from kvviz_app.figures.edit_kv import kv_heatmap_figure
+from kvviz_app.figures.edit_tokens import token_strip_figure
 
 __all__ = [
     "A_COLOR", "A_LIGHT", "B_X", "BOUNDARY_COLOR", "CHANGED_COLOR", "FONT", "STATUS_COLORS", "STATUS_LIGHT",

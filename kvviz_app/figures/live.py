@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, ORANGE, PURPLE, RED, base_layout
 from kvviz.live.engine_model import Sample
+from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, ORANGE, PURPLE, RED, base_layout
 
 
 def _times(samples: Sequence[Sample]) -> list[float]:

@@ -12,7 +12,9 @@ import plotly.graph_objects as go
 
 from kvviz.core.compare import PromptComparison
 from kvviz.core.hashing import short_hash
-from kvviz.figures.edit_common import (
+from kvviz.text import edit as T
+from kvviz.text.core import render_block_reason
+from kvviz_app.figures.edit_common import (
     A_COLOR,
     B_X,
     BOUNDARY_COLOR,
@@ -21,9 +23,7 @@ from kvviz.figures.edit_common import (
     UNCHECKED_COLOR,
     first_changed_block,
 )
-from kvviz.figures.style import MUTED, wrap_title
-from kvviz.text import edit as T
-from kvviz.text.core import render_block_reason
+from kvviz_app.figures.style import MUTED, wrap_title
 
 
 @dataclass(frozen=True)

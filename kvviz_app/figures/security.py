@@ -11,7 +11,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvviz.core.hashing import BlockHashRecord, short_hash
-from kvviz.figures.style import (
+from kvviz.security.collisions import HashCost, birthday_probability
+from kvviz.security.room_records import Admission, FeedEntry
+from kvviz.text import security as T
+from kvviz_app.figures.style import (
     AMBER,
     BLUE,
     FREE_GREY,
@@ -25,10 +28,7 @@ from kvviz.figures.style import (
     RED,
     base_layout,
 )
-from kvviz.security.collisions import HashCost, birthday_probability
-from kvviz.security.room_labels import origin_label
-from kvviz.security.room_records import Admission, FeedEntry
-from kvviz.text import security as T
+from kvviz_app.views.room_labels import origin_label
 
 STATUS_COLOURS = {"hit_other": GREEN, "hit_you": BLUE, "computed": ORANGE, "partial": "#d1d5db"}
 GROUP_COLOURS = {"cached": GREEN, "uncached": RED}

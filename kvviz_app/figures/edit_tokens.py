@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 
 from kvviz.core.compare import PromptComparison
 from kvviz.core.utf8 import completed_chars
-from kvviz.figures.edit_common import (
+from kvviz.text import edit as T
+from kvviz_app.figures.edit_common import (
     A_LIGHT,
     BOUNDARY_COLOR,
     CHANGED_COLOR,
@@ -20,8 +21,7 @@ from kvviz.figures.edit_common import (
     byte_hover,
     cell_piece,
 )
-from kvviz.figures.style import OUTLINE_GREY
-from kvviz.text import edit as T
+from kvviz_app.figures.style import OUTLINE_GREY
 
 _CODES = {"a": 0, "hit": 1, "miss": 2, "invalidated": 3, "partial": 4, "changed": 5}
 

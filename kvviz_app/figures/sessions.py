@@ -10,7 +10,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from kvviz.core.providers import USAGE_FIELDS
-from kvviz.figures.style import (
+from kvviz.sessions import SessionResult, TurnUsage
+from kvviz.text import sessions as T
+from kvviz_app.figures.style import (
     BLUE,
     DARK_RED,
     LEGEND_ABOVE_LEFT,
@@ -20,8 +22,6 @@ from kvviz.figures.style import (
     RED,
     base_layout,
 )
-from kvviz.sessions import SessionResult, TurnUsage
-from kvviz.text import sessions as T
 
 STATUS_COLOURS = {"read": BLUE, "written": ORANGE, "uncached": OUTLINE_GREY}
 FIELD_STATUS = {"cache_read_input_tokens": "read", "cache_creation_input_tokens": "written",

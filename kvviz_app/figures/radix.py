@@ -14,8 +14,9 @@ from plotly.subplots import make_subplots
 from kvviz.core.hashing import short_hash
 from kvviz.core.radix_compare import ChainNode, RadixComparison
 from kvviz.core.radix_engine import RadixState
-from kvviz.figures.cells import DARK_FILLS, excerpt, legend_entries, sized_layout
-from kvviz.figures.style import (
+from kvviz.text import radix as R
+from kvviz_app.figures.cells import DARK_FILLS, excerpt, legend_entries, sized_layout
+from kvviz_app.figures.style import (
     AMBER,
     BLUE,
     GREEN,
@@ -27,7 +28,6 @@ from kvviz.figures.style import (
     RED,
     TEAL,
 )
-from kvviz.text import radix as R
 
 # ----------------------------------------------------------------------------- radix vs chain
 

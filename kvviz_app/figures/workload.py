@@ -7,9 +7,20 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.figures.style import AMBER, BLUE, GREEN, INK, MUTED, ORANGE, PALE_GREY, PURPLE, TEAL, base_layout
 from kvviz.text import workload as T
 from kvviz.workload.report import CurvePoint, PrefixNode
+from kvviz_app.figures.style import (
+    AMBER,
+    BLUE,
+    GREEN,
+    INK,
+    MUTED,
+    ORANGE,
+    PALE_GREY,
+    PURPLE,
+    TEAL,
+    base_layout,
+)
 
 
 def _x(point: CurvePoint, unit: str) -> float:

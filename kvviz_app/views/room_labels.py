@@ -1,4 +1,4 @@
-"""Anonymised labels of the room: a block's origin, an age, the salt a view illustrates."""
+"""Anonymised labels of the room, in the session's language: a block's origin and its age."""
 
 from __future__ import annotations
 
@@ -16,18 +16,6 @@ def age_label(age_s: float) -> str:
     if age < 3600:
         return T.AGE_MIN.format(n=int(age // 60))
     return T.AGE_H.format(n=int(age // 3600))
-
-
-DEMO_SALT_PREFIX = "private:"
-
-
-def salt_for_view(session_id: str, cache_salt: str | None) -> tuple[str, bool]:
-    """The salt the "why the salt isolates" view hashes a prompt with: the session's own ``cache_salt``, or,
-    when its salt is off, an illustrative private salt derived from ``session_id`` (never sent to the room).
-    Returns ``(salt, illustrative)``."""
-    if cache_salt is not None:
-        return cache_salt, False
-    return DEMO_SALT_PREFIX + session_id[:4], True
 
 
 def origin_label(computed_by: str | None, age_s: float | None) -> str:

@@ -8,8 +8,8 @@ from plotly.subplots import make_subplots
 
 from kvviz.core.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS
 from kvviz.core.paging_sim import LayoutResult, Snapshot
-from kvviz.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, TEAL, base_layout
 from kvviz.text import paging as T
+from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, TEAL, base_layout
 
 KIND_COLOURS = {
     "stored": GREEN,

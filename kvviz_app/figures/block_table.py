@@ -16,7 +16,8 @@ from plotly.subplots import make_subplots
 
 from kvviz.core.hashing import short_hash
 from kvviz.core.scenario_play import ScenarioRun, StepView
-from kvviz.figures.cells import (
+from kvviz.text import engine as T
+from kvviz_app.figures.cells import (
     CELL_TEXT,
     discrete_heatmap,
     excerpt,
@@ -24,7 +25,7 @@ from kvviz.figures.cells import (
     sized_layout,
     text_traces,
 )
-from kvviz.figures.style import (
+from kvviz_app.figures.style import (
     AMBER,
     BLUE,
     DARK_RED,
@@ -38,7 +39,6 @@ from kvviz.figures.style import (
     RED,
     TEAL,
 )
-from kvviz.text import engine as T
 
 SOURCE_COLOURS = {"hit": GREEN, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
 POOL_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "free": FREE_GREY, "null": PALE_GREY}

@@ -8,7 +8,7 @@ from html import escape
 
 import plotly.graph_objects as go
 
-from kvviz.figures.style import (
+from kvviz_app.figures.style import (
     BLUE,
     GREEN,
     INK,

@@ -9,8 +9,17 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvviz.figures.style import BLUE, FREE_GREY, INK, LEGEND_ABOVE_LEFT, MUTED, ORANGE, PURPLE, base_layout
 from kvviz.text import batching as T
+from kvviz_app.figures.style import (
+    BLUE,
+    FREE_GREY,
+    INK,
+    LEGEND_ABOVE_LEFT,
+    MUTED,
+    ORANGE,
+    PURPLE,
+    base_layout,
+)
 
 REUSED_GREY = "#d1d5db"
 KIND_COLOURS = {"scratch": ORANGE, "cached": BLUE, "decode": PURPLE}

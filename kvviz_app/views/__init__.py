@@ -1,0 +1,1 @@
+"""Views: a library report turned into the rows and sentences a page shows, in the session's language."""
