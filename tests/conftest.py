@@ -22,6 +22,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning slows prefill.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("KVVIZ_CACHE_DIR", str(ROOT / ".cache" / "kvviz"))
+# The app's in-process API (kvviz.server.embedded) stays off in tests: page tests must not bind port 8000.
+os.environ.setdefault("KVVIZ_API", "0")
 
 # The real-browser fixtures (app_server, browser) for every test module, with no import needed.
 pytest_plugins = ["browser_util"]

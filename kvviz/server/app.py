@@ -1,0 +1,72 @@
+"""The app factory: one FastAPI app over one engine loop, its metrics, its keys and its KV-event publisher.
+
+``create_app`` never loads the model: ``get_loop`` is called at the first request that needs the engine
+(``python -m kvviz serve`` calls it before listening, so its first request is fast).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+
+from kvviz.server.config import ServerConfig
+from kvviz.server.errors import (
+    APIError,
+    api_error_handler,
+    bad_request,
+    http_error_handler,
+    unexpected_error_handler,
+)
+from kvviz.server.kv_publisher import KVEventPublisher
+from kvviz.server.metrics import ServerMetrics
+from kvviz.server.routes import Routes, build_router
+from kvviz.server.serving import Serving
+
+
+def engine_params(**kwargs: Any) -> Any:
+    """kvviz.engine's SamplingParams (imported when the first request is built: torch is not needed before)."""
+    from kvviz.engine import SamplingParams
+
+    return SamplingParams(**kwargs)
+
+
+def create_app(get_loop: Callable[[], Any], config: ServerConfig, *, make_params: Callable[..., Any] = engine_params,
+               publisher: KVEventPublisher | None = None) -> FastAPI:
+    """The API app; ``publisher`` (already bound) receives the engine's KV events once the engine exists."""
+    serving = Serving(get_loop, config)
+    metrics = ServerMetrics(lambda: serving.loop.stats() if serving.started else None, config.model_name)
+    serving.on_finished.append(metrics.observe)
+    serving.on_rejected.append(metrics.rejected.inc)
+    unsubscribe: list[Callable[[], None]] = []
+    if publisher is not None:
+        serving.on_started.append(lambda loop: unsubscribe.append(loop.engine.subscribe_kv_events(publisher.publish)))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if publisher is not None:
+            publisher.start()
+        try:
+            yield
+        finally:
+            for undo in unsubscribe:
+                undo()
+            if publisher is not None:
+                publisher.stop()
+
+    app = FastAPI(title="kvviz", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    routes = Routes(serving, metrics, make_params)
+    app.include_router(build_router(routes))
+    app.add_exception_handler(APIError, api_error_handler)
+    app.add_exception_handler(HTTPException, http_error_handler)
+    app.add_exception_handler(RequestValidationError,
+                              lambda r, e: api_error_handler(r, bad_request("the request is malformed")))
+    app.add_exception_handler(Exception, unexpected_error_handler)
+    app.state.serving = serving
+    app.state.metrics = metrics
+    app.state.publisher = publisher
+    return app

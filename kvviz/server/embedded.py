@@ -1,0 +1,82 @@
+"""The API inside the Streamlit app's process, on its own port, over the process-wide engine loop, so
+requests from the pages and from API clients share one engine and one prefix cache.
+
+``start_api_once`` is idempotent and never raises into a page: a disabled API (``KVVIZ_API=0``), a bad
+setting or a busy port is one line on stderr. The engine (the process-wide ``get_engine_loop``, which
+the pages share) is created in a background thread, never on the page's run.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from kvviz.server import config as server_config
+
+_LOCK = threading.Lock()
+_STARTED: dict[str, Any] = {}
+
+
+def _presenter_key() -> str:
+    from kvviz.security.room_service import get_room
+
+    return get_room().presenter_key  # the room's key: one presenter key per process
+
+
+def _engine_loop() -> Any:
+    from kvviz.engine import get_engine_loop
+
+    return get_engine_loop()
+
+
+def _sampling_params(**kwargs: Any) -> Any:
+    from kvviz.server.app import engine_params
+
+    return engine_params(**kwargs)
+
+
+def _warm(app: Any) -> None:
+    """Create the engine in the background, so /metrics shows the pool before the first request."""
+    try:
+        app.state.serving.loop  # noqa: B018 - the property creates the engine loop
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback in the app's log
+        print(f"kvviz: the API's engine did not start: {type(exc).__name__}: {str(exc)[:200]}",
+              file=sys.stderr, flush=True)
+
+
+def start_api_once() -> str | None:
+    """Start the API server in this process once; its URL, or None when it is off or could not start."""
+    with _LOCK:
+        if "done" in _STARTED:
+            return _STARTED.get("url")
+        _STARTED["done"] = True
+        if not server_config.api_enabled():
+            return None
+        try:
+            from kvviz.server.app import create_app
+            from kvviz.server.kv_publisher import KVEventPublisher
+            from kvviz.server.runner import ServerThread
+
+            config = server_config.from_env(_presenter_key())
+            publisher = None
+            if config.kv_events_endpoint:
+                publisher = KVEventPublisher(config.kv_events_endpoint, None)
+            app = create_app(_engine_loop, config, make_params=_sampling_params, publisher=publisher)
+            thread = ServerThread(app, config.host, config.port)
+            thread.start()
+        except (ValueError, RuntimeError, OSError) as exc:
+            print(f"kvviz: the OpenAI-compatible API did not start: {exc} (KVVIZ_API=0 turns it off)",
+                  file=sys.stderr, flush=True)
+            return None
+        _STARTED["url"] = thread.url
+        _STARTED["thread"] = thread
+        threading.Thread(target=_warm, args=(app,), daemon=True, name="kvviz-api warm-up").start()
+        key = " (Authorization: Bearer KVVIZ_API_KEY)" if config.api_key else ""
+        print(f"kvviz: OpenAI-compatible API on {thread.url}/v1{key}", file=sys.stderr, flush=True)
+        return thread.url
+
+
+def api_url() -> str | None:
+    """The in-process API's URL if it runs (for the workshop checklist)."""
+    return _STARTED.get("url")

@@ -1,0 +1,192 @@
+"""The bridge from HTTP requests to kvviz's one engine loop: admission (429), engine inputs, the stream
+of outputs, and aborts when a client goes away.
+
+``EngineLoop.submit`` returns a blocking iterator; one small thread per request moves its outputs onto
+the event loop. Invariants: a request that leaves this module unfinished (client gone, error, server
+shutting down) is aborted in the engine, which frees its blocks; ``pending`` counts the API requests
+submitted that have not produced an output yet (the waiting queue a 429 protects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from kvviz.core.errors import CodedError
+from kvviz.server.config import ServerConfig
+from kvviz.server.errors import APIError, bad_request, from_coded
+
+_END = object()
+
+
+@dataclass(frozen=True)
+class Job:
+    """One generation the server asks the engine for."""
+
+    request_id: str
+    prompt_ids: list[int]
+    params: Any  # kvviz.engine.SamplingParams
+    cache_salt: str | None = None
+    priority: int = 0
+    client: str = ""
+
+
+def new_request_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+class Serving:
+    """The server's view of the engine loop (created on first use, so the app's process does not load
+    the model before an API request needs it)."""
+
+    def __init__(self, get_loop: Callable[[], Any], config: ServerConfig) -> None:
+        self._get_loop = get_loop
+        self._loop: Any = None
+        self._lock = threading.Lock()
+        self.config = config
+        self.pending = 0
+        self.on_finished: list[Callable[[Any], None]] = []  # called with each finished RequestOutput
+        self.on_rejected: list[Callable[[], None]] = []  # called for each 429
+        self.on_started: list[Callable[[Any], None]] = []  # called once with the engine loop, when it exists
+
+    # ------------------------------------------------------------------ the engine
+    @property
+    def loop(self) -> Any:
+        with self._lock:
+            if self._loop is None:
+                loop = self._get_loop()
+                for hook in self.on_started:
+                    hook(loop)
+                self._loop = loop
+            return self._loop
+
+    @property
+    def started(self) -> bool:
+        return self._loop is not None
+
+    @property
+    def engine(self) -> Any:
+        return self.loop.engine
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.engine.tokenizer
+
+    @property
+    def max_model_len(self) -> int:
+        return int(self.engine.max_model_len)
+
+    # ------------------------------------------------------------------ checks at the edge
+    def check_tokens(self, prompt_ids: list[int], max_tokens: int, param: str) -> None:
+        """400 for a prompt + max_tokens over the context length (the engine checks the token ids)."""
+        limit = self.max_model_len
+        if len(prompt_ids) >= limit:
+            raise bad_request(f"{param}: the prompt has {len(prompt_ids):,} tokens; the model's context is "
+                              f"{limit:,} tokens, and at least one must be left for the answer", param)
+        if len(prompt_ids) + max_tokens > limit:
+            raise bad_request(f"max_tokens: {max_tokens:,} new tokens after a {len(prompt_ids):,}-token prompt "
+                              f"exceed the model's context of {limit:,} tokens (at most {limit - len(prompt_ids):,})",
+                              "max_tokens")
+
+    def default_max_tokens(self, prompt_ids: list[int], cap: int) -> int:
+        return max(1, min(cap, self.max_model_len - len(prompt_ids)))
+
+    def admit(self) -> None:
+        """429 with Retry-After when ``max_waiting`` API requests already wait for their first token."""
+        if self.pending >= self.config.max_waiting:
+            for hook in self.on_rejected:
+                hook()
+            raise APIError(429, f"the waiting queue is full ({self.pending} requests wait for the engine); "
+                           f"retry in {self.config.retry_after_s} s",
+                           headers={"Retry-After": str(self.config.retry_after_s)})
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop every cached block the engine does not use (through the loop, so between steps)."""
+        return bool(self.loop.call(lambda engine: engine.reset_prefix_cache()))
+
+    # ------------------------------------------------------------------ running
+    async def stream(self, job: Job, request: Request | None = None) -> AsyncIterator[Any]:
+        """The engine's outputs for ``job`` (cumulative RequestOutput deltas, the last one finished).
+        Aborts the request in the engine if this generator is left early or the client disconnects."""
+        self.admit()
+        aloop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.pending += 1
+        waiting = True
+        try:
+            try:
+                handle = self.loop.submit(job.request_id, job.prompt_ids, job.params, cache_salt=job.cache_salt,
+                                          priority=job.priority, client=job.client)
+            except CodedError as exc:
+                raise from_coded(exc, "prompt") from None
+            threading.Thread(target=_pump, args=(handle, aloop, queue), daemon=True,
+                             name=f"kvviz-api {job.request_id[:20]}").start()
+            watcher = asyncio.ensure_future(_abort_on_disconnect(request, self.loop, job.request_id)) if request else None
+            finished = False
+            try:
+                while True:
+                    item = await queue.get()
+                    if item is _END:
+                        break
+                    if isinstance(item, BaseException):
+                        if isinstance(item, CodedError) and waiting:
+                            raise from_coded(item, "prompt")
+                        raise item
+                    if waiting:
+                        waiting = False
+                        self.pending -= 1
+                    if item.finished:
+                        finished = True
+                        for hook in self.on_finished:
+                            hook(item)
+                    yield item
+                    if finished:
+                        break
+            finally:
+                if watcher is not None:
+                    watcher.cancel()
+                if not finished:
+                    self.loop.abort(job.request_id)
+        finally:
+            if waiting:
+                self.pending -= 1
+
+    async def complete(self, job: Job, request: Request | None = None) -> Any:
+        """The finished RequestOutput of ``job`` (non-streaming)."""
+        last = None
+        async for out in self.stream(job, request):
+            last = out
+        if last is None or not last.finished:
+            raise APIError(503, "the engine stopped before the request finished")
+        return last
+
+
+def _pump(handle: Any, aloop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
+    """Move one request's outputs from the engine loop's blocking stream onto the event loop."""
+    def put(item: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the event loop is gone: nobody is listening
+            aloop.call_soon_threadsafe(queue.put_nowait, item)
+
+    try:
+        for out in handle:
+            put(out)
+    except BaseException as exc:  # noqa: BLE001 - handed to the request's coroutine, which decides
+        put(exc)
+    finally:
+        put(_END)
+
+
+async def _abort_on_disconnect(request: Request, loop: Any, request_id: str) -> None:
+    """Wait for the client's ``http.disconnect`` and abort its request (frees its blocks at once)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            loop.abort(request_id)
+            return

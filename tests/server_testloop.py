@@ -1,0 +1,220 @@
+"""A test double of kvviz.engine's EngineLoop (the ENGINE_API.md contract), for the server's unit tests
+only: a character tokenizer, one token per step, whole-block prefix hits keyed by (salt, prefix), and a
+``gate`` a test closes to hold every request where it is. The issue's own tests run the real engine
+(tests/server/test_serve_real.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvviz.core.kv_events import BlockStored, KVEventBatch
+
+BLOCK = 4
+
+
+@dataclass(frozen=True)
+class FakeParams:
+    max_tokens: int = 16
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    ignore_eos: bool = False
+
+
+@dataclass
+class FakeMetrics:
+    arrival_time: float = 0.0
+    queue_wait_s: float | None = 0.001
+    ttft_s: float | None = 0.002
+    tpot_s: float | None = 0.001
+    e2e_s: float | None = 0.01
+
+
+@dataclass
+class FakeOutput:
+    request_id: str
+    new_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    delta_text: str
+    finished: bool
+    finish_reason: str | None
+    num_prompt_tokens: int
+    num_cached_tokens: int
+    num_preemptions: int = 0
+    metrics: FakeMetrics = field(default_factory=FakeMetrics)
+
+
+class FakeTokenizer:
+    eos_token_id = 0
+
+    def __len__(self) -> int:
+        return 50_000
+
+    def encode(self, text: str) -> list[int]:
+        return [1] + [ord(c) % 997 + 2 for c in text]
+
+    def __call__(self, text: str, add_special_tokens: bool = True, return_attention_mask: bool = False) -> dict:
+        return {"input_ids": self.encode(text)}
+
+    def apply_chat_template(self, messages: list[dict], tokenize: bool, add_generation_prompt: bool) -> list[int]:
+        if any(m["role"] == "developer" for m in messages):
+            raise ValueError("this template has no developer role")
+        return self.encode("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")
+
+
+class FakeEngine:
+    def __init__(self, max_model_len: int = 256) -> None:
+        self.tokenizer = FakeTokenizer()
+        self.max_model_len = max_model_len
+        self.block_size = BLOCK
+        self.num_blocks = 64
+        self.cached: set[tuple[Any, ...]] = set()
+        self.subscribers: list[Any] = []
+        self.resets = 0
+
+    def subscribe_kv_events(self, callback: Any) -> Any:
+        self.subscribers.append(callback)
+        return lambda: self.subscribers.remove(callback)
+
+    def reset_prefix_cache(self) -> bool:
+        self.cached.clear()
+        self.resets += 1
+        return True
+
+
+@dataclass
+class _Running:
+    prompt: list[int]
+    params: FakeParams
+    cached: int
+    sink: list[Any]
+    cond: threading.Condition
+    out: list[int] = field(default_factory=list)
+    done: bool = False
+
+
+class FakeStream:
+    def __init__(self, loop: FakeLoop, rid: str, run: _Running) -> None:
+        self.loop, self.request_id, self.run = loop, rid, run
+
+    def __iter__(self):
+        while True:
+            with self.run.cond:
+                self.run.cond.wait_for(lambda: self.run.sink)
+                item = self.run.sink.pop(0)
+            yield item
+            if item.finished:
+                return
+
+    def abort(self) -> None:
+        self.loop.abort(self.request_id)
+
+
+class FakeLoop:
+    """Steps every running request by one token per ``step_s`` while ``gate`` is set."""
+
+    def __init__(self, step_s: float = 0.002, max_model_len: int = 256) -> None:
+        self.engine = FakeEngine(max_model_len)
+        self.step_s = step_s
+        self.gate = threading.Event()
+        self.gate.set()
+        self.lock = threading.Lock()
+        self.running: dict[str, _Running] = {}
+        self.aborted: list[str] = []
+        self.aborted_event = threading.Event()
+        self.submitted: list[tuple[str, list[int], Any, dict]] = []
+        self.queries = self.hits = self.prompt_total = self.gen_total = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def submit(self, rid: str, prompt: list[int], params: Any, *, cache_salt: str | None = None, priority: int = 0,
+               client: str = "") -> FakeStream:
+        from kvviz.core.errors import CodedError
+
+        if max(prompt) >= len(self.engine.tokenizer):
+            raise CodedError(f"token id {max(prompt)} is outside the vocabulary", "token_out_of_vocab")
+        with self.lock:
+            keys = [(cache_salt, tuple(prompt[: (i + 1) * BLOCK])) for i in range((len(prompt) - 1) // BLOCK)]
+            hit = 0
+            for k in keys:
+                if k not in self.engine.cached:
+                    break
+                hit += 1
+            stored = [k for k in keys if k not in self.engine.cached]
+            self.engine.cached.update(keys)
+            self.queries += len(prompt)
+            self.hits += hit * BLOCK
+            self.prompt_total += len(prompt)
+            run = _Running(prompt, params, hit * BLOCK, [], threading.Condition())
+            self.running[rid] = run
+            self.submitted.append((rid, prompt, params, {"cache_salt": cache_salt, "priority": priority,
+                                                         "client": client}))
+        if stored:
+            batch = KVEventBatch(time.time(), [BlockStored([hash(k).to_bytes(8, "big", signed=True)], None,
+                                                           list(k[1][-BLOCK:]), BLOCK, None, None, None)
+                                               for k in stored])
+            for cb in list(self.engine.subscribers):
+                cb(batch)
+        return FakeStream(self, rid, run)
+
+    def _emit(self, rid: str, run: _Running, reason: str | None, new: list[int]) -> None:
+        text = "".join(chr(97 + t % 26) for t in run.out)
+        delta = "".join(chr(97 + t % 26) for t in new)
+        out = FakeOutput(rid, new, list(run.out), text, delta, reason is not None, reason, len(run.prompt), run.cached)
+        with run.cond:
+            run.sink.append(out)
+            run.cond.notify_all()
+
+    def abort(self, rid: str) -> None:
+        with self.lock:
+            run = self.running.pop(rid, None)
+            self.aborted.append(rid)
+            self.aborted_event.set()
+        if run is not None and not run.done:
+            run.done = True
+            self._emit(rid, run, "abort", [])
+
+    def stats(self) -> Any:
+        from types import SimpleNamespace
+
+        with self.lock:
+            return SimpleNamespace(num_running=len(self.running), num_waiting=0, num_preemptions=0,
+                                   kv_cache_usage=min(1.0, len(self.running) / 64), prefix_cache_queries=self.queries,
+                                   prefix_cache_hits=self.hits, num_blocks=64, block_size=BLOCK, kv_cache_bytes=1 << 20,
+                                   prompt_tokens_total=self.prompt_total, generation_tokens_total=self.gen_total,
+                                   requests_finished_total=0)
+
+    def call(self, fn: Any) -> Any:
+        with self.lock:
+            return fn(self.engine)
+
+    def close(self) -> None:
+        self._stop = True
+        self.gate.set()
+        self._thread.join(2)
+
+    def _run(self) -> None:
+        while not self._stop:
+            self.gate.wait()
+            time.sleep(self.step_s)  # the double's own pace, not a test's wait
+            with self.lock:
+                items = list(self.running.items())
+            for rid, run in items:
+                if run.done:
+                    continue
+                token = (len(run.out) * 7 + len(run.prompt)) % 997 + 2
+                run.out.append(token)
+                with self.lock:
+                    self.gen_total += 1
+                done = len(run.out) >= run.params.max_tokens
+                if done:
+                    with self.lock:
+                        self.running.pop(rid, None)
+                    run.done = True
+                self._emit(rid, run, "length" if done else None, [token])
