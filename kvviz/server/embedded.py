@@ -71,6 +71,7 @@ def start_api_once() -> str | None:
             return None
         _STARTED["url"] = thread.url
         _STARTED["thread"] = thread
+        _STARTED["app"] = app
         threading.Thread(target=_warm, args=(app,), daemon=True, name="kvviz-api warm-up").start()
         key = " (Authorization: Bearer KVVIZ_API_KEY)" if config.api_key else ""
         print(f"kvviz: OpenAI-compatible API on {thread.url}/v1{key}", file=sys.stderr, flush=True)
@@ -80,3 +81,10 @@ def start_api_once() -> str | None:
 def api_url() -> str | None:
     """The in-process API's URL if it runs (for the workshop checklist)."""
     return _STARTED.get("url")
+
+
+def recent_requests() -> list[Any]:
+    """The last finished API requests of the in-process API (``kvviz.server.serving.ApiRequest``, newest
+    last): client label, prompt and cached tokens, for the room page and the engine view."""
+    app = _STARTED.get("app")
+    return list(app.state.serving.recent) if app is not None else []

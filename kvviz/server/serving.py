@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,23 @@ from kvviz.server.config import ServerConfig
 from kvviz.server.errors import APIError, bad_request, from_coded
 
 _END = object()
+
+
+RECENT = 200  # finished API requests kept for the pages
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    """One finished API request as the pages show it: who sent it and what the cache gave it."""
+
+    request_id: str
+    client: str
+    prompt_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    finish_reason: str | None
+    ttft_s: float | None
+    finished_at: float  # wall clock, seconds since the epoch
 
 
 @dataclass(frozen=True)
@@ -52,6 +71,7 @@ class Serving:
         self._lock = threading.Lock()
         self.config = config
         self.pending = 0
+        self.recent: deque[ApiRequest] = deque(maxlen=RECENT)  # newest last
         self.on_finished: list[Callable[[Any], None]] = []  # called with each finished RequestOutput
         self.on_rejected: list[Callable[[], None]] = []  # called for each 429
         self.on_started: list[Callable[[Any], None]] = []  # called once with the engine loop, when it exists
@@ -144,6 +164,9 @@ class Serving:
                         self.pending -= 1
                     if item.finished:
                         finished = True
+                        self.recent.append(ApiRequest(job.request_id, job.client, item.num_prompt_tokens,
+                                                      item.num_cached_tokens, len(item.token_ids), item.finish_reason,
+                                                      item.metrics.ttft_s, time.time()))
                         for hook in self.on_finished:
                             hook(item)
                     yield item

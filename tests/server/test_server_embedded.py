@@ -29,6 +29,9 @@ def test_started_once_on_the_process_engine(monkeypatch, capsys):
         assert "OpenAI-compatible API on" in capsys.readouterr().err
         status, body = post(url, "/v1/completions", {"prompt": "from a laptop", "max_tokens": 1})
         assert status == 200 and loop.submitted[-1][3]["client"].startswith("api 127.0.0.1")
+        post(url, "/v1/completions", {"prompt": "from a laptop", "max_tokens": 1, "user": "laptop-7"})
+        last = embedded.recent_requests()[-1]
+        assert (last.client, last.prompt_tokens, last.cached_tokens, last.output_tokens) == ("laptop-7", 14, 12, 1)
         assert post(url, "/reset_prefix_cache", headers={"X-Presenter-Key": "room-key"})[0] == 200
     finally:
         embedded._STARTED["thread"].stop()

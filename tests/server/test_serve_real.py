@@ -1,0 +1,235 @@
+"""The issue's tests: the real ``openai`` client, /metrics, KV events and a bounded load against a running
+``python -m kvviz serve`` (the real engine and model) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from live_testpub import free_port
+from prometheus_client.parser import text_string_to_metric_families
+from server_http import request
+
+pytestmark = pytest.mark.model
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 240
+LOAD_CLIENTS = 50
+LOAD_SECONDS = 3.0
+
+
+class Serve:
+    """``python -m kvviz serve --port 0`` in a subprocess; ``url`` from its first stderr line."""
+
+    def __init__(self, *extra: str) -> None:
+        env = {**os.environ, "KVVIZ_PRESENTER_KEY": "test-presenter"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "kvviz", "serve", "--port", "0", *extra], cwd=ROOT,
+                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self.ready.wait(START_TIMEOUT_S) or not self.url:
+            self.close()
+            raise RuntimeError("kvviz serve did not start: " + "".join(self.lines)[-2000:])
+
+    url: str | None = None
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if "listening on " in line and self.url is None:
+                self.url = line.split("listening on ", 1)[1].split()[0].removesuffix("/v1")
+                self.ready.set()
+        self.ready.set()
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def serve():
+    port = free_port(2)
+    s = Serve("--kv-events-endpoint", f"tcp://127.0.0.1:{port}", "--max-waiting", "8")
+    s.kv_endpoint, s.kv_replay = f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}"
+    yield s
+    s.close()
+    log = "".join(s.lines)
+    assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.fixture(scope="module")
+def client(serve):
+    import openai
+
+    return openai.OpenAI(base_url=f"{serve.url}/v1", api_key="none", max_retries=0, timeout=120)
+
+
+def metrics(url: str) -> dict[str, float]:
+    status, _, data = request(url, "GET", "/metrics")
+    assert status == 200
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(data.decode()):
+        for sample in family.samples:
+            if not sample.name.endswith("_bucket") and "finished_reason" not in sample.labels:
+                out[sample.name] = sample.value
+    return out
+
+
+def wait_idle(url: str, timeout_s: float) -> dict[str, float]:
+    """Metrics once nothing runs or waits and no block is in use (or the last read at the deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        m = metrics(url)
+        idle = m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0
+        if (idle and m["vllm:kv_cache_usage_perc"] == 0) or time.monotonic() > deadline:
+            return m
+        threading.Event().wait(0.02)
+
+
+PROMPT = ("You are a patient teacher. Explain prompt caching to a newcomer in two short sentences, then give "
+          "one concrete example with numbers, and finish with a question that checks understanding.")
+
+
+def test_completions_chat_and_streaming(client):
+    done = client.completions.create(model="HuggingFaceTB/SmolLM2-135M-Instruct", prompt="The capital of France is",
+                                     max_tokens=4, temperature=0)
+    assert done.choices[0].text and done.usage.completion_tokens == 4 and done.choices[0].finish_reason == "length"
+    chat = client.chat.completions.create(model="embedded", messages=[{"role": "user", "content": "Say hi."}],
+                                          max_tokens=5, temperature=0)
+    assert chat.choices[0].message.role == "assistant" and chat.usage.prompt_tokens > 5
+    parts = list(client.chat.completions.create(model="embedded", messages=[{"role": "user", "content": "Say hi."}],
+                                                max_tokens=5, temperature=0, stream=True,
+                                                stream_options={"include_usage": True}))
+    streamed = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
+    assert streamed == chat.choices[0].message.content  # greedy: the same answer streamed and not
+    assert parts[-1].usage.completion_tokens == chat.usage.completion_tokens
+
+
+def test_second_identical_request_reports_the_prefix_blocks(serve, client):
+    before = metrics(serve.url)
+    first = client.completions.create(model="embedded", prompt=PROMPT + " (cache test)", max_tokens=1)
+    mid = metrics(serve.url)
+    second = client.completions.create(model="embedded", prompt=PROMPT + " (cache test)", max_tokens=1)
+    after = metrics(serve.url)
+    n = first.usage.prompt_tokens
+    assert first.usage.prompt_tokens_details.cached_tokens == mid["vllm:prefix_cache_hits_total"] - \
+        before["vllm:prefix_cache_hits_total"]
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    assert cached == (n - 1) // 16 * 16 > 0  # every full block of the prompt, below its last token
+    assert cached == after["vllm:prefix_cache_hits_total"] - mid["vllm:prefix_cache_hits_total"]
+    assert after["vllm:prefix_cache_queries_total"] - mid["vllm:prefix_cache_queries_total"] == n
+
+
+def test_cache_salt_isolates(client):
+    prompt = PROMPT + " (salt test)"
+    base = client.completions.create(model="embedded", prompt=prompt, max_tokens=1)
+    n = base.usage.prompt_tokens
+    alice = client.completions.create(model="embedded", prompt=prompt, max_tokens=1, extra_body={"cache_salt": "alice"})
+    assert alice.usage.prompt_tokens_details.cached_tokens == 0  # the unsalted copy is not Alice's
+    again = client.completions.create(model="embedded", prompt=prompt, max_tokens=1, extra_body={"cache_salt": "alice"})
+    assert again.usage.prompt_tokens_details.cached_tokens == (n - 1) // 16 * 16
+    bob = client.completions.create(model="embedded", prompt=prompt, max_tokens=1, extra_body={"cache_salt": "bob"})
+    assert bob.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_errors_from_the_real_engine(serve, client):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.completions.create(model="embedded", prompt="x", max_tokens=10**6)
+    assert bad.value.status_code == 400 and "max_tokens" in str(bad.value)
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="gpt-5", prompt="x", max_tokens=1)
+    status, _, data = request(serve.url, "POST", "/v1/completions", {"prompt": [1, 10**7]})
+    assert status == 400 and "vocabulary" in json.loads(data)["error"]["message"]
+
+
+def test_kv_events_decode_and_replay_fills_the_gap(serve, client):
+    from kvviz.live.subscriber import LiveConfig, Subscriber
+
+    client.completions.create(model="embedded", prompt=PROMPT + " (events before the subscriber)", max_tokens=1)
+    sub = Subscriber(LiveConfig(serve.kv_endpoint, serve.kv_replay)).start()
+    try:
+        deadline = time.monotonic() + 10
+        while sub.summary()["replayed"] == 0 and time.monotonic() < deadline:
+            sub.wait(0.05)
+        client.completions.create(model="embedded", prompt=PROMPT + " (events after)", max_tokens=1)
+        while (sub.summary()["last_seq"] is None or sub.summary()["batches"] < 2) and time.monotonic() < deadline:
+            sub.wait(0.05)
+        s = sub.summary()
+        assert s["replayed"] >= 1 and s["first_seq"] == 0 and s["missed"] == 0 and s["decode_errors"] == 0
+        assert s["events"]["BlockStored"] >= 2 and s["cached_blocks"] > 0
+    finally:
+        sub.stop()
+
+
+def _stream_until(url: str, deadline: float, tally: dict[str, int], lock: threading.Lock, i: int) -> None:
+    u = urlparse(url)
+    body = json.dumps({"model": "embedded", "stream": True, "max_tokens": 4, "temperature": 0.7, "seed": i,
+                       "messages": [{"role": "user", "content": f"Client {i}: name a colour."}]})
+    while time.monotonic() < deadline:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        try:
+            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            key = str(resp.status)
+            if resp.status == 429:
+                key = "429" if resp.getheader("Retry-After") else "429 without Retry-After"
+                threading.Event().wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            elif resp.status != 200 or not data.rstrip().endswith(b"data: [DONE]"):
+                key = f"bad {resp.status}"
+        except OSError as exc:
+            key = type(exc).__name__
+        finally:
+            conn.close()
+        with lock:
+            tally[key] = tally.get(key, 0) + 1
+
+
+def test_fifty_streaming_clients_then_every_block_is_free(serve):
+    tally: dict[str, int] = {}
+    lock = threading.Lock()
+    deadline = time.monotonic() + LOAD_SECONDS
+    threads = [threading.Thread(target=_stream_until, args=(serve.url, deadline, tally, lock, i))
+               for i in range(LOAD_CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    assert set(tally) <= {"200", "429"}, tally
+    assert tally.get("200", 0) >= 1
+    m = wait_idle(serve.url, 10)
+    assert m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0
+    assert m["vllm:kv_cache_usage_perc"] == 0  # every block is back in the free queue
+
+
+def test_a_client_killed_mid_stream_frees_its_blocks_within_a_second(serve):
+    wait_idle(serve.url, 10)
+    u = urlparse(serve.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn.request("POST", "/v1/completions", json.dumps({"model": "embedded", "prompt": PROMPT, "max_tokens": 400,
+                                                        "ignore_eos": True, "stream": True}),
+                 {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.readline().startswith(b"data: ")
+    assert metrics(serve.url)["vllm:kv_cache_usage_perc"] > 0
+    conn.sock.close()  # killed: no more reads, the socket is gone
+    conn.close()
+    killed = time.monotonic()
+    m = wait_idle(serve.url, 1.0)
+    assert m["vllm:kv_cache_usage_perc"] == 0 and m["vllm:num_requests_running"] == 0, (time.monotonic() - killed, m)
