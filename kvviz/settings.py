@@ -35,7 +35,14 @@ NAMES = (
     "KVVIZ_CACHE_DIR", "KVVIZ_MODEL", "KVVIZ_DEVICE", "KVVIZ_DTYPE", "KVVIZ_BACKEND", "KVVIZ_MAX_TOKENS",
     "KVVIZ_BATCH_TOKENS", "KVVIZ_BATCH_WAIT_MS", "KVVIZ_KVSTORE_MB", "KVVIZ_ROOM_KV_MB", "KVVIZ_ROOM_BLOCKS",
     "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
+    "KVVIZ_API", "KVVIZ_API_HOST", "KVVIZ_API_PORT", "KVVIZ_API_KEY", "KVVIZ_API_MAX_WAITING",
+    "KVVIZ_KV_EVENTS_ENDPOINT",
 )
+#: The OpenAI-compatible API (kvviz.server): where the app's process serves it, and its waiting-queue bound.
+DEFAULT_API_HOST = "127.0.0.1"
+DEFAULT_API_PORT = 8000
+DEFAULT_API_MAX_WAITING = 64
+_OFF = frozenset({"0", "false", "no", "off"})
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
@@ -57,6 +64,12 @@ class Settings:
     presenter_key: str | None  # KVVIZ_PRESENTER_KEY (None: the room generates one)
     kv_cache_bytes: int  # KVVIZ_KV_CACHE_MIB: the engine's K/V memory, 1..1,048,576 MiB (whole MiB)
     hf_hub_offline: bool  # HF_HUB_OFFLINE: 1/true/yes/on
+    api: bool = True  # KVVIZ_API: the app's process serves the API unless 0/false/no/off
+    api_host: str = DEFAULT_API_HOST  # KVVIZ_API_HOST
+    api_port: int = DEFAULT_API_PORT  # KVVIZ_API_PORT: 0..65535 (0: any free port)
+    api_key: str | None = None  # KVVIZ_API_KEY: required as 'Authorization: Bearer' on /v1 (None: no key)
+    api_max_waiting: int = DEFAULT_API_MAX_WAITING  # KVVIZ_API_MAX_WAITING: 1..100000 (more get 429)
+    kv_events_endpoint: str | None = None  # KVVIZ_KV_EVENTS_ENDPOINT: the app's KV-event PUB address
     errors: Mapping[str, str] = field(default_factory=dict)  # variable name -> its one-line error
 
 
@@ -117,6 +130,17 @@ def parse(env: Mapping[str, str]) -> Settings:
         except ValueError:
             kv_cache_mib = DEFAULT_KV_CACHE_MIB
             errors["KVVIZ_KV_CACHE_MIB"] = f"KVVIZ_KV_CACHE_MIB={text!r} is not a size in MiB (1..{MAX_KV_CACHE_MIB:,})"
+    def whole(name: str, default: int, lo: int, hi: int, error: str) -> int:
+        if not raw[name]:
+            return default
+        if not raw[name].isdigit() or not lo <= int(raw[name]) <= hi:
+            errors[name] = error.format(raw=raw[name])
+            return default
+        return int(raw[name])
+
+    api_port = whole("KVVIZ_API_PORT", DEFAULT_API_PORT, 0, 65535, "KVVIZ_API_PORT={raw!r} is not a TCP port (0..65535)")
+    api_max_waiting = whole("KVVIZ_API_MAX_WAITING", DEFAULT_API_MAX_WAITING, 1, 100_000,
+                            "KVVIZ_API_MAX_WAITING={raw!r} is not a queue length (1..100000)")
     cache = raw["KVVIZ_CACHE_DIR"]
     return Settings(
         cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "kvviz",
@@ -133,6 +157,12 @@ def parse(env: Mapping[str, str]) -> Settings:
         presenter_key=raw["KVVIZ_PRESENTER_KEY"] or None,
         kv_cache_bytes=kv_cache_mib << 20,
         hf_hub_offline=raw["HF_HUB_OFFLINE"].lower() in _TRUE,
+        api=raw["KVVIZ_API"].lower() not in _OFF,
+        api_host=raw["KVVIZ_API_HOST"] or DEFAULT_API_HOST,
+        api_port=api_port,
+        api_key=raw["KVVIZ_API_KEY"] or None,
+        api_max_waiting=api_max_waiting,
+        kv_events_endpoint=raw["KVVIZ_KV_EVENTS_ENDPOINT"] or None,
         errors=MappingProxyType(errors),
     )
 

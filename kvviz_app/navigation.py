@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from kvviz.server.embedded import start_api_once
 from kvviz.text import common as T
 from kvviz_app import ui, ui_present
 
@@ -40,6 +41,7 @@ def main() -> None:
              for i, (path, title, icon) in enumerate(routes())]
     navigation = st.navigation(pages, expanded=True)  # every page listed: no "View N more" (English, hides pages)
     ui.announce_presenter_key()  # once per server process: the room's presenter key in the server log
+    start_api_once()  # the OpenAI-compatible API on its own port, on the pages' engine (KVVIZ_API=0: off)
     ui.render_model_sidebar()
     ui_present.sidebar()
     navigation.run()

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
 from kvviz.core.jsonio import read_limited
-from kvviz.core.workload_trace import MAX_TRACE_BYTES, WorkloadError
+from kvviz.settings import settings
+from kvviz.workload.trace import MAX_TRACE_BYTES, WorkloadError
 
 MAX_TOKENS_LIMIT = 4096
 MAX_REQUESTS = 100_000
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     _check(args)
     from kvviz.server import replay_client as rc
 
-    key = (args.api_key or os.environ.get("KVVIZ_API_KEY", "")).strip()
+    key = (args.api_key or "").strip() or (settings().api_key or "")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         raw = read_limited(args.trace, MAX_TRACE_BYTES, "trace file", WorkloadError)

@@ -7,13 +7,13 @@ says otherwise; ``--port 0`` picks a free port (the URL is printed on stderr bef
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 import sys
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
 from kvviz.server.config import DEFAULT_HOST, DEFAULT_MAX_WAITING, DEFAULT_PORT, ServerConfig
+from kvviz.settings import settings
 
 MAX_WAITING_LIMIT = 100_000
 MAX_KV_MIB = 1 << 20
@@ -98,9 +98,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from kvviz.server.kv_publisher import KVEventPublisher
     from kvviz.server.runner import bind, serve_forever, url_of
 
-    presenter_key = os.environ.get("KVVIZ_PRESENTER_KEY", "").strip() or secrets.token_urlsafe(9)
+    env = settings()
+    presenter_key = env.presenter_key or secrets.token_urlsafe(9)
     config = ServerConfig(host=args.host.strip(), port=args.port,
-                          api_key=(args.api_key or os.environ.get("KVVIZ_API_KEY", "")).strip() or None,
+                          api_key=(args.api_key or "").strip() or env.api_key,
                           presenter_key=presenter_key, max_waiting=args.max_waiting,
                           kv_events_endpoint=endpoint, kv_events_replay_endpoint=replay,
                           kv_events_topic=args.kv_events_topic)
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     events = f"; KV events on {endpoint}" + (f" (replay {replay})" if replay else "") if endpoint else ""
     print(f"kvviz serve: listening on {url}/v1 (model {config.model_name}, {engine.num_blocks} blocks of "
           f"{engine.block_size} tokens, max_model_len {engine.max_model_len}){events}", file=sys.stderr)
-    if not os.environ.get("KVVIZ_PRESENTER_KEY", "").strip():
+    if env.presenter_key is None:
         print(f"kvviz serve: presenter key {presenter_key} (POST /reset_prefix_cache with X-Presenter-Key)",
               file=sys.stderr)
     sys.stderr.flush()
