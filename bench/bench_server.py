@@ -2,7 +2,9 @@
 (uvicorn on 127.0.0.1, streaming chat completions) and straight into the engine loop in-process.
 
 One engine loop serves both; each round resets the prefix cache first, so both paths see the same
-cache state. Rounds alternate (HTTP, in-process, ...) and each key is the median over ``ROUNDS``.
+cache state. The HTTP clients run in their own process (as a benchmark client would: their JSON and
+socket work is not the server's cost); the in-process clients are threads beside the engine. Rounds
+alternate (HTTP, in-process, ...) and each key is the median over ``ROUNDS``.
 Keys: ``server_http_rps`` / ``server_inproc_rps`` (finished requests per second of wall time),
 ``server_http_p95_ttft_ms`` / ``server_inproc_p95_ttft_ms`` (client-side time to the first token: for
 HTTP the first content chunk, in-process the first output), ``server_http_throughput_ratio``
@@ -14,11 +16,14 @@ from __future__ import annotations
 import http.client
 import json
 import statistics
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 CLIENTS = 16
-REQUESTS_PER_CLIENT = 3
+REQUESTS_PER_CLIENT = 2
 MAX_TOKENS = 8
 ROUNDS = 3
 SYSTEM = "You are a concise assistant for a workshop on prompt caching. Answer in one short sentence."
@@ -70,6 +75,44 @@ def _burst(one) -> tuple[float, list[float], int]:
     return time.perf_counter() - start, ttfts, errors[0]
 
 
+def http_one(port: int, i: int, k: int) -> float:
+    """One streaming chat request; seconds to its first content chunk."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    body = json.dumps({"model": "embedded", "messages": _messages(i, k), "max_tokens": MAX_TOKENS,
+                       "temperature": 0, "stream": True})
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}")
+    ttft = None
+    for line in resp:
+        if ttft is None and line.startswith(b"data: ") and b'"content": "' in line and b'"content": ""' not in line:
+            ttft = time.perf_counter() - t0
+        if line.startswith(b"data: [DONE]"):
+            break
+    conn.close()
+    if ttft is None:
+        raise RuntimeError("no content")
+    return ttft
+
+
+def http_burst(port: int) -> None:
+    """The HTTP clients' process: one burst against 127.0.0.1:port, its (wall, ttfts, errors) as JSON."""
+    wall, ttfts, errors = _burst(lambda i, k: http_one(port, i, k))
+    print(json.dumps({"wall": wall, "ttfts": ttfts, "errors": errors}))
+
+
+def _http_round(port: int) -> tuple[float, list[float], int]:
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", f"from bench.bench_server import http_burst; http_burst({port})"],
+                         cwd=root, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"the HTTP client process failed: {out.stderr.strip()[-300:]}")
+    data = json.loads(out.stdout.strip().splitlines()[-1])
+    return data["wall"], data["ttfts"], data["errors"]
+
+
 def run(results: dict) -> None:
     from kvviz.engine import EngineConfig, EngineLoop, LLMEngine, SamplingParams
     from kvviz.model import load_model
@@ -84,26 +127,6 @@ def run(results: dict) -> None:
     tokenizer = loop.engine.tokenizer
     counter = [0]
     count_lock = threading.Lock()
-
-    def http_one(i: int, k: int) -> float:
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
-        body = json.dumps({"model": "embedded", "messages": _messages(i, k), "max_tokens": MAX_TOKENS,
-                           "temperature": 0, "stream": True})
-        t0 = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        if resp.status != 200:
-            raise RuntimeError(f"HTTP {resp.status}")
-        ttft = None
-        for line in resp:
-            if ttft is None and line.startswith(b"data: ") and b'"content": "' in line and b'"content": ""' not in line:
-                ttft = time.perf_counter() - t0
-            if line.startswith(b"data: [DONE]"):
-                break
-        conn.close()
-        if ttft is None:
-            raise RuntimeError("no content")
-        return ttft
 
     def inproc_one(i: int, k: int) -> float:
         ids = render_chat(tokenizer, [ChatMessage(**m) for m in _messages(i, k)])
@@ -122,10 +145,11 @@ def run(results: dict) -> None:
     errors = 0
     try:
         _burst(inproc_one)  # warm-up: first forward passes, allocator
+        _http_round(server.port)  # warm-up: the client process, uvicorn
         for _ in range(ROUNDS):
-            for name, one in (("http", http_one), ("inproc", inproc_one)):
+            for name in ("http", "inproc"):
                 loop.call(lambda engine: engine.reset_prefix_cache())
-                wall, ttfts, errs = _burst(one)
+                wall, ttfts, errs = _http_round(server.port) if name == "http" else _burst(inproc_one)
                 errors += errs
                 rps[name].append(len(ttfts) / wall)
                 p95[name].append(_p95(ttfts) * 1000.0 if ttfts else float("nan"))
