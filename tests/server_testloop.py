@@ -1,6 +1,7 @@
 """A test double of kvviz.engine's EngineLoop (the ENGINE_API.md contract), for the server's unit tests
 only: a character tokenizer, one token per step, whole-block prefix hits keyed by (salt, prefix), and a
-``gate`` a test closes to hold every request where it is. The issue's own tests run the real engine
+``gate`` a test closes to hold every request where it is. Its outputs and params are the engine's own
+types (RequestOutput, RequestMetrics, SamplingParams). The issue's own tests run the real engine
 (tests/server/test_serve_real.py)."""
 
 from __future__ import annotations
@@ -11,42 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.core.kv_events import BlockStored, KVEventBatch
+from kvviz.engine import RequestMetrics, RequestOutput, SamplingParams
 
 BLOCK = 4
 
 
-@dataclass(frozen=True)
-class FakeParams:
-    max_tokens: int = 16
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    ignore_eos: bool = False
-
-
-@dataclass
-class FakeMetrics:
-    arrival_time: float = 0.0
-    queue_wait_s: float | None = 0.001
-    ttft_s: float | None = 0.002
-    tpot_s: float | None = 0.001
-    e2e_s: float | None = 0.01
-
-
-@dataclass
-class FakeOutput:
-    request_id: str
-    new_token_ids: list[int]
-    token_ids: list[int]
-    text: str
-    delta_text: str
-    finished: bool
-    finish_reason: str | None
-    num_prompt_tokens: int
-    num_cached_tokens: int
-    num_preemptions: int = 0
-    metrics: FakeMetrics = field(default_factory=FakeMetrics)
+FakeParams = SamplingParams  # the engine's own: its checks apply to what the server builds
 
 
 class FakeTokenizer:
@@ -166,7 +137,10 @@ class FakeLoop:
     def _emit(self, rid: str, run: _Running, reason: str | None, new: list[int]) -> None:
         text = "".join(chr(97 + t % 26) for t in run.out)
         delta = "".join(chr(97 + t % 26) for t in new)
-        out = FakeOutput(rid, new, list(run.out), text, delta, reason is not None, reason, len(run.prompt), run.cached)
+        now = time.monotonic()
+        metrics = RequestMetrics(now - 0.01, now - 0.009, now - 0.008, now, now if reason else None, len(run.out))
+        out = RequestOutput(rid, new, list(run.out), text, delta, reason is not None, reason, len(run.prompt),
+                            run.cached, 0, metrics)
         with run.cond:
             run.sink.append(out)
             run.cond.notify_all()

@@ -69,7 +69,7 @@ class _Sampling(_Edge):
     model: str | None = Field(None, max_length=256)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    seed: int | None = Field(None, ge=-INT64 - 1, le=INT64)
+    seed: int | None = Field(None, ge=0, le=INT64)  # the engine's per-request generator takes 0..2**63-1
     stop: str | list[str] | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None

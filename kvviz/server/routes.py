@@ -16,10 +16,11 @@ from fastapi import APIRouter, Depends
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from kvviz.core.errors import CodedError
 from kvviz.server import responses as R
 from kvviz.server.body import read_model
 from kvviz.server.chat import encode_prompt, render_chat
-from kvviz.server.errors import APIError
+from kvviz.server.errors import APIError, from_coded
 from kvviz.server.metrics import CONTENT_TYPE, ServerMetrics
 from kvviz.server.protocol import DEFAULT_CHAT_MAX_TOKENS, ChatCompletionRequest, CompletionRequest, _Sampling
 from kvviz.server.serving import Job, Serving, new_request_id
@@ -75,6 +76,12 @@ class Routes:
         return f"api {host}"
 
     def _params(self, req: _Sampling, max_tokens: int) -> Any:
+        try:
+            return self._make(req, max_tokens)
+        except CodedError as exc:  # the engine's own sampling checks
+            raise from_coded(exc) from None
+
+    def _make(self, req: _Sampling, max_tokens: int) -> Any:
         return self.make_params(max_tokens=max_tokens, temperature=1.0 if req.temperature is None else req.temperature,
                                 top_p=1.0 if req.top_p is None else req.top_p, seed=req.seed,
                                 stop=req.stop_strings(), ignore_eos=req.ignore_eos)

@@ -94,3 +94,8 @@ def test_unknown_path_and_method_are_json(one_server):
 
 def test_the_server_still_serves_after_bad_input(one_server):
     assert post(one_server, COMPLETIONS, {"prompt": "fine", "max_tokens": 1})[0] == 200
+
+
+def test_a_negative_seed_is_refused_at_the_edge(one_server):
+    code, _, data = request(one_server, "POST", COMPLETIONS, {"prompt": "x", "seed": -1})
+    assert code == 400 and json.loads(data)["error"]["param"] == "seed"
