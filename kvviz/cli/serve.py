@@ -44,15 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _replay_endpoint(endpoint: str, given: str | None) -> str | None:
-    if given is not None and given.strip().lower() == "none":
-        return None
-    if given:
-        return given.strip()
-    base, _, port = endpoint.rpartition(":")
-    return f"{base}:{int(port) + 1}"
-
-
 def _check(args: argparse.Namespace) -> tuple[str | None, str | None]:
     if not args.host.strip():
         raise CliError("--host is empty")
@@ -69,10 +60,11 @@ def _check(args: argparse.Namespace) -> tuple[str | None, str | None]:
     if not args.kv_events_endpoint:
         return None, None
     from kvviz.live.subscriber import check_bind_endpoint
+    from kvviz.server.kv_publisher import replay_endpoint_for
 
     try:
         endpoint = check_bind_endpoint(args.kv_events_endpoint, "--kv-events-endpoint")
-        replay = _replay_endpoint(endpoint, args.kv_events_replay_endpoint)
+        replay = replay_endpoint_for(endpoint, args.kv_events_replay_endpoint)
         if replay is not None:
             replay = check_bind_endpoint(replay, "--kv-events-replay-endpoint")
     except ValueError as exc:

@@ -54,14 +54,16 @@ def start_api_once() -> str | None:
         if not server_config.api_enabled():
             return None
         try:
+            from kvviz.live.subscriber import check_bind_endpoint
             from kvviz.server.app import create_app
-            from kvviz.server.kv_publisher import KVEventPublisher
+            from kvviz.server.kv_publisher import KVEventPublisher, replay_endpoint_for
             from kvviz.server.runner import ServerThread
 
             config = server_config.from_env(_presenter_key())
             publisher = None
             if config.kv_events_endpoint:
-                publisher = KVEventPublisher(config.kv_events_endpoint, None)
+                endpoint = check_bind_endpoint(config.kv_events_endpoint, "KVVIZ_KV_EVENTS_ENDPOINT")
+                publisher = KVEventPublisher(endpoint, replay_endpoint_for(endpoint))
             app = create_app(_engine_loop, config, make_params=_sampling_params, publisher=publisher)
             thread = ServerThread(app, config.host, config.port)
             thread.start()

@@ -27,6 +27,16 @@ MAX_QUEUE = 100_000
 POLL_S = 0.05
 
 
+def replay_endpoint_for(endpoint: str, given: str | None = None) -> str | None:
+    """The replay (ROUTER) address: ``given``, None for "none", else the PUB port + 1 on the same host."""
+    if given is not None and given.strip().lower() == "none":
+        return None
+    if given and given.strip():
+        return given.strip()
+    base, _, port = endpoint.rpartition(":")
+    return f"{base}:{int(port) + 1}"
+
+
 class KVEventPublisher(Worker):
     """Binds PUB (and ROUTER) at construction, so a busy port fails in the caller; publishes from its
     ``Worker`` thread. ``publish(events)`` is safe from any thread (the engine's step callback)."""
