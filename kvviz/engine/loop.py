@@ -1,15 +1,18 @@
 """EngineLoop: a thread-safe serving wrapper (vLLM's AsyncLLM in spirit): one background thread steps the
 engine while requests are unfinished; each submitted request gets a stream of its output deltas.
 
-Invariant: only the loop thread calls ``engine.step``; ``submit``/``abort`` take the same lock, so the
-engine is never touched by two threads at once, and every stream ends with a finished output.
+Invariant: only the loop thread calls ``engine.step`` and ``add_request`` (submissions wait in an intake
+list, admitted between steps); ``abort``, ``stats`` and ``call`` take the step lock, so the engine is never
+touched by two threads at once, and every stream ends with a finished output.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from kvviz.engine.engine import LLMEngine
 from kvviz.engine.request import EngineStats, RequestOutput
@@ -46,14 +49,31 @@ class RequestStream:
         self._loop.abort(self.request_id)
 
 
+@dataclass
+class _Intake:
+    """A submitted request waiting for the loop thread to add it between two steps."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    params: SamplingParams | None
+    kwargs: dict
+    stream: RequestStream
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
 class EngineLoop:
-    """Owns an engine and the one thread that steps it."""
+    """Owns an engine and the one thread that steps it. Submissions wait in an intake list (never behind a
+    running step's lock) and are all added between two steps, so requests that arrive during a step share
+    the next one."""
 
     def __init__(self, engine: LLMEngine) -> None:
         self.engine = engine
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._idle = threading.Condition(self._lock)
+        self._lock = threading.Lock()  # held by the loop thread for each step; views take it between steps
+        self._idle = threading.Condition(self._lock)  # notified when no request is left unfinished
+        self._intake_lock = threading.Lock()  # held for an append or a drain only
+        self._intake: list[_Intake] = []
+        self._work = threading.Event()  # set when there is something to admit, abort or step
         self._streams: dict[str, RequestStream] = {}
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="kvviz-engine", daemon=True)
@@ -61,21 +81,24 @@ class EngineLoop:
 
     def submit(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams | None = None, *,
                cache_salt: str | None = None, priority: int = 0, client: str = "") -> RequestStream:
-        """Queue a request (CodedError at once for bad input) and return its stream."""
-        stream = RequestStream(self, request_id)
-        with self._wake:
+        """Queue a request (CodedError for bad input, once the loop thread tried to add it) and return its
+        stream; waits at most until the running step ends."""
+        item = _Intake(request_id, prompt_token_ids, params,
+                       {"cache_salt": cache_salt, "priority": priority, "client": client}, RequestStream(self, request_id))
+        with self._intake_lock:
             if self._closed:
                 raise RuntimeError("the engine loop is closed")
-            self.engine.add_request(request_id, prompt_token_ids, params, cache_salt=cache_salt,
-                                    priority=priority, client=client)
-            self._streams[request_id] = stream
-            self._wake.notify()
-        return stream
+            self._intake.append(item)
+        self._work.set()
+        item.done.wait()
+        if item.error is not None:
+            raise item.error
+        return item.stream
 
     def abort(self, request_id: str) -> None:
-        with self._wake:
+        with self._lock:
             self.engine.abort_request(request_id)
-            self._wake.notify()
+        self._work.set()
 
     def stats(self) -> EngineStats:
         with self._lock:
@@ -89,23 +112,42 @@ class EngineLoop:
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no request is unfinished; False on timeout."""
         with self._idle:
-            return self._idle.wait_for(lambda: not self.engine.has_unfinished_requests(), timeout)
+            return self._idle.wait_for(lambda: not self._intake and not self.engine.has_unfinished_requests(),
+                                       timeout)
 
     def close(self) -> None:
-        with self._wake:
+        with self._intake_lock:
             self._closed = True
+        with self._lock:
             for rid in list(self._streams):
                 self.engine.abort_request(rid)
-            self._wake.notify()
+        self._work.set()
         self._thread.join(timeout=30)
+
+    def _admit(self) -> None:
+        """Add every waiting submission (under ``_lock``, between steps) and release its caller."""
+        with self._intake_lock:
+            items, self._intake = self._intake, []
+        for item in items:
+            try:
+                self.engine.add_request(item.request_id, item.prompt_token_ids, item.params, **item.kwargs)
+                self._streams[item.request_id] = item.stream
+            except BaseException as exc:  # noqa: BLE001 - raised in the submitting thread
+                item.error = exc
+            item.done.set()
 
     def _run(self) -> None:
         while True:
-            with self._wake:
-                while not self._closed and not self.engine.has_unfinished_requests():
-                    self._wake.wait()
-                if self._closed and not self.engine.has_unfinished_requests():
-                    return
+            self._work.wait()
+            with self._lock:
+                self._work.clear()  # before the drain: a later submission sets it again
+                self._admit()
+                if not self.engine.has_unfinished_requests():
+                    self._idle.notify_all()
+                    with self._intake_lock:
+                        if self._closed and not self._intake:
+                            return
+                    continue
                 try:
                     outputs = self.engine.step()
                 except BaseException as exc:  # noqa: BLE001 - every waiting stream learns of the failure
@@ -114,15 +156,18 @@ class EngineLoop:
                         self.engine.abort_request(rid)
                     self._streams.clear()
                     self.engine.step()  # drains the abort outputs
-                    continue
+                    outputs = []
                 for out in outputs:
                     stream = self._streams.get(out.request_id)
                     if stream is not None:
                         stream._put(out)
                         if out.finished:
                             del self._streams[out.request_id]
-                if not self.engine.has_unfinished_requests():
+                if self.engine.has_unfinished_requests():
+                    self._work.set()  # keep stepping
+                else:
                     self._idle.notify_all()
+            time.sleep(0)  # between steps, let a thread waiting for the lock (abort, stats, a view) take it
 
 
 _LOOP: EngineLoop | None = None

@@ -106,7 +106,8 @@ class Routes:
         return JSONResponse(R.models(self.config.model_name, length))
 
     async def metrics_text(self) -> Response:
-        return Response(self.metrics.render(), media_type=CONTENT_TYPE)
+        body = await asyncio.to_thread(self.metrics.render)  # the engine's stats wait for a running step
+        return Response(body, media_type=CONTENT_TYPE)
 
     async def reset_prefix_cache(self, request: Request) -> JSONResponse:
         self.require_presenter_key(request)

@@ -140,15 +140,14 @@ class Serving:
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self.pending += 1
         waiting = True
+        cancel = threading.Event()
+        engine_loop = self.loop
         try:
-            try:
-                handle = self.loop.submit(job.request_id, job.prompt_ids, job.params, cache_salt=job.cache_salt,
-                                          priority=job.priority, client=job.client)
-            except CodedError as exc:
-                raise from_coded(exc, "prompt") from None
-            threading.Thread(target=_pump, args=(handle, aloop, queue), daemon=True,
+            # submit and read in a thread: the engine loop's calls may wait for a running step
+            threading.Thread(target=_pump, args=(engine_loop, job, cancel, aloop, queue), daemon=True,
                              name=f"kvviz-api {job.request_id[:20]}").start()
-            watcher = asyncio.ensure_future(_abort_on_disconnect(request, self.loop, job.request_id)) if request else None
+            watcher = asyncio.ensure_future(_abort_on_disconnect(request, engine_loop, job.request_id, cancel)) \
+                if request else None
             finished = False
             try:
                 while True:
@@ -158,6 +157,8 @@ class Serving:
                     if isinstance(item, BaseException):
                         if isinstance(item, CodedError) and waiting:
                             raise from_coded(item, "prompt")
+                        if isinstance(item, RuntimeError) and waiting:  # the engine loop closed
+                            raise APIError(503, f"the engine is not serving: {str(item)[:200]}")
                         raise item
                     if waiting:
                         waiting = False
@@ -176,7 +177,7 @@ class Serving:
                 if watcher is not None:
                     watcher.cancel()
                 if not finished:
-                    self.loop.abort(job.request_id)
+                    _abort_soon(engine_loop, job.request_id, cancel)
         finally:
             if waiting:
                 self.pending -= 1
@@ -191,13 +192,25 @@ class Serving:
         return last
 
 
-def _pump(handle: Any, aloop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
-    """Move one request's outputs from the engine loop's blocking stream onto the event loop."""
+def _abort_soon(loop: Any, request_id: str, cancel: threading.Event) -> None:
+    """Abort in a thread (the call may wait for a running step); the pump aborts again if its submit was
+    still waiting (``cancel`` tells it the client is gone)."""
+    cancel.set()
+    threading.Thread(target=loop.abort, args=(request_id,), daemon=True, name="kvviz-api abort").start()
+
+
+def _pump(loop: Any, job: Job, cancel: threading.Event, aloop: asyncio.AbstractEventLoop,
+          queue: asyncio.Queue[Any]) -> None:
+    """Submit one request and move its outputs from the engine loop's blocking stream onto the event loop."""
     def put(item: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the event loop is gone: nobody is listening
             aloop.call_soon_threadsafe(queue.put_nowait, item)
 
     try:
+        handle = loop.submit(job.request_id, job.prompt_ids, job.params, cache_salt=job.cache_salt,
+                             priority=job.priority, client=job.client)
+        if cancel.is_set():  # the client left while the submit waited: the earlier abort found nothing
+            loop.abort(job.request_id)
         for out in handle:
             put(out)
     except BaseException as exc:  # noqa: BLE001 - handed to the request's coroutine, which decides
@@ -206,10 +219,10 @@ def _pump(handle: Any, aloop: asyncio.AbstractEventLoop, queue: asyncio.Queue[An
         put(_END)
 
 
-async def _abort_on_disconnect(request: Request, loop: Any, request_id: str) -> None:
+async def _abort_on_disconnect(request: Request, loop: Any, request_id: str, cancel: threading.Event) -> None:
     """Wait for the client's ``http.disconnect`` and abort its request (frees its blocks at once)."""
     while True:
         message = await request.receive()
         if message.get("type") == "http.disconnect":
-            loop.abort(request_id)
+            _abort_soon(loop, request_id, cancel)
             return

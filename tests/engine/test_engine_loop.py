@@ -37,3 +37,41 @@ def test_streams_from_threads_and_abort():
         assert loop.call(lambda e: e.pool.get_num_free_blocks()) == loop.engine.num_blocks - 1
     finally:
         loop.close()
+
+
+def test_submissions_during_a_step_share_the_next_step():
+    """A submit never waits behind a running step's lock: requests that arrive while the engine steps are
+    all added before the next step (the server's HTTP requests arrive that way)."""
+    lm = tiny_lm(seed=3)
+    engine = LLMEngine(lm, EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256))
+    in_step, release = threading.Event(), threading.Event()
+    real_step = engine.step
+
+    def held_step():
+        if not release.is_set():
+            in_step.set()
+            release.wait(30)
+        return real_step()
+
+    engine.step = held_step  # the first step stays running until the test releases it
+    loop = EngineLoop(engine)
+    try:
+        first = threading.Thread(target=lambda: loop.submit("first", [1, 2, 3], SamplingParams(max_tokens=2)).result())
+        first.start()
+        assert in_step.wait(30)
+        streams: dict[int, object] = {}
+        threads = [threading.Thread(target=lambda i=i: streams.__setitem__(
+            i, loop.submit(f"late{i}", [4 + i, 5, 6], SamplingParams(max_tokens=2)))) for i in range(5)]
+        for t in threads:
+            t.start()
+        while len(loop._intake) < 5:  # every late submission is waiting in the intake, none behind the lock
+            in_step.wait(0.01)
+        release.set()
+        for t in threads:
+            t.join(30)
+        first.join(30)
+        assert all(s.result().finished for s in streams.values())
+        late_steps = [r for r in engine.steps if r.prefill_tokens >= 15]
+        assert late_steps and late_steps[0].num_requests >= 5  # the five late prompts in one step
+    finally:
+        loop.close()
