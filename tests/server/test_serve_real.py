@@ -20,6 +20,8 @@ from live_testpub import free_port
 from prometheus_client.parser import text_string_to_metric_families
 from server_http import request
 
+from kvviz.live import wire
+
 pytestmark = pytest.mark.model
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 240
@@ -182,6 +184,24 @@ def test_errors_from_the_real_engine(serve, client):
     assert status == 400 and "vocabulary" in json.loads(data)["error"]["message"]
 
 
+def test_kv_events_decode_with_kvviz_subscriber(serve, client):
+    from kvviz.live.subscriber import LiveConfig, Subscriber
+
+    sub = Subscriber(LiveConfig(serve.kv_endpoint)).start()
+    try:
+        deadline = time.monotonic() + 30
+        i = 0
+        while sub.summary()["batches"] == 0 and time.monotonic() < deadline:  # until the subscription is through
+            client.completions.create(model="embedded", prompt=f"{PROMPT} (live events {i})", max_tokens=1)
+            i += 1
+        s = sub.summary()
+        assert s["batches"] >= 1 and s["decode_errors"] == 0 and s["events"]["BlockStored"] >= 1
+    finally:
+        sub.stop()
+
+
+@pytest.mark.skipif(not hasattr(wire, "decode_replay"),
+                    reason="kvviz.live's subscriber does not read vLLM 0.33.0's replay layout yet (issue 21)")
 def test_kv_events_decode_and_replay_fills_the_gap(serve, client):
     from kvviz.live.subscriber import LiveConfig, Subscriber
 
