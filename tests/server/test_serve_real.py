@@ -192,7 +192,8 @@ def test_kv_events_decode_with_kvviz_subscriber(serve, client):
         deadline = time.monotonic() + 30
         i = 0
         while sub.summary()["batches"] == 0 and time.monotonic() < deadline:  # until the subscription is through
-            client.completions.create(model="embedded", prompt=f"{PROMPT} (live events {i})", max_tokens=1)
+            # a new first block each time, so every request stores full blocks (BlockStored events)
+            client.completions.create(model="embedded", prompt=f"(live events {i}) {PROMPT}", max_tokens=1)
             i += 1
         s = sub.summary()
         assert s["batches"] >= 1 and s["decode_errors"] == 0 and s["events"]["BlockStored"] >= 1
