@@ -34,6 +34,8 @@ POLL_MS = 100
 REPLAY_TIMEOUT_S = 2.0
 MAX_REPLAY_MESSAGES = 20_000
 MAX_DP_SIZE = 64
+MAX_MESSAGE_BYTES = 32 * 2**20  # a larger ZeroMQ message drops the connection instead of filling memory
+RCVHWM = 100_000  # messages queued per SUB socket before ZeroMQ drops newer ones
 RECEIVING_S = 5.0  # a message within this many seconds: the status is "receiving"
 _ENDPOINT = re.compile(r"tcp://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+):(\d{1,5})")
 
@@ -81,6 +83,7 @@ class RankState:
     last_seq: int | None = None  # last applied
     live_last: int | None = None  # last seen on the live socket (a drop below it = publisher restart)
     connected: bool = False
+    since: float = field(default_factory=time.time)  # when ``connected`` last changed (or the state began)
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Counters:
     restarts: int = 0
     reconnects: int = 0
     replay_requests: int = 0
+    gaps_filled: int = 0  # gaps in the live stream whose every missing batch the replay delivered
     replays_ended: int = 0  # replies that ended on the publisher's end marker
     replay_timeouts: int = 0  # replies cut short by replay_timeout_s (or the message cap)
     replay_layout: str | None = None  # the layout the last replay reply came in (wire.REPLAY_*)
@@ -106,7 +110,7 @@ class Subscriber(Worker):
     """Subscribes to one engine in its ``Worker`` thread; read it through ``lock`` or the helpers."""
 
     def __init__(self, config: LiveConfig, max_blocks: int = DEFAULT_MAX_BLOCKS, max_batches: int | None = None,
-                 replay_timeout_s: float = REPLAY_TIMEOUT_S) -> None:
+                 replay_timeout_s: float = REPLAY_TIMEOUT_S, rcvhwm: int = RCVHWM) -> None:
         self.config = config.validated()
         self.model = EngineModel(max_blocks)
         self.counters = Counters(ranks={r: RankState() for r in range(self.config.dp_size)})
@@ -114,6 +118,7 @@ class Subscriber(Worker):
         self.max_batches = max_batches
         self.replay_timeout_s = replay_timeout_s
         self.started_at = time.time()
+        self.last_topic: bytes | None = None  # the topic frame of the last good live message
         self.done = threading.Event()
         self._ctx = zmq.Context()
         # Sockets are created here so that a bad endpoint fails in the caller, not in the thread.
@@ -123,7 +128,8 @@ class Subscriber(Worker):
             for rank in range(self.config.dp_size):
                 sub = self._ctx.socket(zmq.SUB)
                 sub.setsockopt(zmq.LINGER, 0)
-                sub.setsockopt(zmq.RCVHWM, 100_000)
+                sub.setsockopt(zmq.RCVHWM, rcvhwm)
+                sub.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
                 sub.setsockopt(zmq.SUBSCRIBE, self.config.topic.encode())
                 self._monitors.append(sub.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED))
                 sub.connect(offset_endpoint_port(self.config.endpoint, rank))
@@ -170,11 +176,11 @@ class Subscriber(Worker):
         if event == zmq.EVENT_CONNECTED:
             if state.last_seq is not None:
                 self.counters.reconnects += 1
-            state.connected = True
+            state.connected, state.since = True, time.time()
             if self.config.replay_endpoint:  # catch up on what was published while we were away
                 self._replay(rank, 0 if state.last_seq is None else state.last_seq + 1, None)
         elif event == zmq.EVENT_DISCONNECTED:
-            state.connected = False
+            state.connected, state.since = False, time.time()
 
     def _on_live(self, rank: int, frames: list[bytes]) -> None:
         self.counters.last_message_at = time.time()
@@ -183,6 +189,7 @@ class Subscriber(Worker):
         except WireError as exc:
             self._bad(exc)
             return
+        self.last_topic = msg.topic
         state = self.counters.ranks[rank]
         if state.live_last is not None and msg.seq <= state.live_last:
             self._restart(rank)  # the engine's sequence counter started over
@@ -205,15 +212,16 @@ class Subscriber(Worker):
             self.counters.decode_errors += 1
             self.counters.last_error = str(exc)[:200]
 
-    def _accept(self, rank: int, seq: int, batch: EventBatch, replayed: bool) -> None:
-        """Apply a batch unless this rank already applied ``seq``; count the gap before it as missed."""
+    def _accept(self, rank: int, seq: int, batch: EventBatch, replayed: bool) -> bool:
+        """Apply a batch unless this rank already applied ``seq`` (False then); count the gap before it
+        as missed."""
         with self.lock:
             state = self.counters.ranks[rank]
             if self.done.is_set():
-                return
+                return False
             if state.last_seq is not None and seq <= state.last_seq:
                 self.counters.duplicates += 1
-                return
+                return False
             if state.last_seq is not None and seq > state.last_seq + 1:
                 self.counters.missed += seq - state.last_seq - 1
             if state.first_seq is None:
@@ -223,6 +231,7 @@ class Subscriber(Worker):
             self.model.apply(batch, time.time())
             if self.max_batches is not None and self.model.batches >= self.max_batches:
                 self.done.set()
+            return True
 
     # ------------------------------------------------------------------ replay
     def _replay(self, rank: int, start: int, stop: int | None) -> None:
@@ -236,7 +245,7 @@ class Subscriber(Worker):
             dealer.connect(offset_endpoint_port(self.config.replay_endpoint, rank))
             dealer.send_multipart([b"", encode_seq(start)])
             deadline = time.monotonic() + self.replay_timeout_s
-            ended = False
+            ended, filled = False, 0
             for _ in range(MAX_REPLAY_MESSAGES):
                 left_ms = int((deadline - time.monotonic()) * 1000)
                 if left_ms <= 0 or self.stopping or not dealer.poll(left_ms):
@@ -251,8 +260,10 @@ class Subscriber(Worker):
                     ended = True
                     break
                 if reply.seq >= start and (stop is None or reply.seq < stop):
-                    self._accept(rank, reply.seq, reply.batch, replayed=True)
+                    filled += self._accept(rank, reply.seq, reply.batch, replayed=True)
             with self.lock:
+                if stop is not None and filled == stop - start:
+                    self.counters.gaps_filled += 1
                 if ended:
                     self.counters.replays_ended += 1
                 else:
@@ -293,6 +304,7 @@ class Subscriber(Worker):
                 "first_seq": min(firsts) if firsts else None,
                 "last_seq": max(lasts) if lasts else None,
                 "replay_requests": self.counters.replay_requests,
+                "gaps_filled": self.counters.gaps_filled,
                 "replays_ended": self.counters.replays_ended,
                 "replay_timeouts": self.counters.replay_timeouts,
                 "replay_layout": self.counters.replay_layout,
