@@ -57,8 +57,9 @@ def parse_token_list(value: str, flag: str = "--tokens") -> list[int]:
     return tokens
 
 
-def tokens_from_text(text: str, flag: str = "--text") -> tuple[list[int], str | None]:
-    """Token ids of ``text`` from the embedded model's tokenizer, and a truncation notice if any."""
+def tokens_from_text(text: str, flag: str = "--text", model_name: str | None = None) -> tuple[list[int], str | None]:
+    """Token ids of ``text`` from the embedded model's tokenizer (or ``model_name``'s: a Hugging Face id or
+    folder), and a truncation notice if any."""
     if is_blank(text):
         raise CliError(f"{flag}: the text is empty")
     try:
@@ -67,7 +68,7 @@ def tokens_from_text(text: str, flag: str = "--text") -> tuple[list[int], str | 
         raise CliError(f"{flag} needs the embedded model's tokenizer, which is unavailable ({exc}); "
                        "pass token ids with --tokens instead") from exc
     try:
-        tokenized = tokenize(text)
+        tokenized = tokenize(text, model_name=model_name)
     except (InputError, ModelLoadError) as exc:
         raise CliError(f"{flag}: {exc}") from exc
     return list(tokenized.ids), getattr(tokenized, "notice", None)

@@ -16,6 +16,8 @@ from kvviz.live.subscriber import check_bind_endpoint
 from kvviz.live.wire import FORM_ARRAY, FORM_VLLM, FORMS, REPLAY_LEGACY, REPLAY_V033, offset_endpoint_port
 
 MAX_SECONDS = 7 * 24 * 3600.0
+MAX_DEMO_REPLICAS = 8
+DEMO_MODEL = "SmolLM2-135M-Instruct"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--replay-layout", choices=(REPLAY_V033, REPLAY_LEGACY), default=REPLAY_V033,
                    help="replay reply frames: 0.33 = [topic, seq, payload], legacy = [seq, payload] (default %(default)s)")
     p.add_argument("--int-hashes", action="store_true", help="64-bit int hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)")
+    p.add_argument("--replicas", type=int, default=1,
+                   help=f"a fleet of N demo engines (1..{MAX_DEMO_REPLICAS}): replica i publishes on the endpoint's port "
+                   "+ 2i and replays on port + 2i + 1, topic kv@demo-i@MODEL (llm-d's convention)")
     p.add_argument("--synthetic", action="store_true",
                    help="synthetic token ids instead of the embedded tokenizer (starts faster; no text)")
     add_json_flag(p)
@@ -68,27 +73,52 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--seconds must be in (0, {MAX_SECONDS:g}], got {args.seconds:g}")
     if args.max_batches is not None and not 1 <= args.max_batches <= 10_000_000:
         raise CliError(f"--max-batches must be in 1..10,000,000, got {args.max_batches}")
-    tokenize = _tokenizer(args.synthetic, args.seed)
+    if not 1 <= args.replicas <= MAX_DEMO_REPLICAS:
+        raise CliError(f"--replicas must be in 1..{MAX_DEMO_REPLICAS}, got {args.replicas}")
+    if args.replicas > 1 and args.replay_endpoint:
+        raise CliError("--replicas places each replay endpoint itself (port + 2i + 1): drop --replay-endpoint")
     try:
-        demo = DemoPublisher(endpoint, replay, topic=args.topic, seed=args.seed, interval_s=args.interval,
-                             form=FORM_ARRAY if args.array_like else args.form, replay_layout=args.replay_layout,
-                             int_hashes=args.int_hashes, tokenize=tokenize,
-                             max_batches=args.max_batches).start()
+        check_bind_endpoint(offset_endpoint_port(endpoint, 2 * args.replicas - 1), "--endpoint")
     except ValueError as exc:
+        raise CliError(f"--endpoint: no room for {args.replicas} replicas above its port ({exc})") from None
+    tokenize = _tokenizer(args.synthetic, args.seed)
+    demos: list[DemoPublisher] = []
+    try:
+        for i in range(args.replicas):
+            fleet = args.replicas > 1
+            pub = offset_endpoint_port(endpoint, 2 * i) if fleet else endpoint
+            rep = offset_endpoint_port(endpoint, 2 * i + 1) if fleet else replay
+            topic = args.topic or (f"kv@demo-{i}@{DEMO_MODEL}" if fleet else "")
+            demos.append(DemoPublisher(pub, rep, topic=topic, seed=args.seed + i, interval_s=args.interval,
+                                       form=FORM_ARRAY if args.array_like else args.form,
+                                       replay_layout=args.replay_layout, int_hashes=args.int_hashes,
+                                       tokenize=tokenize, max_batches=args.max_batches).start())
+    except ValueError as exc:
+        for demo in demos:
+            demo.stop()
         raise CliError(str(exc)) from None
     if not args.json:
-        print(f"publishing on {endpoint} (replay {replay}); Ctrl-C to stop", flush=True)
+        for demo in demos:
+            print(f"publishing on {demo.endpoint} (replay {demo.replay_endpoint}); Ctrl-C to stop", flush=True)
     deadline = None if args.seconds is None else time.monotonic() + args.seconds
     try:
-        while demo.alive and (deadline is None or time.monotonic() < deadline):
+        while all(d.alive for d in demos) and (deadline is None or time.monotonic() < deadline):
             time.sleep(0.1)
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a run without --seconds ends: stop and report, as at the deadline
     finally:
-        demo.stop()
-    if demo.error:
-        raise CliError(f"demo publisher stopped: {demo.error}")
+        for demo in demos:
+            demo.stop()
+    for demo in demos:
+        if demo.error:
+            raise CliError(f"demo publisher stopped: {demo.error}")
+    reports = [_report(d) for d in demos]
+    return reports[0] if len(reports) == 1 else {"replicas": reports}
+
+
+def _report(demo: DemoPublisher) -> dict[str, Any]:
     m = demo.workload.manager
-    return {"endpoint": endpoint, "replay_endpoint": replay, "batches": demo.seq,
+    return {"endpoint": demo.endpoint, "replay_endpoint": demo.replay_endpoint,
+            "topic": demo.topic.decode(), "batches": demo.seq,
             "cached_blocks": len(m.block_pool.cached_block_hash_to_block), "requests": m.counters.requests,
             "evictions": m.counters.evictions}

@@ -1,7 +1,10 @@
-"""``python -m kvviz watch``: subscribe to an engine's KV-cache events and summarise what it caches.
+"""``python -m kvviz watch``: subscribe to an engine's (or a fleet's) KV-cache events and summarise what
+it caches.
 
 Same subscriber and engine model as the "Live engine" page. Stops after ``--batches`` distinct
-batches (live and replayed) or ``--seconds``; an endpoint where nobody publishes gives ``batches: 0``.
+batches (live and replayed; in a fleet: on every replica) or ``--seconds``; an endpoint where nobody
+publishes gives ``batches: 0``. Several ``--endpoint`` (or one ``NAME=URL``) watch a fleet
+(``kvviz.cli.watch_fleet``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.hash import add_request_key_options, check_request_keys, parse_token_list, tokens_from_text
+from kvviz.cli.watch_fleet import is_fleet, run_fleet
 from kvviz.core import limits
 from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, REFERENCE_RELEASE, get_hash_fn
 from kvviz.live.engine_http import EngineHTTPError, tokenize_remote
@@ -31,8 +35,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "replay what was missed from its replay endpoint, and print what the engine caches now. "
         "With a prompt, tell which of its blocks the engine holds.",
     )
-    p.add_argument("--endpoint", required=True, help="the engine's PUB endpoint, e.g. tcp://127.0.0.1:5557")
-    p.add_argument("--replay-endpoint", default=None, help="its replay (ROUTER) endpoint, e.g. tcp://127.0.0.1:5558")
+    p.add_argument("--endpoint", required=True, action="append",
+                   help="the engine's PUB endpoint, e.g. tcp://127.0.0.1:5557; repeat it (NAME=URL) to watch a fleet")
+    p.add_argument("--replay-endpoint", default=None, action="append",
+                   help="its replay (ROUTER) endpoint, e.g. tcp://127.0.0.1:5558; in a fleet NAME=URL")
+    p.add_argument("--load", action="append", default=None,
+                   help="fleet: NAME=BLOCKS, a replica's decode load for the overlap-cost (Dynamo-style) scorer")
     p.add_argument("--topic", default="", help="topic prefix to subscribe to (vLLM's default is empty)")
     p.add_argument("--dp-size", type=int, default=1,
                    help=f"data-parallel ranks to follow, 1..{MAX_DP_SIZE} (rank N publishes on port + N)")
@@ -49,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--prompt-tokens", default=None, help="prompt token ids, e.g. 1,2,3")
     src.add_argument("--prompt", default=None, help="prompt text (embedded tokenizer, or --tokenize-url)")
     p.add_argument("--tokenize-url", default=None, help="the engine's /tokenize URL, e.g. http://127.0.0.1:8000/tokenize")
+    p.add_argument("--tokenizer", default=None,
+                   help="with --prompt: the engines' tokenizer, a Hugging Face id or folder (default: the embedded one)")
     add_request_key_options(p)
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -56,9 +66,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _check_args(args: argparse.Namespace) -> tuple[LiveConfig, float, int | None]:
     try:
-        config = LiveConfig(args.endpoint, args.replay_endpoint, args.topic, args.dp_size).validated()
+        if len(args.replay_endpoint or []) > 1:
+            raise ValueError("one engine has one replay endpoint")
+        config = LiveConfig(args.endpoint[0], (args.replay_endpoint or [None])[0], args.topic, args.dp_size).validated()
         if args.block_size is not None:
             limits.block_size(args.block_size)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    seconds, batches = _stop_args(args)
+    return config, seconds, batches
+
+
+def _stop_args(args: argparse.Namespace) -> tuple[float, int | None]:
+    """(seconds to wait, batches to wait for or None), checked."""
+    try:
         get_hash_fn(args.hash)
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -67,11 +88,11 @@ def _check_args(args: argparse.Namespace) -> tuple[LiveConfig, float, int | None
             raise CliError(f"--batches must be in 1..{MAX_BATCHES:,}, got {args.batches}")
         if not 0 < args.timeout <= MAX_SECONDS:
             raise CliError(f"--timeout must be in (0, {MAX_SECONDS:g}] seconds, got {args.timeout:g}")
-        return config, args.timeout, args.batches
+        return args.timeout, args.batches
     seconds = DEFAULT_SECONDS if args.seconds is None else args.seconds
     if not 0 < seconds <= MAX_SECONDS:  # also refuses nan
         raise CliError(f"--seconds must be in (0, {MAX_SECONDS:g}], got {seconds:g}")
-    return config, seconds, None
+    return seconds, None
 
 
 def _prompt_tokens(args: argparse.Namespace) -> list[int] | None:
@@ -84,10 +105,21 @@ def _prompt_tokens(args: argparse.Namespace) -> list[int] | None:
             return tokenize_remote(args.tokenize_url, args.prompt)
         except EngineHTTPError as exc:
             raise CliError(f"--tokenize-url: {exc}") from None
-    return tokens_from_text(args.prompt, "--prompt")[0]
+    return tokens_from_text(args.prompt, "--prompt", args.tokenizer)[0]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if is_fleet(args):
+        seconds, batches = _stop_args(args)
+        keys = check_request_keys(args)
+        try:
+            if args.block_size is not None:
+                limits.block_size(args.block_size)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        return run_fleet(args, seconds, batches, _prompt_tokens(args), keys)
+    if args.load:
+        raise CliError("--load is for a fleet (several --endpoint NAME=URL)")
     config, seconds, batches = _check_args(args)
     keys = check_request_keys(args)
     tokens = _prompt_tokens(args)  # before subscribing: a bad prompt fails fast
