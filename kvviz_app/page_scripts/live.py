@@ -13,8 +13,9 @@ from kvviz.live import demo as D
 from kvviz.live.engine_http import EngineHTTPError, hit_rate, scrape_metrics, tokenize_remote
 from kvviz.live.engine_model import hash_label
 from kvviz.live.subscriber import LiveConfig, check_prompt, read_view, shared
+from kvviz.text import fleet as FT
 from kvviz.text import live as T
-from kvviz_app import ui, ui_chart
+from kvviz_app import live_fleet, ui, ui_chart
 from kvviz_app.figures import live as F
 
 K_CFG, K_EP, K_REPLAY, K_TOPIC, K_DP, K_METRICS = "lv_config", "lv_ep", "lv_replay", "lv_topic", "lv_dp", "lv_metrics"
@@ -70,6 +71,10 @@ def _disconnect() -> None:
 ui.page_header(T.TITLE, T.INTRO)
 with st.expander(T.HOW_TO_HEADER):
     st.markdown(T.HOW_TO)
+if st.radio(FT.MODE, ["one", "fleet"], key="lv_mode", horizontal=True, help=FT.MODE_HELP,
+            format_func=lambda m: FT.MODE_ONE if m == "one" else FT.MODE_FLEET) == "fleet":
+    live_fleet.render()
+    st.stop()
 
 # ----------------------------------------------------------------------------- connect form
 st.subheader(T.CONNECT_HEADER)

@@ -1,0 +1,88 @@
+"""AppTests of the Live engine page's fleet view: three test publishers watched at once, their health
+table, each scorer's pick for a prompt given as token ids, bad replica lists as one clear message."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from live_testpub import WirePublisher, free_port
+from streamlit.testing.v1 import AppTest
+
+from kvviz.core.hashing import hash_block_chain, init_none_hash
+from kvviz.live.fleet import stop_shared_fleet
+from kvviz.text import fleet as T
+from kvviz.text import live as L
+
+PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
+WAIT_S = 40
+
+
+def _fleet_mode(app: AppTest) -> AppTest:
+    app.radio(key="lv_mode").set_value("fleet").run()
+    return app
+
+
+def _button(app: AppTest, label: str):
+    return next(b for b in app.button if b.label == label)
+
+
+def _until(app: AppTest, cond) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        app.run()
+        if cond(app):
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not met")
+
+
+def test_three_replicas_health_and_routing() -> None:
+    ports = {n: free_port(2) for n in "abc"}
+    pubs = {n: WirePublisher(p, p + 1, rank=0) for n, p in ports.items()}
+    tokens = list(range(900, 964))
+    d = hash_block_chain(tokens, 16, "sha256", init_none_hash("sha256", None))
+    pubs["a"].publish([pubs["a"].s["BlockStored"](d[:1], None, tokens[:16], 16, None, "GPU", None)])
+    pubs["b"].publish([pubs["b"].s["BlockStored"](d[:3], None, tokens[:48], 16, None, "GPU", None)])
+    pubs["c"].publish([pubs["c"].s["BlockStored"](d[:2], None, tokens[:32], 16, None, "GPU", None)])
+    text = "\n".join(f"{n}=tcp://127.0.0.1:{p} tcp://127.0.0.1:{p + 1}" for n, p in ports.items())
+    app = _fleet_mode(AppTest.from_file(PAGE, default_timeout=60).run())
+    specs = None
+    try:
+        app.text_area(key="lf_specs").set_value(text).run()
+        _button(app, T.FLEET_CONNECT).click().run()
+        specs = app.session_state["lf_fleet"]
+        cols = T.HEALTH_COLS
+        _until(app, lambda a: a.dataframe and list(a.dataframe[0].value[cols["blocks"]]) == [1, 3, 2])
+        health = app.dataframe[0].value
+        assert list(health[cols["name"]]) == ["a", "b", "c"] and list(health[cols["errors"]]) == [0, 0, 0]
+        app.text_area(key="lf_prompt").set_value(",".join(map(str, tokens)))
+        app.radio(key="lf_tok").set_value("ids")
+        app.number_input(key="lf_load_b").set_value(50)
+        app.run()
+        _button(app, T.ROUTE_CHECK).click().run()
+        assert not app.exception and not app.error
+        picks = {m.label: m.value for m in app.metric}
+        # llm-d: b holds 3 leading blocks. Dynamo: b = 1 + (50 + 4) = 55, c = 2 + 4 = 6, a = 3 + 4 = 7 -> c.
+        assert picks == {T.PICKS["longest_prefix"]: "b", T.PICKS["overlap_cost"]: "c", T.PICKS["round_robin"]: "a"}
+        _button(app, T.ROUTE_CHECK).click().run()  # the next prompt: round-robin moves on
+        assert {m.label: m.value for m in app.metric}[T.PICKS["round_robin"]] == "b"
+        assert len(app.get("plotly_chart")) >= 2  # the prefix columns and the heat strip
+    finally:
+        if specs is not None:
+            stop_shared_fleet(specs)
+        for p in pubs.values():
+            p.close()
+
+
+@pytest.mark.parametrize("text", ["a=tcp://127.0.0.1:1\na=tcp://127.0.0.1:2", "garbage", "a=tcp://*:1",
+                                  "a=tcp://127.0.0.1:1 tcp://127.0.0.1:2 extra", "x" * 5000])
+def test_bad_replica_lists_are_one_message(text: str) -> None:
+    app = _fleet_mode(AppTest.from_file(PAGE, default_timeout=60).run())
+    app.text_area(key="lf_specs").set_value(text).run()
+    _button(app, T.FLEET_CONNECT).click().run()
+    assert not app.exception
+    assert [e.value.split(":")[0] for e in app.error] == [T.FLEET_BAD.split(":")[0]]
+    assert any(T.FLEET_NOT_CONNECTED in i.value for i in app.info)
+    assert app.title[0].value == L.TITLE
