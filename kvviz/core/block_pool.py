@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvviz.core.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState
+from kvviz.core.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState, usable_blocks
 from kvviz.core.hashing import BlockHash, to_event_extra_keys
 from kvviz.core.kv_events import (
     SPEC_FULL_ATTENTION,
@@ -191,7 +191,7 @@ class BlockPool:
     @property
     def num_usable_blocks(self) -> int:
         """Blocks that can ever be allocated: all but the null block."""
-        return self.num_blocks - 1
+        return usable_blocks(self.num_blocks)
 
     def get_num_free_blocks(self) -> int:
         return self.free_block_queue.num_free_blocks

@@ -35,6 +35,12 @@ from kvviz.core.kv_events import KVCacheEvent, event_to_dict
 NULL_BLOCK_ID = 0  # vLLM's null block: reserved, never allocated, never in the free queue
 
 
+def usable_blocks(num_blocks: int) -> int:
+    """Blocks of a pool of ``num_blocks`` that can ever be allocated: all but the null block (vLLM's
+    ``BlockPool``; the one place this rule lives, for the pool, its replayed state, pages and the CLI)."""
+    return num_blocks - 1
+
+
 class EventKind(StrEnum):
     """What happened to the pool (see the module docstring for each kind's effect)."""
 
@@ -183,7 +189,7 @@ class PoolState:
     @property
     def num_usable(self) -> int:
         """Blocks that can be allocated: all but the null block."""
-        return self.num_blocks - 1
+        return usable_blocks(self.num_blocks)
 
     @property
     def num_used(self) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvviz.core.events import EventKind, PoolState
+from kvviz.core.events import EventKind, PoolState, usable_blocks
 from kvviz.core.hashing import get_hash_fn, hash_block_chain, init_none_hash
 from kvviz.core.radix_engine import EvictedRun, RadixEngine, RadixState
 from kvviz.core.scenario import Scenario, ScenarioError
@@ -135,7 +135,7 @@ class RadixComparison:
 
     @property
     def capacity_tokens(self) -> int:
-        return (self.scenario.num_blocks - 1) * self.scenario.block_size  # block 0 is the null block
+        return usable_blocks(self.scenario.num_blocks) * self.scenario.block_size
 
     def check_step(self, k: int) -> int:
         return self.pool_run.check_step(k)
@@ -281,7 +281,7 @@ def compare_radix_pool(scenario: Scenario, sliding_window: int = DEFAULT_WINDOW,
     window_run = play_scenario(scenario, sliding_window=sliding_window)
     meta = _chain_meta(scenario)
     bs = scenario.block_size
-    engine = RadixEngine((scenario.num_blocks - 1) * bs, radix_page_size)
+    engine = RadixEngine(usable_blocks(scenario.num_blocks) * bs, radix_page_size)
     states = [engine.state()]
     errors: list[str | None] = [None]
     evictions: list[tuple[EvictedRun, ...]] = [()]

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.core.blank import is_blank
+from kvviz.core.events import usable_blocks
 from kvviz.core.hashing import resolve_none_hash_seed, short_hash
 from kvviz.core.scenario import (
     MAX_REQUEST_TOKENS,
@@ -273,7 +274,7 @@ def _player() -> None:
     st.subheader(T.STEP_HEADER.format(k=k, n=n))
     action = view.action
     if action is None:
-        st.markdown(T.STEP_START.format(blocks=scenario.num_blocks - 1))
+        st.markdown(T.STEP_START.format(blocks=usable_blocks(scenario.num_blocks)))
     else:
         salt = T.SALT_SUFFIX.format(salt=action.salt) if action.salt else ""
         st.markdown(T.ACTION[action.op].format(id=action.id, tokens=len(action.tokens), salt=salt))
@@ -328,7 +329,7 @@ st.divider()
 st.markdown(f"{T.INTRO_SHORT} {tr(base.description)}")
 seed_in_force, seed_reason = resolve_none_hash_seed(scenario.hash, scenario.seed)
 st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
-                                 usable=scenario.num_blocks - 1, tokens=(scenario.num_blocks - 1) * scenario.block_size,
+                                 usable=usable_blocks(scenario.num_blocks), tokens=usable_blocks(scenario.num_blocks) * scenario.block_size,
                                  hash=scenario.hash, steps=n_steps)
            + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
 with st.expander(T.LEGEND_HEADER):

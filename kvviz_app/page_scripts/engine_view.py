@@ -8,6 +8,7 @@ import secrets
 import pandas as pd
 import streamlit as st
 
+from kvviz.core.events import usable_blocks
 from kvviz.engine import SamplingParams, get_engine_loop
 from kvviz.engine.view import BURST_NEW_TOKENS, burst_prompts, engine_view
 from kvviz.model.tokens import token_pieces, tokenize
@@ -20,7 +21,7 @@ lm = ui.get_model()
 loop = get_engine_loop()
 engine = loop.engine
 st.caption(T.SIZES.format(blocks=engine.num_blocks, bs=engine.block_size,
-                          tokens=(engine.num_blocks - 1) * engine.block_size, mib=engine.kv_cache_bytes / 2**20,
+                          tokens=usable_blocks(engine.num_blocks) * engine.block_size, mib=engine.kv_cache_bytes / 2**20,
                           block_kib=engine.memory.block_bytes / 1024))
 
 st.subheader(T.BURST_HEADER)

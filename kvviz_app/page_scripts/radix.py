@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from kvviz.core.events import usable_blocks
 from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.core.scenario import Scenario, ScenarioError
 from kvviz.core.scenario_load import builtin_names, load_builtin
@@ -84,7 +85,7 @@ if step is None:
 else:
     action = T.ACTION[step.op].format(id=step.id, tokens=len(step.tokens),
                                       salt=T.SALT.format(salt=step.salt) if step.salt else "")
-st.caption(T.CAPTION.format(blocks=scenario.num_blocks, usable=scenario.num_blocks - 1, bs=scenario.block_size,
+st.caption(T.CAPTION.format(blocks=scenario.num_blocks, usable=usable_blocks(scenario.num_blocks), bs=scenario.block_size,
                             capacity=comparison.capacity_tokens, k=k, n=n, action=action))
 if comparison.radix_errors[k]:
     st.warning(T.RADIX_REFUSED.format(k=k, error=comparison.radix_errors[k]), icon=":material/block:")

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.core.blank import is_blank
+from kvviz.core.events import usable_blocks
 from kvviz.core.hashing import REFERENCE_RELEASE, short_hash
 from kvviz.core.units import format_bytes
 from kvviz.i18n import tr
@@ -50,7 +51,7 @@ def _totals() -> None:
     c[2].metric(T.M_HIT_RATE, ui.loc(f"{t.hit_rate:.0%}"), help=T.M_HIT_RATE_HELP.format(hit=t.hit_tokens, total=t.prompt_tokens))
     c[3].metric(T.M_SHARED, ui.loc(f"{t.shared_blocks:,}"), help=T.M_SHARED_HELP.format(hits=t.cross_session_hits))
     # the pool's usable size: block 0 is vLLM's null block, never cached (a pool of N blocks holds N - 1)
-    c[4].metric(T.M_POOL, ui.loc(f"{t.cached_blocks:,} / {t.num_blocks - 1:,}"),
+    c[4].metric(T.M_POOL, ui.loc(f"{t.cached_blocks:,} / {usable_blocks(t.num_blocks):,}"),
                 help=T.M_POOL_HELP.format(block_size=t.block_size, evictions=t.evictions))
     c[5].metric(T.M_ROOM_TIMING, T.M_ROOM_TIMING_VALUE.format(hit=_fmt_ms(t.median_prefill_hit_ms),
                                                               miss=_fmt_ms(t.median_prefill_miss_ms)),
@@ -222,7 +223,7 @@ with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=f
         st.success(flash, icon=":material/check:")
     lim = room.limits
     st.markdown(T.PRESENTER_INTRO.format(
-        blocks=lim.num_blocks - 1, block_size=lim.block_size, tokens=(lim.num_blocks - 1) * lim.block_size,  # usable
+        blocks=usable_blocks(lim.num_blocks), block_size=lim.block_size, tokens=usable_blocks(lim.num_blocks) * lim.block_size,
         kv=ui.loc(format_bytes(room_kv_budget_bytes())), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
         max_tokens=lim.max_prompt_tokens))
     st.caption(T.WORKSHOP_HINT)
