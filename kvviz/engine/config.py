@@ -13,6 +13,8 @@ from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.core.limits import block_size as check_block_size
 from kvviz.model.settings import kv_cache_bytes_default
 
+SCHEDULING_POLICIES = ("fcfs", "priority")
+
 
 def _positive(name: str, value: object, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
@@ -34,6 +36,7 @@ class EngineConfig:
     max_model_len: int | None = None
     enable_chunked_prefill: bool = True
     hash_name: str = "sha256"
+    scheduling_policy: str = "fcfs"  # vLLM's policies: "fcfs" or "priority" (lower value first, then arrival)
     device: str | None = None
     dtype: str | None = None
 
@@ -42,5 +45,9 @@ class EngineConfig:
         _positive("kv_cache_bytes", self.kv_cache_bytes, 1 << 40)
         _positive("max_num_batched_tokens", self.max_num_batched_tokens, 1 << 20)
         _positive("max_num_seqs", self.max_num_seqs, 4096)
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise CodedError(f"scheduling_policy must be one of {', '.join(SCHEDULING_POLICIES)}, got "
+                             f"{self.scheduling_policy!r}", "bad_engine_setting", name="scheduling_policy",
+                             value=repr(self.scheduling_policy)[:40], high=0)
         if self.max_model_len is not None:
             _positive("max_model_len", self.max_model_len, 1 << 20)

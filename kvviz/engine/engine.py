@@ -108,6 +108,9 @@ class LLMEngine:
             raise CodedError(f"request {request_id!r} is already running", "request_running", id=request_id)
         if cache_salt is not None and (not isinstance(cache_salt, str) or not cache_salt):
             raise CodedError("cache_salt must be a non-empty string", "bad_cache_salt")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -2**31 <= priority < 2**31:
+            raise CodedError(f"priority must be an integer in -2**31..2**31-1, got {priority!r:.40}", "bad_priority",
+                             value=repr(priority)[:40])
         tokens = list(validate_token_ids(prompt_token_ids))
         vocab = self.lm.info.vocab_size
         if max(tokens) >= vocab:

@@ -1,6 +1,7 @@
 """The scheduler, as vLLM v1's (``vllm/v1/core/sched/scheduler.py``): a waiting queue and a running list,
 a token budget per step, running requests first (decode tokens and unfinished prefill chunks), then
-waiting ones (chunked prefill), preemption of the newest running request by recompute.
+waiting ones (chunked prefill), preemption by recompute of the newest running request (FCFS) or of the
+lowest-priority, latest one (the priority policy, which also admits waiting requests by priority).
 
 Every block id and hash comes from the core ``KVCacheManager``: a request enters it with the tokens of its
 first chunk (``add_request``, which reuses the longest cached prefix) and grows by each later chunk or
@@ -93,6 +94,7 @@ class Scheduler:
         self.prefix_cache = PrefixCacheCounters()
         self.num_preemptions = 0
         self.num_steps = 0
+        self.priority = config.scheduling_policy == "priority"
 
     def add_request(self, request: Request) -> None:
         self.waiting.append(request)
@@ -117,6 +119,12 @@ class Scheduler:
                 req.metrics.first_scheduled_time = now
         return out
 
+    def _victim(self) -> Request:
+        """The running request to preempt: the newest (FCFS), or the lowest priority, latest arrival."""
+        if self.priority:
+            return max(self.running, key=lambda r: (r.priority, r.arrival_time))
+        return self.running[-1]
+
     def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
         i = 0
         while i < len(self.running) and budget > 0:
@@ -126,12 +134,27 @@ class Scheduler:
             if not tokens:  # nothing new (cannot happen after a sampled step); skip
                 i += 1
                 continue
+            scheduled = True
             while not self.manager.append_tokens(req.request_id, tokens).ok:
-                victim = self.running.pop()  # the newest running request (FCFS: the lowest priority)
+                victim = self._victim()
+                at = self.running.index(victim)
+                del self.running[at]
+                if at < i:
+                    i -= 1
+                # under the priority policy the victim may already be scheduled in this step: unschedule it
+                chunk = next((c for c in out.chunks if c.request is victim), None)
+                if chunk is not None:
+                    out.chunks.remove(chunk)
+                    budget += chunk.num_tokens
                 self._preempt(victim)
                 out.preempted.append(victim.request_id)
                 if victim is req:
-                    return budget
+                    scheduled = False
+                    break
+            if not scheduled:
+                if self.priority:  # the requests after it rank higher and may still fit; i is the next one
+                    continue
+                return budget
             out.chunks.append(ScheduledChunk(req, start, tokens))
             budget -= len(tokens)
             i += 1
@@ -140,7 +163,7 @@ class Scheduler:
     def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
         manager = self.manager
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
-            req = self.waiting[0]
+            req = min(self.waiting, key=lambda r: (r.priority, r.arrival_time)) if self.priority else self.waiting[0]
             tokens = req.all_token_ids
             hashes = req.block_hashes if not req.output_token_ids else manager.request_block_hashes(
                 tokens, req.cache_salt)  # a resumed request also hits its own decoded blocks
@@ -154,7 +177,7 @@ class Scheduler:
                                          block_hashes=hashes)
             if not result.ok:
                 break
-            self.waiting.popleft()
+            self.waiting.remove(req)
             self.prefix_cache.record(len(tokens), num_computed, req.num_preemptions > 0)
             if req.num_cached_tokens < 0:
                 req.num_cached_tokens = num_computed

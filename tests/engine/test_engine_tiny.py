@@ -252,3 +252,26 @@ def test_event_log_stays_bounded_and_block_tokens_survive(lm, monkeypatch):
             assert len(tokens) == BS and any(tokens == c[j:j + BS] for c in computed for j in range(0, len(c), BS))
     stored = sum(len(e.block_hashes) for b in batches for e in b.events if isinstance(e, BlockStored))
     assert stored >= len(engine.pool.cached_block_hash_to_block)  # every event was published before the cut
+
+
+def test_priority_policy_preempts_the_lowest_priority_and_admits_the_highest_first(lm):
+    prompts = _prompts(5, 5, shared=3)
+    outs = {}
+    for policy in ("fcfs", "priority"):
+        engine = engine_with(lm, 14, scheduling_policy=policy)
+        # a, b low priority (5) first, c urgent (0) last: FCFS preempts c (the newest), priority preempts b
+        for rid, ids, prio in [("a", prompts[0], 5), ("b", prompts[1], 5), ("c", prompts[2], 0)]:
+            engine.add_request(rid, ids[:9], SamplingParams(max_tokens=14, ignore_eos=True), priority=prio)
+        engine.step()
+        # d (5) then e (0) wait; under the priority policy e is admitted before d
+        engine.add_request("d", prompts[3][:6], SamplingParams(max_tokens=4, ignore_eos=True), priority=5)
+        engine.add_request("e", prompts[4][:6], SamplingParams(max_tokens=4, ignore_eos=True), priority=0)
+        outs[policy] = drain(engine)
+        for rid, ids in zip("abcde", [p[:9] for p in prompts[:3]] + [p[:6] for p in prompts[3:]], strict=True):
+            assert outs[policy][rid].token_ids == greedy_reference(lm, ids, len(outs[policy][rid].token_ids))
+    assert outs["fcfs"]["c"].num_preemptions > 0
+    prio = outs["priority"]
+    assert prio["c"].num_preemptions == 0 and prio["b"].num_preemptions > 0
+    assert prio["e"].metrics.first_scheduled_time < prio["d"].metrics.first_scheduled_time
+    with pytest.raises(CodedError):
+        EngineConfig(scheduling_policy="lifo")
