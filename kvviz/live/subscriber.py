@@ -256,6 +256,8 @@ class Subscriber(Worker):
                     self._bad(exc)
                     continue
                 self.counters.replay_layout = reply.layout
+                if reply.topic:
+                    self.last_topic = reply.topic
                 if reply.batch is None:  # the end marker: nothing more is coming
                     ended = True
                     break

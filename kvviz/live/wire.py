@@ -95,6 +95,7 @@ class ReplayReply:
     seq: int
     batch: EventBatch | None
     layout: str
+    topic: bytes = b""  # 0.33.0's layout carries the publisher's topic; the older one does not
 
     @property
     def end(self) -> bool:
@@ -258,9 +259,10 @@ def decode_replay(frames: list[bytes]) -> ReplayReply:
         raise WireError(f"replay reply has {len(frames)} frames, expected [b'', topic, seq, payload] "
                         "or [b'', seq, payload]")
     seq = decode_seq(seq_frame)
+    topic = bytes(frames[1]) if layout == REPLAY_V033 else b""
     if seq == END_SEQ:
         return ReplayReply(seq, None, layout)
-    return ReplayReply(seq, decode_batch(payload), layout)
+    return ReplayReply(seq, decode_batch(payload), layout, topic)
 
 
 # ------------------------------------------------------------------ encoding (demo publisher)

@@ -126,6 +126,7 @@ def test_replay_reply_layouts(layout: str) -> None:
     assert len(frames) == (4 if layout == REPLAY_V033 else 3)
     reply = decode_replay(frames)
     assert (reply.seq, reply.layout, reply.end) == (3, layout, False) and len(reply.batch.events) == 3
+    assert reply.topic == (b"kv" if layout == REPLAY_V033 else b"")
     end = decode_replay(encode_replay(b"kv", END_SEQ, b"", layout))
     assert end.end and end.batch is None and end.layout == layout
     # As vLLM 0.33.0's ROUTER writes them (after the identity frame):
