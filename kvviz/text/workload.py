@@ -164,6 +164,31 @@ BIN_RANGE = "{lo:,}–{hi:,}"
 # A hit rate written on its bar.
 RATE_VALUE = "{rate:.1%}"
 
+# Replicas and routing (kvviz.workload.routing).
+ROUTE_HEADER = "Several replicas: four small caches or one big one?"
+ROUTE_REPLICAS = "Replica counts"
+ROUTE_HELP = (
+    "The capacity chosen above, {cap:,} blocks in all, split evenly over N replicas: each replica is an LRU "
+    "cache of its share, and a router picks each request's replica."
+)
+ROUTE_POLICIES = {
+    "round_robin": "round-robin",
+    "least_loaded": "least loaded",
+    "prefix": "longest cached prefix",
+    "consistent_hash": "hash of the first block",
+}
+ROUTE_X = "replicas (the same total capacity)"
+ROUTE_HIT_TITLE = "Hit rate by router"
+ROUTE_LOAD_TITLE = "Load imbalance: busiest replica's prefill tokens over the mean"
+ROUTE_LOAD_Y = "busiest / mean"
+ROUTE_CAPTION = (
+    "Least loaded: the replica with the fewest queued prompt tokens; hash of the first block: a consistent-"
+    "hash ring keyed by the request's first block. One replica is the single cache above ({one:.1%}). Splitting the cache costs hits when a router sends a "
+    "prefix where it is not cached; routing by the longest cached prefix keeps them but can crowd one replica, "
+    "and hashing the first block pins every request with the same system prompt to one replica. A replica's "
+    "queue drains at the rate that keeps N replicas 80% busy without hits."
+)
+
 # kvviz.workload.trace.WorkloadError, by code (the English words are the CLI's line). {kind} of
 # not_id_list / not_object is a JSON kind (calculator_config.JSON_KINDS); other {kind}s are line kinds.
 TRACE_ERRORS = {

@@ -127,3 +127,24 @@ def pool_figure(lru_rate: float, pool_rate: float, infinite_rate: float) -> go.F
     fig.update_xaxes(title=T.CURVE_Y, tickformat=".0%", range=[0, 1.02], gridcolor=PALE_GREY, dtick=0.25)
     fig.update_yaxes(tickfont=dict(color=MUTED), autorange="reversed", automargin=True)
     return base_layout(fig, 240, None, legend=None, top=28)
+
+
+def routing_figure(rows: Sequence[dict], metric: str, title: str, y_title: str) -> go.Figure:
+    """One line per routing policy: ``metric`` (``hit_rate`` or ``load_imbalance``) against replicas."""
+    colors = {"round_robin": BLUE, "least_loaded": AMBER, "prefix": TEAL, "consistent_hash": PURPLE}
+    fig = go.Figure()
+    for policy, label in T.ROUTE_POLICIES.items():
+        mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["replicas"])
+        if not mine:
+            continue
+        fmt = "%{y:.1%}" if metric == "hit_rate" else "%{y:.2f}"
+        fig.add_trace(go.Scatter(x=[r["replicas"] for r in mine], y=[r[metric] for r in mine], name=label,
+                                 mode="lines+markers", line=dict(color=colors[policy], width=2),
+                                 hovertemplate=f"N=%{{x}}: {fmt}<extra></extra>"))
+    fig.update_xaxes(title=T.ROUTE_X, type="log", dtick=0.30103, gridcolor=PALE_GREY)
+    if metric == "hit_rate":
+        fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", rangemode="tozero", gridcolor=PALE_GREY)
+    else:
+        fig.update_yaxes(title=y_title, rangemode="tozero", gridcolor=PALE_GREY)
+    below = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0)
+    return base_layout(fig, 400, title, legend=below, margin=dict(l=10, r=10, t=48, b=110))

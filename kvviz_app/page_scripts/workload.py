@@ -19,11 +19,13 @@ from kvviz.core.units import format_bytes
 from kvviz.i18n import tr
 from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
+from kvviz.workload.columns import as_columns
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.load import load_trace
 from kvviz.workload.pool import PoolReplay, replay_block_pool
 from kvviz.workload.report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.workload.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
+from kvviz.workload.routing import POLICIES, route
 from kvviz.workload.trace import WorkloadError, WorkloadTrace
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import workload as F
@@ -57,6 +59,13 @@ def _replay(digest: str, block_size: int | None, model: str, capacity: int, _tra
 def _pool(digest: str, block_size: int | None, model: str, capacity: int, concurrency: int,
           _trace: WorkloadTrace) -> PoolReplay:
     return replay_block_pool(_trace, capacity, concurrency)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _routing(digest: str, block_size: int | None, model: str, capacity: int, counts: tuple[int, ...],
+             _trace: WorkloadTrace) -> list[dict]:
+    """Every policy at each replica count, the total ``capacity`` split evenly (kvviz.workload.routing)."""
+    return [route(as_columns(_trace), n, max(1, capacity // n), p).as_dict() for n in counts for p in POLICIES]
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -192,6 +201,17 @@ explain = T.POOL_EXPLAIN.format(cap=capacity, lru=lru_rate, pool=pool.hit_rate, 
 if abs(diff) < 0.1:
     explain += " " + T.POOL_SAME
 st.markdown(explain)
+
+# ----------------------------------------------------------------------------- replicas and routing
+st.subheader(T.ROUTE_HEADER)
+counts = st.multiselect(T.ROUTE_REPLICAS, [1, 2, 4, 8, 16], default=[1, 2, 4, 8], key="wl_replicas",
+                        help=T.ROUTE_HELP.format(cap=capacity))
+rows = _routing(digest, block_size, model_name, capacity, tuple(sorted(counts)), trace) if counts else []
+if rows:
+    ui_chart.plotly_chart(F.routing_figure(rows, "hit_rate", T.ROUTE_HIT_TITLE, T.CURVE_Y), width="stretch")
+    ui_chart.plotly_chart(F.routing_figure(rows, "load_imbalance", T.ROUTE_LOAD_TITLE, T.ROUTE_LOAD_Y),
+                          width="stretch")
+    st.caption(T.ROUTE_CAPTION.format(one=lru_rate))
 
 # ----------------------------------------------------------------------------- reuse distances, prefixes
 st.subheader(T.HIST_HEADER)
