@@ -22,6 +22,7 @@ class RequestView:
     num_cached_tokens: int
     num_preemptions: int
     block_ids: tuple[int, ...]
+    client: str = ""  # who sent it (an API client's label; "" for the pages)
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def engine_view(engine: LLMEngine, max_steps: int = 64) -> EngineView:
     for req in [*engine.scheduler.running, *engine.scheduler.waiting]:
         reqs.append(RequestView(req.request_id, req.status.value, req.num_prompt_tokens, req.num_computed_tokens,
                                 len(req.output_token_ids), max(req.num_cached_tokens, 0), req.num_preemptions,
-                                tuple(tables.get(req.request_id, ()))))
+                                tuple(tables.get(req.request_id, ())), req.client))
     return EngineView(
         engine.num_blocks, engine.block_size, engine.kv_cache_bytes, engine.memory.block_bytes,
         tuple(b.ref_cnt for b in pool.blocks), tuple(b.block_hash is not None for b in pool.blocks),

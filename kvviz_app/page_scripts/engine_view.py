@@ -12,6 +12,7 @@ from kvviz.core.events import usable_blocks
 from kvviz.engine import SamplingParams, get_engine_loop
 from kvviz.engine.view import BURST_NEW_TOKENS, burst_prompts, engine_view
 from kvviz.model.tokens import token_pieces, tokenize
+from kvviz.server.embedded import api_url, recent_requests
 from kvviz.text import engine_view as T
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import engine_view as F
@@ -40,9 +41,27 @@ def _requests(view) -> None:
     if not view.requests:
         st.info(T.NO_REQUESTS, icon=":material/info:")
         return
-    rows = [{T.COL_REQUEST: r.request_id, T.COL_STATUS: r.status, T.COL_PROMPT: r.num_prompt_tokens,
+    rows = [{T.COL_REQUEST: r.request_id, T.COL_CLIENT: r.client, T.COL_STATUS: r.status,
+             T.COL_PROMPT: r.num_prompt_tokens,
              T.COL_CACHED: r.num_cached_tokens, T.COL_COMPUTED: r.num_computed_tokens,
              T.COL_OUTPUT: r.num_output_tokens, T.COL_TABLE: " ".join(map(str, r.block_ids))} for r in view.requests]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _api_requests() -> None:
+    st.subheader(T.API_HEADER)
+    url = api_url()
+    if url is None:
+        st.caption(T.API_OFF)
+        return
+    st.caption(T.API_INTRO.format(url=url))
+    done = recent_requests()[::-1][:20]
+    if not done:
+        st.info(T.API_NONE, icon=":material/info:")
+        return
+    rows = [{T.COL_CLIENT: r.client, T.COL_REQUEST: r.request_id, T.COL_PROMPT: r.prompt_tokens,
+             T.COL_CACHED: r.cached_tokens, T.COL_OUTPUT: r.output_tokens,
+             T.COL_TTFT: None if r.ttft_s is None else round(r.ttft_s, 3)} for r in done]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
@@ -57,6 +76,7 @@ def _view() -> None:
                 help=T.M_HIT_HELP)
     c[4].metric(T.M_PREEMPTIONS, s.num_preemptions)
     _requests(view)
+    _api_requests()
     st.subheader(T.STEPS_HEADER)
     if view.steps:
         ui_chart.plotly_chart(F.step_timeline(view.steps), width="stretch", key="engine_steps")
