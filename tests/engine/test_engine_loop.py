@@ -28,11 +28,27 @@ def test_streams_from_threads_and_abort():
             assert outs[-1].finished and sum(len(o.new_token_ids) for o in outs) == 12
             assert outs[-1].token_ids == greedy_reference(lm, prompts[i], 12)
             assert "".join(o.delta_text for o in outs) == outs[-1].text
+        # Once "long" has produced a token the engine stands still (steps compute nothing) until the test has
+        # aborted it: the abort, not the machine's speed, decides how the stream ends.
+        real_step, emitted = loop.engine.step, set()
+
+        def step_until_aborted():
+            if "long" in emitted and "long" in loop.engine.requests:
+                return []
+            outputs = real_step()
+            emitted.update(o.request_id for o in outputs)
+            return outputs
+
+        loop.engine.step = step_until_aborted
         stream = loop.submit("long", [7, 8, 9], SamplingParams(max_tokens=4000, ignore_eos=True))
         first = next(iter(stream))
         assert not first.finished
         stream.abort()
-        assert stream.result().finish_reason == "abort"
+        final: list = []
+        waiter = threading.Thread(target=lambda: final.append(stream.result()), daemon=True)
+        waiter.start()
+        waiter.join(timeout=30)  # a lost abort would leave the stream open forever: fail, don't hang
+        assert final and final[0].finish_reason == "abort"
         assert loop.stats().num_running == 0
         assert loop.call(lambda e: e.pool.get_num_free_blocks()) == loop.engine.num_blocks - 1
     finally:
