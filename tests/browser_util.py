@@ -265,6 +265,23 @@ def wait_settled(page: Any, timeout_ms: int = 5000, interval_ms: int = 250, stab
         page.wait_for_timeout(interval_ms)
 
 
+def settled_box(locator: Any, fits: Any, timeout_ms: int = 60_000, interval_ms: int = 250,
+                stable_polls: int = 3) -> dict | None:
+    """``locator``'s bounding box once ``fits(box)`` holds and the box stayed the same for ``stable_polls``
+    consecutive polls (a chart moves while the page above it is still drawn, longer on a loaded machine);
+    after ``timeout_ms`` the last box, for the caller's assertion to show."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    box, last, same = None, None, 0
+    while time.monotonic() < deadline:
+        box = locator.bounding_box()
+        same = same + 1 if (box is not None and box == last and fits(box)) else 0
+        if same >= stable_polls - 1:
+            return box
+        last = box
+        locator.page.wait_for_timeout(interval_ms)
+    return box
+
+
 def scroll_into_view(locator: Any, tries: int = 10) -> None:
     """Scroll ``locator`` into view, retrying when a live fragment redrew it between finding and scrolling
     (Playwright: "Element is not attached to the DOM")."""
