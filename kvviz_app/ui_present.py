@@ -126,14 +126,22 @@ def _link(step: Step, label: str, icon: str | None = None) -> None:
         st.markdown(f"**{label}**")
 
 
+_PATH_CHOICE_KEY = "kvviz_path_choice"  # the landing page's path control (a widget key: dropped off that page)
+
+
+def _on_path_choice() -> None:
+    st.session_state[ui_share.PATH_KEY] = st.session_state.get(_PATH_CHOICE_KEY)
+
+
 def paths_panel() -> None:
     """The landing page's choice of path and its steps (each a link with its settings and a question)."""
     st.subheader(T.PATHS_HEADER)
     st.caption(T.PATHS_INTRO)
     options = [None, *PATHS]
-    if ui_share.PATH_KEY not in st.session_state:
-        st.session_state[ui_share.PATH_KEY] = None
-    path = st.segmented_control(T.PATH_LABEL, options, key=ui_share.PATH_KEY,
+    # The control has a key of its own, filled from the session's path each run: a widget's key is dropped
+    # when another page runs, and the path must outlive the landing page (every Next link carries it).
+    st.session_state[_PATH_CHOICE_KEY] = ui_share.current_path()
+    path = st.segmented_control(T.PATH_LABEL, options, key=_PATH_CHOICE_KEY, on_change=_on_path_choice,
                                 format_func=lambda p: T.PATH_NAMES.get(p, T.PATH_NONE) if p else T.PATH_NONE)
     if not path:
         return

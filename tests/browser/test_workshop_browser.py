@@ -1,0 +1,55 @@
+"""Browser: what a workshop does in a real browser. The guided path survives every hop (each step's Next
+link opens the next step with ``path=workshop`` kept, in English and Russian)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from browser_util import assert_no_errors, open_page, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+
+
+def _next_link(page, url_path: str):
+    """The page's Next link (the guided path's), found by where it points."""
+    return page.locator(f'[data-testid="stPageLink-NavLink"][href^="{url_path}?"]').last
+
+
+def _visible(locator, timeout_ms: int = 60_000) -> bool:
+    try:
+        locator.wait_for(state="visible", timeout=timeout_ms)
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError: the assertion says what is missing
+        return False
+    return True
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_the_guided_path_keeps_its_next_link_across_hops(app_server, browser, lang):
+    # English: the presenter picks the path on the landing page; Russian: the path comes in a link.
+    page = open_page(browser, app_server, f"?lang={lang}" if lang == "en" else f"?path=workshop&lang={lang}")
+    try:
+        page.set_default_timeout(90_000)  # the model is loaded by now: a page that does not come is a failure
+        page.wait_for_selector('[data-testid="stButtonGroup"]')  # the path control: the landing page ran
+        if lang == "en":
+            page.locator('[data-testid="stButtonGroup"] button', has_text="Workshop in 45 minutes").click()
+            wait_idle(page)
+        # The landing page lists the steps: open the calculator step, as a presenter does.
+        first = _next_link(page, "calculator")
+        first.wait_for(state="visible")
+        first.click()
+        page.wait_for_url(re.compile(r"/calculator\?"))
+        wait_idle(page)
+        # Each hop's page must again show its Next link, and the URL keep the path.
+        for here, there in (("calculator", "paging"), ("paging", "block_table"), ("block_table", "radix")):
+            link = _next_link(page, there)
+            assert _visible(link), f"no Next link on {here}: {page.url}"
+            assert "path=workshop" in page.url, (here, page.url)
+            link.click()
+            page.wait_for_url(re.compile(rf"/{there}\?"))
+            wait_idle(page)
+            assert_no_errors(page)
+        assert _visible(_next_link(page, "sessions")), f"no Next link on radix: {page.url}"
+        assert "path=workshop" in page.url and f"lang={lang}" in page.url, page.url
+    finally:
+        page.close()
