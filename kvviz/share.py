@@ -174,8 +174,8 @@ def write(schema: Mapping[str, Param], values: Mapping[str, Any]) -> dict[str, s
         if name not in values:
             continue
         value = values[name]
-        if param.default is not None and value == param.default:
-            continue
+        if value is None or (param.default is not None and value == param.default):
+            continue  # an unset value has no link form (never the text "None")
         try:
             out[name] = param.dump(value)
         except (KeyError, TypeError, ValueError):

@@ -34,7 +34,7 @@ def edit(preset_ids: Iterable[str], block_sizes: Iterable[int], modes: dict[str,
         "b": Param("edit_free_b", S.text(MAX_PROMPT_CHARS)),
         "block": Param("edit_block_size", S.choice(list(block_sizes))),
         "hash": Param("edit_hash", S.choice(list(HASH_FUNCTIONS)), DEFAULT_HASH),
-        "seed": Param("edit_seed", S.text(64), DEFAULT_SEED),
+        "seed": Param("edit_seed", S.text(64), DEFAULT_SEED or ""),  # empty: no seed
     }
 
 

@@ -61,7 +61,7 @@ if K_MODE not in ss:
     ss[K_PRESET] = DEFAULT_PRESET if DEFAULT_PRESET in PRESETS else next(iter(PRESETS))
     ss[K_BLOCK] = _preset().block_size
     ss[K_HASH] = DEFAULT_HASH
-    ss[K_SEED] = DEFAULT_SEED
+    ss[K_SEED] = DEFAULT_SEED or ""  # a text field: empty = no seed (vLLM's rule)
 SHARE = ui_schemas.edit(PRESETS, BLOCK_SIZES, {m: m for m in MODES})  # widget values are codes
 ui_share.restore("edit", SHARE)
 PICTURE = ui_present.key_slot()  # presenter mode: the hash chains first

@@ -1,12 +1,13 @@
 """Browser: what a workshop does in a real browser. The guided path survives every hop (each step's Next
-link opens the next step with ``path=workshop`` kept, in English and Russian)."""
+link opens the next step with ``path=workshop`` kept, in English and Russian); a copied Edit link opens
+the same hashes in a fresh browser (no seed of "None")."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from browser_util import assert_no_errors, open_page, wait_idle
+from browser_util import assert_no_errors, open_page, wait_for_metrics, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -53,3 +54,42 @@ def test_the_guided_path_keeps_its_next_link_across_hops(app_server, browser, la
         assert "path=workshop" in page.url and f"lang={lang}" in page.url, page.url
     finally:
         page.close()
+
+
+def _reuse(values: dict[str, str], lang: str) -> tuple:
+    """The edit's token counts (timings and the server-wide store's counts differ from run to run)."""
+    from kvviz.i18n import translate
+    from kvviz.text import edit as T
+
+    return tuple(values.get(translate(label, lang)) for label in (T.M_COMMON, T.M_REUSED, T.M_RECOMPUTE, T.M_SAVED))
+
+
+def _copied_link(page) -> str:
+    page.locator('[data-testid="stPopover"] button').first.click()
+    code = page.locator('[data-testid="stPopoverBody"] code').first
+    code.wait_for(state="visible")
+    return code.inner_text().strip()
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_a_copied_edit_link_keeps_the_seed_unset_in_a_fresh_browser(app_server, browser, lang):
+    page = open_page(browser, app_server, f"edit?lang={lang}")
+    try:
+        page.set_default_timeout(120_000)
+        before = wait_for_metrics(page, lambda v: None not in _reuse(v, lang), timeout_s=120)
+        url = _copied_link(page)
+    finally:
+        page.close()
+    assert "seed=" not in url, url
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})  # no cookies, no session
+    try:
+        fresh = context.new_page()
+        fresh.set_default_timeout(120_000)
+        fresh.goto(url, wait_until="domcontentloaded")
+        after = wait_for_metrics(fresh, lambda v: None not in _reuse(v, lang), timeout_s=120)
+        seed = fresh.locator('[data-testid="stTextInput"] input').last.input_value()
+        assert seed == "", seed
+        assert_no_errors(fresh)
+        assert _reuse(after, lang) == _reuse(before, lang) and None not in _reuse(after, lang), (before, after)
+    finally:
+        context.close()

@@ -91,3 +91,10 @@ def test_paths_are_consistent():
     assert step_index("workshop", "kvviz_app/page_scripts/collisions.py") is None
     for steps in PATHS.values():
         assert steps[0].page == "kvviz_app/page_scripts/home.py"
+
+
+def test_write_leaves_an_unset_value_out_of_the_link():
+    """An unset value (None: e.g. no hash seed) has no link form: never the text "None"."""
+    schema = {"seed": S.Param("seed", S.text(64), None), "t": S.Param("t", S.text(10), "")}
+    assert S.write(schema, {"seed": None, "t": None}) == {}
+    assert S.write(schema, {"seed": "42", "t": "x"}) == {"seed": "42", "t": "x"}

@@ -70,3 +70,13 @@ def test_predict_then_reveal_on_the_edit_page():
     assert any("Right" in s.value for s in at.success)  # the block was right
     assert any("Not quite" in w.value for w in at.warning)  # the token count was not
     assert _metric(at, T.M_REUSED) == cmp.reused_tokens
+
+
+def test_the_default_link_carries_no_seed_and_the_seed_field_is_empty():
+    at = _run({})
+    assert not at.exception
+    assert "seed" not in dict(at.query_params), dict(at.query_params)  # not "None": a seed of its own
+    assert at.text_input(key="edit_seed").value in ("", None)
+    again = _run(dict(at.query_params))  # the link opened in a fresh session
+    assert not again.exception and again.text_input(key="edit_seed").value in ("", None)
+    assert _metric(again, T.M_REUSED) == _metric(at, T.M_REUSED)
