@@ -24,6 +24,13 @@ _INT_RE = re.compile(r"[+-]?\d{1,15}")
 _FLOAT_RE = re.compile(r"[+-]?(\d{1,15}(\.\d{0,12})?|\.\d{1,12})([eE][+-]?\d{1,3})?")
 
 
+def dump_str(value: Any) -> str:
+    """The default dumper: the value's text; an unset value (None) has no link form (never "None")."""
+    if value is None:
+        raise TypeError("unset")
+    return str(value)
+
+
 @dataclass(frozen=True)
 class Param:
     """One query parameter: the session_state ``key`` it fills, its parser (str -> value, raises
@@ -32,7 +39,7 @@ class Param:
     key: str
     parse: Callable[[str], Any]
     default: Any = None
-    dump: Callable[[Any], str] = field(default=str)
+    dump: Callable[[Any], str] = field(default=dump_str)
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -101,6 +108,28 @@ def text(max_chars: int) -> Callable[[str], str]:
         return raw.replace("\r\n", "\n")
 
     return parse
+
+
+class TooLong(ValueError):
+    """A value too long for a link (it stays out of the URL; the page says so); ``limit`` in characters."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"longer than {limit} characters")
+        self.limit = limit
+
+
+def dump_text(max_chars: int) -> Callable[[Any], str]:
+    """Dumper for free text: the text itself, or :class:`TooLong` past ``max_chars`` characters (a link
+    never carries more than its parser reads back)."""
+
+    def dump(value: Any) -> str:
+        if value is None:
+            raise TypeError("unset")
+        if len(str(value)) > max_chars:
+            raise TooLong(max_chars)
+        return str(value)
+
+    return dump
 
 
 def flag(raw: str) -> bool:
@@ -174,12 +203,28 @@ def write(schema: Mapping[str, Param], values: Mapping[str, Any]) -> dict[str, s
         if name not in values:
             continue
         value = values[name]
-        if value is None or (param.default is not None and value == param.default):
-            continue  # an unset value has no link form (never the text "None")
+        if param.default is not None and value == param.default:
+            continue
         try:
             out[name] = param.dump(value)
         except (KeyError, TypeError, ValueError):
             continue  # a value the link cannot carry (e.g. an uploaded file's label) stays out
+    return out
+
+
+def too_long(schema: Mapping[str, Param], values: Mapping[str, Any]) -> dict[str, int]:
+    """{param name: its limit in characters} for the values too long for a link."""
+    out: dict[str, int] = {}
+    for name, param in schema.items():
+        value = values.get(name)
+        if value is None or (param.default is not None and value == param.default):
+            continue
+        try:
+            param.dump(value)
+        except TooLong as exc:
+            out[name] = exc.limit
+        except (KeyError, TypeError, ValueError):
+            continue
     return out
 
 

@@ -53,6 +53,7 @@ def sidebar() -> None:
 
 def page_start() -> None:
     """At the top of every page (ui.page_header): the global params, and the presenter CSS when on."""
+    ui_share.note_page()
     if begin_run():
         st.markdown(_PRESENTER_CSS, unsafe_allow_html=True)
 

@@ -18,7 +18,7 @@ from kvviz.core.providers import DEFAULT_POLICY, POLICIES
 from kvviz.core.scenario_load import builtin_names
 from kvviz.share import Param
 
-MAX_PROMPT_CHARS = 6000  # a link carries at most this much of each prompt
+MAX_PROMPT_CHARS = 6000  # a link carries at most this much of each prompt (longer ones stay out of it)
 
 
 def edit(preset_ids: Iterable[str], block_sizes: Iterable[int], modes: dict[str, str]) -> dict[str, Param]:
@@ -27,11 +27,11 @@ def edit(preset_ids: Iterable[str], block_sizes: Iterable[int], modes: dict[str,
     return {
         "mode": Param("edit_mode", mode_parse, None, mode_dump),
         "preset": Param("edit_preset", S.choice(list(preset_ids))),
-        "text": Param("edit_char_text", S.text(MAX_PROMPT_CHARS)),
+        "text": Param("edit_char_text", S.text(MAX_PROMPT_CHARS), None, S.dump_text(MAX_PROMPT_CHARS)),
         "pos": Param("edit_char_pos", S.integer(0, MAX_PROMPT_CHARS)),
         "repl": Param("edit_char_repl", S.text(1)),
-        "a": Param("edit_free_a", S.text(MAX_PROMPT_CHARS)),
-        "b": Param("edit_free_b", S.text(MAX_PROMPT_CHARS)),
+        "a": Param("edit_free_a", S.text(MAX_PROMPT_CHARS), None, S.dump_text(MAX_PROMPT_CHARS)),
+        "b": Param("edit_free_b", S.text(MAX_PROMPT_CHARS), None, S.dump_text(MAX_PROMPT_CHARS)),
         "block": Param("edit_block_size", S.choice(list(block_sizes))),
         "hash": Param("edit_hash", S.choice(list(HASH_FUNCTIONS)), DEFAULT_HASH),
         "seed": Param("edit_seed", S.text(64), DEFAULT_SEED or ""),  # empty: no seed

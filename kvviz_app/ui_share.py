@@ -1,8 +1,9 @@
 """Streamlit glue for shareable state: a page's widget state restored from and written to the URL.
 
 A page calls ``restore(page, schema)`` once its defaults are in session_state and before its widgets,
-and ``sync(page, schema)`` after them. Restoring happens only when the URL's params for the page differ
-from what this session last wrote, so typing in a widget is never undone by the (now stale) URL.
+and ``sync(page, schema)`` after them. Restoring happens only when the URL's params for the page are none
+this session wrote while on the page, so typing is never undone by a stale URL (a quick keystroke's rerun
+can leave the browser before the URL of the last run arrived). Text too long for a link stays out of it.
 Rejected values keep the page's defaults and show one notice. The pure parsing lives in kvviz.share.
 """
 
@@ -14,12 +15,16 @@ from collections.abc import Mapping
 import streamlit as st
 
 from kvviz import share
+from kvviz.i18n import current_lang, format_number
 from kvviz.paths import PATHS
 from kvviz.share import GLOBAL_PARAMS, Param
 from kvviz.text import share as T
 
 _SIG = "_share_sig_{page}"
 _SLOT = "_share_slot_{page}"
+_WRITTEN = "_share_written_{page}"  # the last signatures this session wrote into the URL on the page
+_PAGE_NOW, _PAGE_BEFORE = "_share_page_now", "_share_page_before"  # the page of this run and of the last
+_WRITTEN_KEPT = 16
 GLOBALS_KEY = "_share_globals"  # {name: text} of the global params this session carries along
 
 
@@ -77,6 +82,16 @@ def carried_globals() -> dict[str, str]:
     return carried
 
 
+def note_page() -> None:
+    """Once a run, at the top of the page (ui.page_header): which page runs now and which ran before."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    ss = st.session_state
+    ss[_PAGE_BEFORE] = ss.get(_PAGE_NOW)
+    ss[_PAGE_NOW] = ctx.page_script_hash if ctx is not None else None
+
+
 def restore(page: str, schema: Mapping[str, Param], link_here: bool = True) -> None:
     """Fill session_state from the URL's params for this page (when they changed) and reserve the
     place of the page's "Copy link" control (``link_here=False``: the page reserves it later with
@@ -86,8 +101,10 @@ def restore(page: str, schema: Mapping[str, Param], link_here: bool = True) -> N
     sig = _signature(raw, schema)
     if link_here:
         link_slot(page)
-    if ss.get(_SIG.format(page=page)) == sig:
-        return
+    if ss.get(_PAGE_BEFORE) != ss.get(_PAGE_NOW):  # entering: a link may bring back an earlier state
+        ss[_WRITTEN.format(page=page)] = []
+    if ss.get(_SIG.format(page=page)) == sig or sig in ss.get(_WRITTEN.format(page=page), []):
+        return  # this session's own URL, perhaps one the browser had not updated yet: keep what was typed
     ss[_SIG.format(page=page)] = sig
     values, rejected = share.read(schema, raw)
     for name, value in values.items():
@@ -140,10 +157,17 @@ def sync(page: str, schema: Mapping[str, Param], draw: bool = True) -> None:
     params = current_params(schema)
     if params != {k: st.query_params.get(k) for k in st.query_params}:
         st.query_params.from_dict(params)
-    ss[_SIG.format(page=page)] = _signature(params, schema)
+    sig = _signature(params, schema)
+    ss[_SIG.format(page=page)] = sig
+    written = [s for s in ss.get(_WRITTEN.format(page=page), []) if s != sig]
+    ss[_WRITTEN.format(page=page)] = [*written, sig][-_WRITTEN_KEPT:]
     slot = ss.get(_SLOT.format(page=page))
     if slot is None or not draw:
         return
+    left_out = share.too_long(schema, {name: ss[p.key] for name, p in schema.items() if p.key in ss})
     with slot.container(), st.popover(T.COPY_LINK, icon=":material/link:"):
         st.caption(T.COPY_LINK_HELP)
+        if left_out:
+            limit = format_number(min(left_out.values()), current_lang())
+            st.caption(T.TOO_LONG_TO_SHARE.format(limit=limit))
         st.code(page_url(params), language=None, wrap_lines=True)

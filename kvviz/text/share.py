@@ -7,6 +7,10 @@ COPY_LINK_HELP = (
     "This page with everything set as it is now. Copy it (button at the right of the box) and send it: "
     "whoever opens it sees the same picture."
 )
+TOO_LONG_TO_SHARE = (
+    "Some text here is too long for a link (more than {limit} characters): the link leaves it out and "
+    "opens with the page's own text. Send the text itself separately."
+)
 BAD_PARAMS = "The link had values this page cannot use ({names}); their defaults are shown instead."
 
 # Presenter mode

@@ -93,3 +93,28 @@ def test_a_copied_edit_link_keeps_the_seed_unset_in_a_fresh_browser(app_server, 
         assert _reuse(after, lang) == _reuse(before, lang) and None not in _reuse(after, lang), (before, after)
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_a_200_kb_prompt_is_kept_and_stays_out_of_the_url(app_server, browser, lang):
+    from kvviz.i18n import translate
+    from kvviz.text import share as T_SHARE
+
+    page = open_page(browser, app_server, f"edit?mode=free&lang={lang}")
+    try:
+        page.set_default_timeout(180_000)
+        areas = page.locator('[data-testid="stTextArea"] textarea')
+        areas.nth(1).wait_for(state="visible")
+        b_before = areas.nth(1).input_value()
+        long_a = "Кот сидит на коврике у окна. " * 7000  # about 200 K characters
+        areas.nth(0).fill(long_a)
+        areas.nth(0).press("Control+Enter")  # submit the text area (a rerun), as leaving it does
+        wait_idle(page)
+        assert areas.nth(0).input_value() == long_a and areas.nth(1).input_value() == b_before
+        assert len(page.url) < 20_000, len(page.url)
+        page.locator('[data-testid="stPopover"] button').first.click()
+        note = translate(T_SHARE.TOO_LONG_TO_SHARE, lang).split("{")[0].strip()
+        page.get_by_text(note, exact=False).first.wait_for(state="visible")
+        assert_no_errors(page)
+    finally:
+        page.close()

@@ -94,7 +94,11 @@ def test_paths_are_consistent():
 
 
 def test_write_leaves_an_unset_value_out_of_the_link():
-    """An unset value (None: e.g. no hash seed) has no link form: never the text "None"."""
-    schema = {"seed": S.Param("seed", S.text(64), None), "t": S.Param("t", S.text(10), "")}
-    assert S.write(schema, {"seed": None, "t": None}) == {}
-    assert S.write(schema, {"seed": "42", "t": "x"}) == {"seed": "42", "t": "x"}
+    """An unset value (None: e.g. no hash seed) has no link form: never the text "None"; a coded value
+    may still give None a code of its own (the calculator's custom budget)."""
+    parse, dump = S.coded({"custom": None, "40": 40})
+    schema = {"seed": S.Param("seed", S.text(64), None), "t": S.Param("t", S.text(10), "", S.dump_text(10)),
+              "budget": S.Param("budget", parse, 40, dump)}
+    assert S.write(schema, {"seed": None, "t": None, "budget": None}) == {"budget": "custom"}
+    assert S.write(schema, {"seed": "42", "t": "x", "budget": 40}) == {"seed": "42", "t": "x"}
+    assert S.write(schema, {"t": "x" * 11}) == {} and S.too_long(schema, {"t": "x" * 11}) == {"t": 10}

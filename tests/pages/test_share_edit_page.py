@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from kvviz.core.compare import compare_prompts
 from kvviz.model import tokenize
 from kvviz.text import edit as T
+from kvviz.text import share as T_SHARE
 
 pytestmark = pytest.mark.model
 
@@ -80,3 +81,33 @@ def test_the_default_link_carries_no_seed_and_the_seed_field_is_empty():
     again = _run(dict(at.query_params))  # the link opened in a fresh session
     assert not again.exception and again.text_input(key="edit_seed").value in ("", None)
     assert _metric(again, T.M_REUSED) == _metric(at, T.M_REUSED)
+
+
+def test_a_rerun_that_brings_an_earlier_url_keeps_what_was_typed():
+    """Quick keystrokes: the browser sends the next rerun before it applied the URL the last run wrote, so
+    the rerun carries an older URL of this session. That URL is this session's own: it must not be
+    restored over what the person typed since."""
+    at = _run({"mode": "char", "text": A, "pos": "30", "repl": "x"})
+    assert not at.exception
+    stale = dict(at.query_params)
+    at.text_input(key="edit_char_repl").input("y").run()
+    assert dict(at.query_params)["repl"] == "y"
+    for name in list(at.query_params):
+        del at.query_params[name]
+    for name, value in stale.items():  # the rerun of the next keystroke, with the URL of two runs ago
+        at.query_params[name] = value
+    at.slider(key="edit_char_pos").set_value(31).run()
+    assert not at.exception
+    assert at.text_input(key="edit_char_repl").value == "y" and at.slider(key="edit_char_pos").value == 31
+    assert dict(at.query_params)["repl"] == "y" and dict(at.query_params)["pos"] == "31"
+
+
+def test_a_prompt_too_long_for_a_link_stays_out_of_the_url_and_the_page_says_so():
+    long_a = "The cat sat on the mat. " * 400  # 9,600 characters: more than a link carries
+    at = _run({"mode": "free", "a": A, "b": B})
+    at.text_area(key="edit_free_a").input(long_a).run()
+    assert not at.exception
+    assert at.text_area(key="edit_free_a").value == long_a and at.text_area(key="edit_free_b").value == B
+    query = dict(at.query_params)
+    assert "a" not in query and query["b"] == B, sorted(query)
+    assert any(T_SHARE.TOO_LONG_TO_SHARE.split("{")[0] in c.value for c in at.caption), [c.value for c in at.caption]
