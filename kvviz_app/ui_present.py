@@ -21,7 +21,8 @@ KEY_PICTURE_MAX_HEIGHT = 460  # px: the key picture fits a 1024x768 projector be
 
 _TITLES = {path: title for path, title, _ in C.PAGES}
 
-# Body text at 18 px and no text under 16 px (captions, labels, metric labels, tables); wider content.
+# Body text at 18 px and no text under 16 px (captions, labels, metric labels, tables); metric values at
+# 2.25rem (40 px: the key numbers, also when a value is drawn as markdown); wider content.
 _PRESENTER_CSS = """<style>
 html { font-size: 18px; }
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p,
@@ -31,6 +32,8 @@ html { font-size: 18px; }
 .stCode code, .stCodeBlock code { font-size: 16px !important; }
 .block-container, [data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }
 h1 { font-size: 2.1rem !important; padding-top: 0 !important; padding-bottom: 0.25rem !important; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMetricValue"] div { font-size: 2.25rem !important; line-height: 1.2 !important; }
 </style>"""
 
 

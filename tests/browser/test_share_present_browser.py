@@ -93,3 +93,22 @@ def test_presenter_landing_page_shows_the_join_qr(app_server, browser):
         box = qr.bounding_box()
         assert box is not None and box["width"] >= 150 and box["y"] + box["height"] <= height
         page.close()
+
+
+@pytest.mark.parametrize("path", ["room", "block_table", "calculator"])
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_presenter_mode_keeps_the_key_numbers_large(app_server, browser, path, lang):
+    page = open_page(browser, app_server, f"{path}?present=1&lang={lang}", width=1024, height=768)
+    try:
+        page.locator('[data-testid="stMetricValue"]').first.wait_for()
+        wait_idle(page)
+        sizes = page.eval_on_selector_all(
+            '[data-testid="stMetricValue"]',
+            "els => els.map(e => { const t = e.querySelector('p') || e;"
+            " return [t.innerText, parseFloat(getComputedStyle(t).fontSize)]; })")
+        assert sizes
+        small = [(text, size) for text, size in sizes if size < 36]
+        assert not small, f"{path} ({lang}): metric values under 36 px in presenter mode: {small[:6]}"
+        assert_no_errors(page)
+    finally:
+        page.close()
