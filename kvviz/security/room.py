@@ -349,6 +349,8 @@ class Room:
         with self._lock:
             now = self._clock()
             if not force:
+                if self.presenter_key is not None and not (presenter_key or "").strip():
+                    return ResetResult(False, "the presenter key is needed", error_code="presenter_key_missing")
                 if self.presenter_key is not None and not hmac.compare_digest(
                         (presenter_key or "").encode(), self.presenter_key.encode()):
                     return ResetResult(False, "wrong presenter key", error_code="presenter_key")

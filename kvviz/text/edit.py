@@ -149,6 +149,16 @@ TOKENS_ROWS = "Rows shown (of {total})"
 
 # --- 3. what the engine reuses ----------------------------------------------------------------------
 STEP_REUSE = "3 · What the engine can reuse, measured"
+# A character in sentences about an edit: the character and its code point, then what it is (a letter of
+# a script, a digit, ...); an invisible one by its Unicode name, the standard's identifier.
+CHAR_LETTER = "{char} U+{code}, {case} {script} letter"
+CHAR_OTHER = "{char} U+{code}, {kind}"
+CHAR_INVISIBLE = "U+{code}, invisible: {name}"
+CHAR_NOTHING = "nothing"
+CHAR_SCRIPTS = {"CYRILLIC": "Cyrillic", "LATIN": "Latin", "GREEK": "Greek"}
+CHAR_CASES = {"SMALL": "small", "CAPITAL": "capital"}
+CHAR_KINDS = {"L": "letter", "N": "digit", "P": "punctuation", "S": "symbol", "M": "combining mark",
+              "Z": "space", "C": "control character"}
 M_COMMON = "Common prefix"
 M_COMMON_HELP = "Leading tokens that are identical in A and B."
 M_REUSED = "Reused"

@@ -19,12 +19,14 @@ ERR_RATE_SESSION = "Too many prompts from this session: wait {wait:.1f} s and se
 ERR_RATE_ROOM = "The room is busy (too many prompts from everyone): wait {wait:.1f} s and send again."
 ERR_POOL_FULL = "The shared pool has no free block for this prompt."
 ERR_PRESENTER_KEY = "Wrong presenter key: only the presenter can reset the room."
+ERR_PRESENTER_KEY_MISSING = "Type the presenter key first: only the presenter can reset the room."
 ERR_RESET_SOON = "The room was reset a moment ago: wait {wait:.1f} s."
 #: kvviz.security.room's error codes (an Admission's or ResetResult's error_code, a CodedError's code).
 ROOM_ERRORS = {
     "unknown_session": ERR_UNKNOWN_SESSION, "salt_mode": ERR_SALT_MODE, "team_empty": ERR_TEAM_EMPTY,
     "team_long": ERR_TEAM_LONG, "rate_session": ERR_RATE_SESSION, "rate_room": ERR_RATE_ROOM,
-    "pool_full": ERR_POOL_FULL, "presenter_key": ERR_PRESENTER_KEY, "reset_soon": ERR_RESET_SOON,
+    "pool_full": ERR_POOL_FULL, "presenter_key": ERR_PRESENTER_KEY,
+    "presenter_key_missing": ERR_PRESENTER_KEY_MISSING, "reset_soon": ERR_RESET_SOON,
 }
 
 
@@ -232,6 +234,7 @@ SALT_ON = "salts on (victim salted)"
 M_MEDIAN_CACHED = "Median, cached"
 M_MEDIAN_UNCACHED = "Median, not cached"
 M_RATIO = "Slow-down of a miss"
+M_RATIO_VALUE = "{ratio:.2f}×"
 M_RATIO_HELP = "Median latency of the not-cached probes / median of the cached ones."
 M_AUC = "Separation (AUC)"
 M_AUC_HELP = (

@@ -23,7 +23,10 @@ from kvviz_app.figures.style import (
 
 REUSED_GREY = "#d1d5db"
 KIND_COLOURS = {"scratch": ORANGE, "cached": BLUE, "decode": PURPLE}
-KIND_NAMES = {"scratch": T.FIG_SCRATCH, "cached": T.FIG_CACHED, "decode": T.FIG_DECODE}
+def kind_names() -> dict[str, str]:
+    """The legend name of each kind of computed tokens, in the session's language (read per call: a
+    module-level dict would keep the language of whichever session imported this module first)."""
+    return {"scratch": T.FIG_SCRATCH, "cached": T.FIG_CACHED, "decode": T.FIG_DECODE}
 
 
 def request_kind(past_tokens: int, new_tokens: int) -> str:
@@ -62,7 +65,7 @@ def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure
             width = 2.5 if viewer is not None and item.owner == viewer else 0.5
             kind = request_kind(item.past_tokens, item.new_tokens)
             pad = longest - item.new_tokens
-            for key, tokens, what in (("reused", item.past_tokens, T.FIG_REUSED), (kind, item.new_tokens, KIND_NAMES[kind]),
+            for key, tokens, what in (("reused", item.past_tokens, T.FIG_REUSED), (kind, item.new_tokens, kind_names()[kind]),
                                       ("padding", pad, T.FIG_PADDING)):
                 if tokens <= 0:
                     continue
@@ -73,7 +76,7 @@ def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure
                 seg["cd"].append((name, what, tokens))
                 seg["lw"].append(width)
                 offset += tokens
-    names = {"reused": T.FIG_REUSED, "padding": T.FIG_PADDING, **KIND_NAMES}
+    names = {"reused": T.FIG_REUSED, "padding": T.FIG_PADDING, **kind_names()}
     colours = {"reused": REUSED_GREY, "padding": "white", **KIND_COLOURS}
     for key, seg in segs.items():
         fig.add_bar(

@@ -42,8 +42,10 @@ def status_ranges(turn: TurnUsage) -> list[tuple[str, int, int]]:
     return [(s, a, b) for s, a, b in ranges if b > a]
 
 
-def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) -> go.Figure:
-    """One horizontal bar per turn, to scale in tokens, split by segment and by cache status."""
+def turns_picture(result: SessionResult, title: str | None = "") -> go.Figure:
+    """One horizontal bar per turn, to scale in tokens, split by segment and by cache status; ``title``:
+    "" its own (in the session's language, read per call), None none."""
+    title = T.PICTURE_TITLE if title == "" else title
     pieces: dict[str, dict[str, list]] = {s: {"x": [], "base": [], "y": [], "text": [], "hover": []}
                                           for s in STATUS_COLOURS}
     labels = [T.TURN_LABEL.format(turn=t.turn) for t in result.turns]
@@ -86,8 +88,10 @@ def turns_picture(result: SessionResult, title: str | None = T.PICTURE_TITLE) ->
     return _layout(fig, 120 + 34 * len(result.turns), title)
 
 
-def usage_figure(result: SessionResult, title: str | None = T.USAGE_TITLE) -> go.Figure:
-    """Stacked bars per turn: cache_read_input_tokens, cache_creation_input_tokens, input_tokens."""
+def usage_figure(result: SessionResult, title: str | None = "") -> go.Figure:
+    """Stacked bars per turn: cache_read_input_tokens, cache_creation_input_tokens, input_tokens; ``title``:
+    "" its own (in the session's language), None none."""
+    title = T.USAGE_TITLE if title == "" else title
     fig = go.Figure()
     turns = [t.turn for t in result.turns]
     for field in USAGE_FIELDS:

@@ -32,7 +32,7 @@ ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()
 
 # torch and plotly only after the model is up
-from kvviz.edit.diffs import char_diff, describe_char, invisible_chars, replace_char, token_char_offsets  # noqa: E402
+from kvviz.edit.diffs import char_diff, invisible_chars, replace_char, token_char_offsets  # noqa: E402
 from kvviz.edit.experiment import EditReport, run_edit  # noqa: E402
 from kvviz.edit.inputs import EditInputs, edit_inputs  # noqa: E402
 from kvviz.edit.presets import EditPreset, load_edit_presets  # noqa: E402
@@ -229,7 +229,7 @@ beyond = edit.edit_beyond_limit
 if beyond is not None:
     st.warning(T.EDIT_BEYOND_LIMIT.format(pos=edit.char_edit.start, limit=edit.max_tokens, kept=beyond),
                icon=":material/content_cut:")
-controls = sorted({E.md(describe_char(c)) for c in invisible_chars(text_a + text_b)})
+controls = sorted({E.md(E.char_desc(c)) for c in invisible_chars(text_a + text_b)})
 if controls:
     st.info(T.CONTROL_CHARS.format(names=", ".join(controls[:6])), icon=":material/visibility_off:")
 

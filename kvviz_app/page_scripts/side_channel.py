@@ -74,7 +74,7 @@ if results is not None:
         c = st.columns(4)
         c[0].metric(T.M_MEDIAN_CACHED, T.MS_VALUE.format(ms=r.cached_median_ms))
         c[1].metric(T.M_MEDIAN_UNCACHED, T.MS_VALUE.format(ms=r.uncached_median_ms))
-        c[2].metric(T.M_RATIO, ui.loc(f"{r.ratio:.2f}x"), help=T.M_RATIO_HELP)
+        c[2].metric(T.M_RATIO, T.M_RATIO_VALUE.format(ratio=r.ratio), help=T.M_RATIO_HELP)
         c[3].metric(T.M_AUC, ui.loc(f"{r.auc:.2f}"), help=T.M_AUC_HELP.format(acc=r.threshold_accuracy))
     r0 = results[0]
     st.caption(T.TRIALS_NOTE.format(trials=r0.trials, n=sum(len(r.probes) for r in results),

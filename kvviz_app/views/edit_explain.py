@@ -4,12 +4,12 @@ the chain table and the proof's facts. Numbers go through the ``fmt`` the page p
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 
 from kvviz.core.compare import PromptComparison
 from kvviz.core.hashing import short_hash
 from kvviz.core.utf8 import escaped_bytes, is_byte_piece, utf8_length
-from kvviz.edit.diffs import describe_char
 from kvviz.edit.experiment import EditReport
 from kvviz.edit.proof import ProofReport, WrongReuse
 from kvviz.text import edit as T
@@ -38,12 +38,32 @@ def tok(piece: str) -> str:
         script=T.BYTE_TOKEN_CYRILLIC if raw[0] in (0xD0, 0xD1) else "")
 
 
+def char_desc(chars: str) -> str:
+    """Characters for a sentence: each with its code point and what it is, in the session's language
+    (``'у' U+0443, small Cyrillic letter``); an invisible one by its Unicode name."""
+    if not chars:
+        return T.CHAR_NOTHING
+    return ", ".join(_one_char(c) for c in chars)
+
+
+def _one_char(c: str) -> str:
+    code, name = f"{ord(c):04X}", unicodedata.name(c, "")
+    if not c.isprintable() or c.isspace():
+        return T.CHAR_INVISIBLE.format(code=code, name=name or T.CHAR_KINDS["C"])
+    words = name.split(" ")
+    scripts, cases = T.CHAR_SCRIPTS, T.CHAR_CASES
+    if len(words) >= 4 and words[0] in scripts and words[1] in cases and words[2] == "LETTER":
+        return T.CHAR_LETTER.format(char=repr(c), code=code, case=cases[words[1]], script=scripts[words[0]])
+    kind = T.CHAR_KINDS.get(unicodedata.category(c)[0], T.CHAR_KINDS["S"])
+    return T.CHAR_OTHER.format(char=repr(c), code=code, kind=kind)
+
+
 def char_at(text: str, pos: int) -> str:
     """The caption under the one-character tools: which character sits at ``pos`` and around it."""
     ch = text[pos]
     before = text[max(0, pos - 20):pos].replace("\n", " ")
     after = text[pos + 1:pos + 21].replace("\n", " ")
-    return T.CHAR_AT.format(pos=pos, total=len(text), desc=md(describe_char(ch)), before=md(before),
+    return T.CHAR_AT.format(pos=pos, total=len(text), desc=md(char_desc(ch)), before=md(before),
                             char=md(ch) if ch.isprintable() and not ch.isspace() else "·", after=md(after))
 
 
@@ -55,13 +75,13 @@ def describe_change(edit: EditReport) -> list[str]:
     if not ce.identical:
         removed, added = text_a[ce.start:ce.end_a], text_b[ce.start:ce.end_b]
         if len(removed) == 1 and len(added) == 1:
-            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=md(describe_char(removed)),
-                                                  added=md(describe_char(added))))
+            lines.append(T.CHANGE_CHAR_ONE.format(pos=ce.start, removed=md(char_desc(removed)),
+                                                  added=md(char_desc(added))))
         elif not removed:
-            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=md(describe_char(added[:3]))))
+            lines.append(T.CHANGE_CHAR_INSERT.format(count=len(added), pos=ce.start, added=md(char_desc(added[:3]))))
         elif not added:
             lines.append(T.CHANGE_CHAR_DELETE.format(count=len(removed), pos=ce.start,
-                                                     removed=md(describe_char(removed[:3]))))
+                                                     removed=md(char_desc(removed[:3]))))
         else:
             lines.append(T.CHANGE_CHAR_MANY.format(start=ce.start, end=ce.end_a - 1, removed_count=len(removed),
                                                    added_count=len(added)))

@@ -52,7 +52,7 @@ def test_the_catalog_is_read_per_language_not_per_process():
         ru_title = dict((p, t) for p, t, _ in C.PAGES)["kvviz_app/page_scripts/paging.py"]
     en_title = dict((p, t) for p, t, _ in C.PAGES)["kvviz_app/page_scripts/paging.py"]
     assert en_title == "Paged vs contiguous memory"
-    assert ru_title == "Страничная vs непрерывная"
+    assert ru_title == "Страничная и непрерывная память"
     assert vars(C)["PAGES"][3][1] == en_title  # the module itself keeps the English source
 
 

@@ -194,6 +194,15 @@ def test_presenter_reset_key_cooldown_and_hooks(clock):
     room.check_invariants()
 
 
+def test_a_reset_with_no_key_says_the_key_is_needed_not_that_it_is_wrong(clock):
+    room = Room(with_limits(RoomLimits(), reset_cooldown_s=3.0), presenter_key="k3y", clock=clock)
+    for empty in ("", "   ", None):
+        refused = room.reset(empty)
+        assert not refused.ok and refused.error_code == "presenter_key_missing"
+        assert T.refusal(refused) == T.ERR_PRESENTER_KEY_MISSING != T.ERR_PRESENTER_KEY
+    assert room.reset("wrong").error_code == "presenter_key" and room.reset("k3y").ok
+
+
 def test_labels():
     assert age_label(0.2) == "just now" and age_label(12.7) == "12 s ago"
     assert age_label(185) == "3 min ago" and age_label(7300) == "2 h ago"

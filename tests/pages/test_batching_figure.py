@@ -31,3 +31,16 @@ def test_each_request_is_split_and_padding_is_only_what_a_padded_batch_adds():
     times = [t for t in fig.data if t.name == T.FIG_TIME_TITLE][0]
     assert list(times.x) == [120.0, 300.0]
     assert list(fig.layout.yaxis.categoryarray) == ["#1 · 1 req", "#2 · 3 req"]
+
+
+def test_the_legend_speaks_the_language_of_the_session_drawing_it():
+    """The kinds' legend names are read when a figure is drawn, not when the module is imported (an English
+    session imported it first here)."""
+    from kvviz.i18n import use_lang
+
+    passes = [PassRecord(1, 0.0, 120.0, (_item(0, 40), _item(512, 16), _item(300, 1)))]
+    english = {t.name for t in pass_timeline(passes).data if t.name}
+    with use_lang("ru"):
+        russian = {t.name for t in pass_timeline(passes).data if t.name}
+        expected = {T.FIG_SCRATCH, T.FIG_CACHED, T.FIG_DECODE}
+    assert expected <= russian and not (russian & english), (russian, english)

@@ -64,3 +64,27 @@ def test_sessions_page_in_russian_words_numbers_and_policy_values():
         why = " ".join(at.table[0].value[T.USAGE_TABLE["why"]])
     assert "первое отличие — «инструменты»" in why  # the segment label stays nominative, after a dash
     assert not re.search(r"\bв «?(пользователь|инструменты|система)", why)
+
+
+def test_the_sessions_charts_are_titled_in_russian_after_an_english_session_drew_them():
+    """The charts' titles are read when a figure is drawn (a default argument kept the language of the
+    session that imported the figure module first)."""
+    import json
+
+    from kvviz.i18n import use_lang
+
+    english = AppTest.from_file(PAGE, default_timeout=120)
+    english.run()
+    assert not english.exception
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params["lang"] = "ru"
+    with use_lang("ru"):
+        at.run()
+        wanted = {T.PICTURE_TITLE, T.USAGE_TITLE}
+    assert not at.exception
+    titles = set()
+    for chart in at.get("plotly_chart"):
+        title = (json.loads(chart.proto.spec).get("layout", {}).get("title") or {}).get("text")
+        if title:
+            titles.add(title)
+    assert wanted <= titles, (wanted, titles)
