@@ -95,8 +95,7 @@ def test_presenter_landing_page_shows_the_join_qr(app_server, browser):
         page.close()
 
 
-@pytest.mark.parametrize("path", ["room", "block_table", "calculator"])
-@pytest.mark.parametrize("lang", ["en", "ru"])
+@pytest.mark.parametrize(("path", "lang"), [("room", "ru"), ("block_table", "en"), ("calculator", "ru")])
 def test_presenter_mode_keeps_the_key_numbers_large(app_server, browser, path, lang):
     page = open_page(browser, app_server, f"{path}?present=1&lang={lang}", width=1024, height=768)
     try:

@@ -175,3 +175,11 @@ def test_session_segment_labels_are_codes_rendered_per_language():
     assert ru[2] == "пользователь 3" and ru[4] == "начало ответа 4" and ru[5] == "результат инструмента 5"
     assert not any(c in r for c, r in zip(codes, ru, strict=True))
     assert S.segment_label(None) is None
+
+
+def test_a_ratio_has_a_decimal_comma_in_russian():
+    from kvviz.text import security as T_SEC
+
+    with use_lang("ru"):
+        assert T_SEC.M_RATIO_VALUE.format(ratio=0.95) == "0,95×"
+    assert T_SEC.M_RATIO_VALUE.format(ratio=0.95) == "0.95×"
