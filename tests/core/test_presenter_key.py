@@ -23,8 +23,9 @@ def test_room_without_env_key_gets_a_generated_key_and_reset_needs_it(fresh_room
     room = get_room()
     key = room.presenter_key
     assert key and len(key) >= 12 and presenter_key_generated()
-    assert T.refusal(room.reset(None)) == T.ERR_PRESENTER_KEY
-    assert T.refusal(room.reset("")) == T.ERR_PRESENTER_KEY
+    assert T.refusal(room.reset(None)) == T.ERR_PRESENTER_KEY_MISSING  # no key typed: say one is needed
+    assert T.refusal(room.reset("")) == T.ERR_PRESENTER_KEY_MISSING
+    assert T.refusal(room.reset("not-the-key")) == T.ERR_PRESENTER_KEY
     assert room.reset(key).ok
 
 
