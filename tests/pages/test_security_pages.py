@@ -86,7 +86,7 @@ def test_side_channel_page_measures_and_plays():
     at.button(key="sc_run").click().run()
     assert not at.exception
     m = _metrics(at)
-    assert m[T.M_MEDIAN_CACHED].endswith("ms") and m[T.M_RATIO].endswith("x")
+    assert m[T.M_MEDIAN_CACHED].endswith("ms") and m[T.M_RATIO].endswith("×")
     assert any("3 trials per group (12 timed probes)" in c.value for c in at.caption)
     at.text_input(key="sc_candidates").set_value("asthma, influenza, migraine").run()
     at.slider(key="sc_rounds").set_value(2).run()
