@@ -146,5 +146,6 @@ def routing_figure(rows: Sequence[dict], metric: str, title: str, y_title: str) 
         fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", rangemode="tozero", gridcolor=PALE_GREY)
     else:
         fig.update_yaxes(title=y_title, rangemode="tozero", gridcolor=PALE_GREY)
-    below = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0)
+    # at the bottom of the figure, inside its margin: never over the tick labels or the axis title
+    below = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0)
     return base_layout(fig, 400, title, legend=below, margin=dict(l=10, r=10, t=48, b=110))
