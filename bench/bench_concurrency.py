@@ -1,7 +1,7 @@
 """Twenty sessions at once on one shared room, through the room page's code path, measured in this run.
 
 Each of ``SESSIONS`` threads joins one room and sends ``PROMPTS_PER_SESSION`` prompts through
-``kvviz.security.room_prefill.room_prefill`` (room admission, K/V-store reuse, a real forward pass under the model
+``kvviz.room.prefill.room_prefill`` (room admission, K/V-store reuse, a real forward pass under the model
 lock, storing), with a cache lookup (``Room.peek``) before each. Prompts share a workshop system prompt,
 so sessions hit each other's blocks. Meanwhile a noisy thread sends thousands of one-token prompts and
 rapid resets with a wrong presenter key: they must be refused cheaply and change nothing.
@@ -66,9 +66,9 @@ def _percentile(values: list[float], q: float) -> float:
 def run(results: dict) -> None:
     from kvviz.model import load_model, tokenize
     from kvviz.model.prefill import scheduler_for
-    from kvviz.security.room import Room
-    from kvviz.security.room_limits import RoomLimits
-    from kvviz.security.room_prefill import room_prefill
+    from kvviz.room.limits import RoomLimits
+    from kvviz.room.prefill import room_prefill
+    from kvviz.room.room import Room
 
     lm = load_model()
     sched = scheduler_for(lm)

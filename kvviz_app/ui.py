@@ -171,7 +171,7 @@ def announce_presenter_key() -> None:
     unset) with the room's URL in the server log, once per server process, as notebook servers print
     their token."""
     global _ANNOUNCED
-    from kvviz.security.room_service import get_room, presenter_key_generated
+    from kvviz.room.service import get_room, presenter_key_generated
 
     with _ANNOUNCE_LOCK:
         if _ANNOUNCED:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.security.room_session import SALT_MODES
+from kvviz.room.session import SALT_MODES
 
 
 def _pair(value: str, what: str) -> tuple[str, str]:
@@ -44,9 +44,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prompts = [_pair(v, "--prompt") for v in args.prompt]
     salts = [_pair(v, "--salt") for v in args.salt]
     from kvviz.model import InputError, ModelLoadError, tokenize
-    from kvviz.security.room import Room
-    from kvviz.security.room_limits import RoomLimits
-    from kvviz.security.room_session import salt_for_view
+    from kvviz.room.limits import RoomLimits
+    from kvviz.room.room import Room
+    from kvviz.room.session import salt_for_view
 
     room = Room(RoomLimits(num_blocks=args.blocks, burst=10_000, room_burst=100_000))
     sessions: dict[str, str] = {}
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, text in prompts:
         try:
             if lm is not None:
-                from kvviz.security.room_prefill import room_prefill
+                from kvviz.room.prefill import room_prefill
 
                 out = room_prefill(lm, room, sid(name), text=text)
                 adm, latency = out.admission, out.latency_ms

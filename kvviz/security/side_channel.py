@@ -19,8 +19,8 @@ from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import prefill
 from kvviz.model.settings import InputError, check_count
 from kvviz.model.tokens import tokenize
-from kvviz.security.room import Room
-from kvviz.security.room_prefill import EXPERIMENT_LIMITS, room_prefill
+from kvviz.room.prefill import EXPERIMENT_LIMITS, room_prefill
+from kvviz.room.room import Room
 
 Progress = Callable[[int, int], None]
 #: The batching tag of the side channel's forward passes (each runs alone: its timing is the measurement).

@@ -19,7 +19,7 @@ _STARTED: dict[str, Any] = {}
 
 
 def _presenter_key() -> str:
-    from kvviz.security.room_service import get_room
+    from kvviz.room.service import get_room
 
     return get_room().presenter_key  # the room's key: one presenter key per process
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# ----------------------------------------------------------------------------- room core (kvviz.security.room)
+# ----------------------------------------------------------------------------- room core (kvviz.room.room)
 WHO_YOU = "you"
 WHO_OTHER = "another session"
 AGE_NOW = "just now"
@@ -21,7 +21,7 @@ ERR_POOL_FULL = "The shared pool has no free block for this prompt."
 ERR_PRESENTER_KEY = "Wrong presenter key: only the presenter can reset the room."
 ERR_PRESENTER_KEY_MISSING = "Type the presenter key first: only the presenter can reset the room."
 ERR_RESET_SOON = "The room was reset a moment ago: wait {wait:.1f} s."
-#: kvviz.security.room's error codes (an Admission's or ResetResult's error_code, a CodedError's code).
+#: kvviz.room.room's error codes (an Admission's or ResetResult's error_code, a CodedError's code).
 ROOM_ERRORS = {
     "unknown_session": ERR_UNKNOWN_SESSION, "salt_mode": ERR_SALT_MODE, "team_empty": ERR_TEAM_EMPTY,
     "team_long": ERR_TEAM_LONG, "rate_session": ERR_RATE_SESSION, "rate_room": ERR_RATE_ROOM,

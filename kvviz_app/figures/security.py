@@ -1,6 +1,6 @@
 """Figures of the security chapter: a prompt's blocks by origin, the room feed, the salt's effect on the
 hash chain, timing distributions, the attacker game, hash costs and the birthday bound. Data in (from
-kvviz.security.room, kvviz.security.collisions and the model-side experiments of kvviz.security), ``go.Figure`` out; nothing recomputed."""
+kvviz.room.room, kvviz.security.collisions and the model-side experiments of kvviz.security), ``go.Figure`` out; nothing recomputed."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from kvviz.core.hashing import BlockHashRecord, short_hash
+from kvviz.room.records import Admission, FeedEntry
 from kvviz.security.collisions import HashCost, birthday_probability
-from kvviz.security.room_records import Admission, FeedEntry
 from kvviz.text import security as T
 from kvviz_app.figures.style import (
     AMBER,

@@ -1,6 +1,6 @@
 """The shared room: one block pool for every browser session, the salt switch, the room's totals and the
-presenter's reset. UI only: the room is kvviz.security.room_service.get_room(); prompts go through
-kvviz.security.room_prefill.room_prefill (the same path the concurrency benchmark drives)."""
+presenter's reset. UI only: the room is kvviz.room.service.get_room(); prompts go through
+kvviz.room.prefill.room_prefill (the same path the concurrency benchmark drives)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from kvviz.core.units import format_bytes
 from kvviz.i18n import tr
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
-from kvviz.security.room_prefill import room_kv_budget_bytes, room_prefill
-from kvviz.security.room_records import YOU
-from kvviz.security.room_service import get_room
-from kvviz.security.room_session import salt_for_view
+from kvviz.room.prefill import room_kv_budget_bytes, room_prefill
+from kvviz.room.records import YOU
+from kvviz.room.service import get_room
+from kvviz.room.session import salt_for_view
 from kvviz.text import batching as TB
 from kvviz.text import security as T
 from kvviz_app import ui, ui_chart, ui_present, ui_share
@@ -110,7 +110,7 @@ with c[0]:
         team = st.text_input(T.TEAM_LABEL, key="room_team", help=T.TEAM_HELP, max_chars=room.limits.max_team_salt_chars)
     try:
         salt = room.set_salt(sid, mode, team)
-    except ValueError as exc:  # a CodedError of kvviz.security.room
+    except ValueError as exc:  # a CodedError of kvviz.room.room
         st.warning(T.room_error(str(exc), getattr(exc, "code", ""), getattr(exc, "params", {})),
                    icon=":material/warning:")
         salt = room.session_view(sid).cache_salt

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.security.room_records import YOU
+from kvviz.room.records import YOU
 from kvviz.text import security as T
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import kvviz.security.room_service as room_mod
-from kvviz.security.room_service import ENV_PRESENTER_KEY, get_room, presenter_key_generated
+import kvviz.room.service as room_mod
+from kvviz.room.service import ENV_PRESENTER_KEY, get_room, presenter_key_generated
 from kvviz.text import security as T
 
 

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvviz.cli import main
-from kvviz.security.room import Room
-from kvviz.security.room_limits import RoomLimits, with_limits
-from kvviz.security.room_service import get_room
-from kvviz.security.room_session import salt_for_view
+from kvviz.room.limits import RoomLimits, with_limits
+from kvviz.room.room import Room
+from kvviz.room.service import get_room
+from kvviz.room.session import salt_for_view
 from kvviz.text import security as T
 from kvviz_app.views.room_labels import age_label, origin_label
 

@@ -11,9 +11,9 @@ import torch
 
 from kvviz.model import load_model, prefill, prefill_continue
 from kvviz.model.prefill import _run_batch, scheduler_for
-from kvviz.security.room import Room
-from kvviz.security.room_limits import RoomLimits
-from kvviz.security.room_prefill import room_prefill
+from kvviz.room.limits import RoomLimits
+from kvviz.room.prefill import room_prefill
+from kvviz.room.room import Room
 
 pytestmark = pytest.mark.model
 TOL = 1e-4

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from kvviz.model import InputError, load_model, prefill
-from kvviz.security.room import Room
-from kvviz.security.room_limits import RoomLimits
-from kvviz.security.room_prefill import room_kv_store, room_prefill, store_hashes_match_room
+from kvviz.room.limits import RoomLimits
+from kvviz.room.prefill import room_kv_store, room_prefill, store_hashes_match_room
+from kvviz.room.room import Room
 
 pytestmark = pytest.mark.model
 

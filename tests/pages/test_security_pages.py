@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.security.room_service import get_room
+from kvviz.room.service import get_room
 from kvviz.text import security as T
 
 pytestmark = pytest.mark.model

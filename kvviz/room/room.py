@@ -42,9 +42,9 @@ from kvviz.core.hashing import (
     validate_token_ids,
 )
 from kvviz.core.manager import KVCacheManager
-from kvviz.security.rate_limit import TokenBucket
-from kvviz.security.room_limits import RoomLimits
-from kvviz.security.room_records import (
+from kvviz.room.limits import RoomLimits
+from kvviz.room.rate_limit import TokenBucket
+from kvviz.room.records import (
     OTHER,
     YOU,
     Admission,
@@ -54,7 +54,7 @@ from kvviz.security.room_records import (
     RoomTotals,
     SessionView,
 )
-from kvviz.security.room_session import SALT_MODES, BlockOrigin, RoomSession
+from kvviz.room.session import SALT_MODES, BlockOrigin, RoomSession
 
 
 class Room:

@@ -29,10 +29,10 @@ from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.model.tokens import tokenize
+from kvviz.room.limits import RoomLimits
+from kvviz.room.records import Admission
+from kvviz.room.room import Room
 from kvviz.security.inflight import inflight_for
-from kvviz.security.room import Room
-from kvviz.security.room_limits import RoomLimits
-from kvviz.security.room_records import Admission
 from kvviz.settings import settings
 
 ENV_ROOM_KV_MB = "KVVIZ_ROOM_KV_MB"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
-from kvviz.security.rate_limit import TokenBucket
-from kvviz.security.room_records import Admission
+from kvviz.room.rate_limit import TokenBucket
+from kvviz.room.records import Admission
 
 SALT_MODES = ("off", "private", "team")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import secrets
 import threading
 
-from kvviz.security.room import Room
-from kvviz.security.room_limits import RoomLimits
+from kvviz.room.limits import RoomLimits
+from kvviz.room.room import Room
 from kvviz.settings import settings
 
 ENV_PRESENTER_KEY = "KVVIZ_PRESENTER_KEY"
