@@ -16,7 +16,7 @@ import time
 
 import cbor2
 
-from kvviz.core.hashing import hash_block_chain, hash_request_blocks, init_none_hash, sha256_cbor
+from kvviz.mirror.hashing import hash_block_chain, hash_request_blocks, init_none_hash, sha256_cbor
 
 NUM_TOKENS = 1_000_000
 BLOCK_SIZE = 16

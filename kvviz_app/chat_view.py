@@ -8,7 +8,7 @@ import secrets
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.errors import CodedError
+from kvviz.mirror.errors import CodedError
 from kvviz.sessions.chat import Chat, chat_turn
 from kvviz.text import sessions as T
 from kvviz_app import ui

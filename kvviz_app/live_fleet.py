@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.hashing import HASH_FUNCTIONS, get_hash_fn, hash_block_chain, init_none_hash
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.live.fleet import FLEET_MAX_BLOCKS, STALE_AFTER_S, Fleet, parse_replicas, shared_fleet
+from kvviz.mirror.hashing import HASH_FUNCTIONS, get_hash_fn, hash_block_chain, init_none_hash
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 from kvviz.text import fleet as T
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import fleet as F

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from kvviz.core.units import format_bytes  # the one byte formatter (pages and CLI)
 from kvviz.i18n import LANG_NAMES, LANGS, current_lang, format_number, localize, normalize_lang
 from kvviz.i18n.lang import QUERY_KEY, SESSION_KEY
 from kvviz.model.settings import (
@@ -29,6 +28,7 @@ from kvviz.model.settings import (
 )
 from kvviz.text import common as T
 from kvviz.text import security as T_SEC
+from kvviz.util.units import format_bytes  # the one byte formatter (pages and CLI)
 
 if TYPE_CHECKING:  # torch is imported only when a model is actually needed
     from kvviz.model import LoadedModel
@@ -142,7 +142,7 @@ def page_header(title: str, intro: str | None = None) -> None:
 
 def hash_reference(where: Any = None) -> None:
     """One caption naming the engine release kvviz's block hashes follow (``REFERENCE_RELEASE``)."""
-    from kvviz.core.hashing import REFERENCE_RELEASE
+    from kvviz.mirror.hashing import REFERENCE_RELEASE
 
     (where or st).caption(T.HASHES_AS.format(release=REFERENCE_RELEASE))
 

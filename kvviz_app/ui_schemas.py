@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kvviz import share as S
-from kvviz.core import kv_capacity, kvsize, limits
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
-from kvviz.core.paging import RESERVATION_POLICIES, PagingConfig
-from kvviz.core.presets import PRESETS
-from kvviz.core.providers import DEFAULT_POLICY, POLICIES
-from kvviz.core.scenario_load import builtin_names
+from kvviz.mirror import limits
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
 from kvviz.share import Param
+from kvviz.sim import kv_capacity, kvsize
+from kvviz.sim.paging import RESERVATION_POLICIES, PagingConfig
+from kvviz.sim.presets import PRESETS
+from kvviz.sim.providers import DEFAULT_POLICY, POLICIES
+from kvviz.sim.scenario_load import builtin_names
 
 MAX_PROMPT_CHARS = 6000  # a link carries at most this much of each prompt (longer ones stay out of it)
 

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.kv_events import BlockStored, KVEventBatch
 from kvviz.engine import RequestMetrics, RequestOutput, SamplingParams
+from kvviz.mirror.kv_events import BlockStored, KVEventBatch
 
 BLOCK = 4
 
@@ -106,7 +106,7 @@ class FakeLoop:
 
     def submit(self, rid: str, prompt: list[int], params: Any, *, cache_salt: str | None = None, priority: int = 0,
                client: str = "") -> FakeStream:
-        from kvviz.core.errors import CodedError
+        from kvviz.mirror.errors import CodedError
 
         if max(prompt) >= len(self.engine.tokenizer):
             raise CodedError(f"token id {max(prompt)} is outside the vocabulary", "token_out_of_vocab")

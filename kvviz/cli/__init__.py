@@ -18,8 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kvviz.core import limits
-from kvviz.core.blank import is_blank
+from kvviz.mirror import limits
+from kvviz.util.blank import is_blank
 
 
 class CliError(Exception):

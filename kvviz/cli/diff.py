@@ -7,7 +7,7 @@ from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.hash import add_hash_options, check_hash_options, parse_token_list, tokens_from_text
-from kvviz.core.compare import compare_prompts
+from kvviz.sim.compare import compare_prompts
 from kvviz.text.core import render_block_reason
 
 

@@ -7,8 +7,7 @@ import re
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.core.blank import is_blank
-from kvviz.core.hashing import (
+from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
     HASH_FUNCTIONS,
@@ -21,6 +20,7 @@ from kvviz.core.hashing import (
     random_seed,
     resolve_none_hash_seed,
 )
+from kvviz.util.blank import is_blank
 
 MAX_CLI_TOKENS = 1_000_000
 UNSAFE_WARNING = (

@@ -9,8 +9,8 @@ import math
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.core.jsonio import read_limited
 from kvviz.settings import settings
+from kvviz.util.jsonio import read_limited
 from kvviz.workload.trace import MAX_TRACE_BYTES, WorkloadError
 
 MAX_TOKENS_LIMIT = 4096

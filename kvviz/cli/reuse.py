@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag, check_model_option
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -2,8 +2,8 @@
 vs hash chain vs sliding-window comparison over the same scenario.
 
 Calls the same functions the "Block table and LRU free queue" and "Radix tree vs hash chain" pages
-call (``kvviz.core.scenario_play.play_scenario(...).view_at(k)`` and
-``kvviz.core.radix_compare.compare_radix_pool``).
+call (``kvviz.sim.scenario_play.play_scenario(...).view_at(k)`` and
+``kvviz.sim.radix_compare.compare_radix_pool``).
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import sys
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.core.jsonio import read_stream_limited
-from kvviz.core.radix_compare import DEFAULT_WINDOW, compare_radix_pool
-from kvviz.core.scenario import MAX_REQUEST_TOKENS, ScenarioError
-from kvviz.core.scenario_load import (
+from kvviz.sim.radix_compare import DEFAULT_WINDOW, compare_radix_pool
+from kvviz.sim.scenario import MAX_REQUEST_TOKENS, ScenarioError
+from kvviz.sim.scenario_load import (
     MAX_SCENARIO_BYTES,
     builtin_names,
     load_builtin,
     load_scenario,
     parse_scenario_text,
 )
-from kvviz.core.scenario_play import play_scenario, step_summary
+from kvviz.sim.scenario_play import play_scenario, step_summary
+from kvviz.util.jsonio import read_stream_limited
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,6 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.core.providers import DEFAULT_POLICY, POLICIES
 from kvviz.sessions import (
     DEFAULT_PAUSE_S,
     MARKS,
@@ -24,6 +23,7 @@ from kvviz.sessions import (
     session_increment,
 )
 from kvviz.sessions.results import MAX_PROJECTION_TURNS
+from kvviz.sim.providers import DEFAULT_POLICY, POLICIES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,9 +7,9 @@ import sys
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.core.jsonio import read_stream_limited
-from kvviz.core.trace import MAX_TRACE_BYTES, TraceError, load_trace, parse_trace_text, run_trace
+from kvviz.sim.trace import MAX_TRACE_BYTES, TraceError, load_trace, parse_trace_text, run_trace
 from kvviz.text.core import render_event, render_step_error
+from kvviz.util.jsonio import read_stream_limited
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.core.blank import is_blank
+from kvviz.util.blank import is_blank
 
 SALT_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
 

@@ -9,9 +9,9 @@ import re
 from typing import Any
 
 from kvviz.cli import CliError
-from kvviz.core.hashing import REFERENCE_RELEASE, get_hash_fn, hash_block_chain, init_none_hash
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.live.fleet import Fleet, parse_replicas
+from kvviz.mirror.hashing import REFERENCE_RELEASE, get_hash_fn, hash_block_chain, init_none_hash
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 
 MAX_LOAD_BLOCKS = 10_000_000
 

@@ -29,16 +29,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from kvviz.core.compare import PromptComparison, compare_prompts
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, init_none_hash
 from kvviz.edit.diffs import CharEdit, TokenEdit, char_diff, kept_chars, piece_text, token_diff
 from kvviz.edit.inputs import LABEL_A, LABEL_B, EditInputs
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, init_none_hash
 from kvviz.model.block_store import KVStore, model_key, store_block_hashes
 from kvviz.model.kvstore import get_kv_store, prefill_cached
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.model.tokens import Tokenized, tokenize
+from kvviz.sim.compare import PromptComparison, compare_prompts
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvviz.core import limits
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn
+from kvviz.mirror import limits
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, get_hash_fn
 from kvviz.model.settings import InputError, check_max_tokens
 from kvviz.model.tokens import clean_text
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvviz.core import limits
+from kvviz.mirror import limits
 
 # ----------------------------------------------------------------------------- presets
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from kvviz.core.timing_compare import TimingComparison
 from kvviz.edit.diffs import piece_text
 from kvviz.edit.experiment import EditReport, full_prefill
 from kvviz.model.edit_timing import time_full_vs_reuse
 from kvviz.model.kvstore import reusable_blocks
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
+from kvviz.sim.timing_compare import TimingComparison
 
 #: The wrong reuse computes at most this many separate runs of changed blocks (one model call each).
 MAX_COMPUTED_RUNS = 8

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvviz.core.errors import CodedError
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
-from kvviz.core.limits import block_size as check_block_size
+from kvviz.mirror.errors import CodedError
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
+from kvviz.mirror.limits import block_size as check_block_size
 from kvviz.model.settings import kv_cache_bytes_default
 
 SCHEDULING_POLICIES = ("fcfs", "priority")

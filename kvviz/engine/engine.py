@@ -13,11 +13,6 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.core.errors import CodedError
-from kvviz.core.events import EventKind
-from kvviz.core.hashing import validate_token_ids
-from kvviz.core.kv_events import KVCacheEvent, KVEventBatch
-from kvviz.core.manager import KVCacheManager
 from kvviz.engine.config import EngineConfig
 from kvviz.engine.kv_memory import KVLayout, PagedKVMemory, num_blocks_for
 from kvviz.engine.request import EngineStats, Request, RequestOutput, RequestStatus
@@ -25,6 +20,11 @@ from kvviz.engine.runner import ModelRunner, SeqInput
 from kvviz.engine.sampling import Sampler, SamplingParams, make_generator
 from kvviz.engine.scheduler import Scheduler, SchedulerOutput
 from kvviz.engine.text import Detokenizer
+from kvviz.mirror.errors import CodedError
+from kvviz.mirror.events import EventKind
+from kvviz.mirror.hashing import validate_token_ids
+from kvviz.mirror.kv_events import KVCacheEvent, KVEventBatch
+from kvviz.mirror.manager import KVCacheManager
 
 MAX_REQUEST_ID_CHARS = 256
 KVEventCallback = Callable[[KVEventBatch], None]

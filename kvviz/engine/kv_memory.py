@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.core.manager import MAX_NUM_BLOCKS
+from kvviz.mirror.manager import MAX_NUM_BLOCKS
 
 log = logging.getLogger("kvviz.engine")
 

@@ -11,8 +11,8 @@ from enum import StrEnum
 
 import torch
 
-from kvviz.core.hashing import BlockHash
 from kvviz.engine.sampling import SamplingParams
+from kvviz.mirror.hashing import BlockHash
 
 
 class RequestStatus(StrEnum):

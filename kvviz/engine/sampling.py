@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.core.errors import CodedError
+from kvviz.mirror.errors import CodedError
 
 MAX_NEW_TOKENS = 32768
 

@@ -15,9 +15,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from kvviz.core.manager import KVCacheManager
 from kvviz.engine.config import EngineConfig
 from kvviz.engine.request import Request, RequestStatus
+from kvviz.mirror.manager import KVCacheManager
 
 
 @dataclass(frozen=True)

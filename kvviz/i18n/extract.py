@@ -92,19 +92,19 @@ def data_text() -> Iterator[tuple[str, str]]:
             for path in paths:
                 for text in _json_strings(data, path):
                     yield text, f"{file.relative_to(root)}:{path}"
-    from kvviz.core.presets import PRESETS
-    from kvviz.core.providers import POLICIES
+    from kvviz.sim.presets import PRESETS
+    from kvviz.sim.providers import POLICIES
 
     for key, policy in POLICIES.items():
-        yield policy.label, f"kvviz/core/providers.py:POLICIES[{key!r}].label"
+        yield policy.label, f"kvviz/sim/providers.py:POLICIES[{key!r}].label"
         for value in policy.values:  # the page's "policy values used" list, shown through tr()
-            yield value.name, f"kvviz/core/providers.py:POLICIES[{key!r}].values.name"
-            yield value.value, f"kvviz/core/providers.py:POLICIES[{key!r}].values.value"
+            yield value.name, f"kvviz/sim/providers.py:POLICIES[{key!r}].values.name"
+            yield value.value, f"kvviz/sim/providers.py:POLICIES[{key!r}].values.value"
     for preset in PRESETS:  # the calculator shows label and source through tr()
-        yield preset.label, f"kvviz/core/presets.py:{preset.key}.label"
-        yield preset.source, f"kvviz/core/presets.py:{preset.key}.source"
+        yield preset.label, f"kvviz/sim/presets.py:{preset.key}.label"
+        yield preset.source, f"kvviz/sim/presets.py:{preset.key}.source"
         if preset.article_note:
-            yield preset.article_note, f"kvviz/core/presets.py:{preset.key}.article_note"
+            yield preset.article_note, f"kvviz/sim/presets.py:{preset.key}.article_note"
 
 
 def extract() -> dict[Any, Message]:

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field, replace
 
 import zmq
 
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
-from kvviz.core.manager import KVCacheManager
 from kvviz.live.wire import (
     END_SEQ,
     FORM_VLLM,
@@ -32,6 +30,8 @@ from kvviz.live.wire import (
     to_int_hash,
 )
 from kvviz.live.worker import Worker, WorkerRegistry
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
+from kvviz.mirror.manager import KVCacheManager
 
 DEMO_BLOCK_SIZE = 16
 DEMO_NUM_BLOCKS = 160

@@ -347,9 +347,9 @@ class PromptStatus:
 def prompt_status(model: EngineModel, tokens: Sequence[int], block_size: int, hash_name: str,
                   seed: str | None, cache_salt: str | None = None, lora_name: str | None = None,
                   lora_path: str | None = None) -> PromptStatus:
-    """Hash ``tokens`` with ``kvviz.core.hashing`` (same bytes as vLLM, salt and LoRA included) and look
+    """Hash ``tokens`` with ``kvviz.mirror.hashing`` (same bytes as vLLM, salt and LoRA included) and look
     each block up in ``model``."""
-    from kvviz.core.hashing import get_hash_fn, hash_block_chain, init_none_hash
+    from kvviz.mirror.hashing import get_hash_fn, hash_block_chain, init_none_hash
 
     fn = get_hash_fn(hash_name)
     digests = hash_block_chain(tokens, block_size, fn, init_none_hash(fn, seed), cache_salt or None,

@@ -18,7 +18,6 @@ from typing import Any
 
 import zmq
 
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
 from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel, PromptStatus, StoreNote, prompt_status
 from kvviz.live.wire import (
     EventBatch,
@@ -29,6 +28,7 @@ from kvviz.live.wire import (
     offset_endpoint_port,
 )
 from kvviz.live.worker import Worker, WorkerRegistry
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 
 POLL_MS = 100
 REPLAY_TIMEOUT_S = 2.0

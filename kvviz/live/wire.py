@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from kvviz.core.kv_events import (
+from kvviz.mirror.kv_events import (
     MEDIUM_GPU,
     AllBlocksCleared,
     BlockRemoved,

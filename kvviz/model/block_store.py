@@ -1,7 +1,7 @@
 """A process-wide, content-addressed store of captured K/V, one entry per full block.
 
 An entry is keyed by ``(model_key, block_hash)`` where ``block_hash`` is the block's chained hash from
-``kvviz.core.hashing`` (the engine's own code), under the algorithm and NONE_HASH seed the page shows
+``kvviz.mirror.hashing`` (the engine's own code), under the algorithm and NONE_HASH seed the page shows
 (vLLM's defaults, sha256 and "vllm-none-hash", unless a page passes others) (so it carries the whole prefix before the block, and the cache salt through the
 first block). Looking up a prompt walks its block hashes from the start and stops at the first
 missing block, exactly like an engine's ``find_longest_cache_hit``: a block after a miss is useless
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvviz.core.hashing import (
+from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
     hash_block_chain,

@@ -2,7 +2,7 @@
 
 One timing per side is noise on a busy CPU (a 28-token edit once read "-137 ms saved"). The two sides
 are timed alternately, ``repeats`` times each (fewer, but at least ``MIN_SAMPLES``, once ``budget_s``
-is spent), and ``kvviz.core.timing_compare.compare_samples`` decides whether the difference is
+is spent), and ``kvviz.sim.timing_compare.compare_samples`` decides whether the difference is
 measurable. Both sides time the model's forward pass only.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import torch
 
-from kvviz.core.timing_compare import MIN_SAMPLES, TimingComparison, compare_samples
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import prefill, prefill_continue
+from kvviz.sim.timing_compare import MIN_SAMPLES, TimingComparison, compare_samples
 
 #: Timed runs per side.
 REPEATS = 5

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kvviz.core.hashing import init_none_hash
+from kvviz.mirror.hashing import init_none_hash
 from kvviz.model.block_store import (
     STORE_HASH,
     STORE_SEED,

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from kvviz.core.blank import is_blank
-from kvviz.core.utf8 import letters
 from kvviz.model.loader import load_tokenizer
 from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
 from kvviz.text import common as T
+from kvviz.util.blank import is_blank
+from kvviz.util.utf8 import letters
 
 _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 # transformers may reconfigure a fast tokenizer's backend (truncation, padding) inside a call, which
@@ -192,7 +192,7 @@ def _limit(tokenizer: Any, ids: list[int], limit: int, chars_cut: bool, model_na
 
 
 def pieces_tokenizer(max_tokens: int) -> Callable[[str], tuple[list[int], list[str]]]:
-    """The embedded tokenizer as ``text -> (ids, pieces)``, the shape kvviz.core takes when a tokenizer is
+    """The embedded tokenizer as ``text -> (ids, pieces)``, the shape kvviz.sim takes when a tokenizer is
     passed in (scenario texts). Texts longer than ``max_tokens`` come back cut to ``max_tokens``."""
 
     def tok(text: str) -> tuple[list[int], list[str]]:

@@ -32,16 +32,16 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from kvviz.core.errors import CodedError
-from kvviz.core.events import EventKind
-from kvviz.core.hashing import (
+from kvviz.mirror.errors import CodedError
+from kvviz.mirror.events import EventKind
+from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
     BlockHashRecord,
     hash_request_blocks,
     validate_token_ids,
 )
-from kvviz.core.manager import KVCacheManager
+from kvviz.mirror.manager import KVCacheManager
 from kvviz.room.limits import RoomLimits
 from kvviz.room.rate_limit import TokenBucket
 from kvviz.room.records import (

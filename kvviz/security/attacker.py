@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.blank import is_blank
 from kvviz.model.batching import batch_origin
 from kvviz.model.block_store import KVStore
 from kvviz.model.loader import LoadedModel
@@ -19,6 +18,7 @@ from kvviz.model.tokens import tokenize
 from kvviz.room.prefill import EXPERIMENT_LIMITS, room_prefill
 from kvviz.room.room import Room
 from kvviz.security.side_channel import PROBE_TAG, Progress
+from kvviz.util.blank import is_blank
 
 GAME_TEMPLATE = (
     "Patient record 4471. Diagnosis: {secret}. Treatment plan and notes follow. You are the clinic's "

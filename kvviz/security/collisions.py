@@ -27,9 +27,9 @@ from typing import Any
 
 import cbor2
 
-from kvviz.core import limits
-from kvviz.core.block_pool import BlockPool
-from kvviz.core.hashing import (
+from kvviz.mirror import limits
+from kvviz.mirror.block_pool import BlockPool
+from kvviz.mirror.hashing import (
     DIGEST_SIZES,
     HASH_FUNCTIONS,
     UNSAFE_HASHES,
@@ -40,7 +40,7 @@ from kvviz.core.hashing import (
     sha256_cbor,
     validate_token_ids,
 )
-from kvviz.core.manager import find_longest_cache_hit
+from kvviz.mirror.manager import find_longest_cache_hit
 
 #: The forced-collision demo's two prompts (model input, the same in every language, so the model's answer
 #: shows which block it was served): A is cached first, B is forced onto A's block 0 under a toy hash.

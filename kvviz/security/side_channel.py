@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.separation import auc, threshold_accuracy
 from kvviz.model.batching import batch_origin
 from kvviz.model.block_store import KVStore
 from kvviz.model.loader import LoadedModel
@@ -21,6 +20,7 @@ from kvviz.model.settings import InputError, check_count
 from kvviz.model.tokens import tokenize
 from kvviz.room.prefill import EXPERIMENT_LIMITS, room_prefill
 from kvviz.room.room import Room
+from kvviz.sim.separation import auc, threshold_accuracy
 
 Progress = Callable[[int, int], None]
 #: The batching tag of the side channel's forward passes (each runs alone: its timing is the measurement).

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 
-from kvviz.core.errors import CodedError
+from kvviz.mirror.errors import CodedError
 from kvviz.server.protocol import FieldError
 
 log = logging.getLogger("kvviz.server")

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from kvviz.core.errors import CodedError
+from kvviz.mirror.errors import CodedError
 from kvviz.server import responses as R
 from kvviz.server.body import read_model
 from kvviz.server.chat import encode_prompt, render_chat

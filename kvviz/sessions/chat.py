@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.errors import CodedError
+from kvviz.mirror.errors import CodedError
 
 MAX_CHAT_TURNS = 24
 MAX_MESSAGE_CHARS = 2000

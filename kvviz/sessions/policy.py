@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kvviz.core.hashing import get_hash_fn, hash_block_chain, hash_block_tokens, init_none_hash
-from kvviz.core.providers import CachePolicy
+from kvviz.mirror.hashing import get_hash_fn, hash_block_chain, hash_block_tokens, init_none_hash
 from kvviz.sessions.results import SegmentSpan
+from kvviz.sim.providers import CachePolicy
 
 # ---------------------------------------------------------------- provider checkpoints
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kvviz.core.providers import USAGE_FIELDS, CachePolicy
 from kvviz.sessions.events import SessionEvents
 from kvviz.sessions.schema import SessionError
+from kvviz.sim.providers import USAGE_FIELDS, CachePolicy
 
 # ---------------------------------------------------------------- per-turn usage
 

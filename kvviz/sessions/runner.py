@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from kvviz.core import limits
-from kvviz.core.events import EventKind
-from kvviz.core.manager import MAX_NUM_BLOCKS, KVCacheManager
-from kvviz.core.providers import get_policy
+from kvviz.mirror import limits
+from kvviz.mirror.events import EventKind
+from kvviz.mirror.manager import MAX_NUM_BLOCKS, KVCacheManager
 from kvviz.sessions.events import NO_EVENTS, SessionEvents, apply_events
 from kvviz.sessions.policy import CheckpointCache, policy_turn
 from kvviz.sessions.render import Segment, render_request
 from kvviz.sessions.results import SegmentSpan, SessionResult, TurnUsage, cumulative_work
 from kvviz.sessions.schema import MARKS, MAX_SESSION_TOKENS, Session, SessionError, Tokenizer
+from kvviz.sim.providers import get_policy
 
 # ---------------------------------------------------------------- the runner
 

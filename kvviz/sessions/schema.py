@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvviz.core.blank import is_blank
-from kvviz.core.errors import CodedError
-from kvviz.core.jsonio import parse_json, read_limited
+from kvviz.mirror.errors import CodedError
+from kvviz.util.blank import is_blank
+from kvviz.util.jsonio import parse_json, read_limited
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "sessions"
 

@@ -176,7 +176,7 @@ ARTICLES_TITLE = "The articles' figures, reproduced"
 ARTICLE_CHECK = "- {mark} **{claim}**: kvviz computes {exact} ({human}); {note}."
 ARTICLE_EXACT = "✅"
 ARTICLE_CLOSE = "≈"
-# kvviz.core.presets.article_checks, by code: what the articles say, and kvviz's note on it. In a note,
+# kvviz.sim.presets.article_checks, by code: what the articles say, and kvviz's note on it. In a note,
 # {bytes} is exact bytes, {human} the same in binary units, {gb} decimal gigabytes.
 ARTICLE_CLAIMS = {
     "llama_per_token": "Llama-2-7B: 2 x 32 x 32 x 128 x 2 = 524,288 B = 512 KiB per token",
@@ -338,7 +338,7 @@ def total_latex(*, tokens: int, batch: int, per_token: Fraction, full: int, slid
                 + r") \times " + tex_num(per_layer_bytes) + r"\,\text{" + TEX_BYTE + "}")
     return body + " = " + tex_num(total) + r"\ \text{" + TEX_BYTE + "} " + tex_bytes(total_human)
 
-# kvviz.core.kvsize.ModelShape.warning_codes, by code.
+# kvviz.sim.kvsize.ModelShape.warning_codes, by code.
 SHAPE_WARNINGS = {
     "uneven_groups": "heads ({heads}) is not a multiple of kv_heads ({kv_heads}): query groups are uneven, which "
                      "real GQA models avoid; the byte count does not depend on it",

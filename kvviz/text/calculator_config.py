@@ -1,20 +1,20 @@
-"""The calculator's words for what the config.json reader (kvviz.core.hf_config) and the KV-size checks
-(kvviz.core.kvsize) say in codes: notes on defaults and fallbacks, and errors. Used by the calculator and
+"""The calculator's words for what the config.json reader (kvviz.sim.hf_config) and the KV-size checks
+(kvviz.sim.kvsize) say in codes: notes on defaults and fallbacks, and errors. Used by the calculator and
 workload pages and by the CLI (``size_error`` is the CLI's one-line English error)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kvviz.core.hf_config import ConfigError
 from kvviz.i18n.lang import current_lang
 from kvviz.i18n.plural import Plural
+from kvviz.sim.hf_config import ConfigError
 
 UNKNOWN_MODEL_TYPE = "?"
 #: ParsedConfig.family "generic" (no known family: the common field names were read); other families are names.
 FAMILY_GENERIC = "generic"
 
-# kvviz.core.hf_config.ConfigNote, by code. {every_nth} is the ordinal of {every} ("6th").
+# kvviz.sim.hf_config.ConfigNote, by code. {every_nth} is the ordinal of {every} ("6th").
 CONFIG_NOTES = {
     "nested_config": "read the nested {key} (a multimodal config; model_type {model_type})",
     "unknown_model_type": "model_type {model_type!r} is not one kvviz knows; read the common field names "
@@ -61,7 +61,7 @@ CONFIG_NOTES = {
                   "as vLLM and SGLang cache this latent",
 }
 
-# kvviz.core.hf_config.ConfigError, by code; bad_value and bad_shape (a wrapped kvsize error) are worded
+# kvviz.sim.hf_config.ConfigError, by code; bad_value and bad_shape (a wrapped kvsize error) are worded
 # by SIZE_ERRORS from their reason, bad_shape after the config's name.
 CONFIG_ERRORS = {
     "too_big": "config is {mib:.2f} MiB; the limit is 1 MiB (a real config.json is a few KiB)",
@@ -94,7 +94,7 @@ FIELD_NAMES = {"layers": "layer count", "heads": "attention head count", "hidden
 JSON_KINDS = {"object": "object", "array": "array", "string": "string", "boolean": "boolean",
               "number": "number", "null": "null"}
 
-# kvviz.core.kvsize.KVSizeError, by code (errors without a code show their own English line).
+# kvviz.sim.kvsize.KVSizeError, by code (errors without a code show their own English line).
 SIZE_ERRORS = {
     "not_whole": "{name} must be a whole number, got {value}",
     "not_positive": "{name} must be positive, got {value:,}",

@@ -87,7 +87,7 @@ PAGE_BLURBS["kvviz_app/page_scripts/workload.py"] = (
 )
 
 # Language switch (ui.render_language_switch); the language names are in kvviz.i18n.LANG_NAMES.
-# Beside every block hash kvviz shows: the engine release its hashing follows (kvviz.core.hashing).
+# Beside every block hash kvviz shows: the engine release its hashing follows (kvviz.mirror.hashing).
 HASHES_AS = "Hashes as {release} computes them (tagged extra keys, NONE_HASH seed, chaining)."
 LANGUAGE_LABEL = "Language"
 # Suffixes of large counts (ui.fmt_count): 134.5 M, 1.70 bn.

@@ -24,7 +24,7 @@ REASON_INVALIDATED_CHAIN = (
 )
 REASON_PARTIAL = "Only {count} of {block_size} tokens: a partial block is never cached."
 
-# Block-pool and manager events (kvviz.core.events.Event.reason).
+# Block-pool and manager events (kvviz.mirror.events.Event.reason).
 EVENT_HIT = Plural("{count} cached block covers the first {tokens} tokens of the prompt.",
                    "{count} cached blocks cover the first {tokens} tokens of the prompt.", count="count")
 EVENT_MISS = Plural("{tokens} token must be computed, from block {index} on.",
@@ -68,7 +68,7 @@ BLOCK_REASON_TEXT = {
     "partial": REASON_PARTIAL,
 }
 
-# NONE_HASH seed in force (kvviz.core.hashing.resolve_none_hash_seed reason codes).
+# NONE_HASH seed in force (kvviz.mirror.hashing.resolve_none_hash_seed reason codes).
 SEED_REASON_TEXT = {
     "explicit": "seed {seed!r} set explicitly (vLLM: PYTHONHASHSEED); it wins for every algorithm.",
     "default_crypto": (

@@ -202,7 +202,7 @@ ADD_MINE = "Your requests in this scenario: {ids}."
 ADD_CLEAR = "Remove my requests"
 ADD_FAILED = "Could not add the request"
 
-# kvviz.core.scenario.ScenarioError, by code (the English words are the CLI's line). A step to blame is
+# kvviz.sim.scenario.ScenarioError, by code (the English words are the CLI's line). A step to blame is
 # named first with STEP_PREFIX; {kind} of not_string / not_object / step_not_object is a JSON kind
 # (calculator_config.JSON_KINDS); bad_trace's {detail} is the replay's own line.
 STEP_PREFIX = "step {step}: "
@@ -234,7 +234,7 @@ SCENARIO_ERRORS = {
 }
 
 
-# kvviz.core.trace.TraceError, by code, as a scenario's bad_trace words it (step prefix first, 1-based); the
+# kvviz.sim.trace.TraceError, by code, as a scenario's bad_trace words it (step prefix first, 1-based); the
 # English words repeat the trace's own line.
 TRACE_ERRORS = {
     "not_int": "{key} must be an integer, got {got}",
@@ -268,7 +268,7 @@ TRACE_ERRORS = {
 def scenario_error(exc: Exception) -> str:
     """A ``ScenarioError`` as one line in the current language (its own English line when it has no code);
     a ``bad_trace`` is worded from its ``trace_code`` (TRACE_ERRORS)."""
-    from kvviz.core.errors import CodedError
+    from kvviz.mirror.errors import CodedError
     from kvviz.text import calculator_config as TC
     from kvviz.text import jsonio as TJ
 

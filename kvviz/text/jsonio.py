@@ -1,4 +1,4 @@
-"""Words for the errors of reading a user's JSON file, upload or stdin (kvviz.core.jsonio codes); the
+"""Words for the errors of reading a user's JSON file, upload or stdin (kvviz.util.jsonio codes); the
 trace, scenario and session readers' own words fall back to these (the English words are the CLI's line)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-# kvviz.core.jsonio.ERROR_CODES. {what} is the reader's English name of the source ("trace file").
+# kvviz.util.jsonio.ERROR_CODES. {what} is the reader's English name of the source ("trace file").
 JSON_ERRORS = {
     "json_is_dir": "{path} is a directory, not a {what}",
     "json_file_too_big": "{path}: {size:,} bytes is too large for a {what} (at most {limit:,})",
@@ -20,13 +20,13 @@ JSON_ERRORS = {
     "json_long_number": "{where} holds a number too long to read (over {digits:,} digits)",
 }
 
-# The readers' {what} (kvviz.core.jsonio callers), as the view names it.
+# The readers' {what} (kvviz.util.jsonio callers), as the view names it.
 SOURCE_NAMES = {"trace file": "trace file", "scenario file": "scenario file", "session file": "session file",
                 "trace": "trace", "scenario": "scenario"}
 
 
 def json_error(exc: Exception) -> str:
-    """An error with a kvviz.core.jsonio code as one line in the current language (its own line otherwise)."""
+    """An error with a kvviz.util.jsonio code as one line in the current language (its own line otherwise)."""
     code = getattr(exc, "code", "")
     params: dict[str, Any] = dict(getattr(exc, "params", {}) or {})
     if code not in JSON_ERRORS:
@@ -45,7 +45,7 @@ def coded_words(exc: Exception, table: Mapping[str, str],
     :func:`json_error`; a code in ``table`` is filled from its params (``adjust(code, params)`` may
     rewrite them and returns a prefix); anything else, or a missing param, is the exception's own line."""
     code = getattr(exc, "code", "")
-    if code.startswith("json_"):  # reading the file or upload failed (kvviz.core.jsonio)
+    if code.startswith("json_"):  # reading the file or upload failed (kvviz.util.jsonio)
         from kvviz.text import jsonio as TJ  # through the module: its words in the session's language
 
         return TJ.json_error(exc)

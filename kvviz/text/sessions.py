@@ -214,14 +214,14 @@ EVENT_LINES = {
 }
 EXPIRED_SUFFIX = " ({count} entries had expired)"
 
-# What the short source names of kvviz.core.providers refer to: public documentation pages (checked on
-# the date kvviz.core.providers.AS_OF gives).
+# What the short source names of kvviz.sim.providers refer to: public documentation pages (checked on
+# the date kvviz.sim.providers.AS_OF gives).
 SOURCE_NAMES = {
     "Anthropic docs, Prompt caching": "https://docs.claude.com/en/docs/build-with-claude/prompt-caching",
     "OpenAI docs, Prompt caching": "https://platform.openai.com/docs/guides/prompt-caching",
     "vLLM docs, Automatic Prefix Caching": "https://docs.vllm.ai/en/latest/design/prefix_caching/",
 }
-# Anthropic's usage fields (kvviz.core.providers.USAGE_FIELDS) in words.
+# Anthropic's usage fields (kvviz.sim.providers.USAGE_FIELDS) in words.
 USAGE_LABELS = {
     "cache_read_input_tokens": "read from cache",
     "cache_creation_input_tokens": "written to cache",

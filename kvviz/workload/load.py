@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.workload.trace import Encoder, WorkloadError, WorkloadTrace, parse_trace
 
 TokenizerLoader = Callable[[], Any]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from kvviz.core.block_pool import BlockPool, KVCacheBlock
+from kvviz.mirror.block_pool import BlockPool, KVCacheBlock
 from kvviz.workload.trace import WorkloadTrace
 
 MAX_POOL_BLOCKS = 4_000_000

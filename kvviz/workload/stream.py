@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.workload.columns import TraceColumns
 from kvviz.workload.trace import Encoder, LineReader, TraceBuilder, WorkloadError, decode_line
 

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core import limits
-from kvviz.core.errors import CodedError, json_kind
-from kvviz.core.hashing import (
+from kvviz.mirror import limits
+from kvviz.mirror.errors import CodedError, json_kind
+from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
     hash_block_chain,

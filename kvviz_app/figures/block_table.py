@@ -1,7 +1,7 @@
 """Figures of the block-table page: block tables, the physical pool, the LRU free queue, counters over
 time and an animated pool.
 
-Data in (``StepView``, ``ScenarioRun`` from kvviz.core), ``go.Figure`` out. Nothing is recomputed here:
+Data in (``StepView``, ``ScenarioRun`` from kvviz.sim), ``go.Figure`` out. Nothing is recomputed here:
 every colour and number is read from the replayed state.
 """
 
@@ -14,8 +14,8 @@ from html import escape
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvviz.core.hashing import short_hash
-from kvviz.core.scenario_play import ScenarioRun, StepView
+from kvviz.mirror.hashing import short_hash
+from kvviz.sim.scenario_play import ScenarioRun, StepView
 from kvviz.text import engine as T
 from kvviz_app.figures.cells import (
     CELL_TEXT,

@@ -1,7 +1,7 @@
 """Figures of the KV-bytes calculator: head sharing, layer kinds, bytes per token across models,
 naive vs exact, memory against GPU budgets, contiguous vs paged allocation.
 
-Every builder takes kvviz.core.kvsize objects (or plain numbers) and returns a ``go.Figure``;
+Every builder takes kvviz.sim.kvsize objects (or plain numbers) and returns a ``go.Figure``;
 nothing is recomputed here that kvsize already computes.
 """
 
@@ -14,12 +14,13 @@ from fractions import Fraction
 
 import plotly.graph_objects as go
 
-from kvviz.core import kv_capacity, kv_formula, units
-from kvviz.core.kv_capacity import PagingComparison
-from kvviz.core.kvsize import LayerKind, ModelShape
-from kvviz.core.units import format_bytes, format_exact
 from kvviz.i18n import current_lang, localize
+from kvviz.sim import kv_capacity, kv_formula
+from kvviz.sim.kv_capacity import PagingComparison
+from kvviz.sim.kvsize import LayerKind, ModelShape
 from kvviz.text import calculator as T
+from kvviz.util import units
+from kvviz.util.units import format_bytes, format_exact
 from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
 
 GREY = "#a3a3a3"

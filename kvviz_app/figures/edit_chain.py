@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from kvviz.core.compare import PromptComparison
-from kvviz.core.hashing import short_hash
+from kvviz.mirror.hashing import short_hash
+from kvviz.sim.compare import PromptComparison
 from kvviz.text import edit as T
 from kvviz.text.core import render_block_reason
 from kvviz_app.figures.edit_common import (

@@ -7,9 +7,9 @@ import html
 import re
 import unicodedata
 
-from kvviz.core.compare import PromptComparison
-from kvviz.core.utf8 import escaped_bytes
+from kvviz.sim.compare import PromptComparison
 from kvviz.text import edit as T
+from kvviz.util.utf8 import escaped_bytes
 from kvviz_app.figures.style import INK
 
 STATUS_COLORS = {"hit": "#2e9d5b", "miss": "#d64545", "invalidated": "#ef9a1a", "partial": "#9aa0a6"}

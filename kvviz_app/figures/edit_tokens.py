@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.core.compare import PromptComparison
-from kvviz.core.utf8 import completed_chars
+from kvviz.sim.compare import PromptComparison
 from kvviz.text import edit as T
+from kvviz.util.utf8 import completed_chars
 from kvviz_app.figures.edit_common import (
     A_LIGHT,
     BOUNDARY_COLOR,

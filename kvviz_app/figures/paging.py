@@ -1,13 +1,13 @@
 """Figures of the paged-vs-contiguous page: where the memory goes, the memory layout at one step, the
-state over time. Data in (kvviz.core.paging_sim results), ``go.Figure`` out; nothing is recomputed."""
+state over time. Data in (kvviz.sim.paging_sim results), ``go.Figure`` out; nothing is recomputed."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvviz.core.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS
-from kvviz.core.paging_sim import LayoutResult, Snapshot
+from kvviz.sim.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS
+from kvviz.sim.paging_sim import LayoutResult, Snapshot
 from kvviz.text import paging as T
 from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, TEAL, base_layout
 

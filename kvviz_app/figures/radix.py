@@ -1,6 +1,6 @@
 """Figures of the radix page: the radix tree beside the hash chain, and the reuse per request.
 
-Data in (``RadixComparison`` from kvviz.core), ``go.Figure`` out; nothing recomputed.
+Data in (``RadixComparison`` from kvviz.sim), ``go.Figure`` out; nothing recomputed.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from html import escape
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvviz.core.hashing import short_hash
-from kvviz.core.radix_compare import ChainNode, RadixComparison
-from kvviz.core.radix_engine import RadixState
+from kvviz.mirror.hashing import short_hash
+from kvviz.mirror.radix_engine import RadixState
+from kvviz.sim.radix_compare import ChainNode, RadixComparison
 from kvviz.text import radix as R
 from kvviz_app.figures.cells import DARK_FILLS, excerpt, legend_entries, sized_layout
 from kvviz_app.figures.style import (

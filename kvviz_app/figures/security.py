@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvviz.core.hashing import BlockHashRecord, short_hash
+from kvviz.mirror.hashing import BlockHashRecord, short_hash
 from kvviz.room.records import Admission, FeedEntry
 from kvviz.security.collisions import HashCost, birthday_probability
 from kvviz.text import security as T

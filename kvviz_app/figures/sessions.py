@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from kvviz.core.providers import USAGE_FIELDS
 from kvviz.sessions import SessionResult, TurnUsage
+from kvviz.sim.providers import USAGE_FIELDS
 from kvviz.text import sessions as T
 from kvviz_app.figures.style import (
     BLUE,

@@ -1,5 +1,5 @@
 """Figures of the "Your traffic" page: the hit-rate curve, hit rate over time, reuse distances, the
-shared-prefix tree, the block-pool comparison. Data in (kvviz.core results), ``go.Figure`` out."""
+shared-prefix tree, the block-pool comparison. Data in (kvviz.sim and kvviz.workload results), ``go.Figure`` out."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Block table and LRU free queue: a scenario player over the block manager's recorded events.
-UI only: the state at every step comes from kvviz.core.scenario_play (event replay)."""
+UI only: the state at every step comes from kvviz.sim.scenario_play (event replay)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import time
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.blank import is_blank
-from kvviz.core.events import usable_blocks
-from kvviz.core.hashing import resolve_none_hash_seed, short_hash
-from kvviz.core.scenario import (
+from kvviz.i18n import current_lang, tr
+from kvviz.mirror.events import usable_blocks
+from kvviz.mirror.hashing import resolve_none_hash_seed, short_hash
+from kvviz.sim.scenario import (
     MAX_REQUEST_TOKENS,
     Scenario,
     ScenarioError,
@@ -19,11 +19,11 @@ from kvviz.core.scenario import (
     next_request_id,
     user_request_steps,
 )
-from kvviz.core.scenario_load import builtin_names, load_builtin
-from kvviz.core.scenario_play import ScenarioRun, block_owner_spans, play_scenario
-from kvviz.i18n import current_lang, tr
+from kvviz.sim.scenario_load import builtin_names, load_builtin
+from kvviz.sim.scenario_play import ScenarioRun, block_owner_spans, play_scenario
 from kvviz.text import engine as T
 from kvviz.text.core import render_event, render_seed, render_step_error
+from kvviz.util.blank import is_blank
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 from kvviz_app.figures import block_table as F
 from kvviz_app.figures import style

@@ -1,5 +1,5 @@
 """KV-bytes calculator: per-token KV size for any architecture, its formula, capacity and paging,
-and a check against the real model's captured tensors. UI only: numbers come from kvviz.core.kvsize."""
+and a check against the real model's captured tensors. UI only: numbers come from kvviz.sim.kvsize."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from fractions import Fraction
 import pandas as pd
 import streamlit as st
 
-from kvviz.core import kv_capacity, kv_formula, kvsize, limits, units
-from kvviz.core.blank import is_blank
-from kvviz.core.hf_config import ParsedConfig, parse_config_text
-from kvviz.core.kvsize import KVSizeError, ModelShape
-from kvviz.core.presets import (
+from kvviz.i18n import current_lang, tr
+from kvviz.mirror import limits
+from kvviz.sim import kv_capacity, kv_formula, kvsize
+from kvviz.sim.hf_config import ParsedConfig, parse_config_text
+from kvviz.sim.kvsize import KVSizeError, ModelShape
+from kvviz.sim.presets import (
     EXAMPLE_CONFIGS,
     PRESETS,
     PRESETS_BY_KEY,
@@ -20,10 +21,11 @@ from kvviz.core.presets import (
     article_checks,
     example_config_text,
 )
-from kvviz.core.units import format_bytes, format_exact
-from kvviz.i18n import current_lang, tr
 from kvviz.text import calculator as T
 from kvviz.text import calculator_config as TC
+from kvviz.util import units
+from kvviz.util.blank import is_blank
+from kvviz.util.units import format_bytes, format_exact
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 from kvviz_app.figures import calculator as F
 from kvviz_app.figures import style

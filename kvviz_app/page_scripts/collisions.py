@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.hashing import short_hash
+from kvviz.mirror.hashing import short_hash
 from kvviz.model import token_pieces, tokenize
 from kvviz.model.settings import InputError
 from kvviz.security.collision_leak import CollisionLeak, collision_leak

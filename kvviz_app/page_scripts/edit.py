@@ -7,14 +7,14 @@ import math
 import pandas as pd
 import streamlit as st
 
-from kvviz.core import limits
-from kvviz.core.blank import is_blank
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES
-from kvviz.core.units import format_bytes
-from kvviz.core.utf8 import cyrillic_letters, letters
 from kvviz.i18n import current_lang, tr
+from kvviz.mirror import limits
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES
 from kvviz.model.settings import InputError
 from kvviz.text import edit as T
+from kvviz.util.blank import is_blank
+from kvviz.util.units import format_bytes
+from kvviz.util.utf8 import cyrillic_letters, letters
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 
 BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values

@@ -8,9 +8,9 @@ import secrets
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.events import usable_blocks
 from kvviz.engine import SamplingParams, get_engine_loop
 from kvviz.engine.view import BURST_NEW_TOKENS, burst_prompts, engine_view
+from kvviz.mirror.events import usable_blocks
 from kvviz.model.tokens import token_pieces, tokenize
 from kvviz.server.embedded import api_url, recent_requests
 from kvviz.text import engine_view as T

@@ -7,10 +7,10 @@ from pathlib import Path
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from kvviz.core.units import format_bytes
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.text import common as C
 from kvviz.text import home as T
+from kvviz.util.units import format_bytes
 from kvviz_app import ui, ui_present, ui_share
 
 ROOT = Path(__file__).resolve().parents[2]  # the repo root: page paths are relative to app.py

@@ -8,11 +8,11 @@ import time
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES, REFERENCE_RELEASE
 from kvviz.live import demo as D
 from kvviz.live.engine_http import EngineHTTPError, hit_rate, scrape_metrics, tokenize_remote
 from kvviz.live.engine_model import hash_label
 from kvviz.live.subscriber import LiveConfig, check_prompt, read_view, shared
+from kvviz.mirror.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES, REFERENCE_RELEASE
 from kvviz.text import fleet as FT
 from kvviz.text import live as T
 from kvviz_app import live_fleet, ui, ui_chart

@@ -1,15 +1,15 @@
 """Paged vs contiguous memory: one seeded request stream served from one KV memory by two allocators.
-UI only: every number comes from kvviz.core.paging_sim."""
+UI only: every number comes from kvviz.sim.paging_sim."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from kvviz.core import limits
-from kvviz.core.paging import PAPER_UTILISATION_BAND, RESERVATION_POLICIES, PagingConfig
-from kvviz.core.paging_sim import PagingComparison, Snapshot, StepRecord, compare_layouts, snapshot_at
 from kvviz.i18n import current_lang
+from kvviz.mirror import limits
+from kvviz.sim.paging import PAPER_UTILISATION_BAND, RESERVATION_POLICIES, PagingConfig
+from kvviz.sim.paging_sim import PagingComparison, Snapshot, StepRecord, compare_layouts, snapshot_at
 from kvviz.text import paging as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 from kvviz_app.figures import paging as F

@@ -1,16 +1,16 @@
 """Radix tree vs hash chain: one request history in SGLang's radix tree, vLLM's block pool and vLLM's
-sliding-window hit search. UI only: every number comes from kvviz.core.radix_compare."""
+sliding-window hit search. UI only: every number comes from kvviz.sim.radix_compare."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.events import usable_blocks
-from kvviz.core.radix_compare import RadixComparison, compare_radix_pool
-from kvviz.core.scenario import Scenario, ScenarioError
-from kvviz.core.scenario_load import builtin_names, load_builtin
 from kvviz.i18n import current_lang, tr
+from kvviz.mirror.events import usable_blocks
+from kvviz.sim.radix_compare import RadixComparison, compare_radix_pool
+from kvviz.sim.scenario import Scenario, ScenarioError
+from kvviz.sim.scenario_load import builtin_names, load_builtin
 from kvviz.text import engine as TE
 from kvviz.text import radix as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table

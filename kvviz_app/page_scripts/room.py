@@ -7,11 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.blank import is_blank
-from kvviz.core.events import usable_blocks
-from kvviz.core.hashing import REFERENCE_RELEASE, short_hash
-from kvviz.core.units import format_bytes
 from kvviz.i18n import tr
+from kvviz.mirror.events import usable_blocks
+from kvviz.mirror.hashing import REFERENCE_RELEASE, short_hash
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
 from kvviz.room.prefill import room_kv_budget_bytes, room_prefill
@@ -20,6 +18,8 @@ from kvviz.room.service import get_room
 from kvviz.room.session import salt_for_view
 from kvviz.text import batching as TB
 from kvviz.text import security as T
+from kvviz.util.blank import is_blank
+from kvviz.util.units import format_bytes
 from kvviz_app import ui, ui_chart, ui_present, ui_share
 from kvviz_app.figures import batching as FB
 from kvviz_app.figures import security as F

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.i18n import tr
 from kvviz.sessions import (
     DEFAULT_PAUSE_S,
@@ -25,6 +24,7 @@ from kvviz.sessions import (
     run_session,
     session_increment,
 )
+from kvviz.sim.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
 from kvviz.text import sessions as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
 from kvviz_app.chat_view import render_chat

@@ -8,12 +8,12 @@ import time
 import pandas as pd
 import streamlit as st
 
-from kvviz.core.blank import is_blank
 from kvviz.model.settings import InputError
 from kvviz.security.attacker import GAME_CANDIDATES, GAME_TEMPLATE, attacker_game
 from kvviz.security.exclusive import latest_result, run_exclusive
 from kvviz.security.side_channel import measure_side_channel
 from kvviz.text import security as T
+from kvviz.util.blank import is_blank
 from kvviz_app import ui, ui_chart, ui_present
 from kvviz_app.figures import security as F
 from kvviz_app.views.room_labels import age_label

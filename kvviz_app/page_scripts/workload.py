@@ -11,14 +11,14 @@ from fractions import Fraction
 import pandas as pd
 import streamlit as st
 
-from kvviz.core import kv_formula, kvsize
-from kvviz.core.hf_config import parse_config_text
-from kvviz.core.kvsize import KVSizeError
-from kvviz.core.presets import PRESETS, get_preset
-from kvviz.core.units import format_bytes
 from kvviz.i18n import tr
+from kvviz.sim import kv_formula, kvsize
+from kvviz.sim.hf_config import parse_config_text
+from kvviz.sim.kvsize import KVSizeError
+from kvviz.sim.presets import PRESETS, get_preset
 from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
+from kvviz.util.units import format_bytes
 from kvviz.workload.columns import as_columns
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.load import load_trace

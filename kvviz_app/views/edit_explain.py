@@ -7,13 +7,13 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 
-from kvviz.core.compare import PromptComparison
-from kvviz.core.hashing import short_hash
-from kvviz.core.utf8 import escaped_bytes, is_byte_piece, utf8_length
 from kvviz.edit.experiment import EditReport
 from kvviz.edit.proof import ProofReport, WrongReuse
+from kvviz.mirror.hashing import short_hash
+from kvviz.sim.compare import PromptComparison
 from kvviz.text import edit as T
 from kvviz.text.core import render_block_reason
+from kvviz.util.utf8 import escaped_bytes, is_byte_piece, utf8_length
 
 STATUS_DOT = {"hit": "🟩", "miss": "🟥", "invalidated": "🟧", "partial": "⬜"}
 _MD_SPECIAL = set("\\`*_{}[]<>()#+-.!|$~&")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
-from kvviz.core.compare import compare_prompts
 from kvviz.edit.presets import load_edit_presets
 from kvviz.model import tokenize
+from kvviz.sim.compare import compare_prompts
 from kvviz.text import edit as T
 
 pytestmark = pytest.mark.browser

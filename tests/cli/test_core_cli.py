@@ -220,7 +220,7 @@ def test_python_m_kvviz_entry_point():
 
 @pytest.mark.model
 def test_hash_and_diff_text_use_the_model_tokenizer(capsys):
-    from kvviz.core.hashing import hash_request_blocks, init_none_hash
+    from kvviz.mirror.hashing import hash_request_blocks, init_none_hash
     from kvviz.model import tokenize
 
     ids = tokenize("The cat sat on the mat.").ids

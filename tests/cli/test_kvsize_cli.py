@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from kvviz.cli import main
-from kvviz.core import kv_formula, units
-from kvviz.core.hf_config import MAX_CONFIG_BYTES
-from kvviz.core.presets import CONFIG_DIR, PRESETS
+from kvviz.sim import kv_formula
+from kvviz.sim.hf_config import MAX_CONFIG_BYTES
+from kvviz.sim.presets import CONFIG_DIR, PRESETS
+from kvviz.util import units
 
 
 def run_json(capsys, *argv):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.blank import is_blank
+from kvviz.util.blank import is_blank
 
 INVISIBLE_ONLY = ["", "   ", "\n\t ", "\u200b\u200b\u200b", "\u200c\u200d\u2060", "\ufeff", "\u00ad", " \u200b\n",
                   "\u3000", "\x07\x00"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.compare import compare_prompts
-from kvviz.core.manager import KVCacheManager
+from kvviz.mirror.manager import KVCacheManager
+from kvviz.sim.compare import compare_prompts
 from kvviz.text.core import render_block_reason
 
 

@@ -8,8 +8,8 @@ import struct
 import pytest
 import xxhash
 
-from kvviz.core import limits
-from kvviz.core.hashing import (
+from kvviz.mirror import limits
+from kvviz.mirror.hashing import (
     HASH_FUNCTIONS,
     MMFeature,
     generate_block_hash_extra_keys,

@@ -1,4 +1,4 @@
-"""The prefix-cache core is pure Python: importing it (and its CLI commands) never pulls in torch."""
+"""The engine mirror and the simulations are pure Python: importing it (and its CLI commands) never pulls in torch."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = [
-    "kvviz.core", "kvviz.core.hashing", "kvviz.core.events", "kvviz.core.block_pool", "kvviz.core.manager",
-    "kvviz.core.radix", "kvviz.core.compare", "kvviz.core.trace", "kvviz.cli.hash", "kvviz.cli.diff",
+    "kvviz.mirror", "kvviz.sim", "kvviz.util", "kvviz.mirror.hashing", "kvviz.mirror.events", "kvviz.mirror.block_pool", "kvviz.mirror.manager",
+    "kvviz.mirror.radix", "kvviz.sim.compare", "kvviz.sim.trace", "kvviz.cli.hash", "kvviz.cli.diff",
     "kvviz.cli.simulate", "kvviz.text.core",
 ]
 

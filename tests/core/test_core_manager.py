@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.block_pool import KVCacheBlock
-from kvviz.core.events import EventKind, replay
-from kvviz.core.hashing import hash_block_chain, init_none_hash
-from kvviz.core.manager import (
+from kvviz.mirror.block_pool import KVCacheBlock
+from kvviz.mirror.events import EventKind, replay
+from kvviz.mirror.hashing import hash_block_chain, init_none_hash
+from kvviz.mirror.manager import (
     KVCacheManager,
     find_longest_cache_hit,
     find_longest_cache_hit_sliding_window,

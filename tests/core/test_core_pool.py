@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.block_pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
-from kvviz.core.events import EventKind, replay
+from kvviz.mirror.block_pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
+from kvviz.mirror.events import EventKind, replay
 
 
 def ids(blocks):

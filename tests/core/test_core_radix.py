@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.radix import RadixCache
+from kvviz.mirror.radix import RadixCache
 
 
 def test_insert_and_match_prefix():

@@ -48,6 +48,6 @@ def test_every_row_points_to_an_existing_test() -> None:
 
 
 def test_release_matches_the_library_constant() -> None:
-    from kvviz.core.hashing import REFERENCE_RELEASE
+    from kvviz.mirror.hashing import REFERENCE_RELEASE
 
     assert f"**{REFERENCE_RELEASE}**" in DOC.read_text()

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.core.units import format_bytes
 from kvviz.i18n import Plural, format_number, gettext, localize, ngettext, normalize_lang, use_lang
 from kvviz.i18n import catalog as catalog_mod
 from kvviz.i18n import extract as extract_mod
@@ -17,6 +16,7 @@ from kvviz.i18n.extract import extract, missing, unused
 from kvviz.i18n.numbers import THIN_SPACE
 from kvviz.text import common as C
 from kvviz.text import core as CORE
+from kvviz.util.units import format_bytes
 
 
 def test_every_ui_string_has_a_russian_translation():
@@ -84,7 +84,7 @@ def test_numbers_and_bytes_per_locale():
     assert format_number(1234567.5, "en", 1) == "1,234,567.5"
     assert format_number(1234567.5, "ru", 1) == f"1{THIN_SPACE}234{THIN_SPACE}567,5"
     assert format_number(49152, "ru") == f"49{THIN_SPACE}152"
-    # bytes: the one formatter (kvviz.core.units.format_bytes), localised for display
+    # bytes: the one formatter (kvviz.util.units.format_bytes), localised for display
     assert format_bytes(900) == "900 B" and localize(format_bytes(900), "ru") == "900 Б"
     assert localize(format_bytes(46080), "en") == "45 KiB" and localize(format_bytes(46080), "ru") == "45 КиБ"
     assert localize(format_bytes(1.5 * 2**20), "ru") == "1,5 МиБ"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from kvviz.core.providers import POLICIES
 from kvviz.i18n import tr, use_lang
+from kvviz.sim.providers import POLICIES
 from kvviz.text import calculator as CALC
 from kvviz.text import edit as EDIT
 from kvviz.text import engine as ENGINE

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kvviz.core.hf_config import (
+from kvviz.sim.hf_config import (
     ERROR_CODES,
     MAX_CONFIG_BYTES,
     NOTE_CODES,
@@ -15,9 +15,9 @@ from kvviz.core.hf_config import (
     parse_config,
     parse_config_text,
 )
-from kvviz.core.kv_formula import bytes_per_token, total_bytes
-from kvviz.core.kvsize import MLA, LayerKind
-from kvviz.core.presets import CONFIG_DIR
+from kvviz.sim.kv_formula import bytes_per_token, total_bytes
+from kvviz.sim.kvsize import MLA, LayerKind
+from kvviz.sim.presets import CONFIG_DIR
 from kvviz.text.calculator_config import config_note, size_error
 
 # (file, family, attention, layers, kv_layers, kv_heads, head_dim, fp16 bytes per token)

@@ -10,16 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.core import kv_capacity, kv_formula, kvsize, units
-from kvviz.core.kv_formula import (
+from kvviz.sim import kv_capacity, kv_formula, kvsize
+from kvviz.sim.kv_formula import (
     all_layers_bytes_per_token,
     bytes_per_token,
     naive_bytes_per_token,
     total_bytes,
 )
-from kvviz.core.kvsize import MLA, KVSizeError, LayerKind, ModelShape, shape_from_counts
-from kvviz.core.presets import EXAMPLE_CONFIGS, PRESETS, article_checks, example_config_text, get_preset
-from kvviz.core.units import GIB, format_bytes, format_exact
+from kvviz.sim.kvsize import MLA, KVSizeError, LayerKind, ModelShape, shape_from_counts
+from kvviz.sim.presets import EXAMPLE_CONFIGS, PRESETS, article_checks, example_config_text, get_preset
+from kvviz.util import units
+from kvviz.util.units import GIB, format_bytes, format_exact
 
 LLAMA2 = shape_from_counts("llama-2-7b", 32, 32, 128)
 
@@ -86,8 +87,8 @@ def test_article_checks_reproduce_and_flag_the_rounded_one():
     assert [c.exact for c in checks] == [True, True, False, True, True]
     rounded = checks[2]
     assert rounded.computed_bytes == 52_428_800_000 and rounded.params == {"bytes": 52_428_800_000}
-    from kvviz.core.units import format_bytes
     from kvviz.text import calculator as T
+    from kvviz.util.units import format_bytes
 
     note = T.ARTICLE_NOTES[rounded.code].format(bytes=rounded.params["bytes"], gb=52.4,
                                                 human=format_bytes(rounded.params["bytes"]))
@@ -209,7 +210,7 @@ def test_capacity_for_a_budget():
 
 
 def test_capacity_leaves_the_null_block_out():
-    """A budget of exactly n blocks holds n - 1 blocks of tokens (kvviz.core.block_pool's null block)."""
+    """A budget of exactly n blocks holds n - 1 blocks of tokens (kvviz.mirror.block_pool's null block)."""
     for n in (2, 3, 257):
         budget = n * 16 * 524_288
         cap = kv_capacity.capacity(LLAMA2, "fp16", budget, 16, 16)

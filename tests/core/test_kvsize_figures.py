@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kvviz.core import kv_capacity, kv_formula, kvsize, units
-from kvviz.core.presets import get_preset
+from kvviz.sim import kv_capacity, kv_formula, kvsize
+from kvviz.sim.presets import get_preset
+from kvviz.util import units
 from kvviz_app.figures import calculator as F
 
 

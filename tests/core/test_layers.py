@@ -1,7 +1,7 @@
 """Layering: every module of a layer is read (its source, lazy imports inside functions included) and
 an import of a forbidden package fails the test, naming the module and the import.
 
-kvviz/core is pure engine maths (no torch, UI, model, UI text, processes or feature package);
+kvviz/mirror (the engine mirror), kvviz/sim (the simulations) and kvviz/util are pure Python (no torch, UI, model, UI text, processes or feature package);
 kvviz_app/figures builds Plotly figures without Streamlit or torch; kvviz/model is torch without Streamlit
 and imports no feature package; a feature package (kvviz/edit, kvviz/security, ...) imports no Streamlit.
 """
@@ -21,8 +21,8 @@ FEATURES = ("kvviz.batching", "kvviz.edit", "kvviz.live", "kvviz.paths", "kvviz.
             "kvviz.share", "kvviz.workload")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "kvviz/core": ("torch", "transformers", "streamlit", "plotly", "subprocess", "kvviz.text", "kvviz.model",
-                   "kvviz_app.figures", "kvviz.cli", *FEATURES),
+    **{pure: ("torch", "transformers", "streamlit", "plotly", "subprocess", "kvviz.text", "kvviz.model",
+              "kvviz_app.figures", "kvviz.cli", *FEATURES) for pure in ("kvviz/mirror", "kvviz/sim", "kvviz/util")},
     "kvviz_app/figures": ("streamlit", "torch", "transformers", "kvviz.model"),
     "kvviz/model": ("streamlit", "plotly", "kvviz_app.figures", "kvviz.cli", *FEATURES),
     **{feature.replace(".", "/"): ("streamlit", "kvviz.cli") for feature in FEATURES},
@@ -81,7 +81,7 @@ def test_layer_imports_nothing_forbidden(layer):
 
 def test_the_walk_sees_lazy_imports(tmp_path, monkeypatch):
     """The checker is not blind: an import inside a function body is found."""
-    fake = ROOT / "kvviz" / "core" / "hashing.py"
+    fake = ROOT / "kvviz" / "mirror" / "hashing.py"
     names = imported_names(fake)
     assert "cbor2" in names
     probe = tmp_path / "probe.py"
@@ -94,7 +94,7 @@ FORMATTER_DEF = re.compile(r"\bdef\s+(?:fmt|format)\w*bytes")
 
 
 def test_one_byte_formatter():
-    """Bytes are formatted for people in one place, kvviz.core.units.format_bytes (no UI text in it)."""
+    """Bytes are formatted for people in one place, kvviz.util.units.format_bytes (no UI text in it)."""
     defs = []
     for path in sorted([*ROOT.glob("*.py"), *(ROOT / "kvviz_app").rglob("*.py"), *(ROOT / "kvviz").rglob("*.py")]):
         text = path.read_text(encoding="utf-8")
@@ -103,4 +103,4 @@ def test_one_byte_formatter():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef) and "bytes" in node.name and node.name.startswith(("fmt", "format")):
                 defs.append(f"{path.relative_to(ROOT)}:{node.name}")
-    assert defs == ["kvviz/core/units.py:format_bytes"]
+    assert defs == ["kvviz/util/units.py:format_bytes"]

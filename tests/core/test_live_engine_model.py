@@ -3,10 +3,10 @@ hashes, duplicate stores, clears, the block cap, prefix trees, and prompt status
 
 from __future__ import annotations
 
-from kvviz.core.hashing import hash_block_chain, init_none_hash
-from kvviz.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvviz.live.engine_model import EngineModel, prompt_status
 from kvviz.live.wire import EventBatch, to_int_hash
+from kvviz.mirror.hashing import hash_block_chain, init_none_hash
+from kvviz.mirror.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 
 
 def _apply(model: EngineModel, events: list, rank: int | None = 0, now: float = 100.0) -> None:

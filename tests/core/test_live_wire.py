@@ -8,7 +8,6 @@ import msgspec
 import pytest
 from live_testpub import h, structs
 
-from kvviz.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvviz.live.wire import (
     END_SEQ,
     REPLAY_LEGACY,
@@ -24,6 +23,7 @@ from kvviz.live.wire import (
     offset_endpoint_port,
     to_int_hash,
 )
+from kvviz.mirror.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 
 
 def _payload(array_like: bool | str, int_hashes: bool = False, rank: int | None = 1) -> bytes:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvviz.core.paging import (
+from kvviz.sim.paging import (
     PAPER_UTILISATION_BAND,
     WASTE_KINDS,
     PagingConfig,
@@ -16,8 +16,8 @@ from kvviz.core.paging import (
     make_requests,
     reservation_tokens,
 )
-from kvviz.core.paging_alloc import ContiguousAllocator, Seq, account_slots
-from kvviz.core.paging_sim import compare_layouts, simulate_layout, snapshot_at
+from kvviz.sim.paging_alloc import ContiguousAllocator, Seq, account_slots
+from kvviz.sim.paging_sim import compare_layouts, simulate_layout, snapshot_at
 
 
 def one_request(**kw) -> PagingConfig:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.core.providers import AS_OF, POLICIES
+from kvviz.sim.providers import AS_OF, POLICIES
 from kvviz.text import sessions as T
 
 ROOT = Path(__file__).resolve().parents[2]

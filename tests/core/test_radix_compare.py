@@ -7,11 +7,11 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from kvviz.core.radix_compare import compare_radix_pool
-from kvviz.core.radix_engine import RadixEngine
-from kvviz.core.scenario import Scenario, ScenarioError, ScenarioStep
-from kvviz.core.scenario_load import load_builtin, parse_scenario
-from kvviz.core.scenario_play import play_scenario
+from kvviz.mirror.radix_engine import RadixEngine
+from kvviz.sim.radix_compare import compare_radix_pool
+from kvviz.sim.scenario import Scenario, ScenarioError, ScenarioStep
+from kvviz.sim.scenario_load import load_builtin, parse_scenario
+from kvviz.sim.scenario_play import play_scenario
 from tests.core.test_scenario import scenarios
 
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvviz.core.events import EventKind, replay
-from kvviz.core.scenario import (
+from kvviz.mirror.events import EventKind, replay
+from kvviz.sim.scenario import (
     Scenario,
     ScenarioError,
     ScenarioStep,
@@ -19,7 +19,7 @@ from kvviz.core.scenario import (
     running_ids,
     user_request_steps,
 )
-from kvviz.core.scenario_load import (
+from kvviz.sim.scenario_load import (
     SCENARIO_DIR,
     builtin_names,
     load_builtin,
@@ -27,8 +27,8 @@ from kvviz.core.scenario_load import (
     parse_scenario_text,
     tokenize_scenario,
 )
-from kvviz.core.scenario_play import block_owner_spans, play_scenario, scenario_state
-from kvviz.core.trace import run_trace
+from kvviz.sim.scenario_play import block_owner_spans, play_scenario, scenario_state
+from kvviz.sim.trace import run_trace
 
 BUILTINS = builtin_names()
 

@@ -10,7 +10,6 @@ import json
 
 import pytest
 
-from kvviz.core.providers import POLICIES, USAGE_FIELDS, get_policy
 from kvviz.sessions import (
     SessionError,
     SessionEvents,
@@ -24,6 +23,7 @@ from kvviz.sessions import (
     run_session,
     session_from_dict,
 )
+from kvviz.sim.providers import POLICIES, USAGE_FIELDS, get_policy
 from kvviz.text.sessions import SOURCE_NAMES, USAGE_LABELS
 
 

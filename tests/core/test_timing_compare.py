@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.timing_compare import MIN_SAMPLES, compare_samples, win_share
+from kvviz.sim.timing_compare import MIN_SAMPLES, compare_samples, win_share
 
 
 def test_clearly_faster_path_is_measured():

@@ -1,12 +1,12 @@
-"""The null-block rule lives in one place: kvviz.core.events.usable_blocks, used by the pool and the pages."""
+"""The null-block rule lives in one place: kvviz.mirror.events.usable_blocks, used by the pool and the pages."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from kvviz.core.block_pool import BlockPool
-from kvviz.core.events import usable_blocks
+from kvviz.mirror.block_pool import BlockPool
+from kvviz.mirror.events import usable_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.core.utf8 import (
+from kvviz.util.utf8 import (
     completed_chars,
     cyrillic_letters,
     escaped_bytes,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from vectors.vllm033_expected import VECTORS
 
-from kvviz.core.hashing import (
+from kvviz.mirror.hashing import (
     REFERENCE_RELEASE,
     MMFeature,
     generate_block_hash_extra_keys,

@@ -15,8 +15,8 @@ import struct
 import pytest
 import xxhash
 
-from kvviz.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from kvviz.core.hashing import (
+from kvviz.mirror.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
+from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_NONE_HASH_SEED,
     SEED_DEFAULT_CRYPTO,

@@ -15,9 +15,9 @@ import pickle
 
 import pytest
 
-from kvviz.core.events import replay
-from kvviz.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
-from kvviz.core.manager import KVCacheManager
+from kvviz.mirror.events import replay
+from kvviz.mirror.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
+from kvviz.mirror.manager import KVCacheManager
 
 BS = 16
 

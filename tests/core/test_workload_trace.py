@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED, hash_block_chain, init_none_hash
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, hash_block_chain, init_none_hash
 from kvviz.workload.gen import WorkloadGenConfig, generate
 from kvviz.workload.trace import WorkloadError, parse_trace
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny_llm import VOCAB, greedy_reference, reference_logits, tiny_lm
 
-from kvviz.core.errors import CodedError
-from kvviz.core.kv_events import AllBlocksCleared, BlockStored
 from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
+from kvviz.mirror.errors import CodedError
+from kvviz.mirror.kv_events import AllBlocksCleared, BlockStored
 
 BS = 4
 TOKEN_BYTES = 2 * 2 * 2 * 8 * 4  # K and V x 2 layers x 2 kv heads x head_dim 8 x fp32

@@ -8,7 +8,7 @@ import threading
 import pytest
 import torch
 
-from kvviz.core.hashing import hash_block_chain, init_none_hash
+from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 from kvviz.model.block_store import (
     DEFAULT_BUDGET_MB,
     KVStore,

@@ -10,8 +10,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvviz.core.blank import is_blank
 from kvviz.model import InputError, load_model, load_tokenizer, prefill, prefill_continue, tokenize
+from kvviz.util.blank import is_blank
 
 pytestmark = pytest.mark.model
 
@@ -161,7 +161,7 @@ def test_any_unicode_tokenizes_to_readable_pieces(lm):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-# Non-blank by the project's one rule (kvviz.core.blank.is_blank: control and zero-width characters are as
+# Non-blank by the project's one rule (kvviz.util.blank.is_blank: control and zero-width characters are as
 # blank as spaces, so e.g. "\x1b" alone is rejected by tokenize), not by str.strip().
 @given(st.text(min_size=1, max_size=40).filter(lambda s: not is_blank(s)))
 def test_pieces_reassemble_what_the_model_sees(text):

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from kvviz.cli import main as cli_main
-from kvviz.core.compare import compare_prompts
 from kvviz.edit.diffs import (
     char_diff,
     describe_char,
@@ -26,6 +25,7 @@ from kvviz.edit.presets import load_edit_presets
 from kvviz.edit.report import CLI_KEYS, cli_summary, run_reuse_experiment
 from kvviz.model import InputError, load_model, tokenize
 from kvviz.model.block_store import KVStore
+from kvviz.sim.compare import compare_prompts
 
 pytestmark = pytest.mark.model
 

@@ -9,12 +9,12 @@ import json
 import pytest
 
 from kvviz.cli import main
-from kvviz.core.separation import auc, threshold_accuracy
 from kvviz.model import InputError, load_model, tokenize
 from kvviz.security.attacker import GameRound, attacker_game
 from kvviz.security.collision_leak import collision_leak
 from kvviz.security.collisions import DEFAULT_PROMPT_A, DEFAULT_PROMPT_B, force_collision
 from kvviz.security.side_channel import measure_side_channel
+from kvviz.sim.separation import auc, threshold_accuracy
 
 pytestmark = pytest.mark.model
 

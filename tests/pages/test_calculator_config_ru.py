@@ -1,4 +1,4 @@
-"""The config.json reader speaks codes (kvviz.core.hf_config); the view words them: every note and error
+"""The config.json reader speaks codes (kvviz.sim.hf_config); the view words them: every note and error
 code has English and Russian words, and the Russian calculator page shows no English sentence from core."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.hf_config import ERROR_CODES, NOTE_CODES, ConfigError, load_config_file, parse_config_text
-from kvviz.core.kvsize import KVSizeError, check_count
-from kvviz.core.presets import CONFIG_DIR
 from kvviz.i18n import use_lang
+from kvviz.sim.hf_config import ERROR_CODES, NOTE_CODES, ConfigError, load_config_file, parse_config_text
+from kvviz.sim.kvsize import KVSizeError, check_count
+from kvviz.sim.presets import CONFIG_DIR
 from kvviz.text import calculator_config as TC
 
 ROOT = Path(__file__).resolve().parents[2]

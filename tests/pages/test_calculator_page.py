@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.hf_config import MAX_CONFIG_BYTES
-from kvviz.core.presets import CONFIG_DIR, PRESETS
+from kvviz.sim.hf_config import MAX_CONFIG_BYTES
+from kvviz.sim.presets import CONFIG_DIR, PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "calculator.py")

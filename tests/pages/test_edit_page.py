@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.compare import compare_prompts
 from kvviz.edit.diffs import replace_char
 from kvviz.edit.presets import load_edit_presets
 from kvviz.model import tokenize
+from kvviz.sim.compare import compare_prompts
 from kvviz.text import edit as T
 
 pytestmark = pytest.mark.model

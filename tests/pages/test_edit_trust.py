@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.timing_compare import compare_samples
+from kvviz.sim.timing_compare import compare_samples
 from kvviz.text import edit as T
 
 pytestmark = pytest.mark.model
@@ -99,7 +99,7 @@ def test_edit_past_the_token_limit_is_named(at, monkeypatch):
 
 
 def test_byte_tokens_show_the_letter_they_start():
-    from kvviz.core.compare import compare_prompts
+    from kvviz.sim.compare import compare_prompts
     from kvviz_app.figures import edit as F
 
     pieces, ids = ["<0xD0>", "П", "о"], [1, 2, 3]
@@ -111,8 +111,8 @@ def test_byte_tokens_show_the_letter_they_start():
 
 
 def test_russian_prompt_gets_a_measured_tokens_per_letter_note(at):
-    from kvviz.core.utf8 import letters
     from kvviz.model.tokens import ENGLISH_SAMPLE, letter_cost
+    from kvviz.util.utf8 import letters
 
     a = "Почему один символ ломает кэш промптов? Объясни на простом примере."
     free(at, a, a[:-1] + "!")

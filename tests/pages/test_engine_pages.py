@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.radix_compare import compare_radix_pool
-from kvviz.core.scenario import ScenarioStep
-from kvviz.core.scenario_load import load_builtin
-from kvviz.core.scenario_play import play_scenario
+from kvviz.sim.radix_compare import compare_radix_pool
+from kvviz.sim.scenario import ScenarioStep
+from kvviz.sim.scenario_load import load_builtin
+from kvviz.sim.scenario_play import play_scenario
 from kvviz.text import engine as T
 from kvviz.text import radix as R
 from kvviz_app import ui

@@ -1,4 +1,4 @@
-"""Reading a user's JSON (kvviz.core.jsonio) speaks codes when the reader's error class does: every code
+"""Reading a user's JSON (kvviz.util.jsonio) speaks codes when the reader's error class does: every code
 has English and Russian words, the English words are the CLI's line, each reader's view words them, and the
 Russian sessions page shows an upload that is not JSON in Russian."""
 
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.jsonio import ERROR_CODES, parse_json, read_limited, read_stream_limited
-from kvviz.core.scenario import ScenarioError
 from kvviz.i18n import use_lang
 from kvviz.i18n.catalog import gettext
 from kvviz.sessions import SessionError
+from kvviz.sim.scenario import ScenarioError
 from kvviz.text import engine as TE
 from kvviz.text import jsonio as TJ
 from kvviz.text import sessions as TS
 from kvviz.text import workload as TW
+from kvviz.util.jsonio import ERROR_CODES, parse_json, read_limited, read_stream_limited
 from kvviz.workload.trace import WorkloadError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ import pytest
 from live_testpub import WirePublisher, free_port
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.hashing import hash_block_chain, init_none_hash
 from kvviz.live.fleet import stop_shared_fleet
+from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 from kvviz.text import fleet as T
 from kvviz.text import live as L
 

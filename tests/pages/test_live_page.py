@@ -10,9 +10,9 @@ import pytest
 from live_testpub import WirePublisher, free_port
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.hashing import hash_block_chain, init_none_hash
 from kvviz.live import demo as D
 from kvviz.live.subscriber import LiveConfig, stop_shared
+from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 from kvviz.text import common as C
 from kvviz.text import live as T
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.scenario import MAX_REQUEST_TOKENS
 from kvviz.sessions import MAX_SESSION_BYTES
+from kvviz.sim.scenario import MAX_REQUEST_TOKENS
 from kvviz.text import calculator as C
 from kvviz.text import edit as E
 from kvviz.text import engine as G
@@ -83,7 +83,7 @@ def test_sessions_control_characters_are_just_text(sessions):
 
 
 def test_sessions_control_only_message_is_blank(sessions):
-    # The one blank rule (kvviz.core.blank.is_blank, tests/core/test_blank_rule.py): a message of nothing
+    # The one blank rule (kvviz.util.blank.is_blank, tests/core/test_blank_rule.py): a message of nothing
     # but control and zero-width characters is as empty as spaces, so it gets the clear one-line error.
     data = {"system": "Be brief.", "turns": [{"user": "\x00", "answer": "ok"}]}
     sessions.file_uploader(key="ss_upload").upload("ctrl0.json", json.dumps(data).encode(), "application/json").run()

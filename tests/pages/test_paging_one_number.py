@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.core.paging import PagingConfig
-from kvviz.core.paging_sim import compare_layouts
+from kvviz.sim.paging import PagingConfig
+from kvviz.sim.paging_sim import compare_layouts
 from kvviz.text import paging as T
 from kvviz_app.figures import paging as F
 

@@ -1,4 +1,4 @@
-"""The scenario reader speaks codes (kvviz.core.scenario.ScenarioError); the view words them: every code has
+"""The scenario reader speaks codes (kvviz.sim.scenario.ScenarioError); the view words them: every code has
 English and Russian words, the English words are the CLI's line, and the Russian block-table page shows a
 refused request of its own in Russian."""
 
@@ -12,12 +12,12 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.radix_compare import compare_radix_pool
-from kvviz.core.scenario import ERROR_CODES, MAX_REQUEST_TOKENS, ScenarioError, user_request_steps
-from kvviz.core.scenario_load import load_builtin, parse_scenario, parse_scenario_text
-from kvviz.core.scenario_play import play_scenario
 from kvviz.i18n import use_lang
 from kvviz.i18n.catalog import gettext
+from kvviz.sim.radix_compare import compare_radix_pool
+from kvviz.sim.scenario import ERROR_CODES, MAX_REQUEST_TOKENS, ScenarioError, user_request_steps
+from kvviz.sim.scenario_load import load_builtin, parse_scenario, parse_scenario_text
+from kvviz.sim.scenario_play import play_scenario
 from kvviz.text import engine as T
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_russian_block_table_page_words_a_refused_request_in_russian():
 
 
 def test_every_trace_code_has_words():
-    from kvviz.core.trace import TRACE_ERROR_CODES
+    from kvviz.sim.trace import TRACE_ERROR_CODES
 
     assert set(T.TRACE_ERRORS) == set(TRACE_ERROR_CODES)
     for code, english in vars(T)["TRACE_ERRORS"].items():

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.core.compare import compare_prompts
 from kvviz.model import tokenize
+from kvviz.sim.compare import compare_prompts
 from kvviz.text import edit as T
 from kvviz.text import share as T_SHARE
 

@@ -127,8 +127,8 @@ def test_presenter_mode_on_the_landing_page_shows_the_join_panel_and_paths():
 
 
 def test_block_table_predicts_the_next_eviction():
-    from kvviz.core.scenario_load import load_builtin
-    from kvviz.core.scenario_play import play_scenario
+    from kvviz.sim.scenario_load import load_builtin
+    from kvviz.sim.scenario_play import play_scenario
 
     run = play_scenario(load_builtin("pool_pressure"))
     k = next(i for i in range(run.num_steps) if any(e.kind.value == "evict" for e in run.view_at(i + 1).events))

@@ -8,9 +8,9 @@ import time
 import pytest
 from live_testpub import free_port
 
-from kvviz.core.kv_events import BlockStored, KVEventBatch
 from kvviz.live import wire
 from kvviz.live.subscriber import LiveConfig, Subscriber
+from kvviz.mirror.kv_events import BlockStored, KVEventBatch
 from kvviz.server.kv_publisher import KVEventPublisher
 
 # kvviz.live reads vLLM 0.33.0's replay layout ([topic, seq, payload]) once issue 21's change is on main

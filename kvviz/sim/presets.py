@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from kvviz.core.hf_config import ParsedConfig, load_config_file
-from kvviz.core.kvsize import KVSizeError, ModelShape
+from kvviz.sim.hf_config import ParsedConfig, load_config_file
+from kvviz.sim.kvsize import KVSizeError, ModelShape
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "assets" / "configs"
 
@@ -147,8 +147,8 @@ class ArticleCheck:
 
 def article_checks() -> list[ArticleCheck]:
     """The articles' per-token and total figures, recomputed (fp16, as the articles assume)."""
-    from kvviz.core.kv_formula import all_layers_bytes_per_token, bytes_per_token, total_bytes
-    from kvviz.core.units import GIB
+    from kvviz.sim.kv_formula import all_layers_bytes_per_token, bytes_per_token, total_bytes
+    from kvviz.util.units import GIB
 
     llama = get_preset("llama-2-7b").shape()
     q27 = get_preset("qwen3.6-27b").shape()

@@ -16,20 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvviz.core import limits
-from kvviz.core.errors import CodedError, json_kind
-from kvviz.core.events import PoolCounters
-from kvviz.core.hashing import (
+from kvviz.mirror import limits
+from kvviz.mirror.errors import CodedError, json_kind
+from kvviz.mirror.events import PoolCounters
+from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
     HASH_FUNCTIONS,
     get_hash_fn,
     validate_token_ids,
 )
-from kvviz.core.jsonio import parse_json, read_limited
-from kvviz.core.kv_events import event_to_dict
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
-from kvviz.core.manager import MAX_NUM_BLOCKS, AddResult, KVCacheManager
+from kvviz.mirror.kv_events import event_to_dict
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
+from kvviz.mirror.manager import MAX_NUM_BLOCKS, AddResult, KVCacheManager
+from kvviz.util.jsonio import parse_json, read_limited
 
 MAX_TRACE_BYTES = 16 * 1024 * 1024
 MAX_TRACE_STEPS = 10_000

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.events import Event, EventKind, PoolCounters, PoolState, replay
-from kvviz.core.scenario import Scenario, ScenarioError, ScenarioStep, from_trace_error
-from kvviz.core.trace import StepOutcome, TraceError, run_trace
+from kvviz.mirror.events import Event, EventKind, PoolCounters, PoolState, replay
+from kvviz.sim.scenario import Scenario, ScenarioError, ScenarioStep, from_trace_error
+from kvviz.sim.trace import StepOutcome, TraceError, run_trace
 
 
 @dataclass(frozen=True)

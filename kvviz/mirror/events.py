@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kvviz.core.hashing import BlockHash
-from kvviz.core.kv_events import KVCacheEvent, event_to_dict
+from kvviz.mirror.hashing import BlockHash
+from kvviz.mirror.kv_events import KVCacheEvent, event_to_dict
 
 NULL_BLOCK_ID = 0  # vLLM's null block: reserved, never allocated, never in the free queue
 
@@ -247,7 +247,7 @@ def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16) -> Po
     """The state after applying ``events`` in order to a fresh pool of ``num_blocks`` blocks. The pool
     changes are re-performed by ``BlockPool.apply`` (the same rules that recorded them); request
     tables and counters are rebuilt here from the events."""
-    from kvviz.core.block_pool import BlockPool  # block_pool imports this module
+    from kvviz.mirror.block_pool import BlockPool  # block_pool imports this module
 
     pool = BlockPool(num_blocks, block_size=block_size)
     tables: dict[str, list[int | None]] = {}

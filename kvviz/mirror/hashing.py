@@ -33,8 +33,8 @@ from typing import Any, NamedTuple, NewType
 import cbor2
 import xxhash
 
-from kvviz.core.errors import CodedError
-from kvviz.core.limits import BlockSize
+from kvviz.mirror.errors import CodedError
+from kvviz.mirror.limits import BlockSize
 
 # The engine release whose hashing and KV events kvviz follows (docs/FIDELITY.md); the UI names it.
 REFERENCE_RELEASE = "vLLM 0.33.0"

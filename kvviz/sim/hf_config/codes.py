@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.kvsize import KVSizeError
+from kvviz.sim.kvsize import KVSizeError
 
 NOTE_CODES: tuple[str, ...] = (
     "nested_config", "unknown_model_type", "missing_model_type",
@@ -30,7 +30,7 @@ ERROR_CODES: tuple[str, ...] = (
     "layer_types_not_list", "layer_types_length", "layer_type_unknown", "sliding_no_window",
     "bad_value", "bad_shape",
 )
-"""Every ``ConfigError.code``. ``bad_value`` / ``bad_shape`` wrap a kvviz.core.kvsize error: their params
+"""Every ``ConfigError.code``. ``bad_value`` / ``bad_shape`` wrap a kvviz.sim.kvsize error: their params
 hold its ``reason`` (a KVSizeError code) and its params."""
 
 

@@ -23,7 +23,7 @@ allocated slot plus, while a request is waiting for memory, the free slots too (
 taken out of use, not idle).
 
 This module holds the experiment's inputs (constants, ``PagingConfig``, the request stream); the two
-allocators are ``kvviz.core.paging_alloc``, the scheduler loop and its results ``kvviz.core.paging_sim``.
+allocators are ``kvviz.sim.paging_alloc``, the scheduler loop and its results ``kvviz.sim.paging_sim``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import math
 import random
 from dataclasses import asdict, dataclass
 
-from kvviz.core.limits import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+from kvviz.mirror.limits import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 
 LAYOUTS = ("contiguous", "paged")
 RESERVATION_POLICIES = ("max", "pow2", "oracle")

@@ -1,11 +1,11 @@
 """Scenario records: a named request history (``Scenario``, ``ScenarioStep``) and the user's own steps.
 
-A scenario is a request trace (``kvviz.core.trace``: ``add`` = a prompt arrives and is prefilled,
+A scenario is a request trace (``kvviz.sim.trace``: ``add`` = a prompt arrives and is prefilled,
 ``append`` = decoded tokens, ``free`` = the request finished) plus what a person needs to follow it:
 a title, the text and readable token pieces of each step, a note on what to watch, and the shared
 system prompt that "add a request" can put in front of a user's own question. Reading and validating
-files is ``kvviz.core.scenario_load``; playing a scenario through the block manager is
-``kvviz.core.scenario_play``. Invariant: a ``Scenario`` holds at most ``MAX_SCENARIO_STEPS`` steps.
+files is ``kvviz.sim.scenario_load``; playing a scenario through the block manager is
+``kvviz.sim.scenario_play``. Invariant: a ``Scenario`` holds at most ``MAX_SCENARIO_STEPS`` steps.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from kvviz.core.errors import CodedError
-from kvviz.core.hashing import DEFAULT_HASH, DEFAULT_SEED
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE
-from kvviz.core.manager import KVCacheManager
-from kvviz.core.trace import Trace, TraceError, TraceStep
+from kvviz.mirror.errors import CodedError
+from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
+from kvviz.mirror.manager import KVCacheManager
+from kvviz.sim.trace import Trace, TraceError, TraceStep
 
 MAX_SCENARIO_STEPS = 500
 MAX_REQUEST_TOKENS = 4096
@@ -32,7 +32,7 @@ Tokenizer = Callable[[str], tuple[Sequence[int], Sequence[str]]]
 
 ERROR_CODES: tuple[str, ...] = (
     "too_many_steps", "no_tokens", "too_many_tokens", "bad_step_index", "bad_trace", "bad_window", "bad_page_size",
-    # scenario files (kvviz.core.scenario_load)
+    # scenario files (kvviz.sim.scenario_load)
     "not_string", "not_object", "unknown_keys", "steps_not_list", "missing_steps", "file_too_many_steps",
     "too_many_blocks", "step_not_object", "step_unknown_keys", "text_without_tokens", "empty_text",
     "pieces_not_strings", "pieces_length", "step_too_many_tokens", "bad_user_template", "unknown_scenario",

@@ -1,5 +1,5 @@
-"""Physical KV-cache blocks, the LRU free queue and the block pool, with vLLM v1 semantics
-(``vllm/v1/core/block_pool.py`` and ``kv_cache_utils.py``).
+"""The block pool over physical KV-cache blocks and their LRU free queue (both in ``kv_cache_utils``),
+with vLLM v1 semantics (``vllm/v1/core/block_pool.py``).
 
 Invariants: a block is in the free queue iff its ``ref_cnt`` is 0; a block holds a hash iff it is in
 the hash -> block map; a cached block keeps its hash while free and loses it only when it is popped
@@ -9,116 +9,19 @@ in the free queue, not counted in usage; ``num_blocks - 1`` blocks are usable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kvviz.core.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState, usable_blocks
-from kvviz.core.hashing import BlockHash, to_event_extra_keys
-from kvviz.core.kv_events import (
+from kvviz.mirror.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState, usable_blocks
+from kvviz.mirror.hashing import BlockHash, to_event_extra_keys
+from kvviz.mirror.kv_cache_utils import FreeKVCacheBlockQueue, KVCacheBlock
+from kvviz.mirror.kv_events import (
     SPEC_FULL_ATTENTION,
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
     KVCacheEvent,
 )
-
-
-@dataclass(eq=False, slots=True)
-class KVCacheBlock:
-    """One physical block: id, reference count, and its hash only while it is full and cached.
-    ``prev_free``/``next_free`` are links owned by ``FreeKVCacheBlockQueue``."""
-
-    block_id: int
-    ref_cnt: int = 0
-    block_hash: BlockHash | None = None
-    prev_free: KVCacheBlock | None = None
-    next_free: KVCacheBlock | None = None
-    is_null: bool = False
-
-    def __repr__(self) -> str:
-        h = self.block_hash.hex()[:8] if self.block_hash else None
-        return f"KVCacheBlock(block_id={self.block_id}, ref_cnt={self.ref_cnt}, block_hash={h})"
-
-
-class FreeKVCacheBlockQueue:
-    """Doubly linked list of free blocks in eviction order: the head is the least recently used
-    block (popped first), the tail the most recent. ``remove`` is O(1), so a hit can pull a cached
-    block out of the middle. Starts ordered by block id."""
-
-    def __init__(self, blocks: Sequence[KVCacheBlock]) -> None:
-        self._head = KVCacheBlock(-1)  # sentinels: never popped, so every real block has both links
-        self._tail = KVCacheBlock(-1)
-        self._head.next_free = self._tail
-        self._tail.prev_free = self._head
-        self.num_free_blocks = 0
-        self.append_n(blocks)
-
-    def __len__(self) -> int:
-        return self.num_free_blocks
-
-    def __iter__(self) -> Iterator[KVCacheBlock]:
-        node = self._head.next_free
-        while node is not None and node is not self._tail:
-            yield node
-            node = node.next_free
-
-    def popleft(self) -> KVCacheBlock:
-        """Remove and return the head (LRU) block; ValueError("No free blocks available") when empty."""
-        first = self._head.next_free
-        if first is None or first is self._tail:
-            raise ValueError("No free blocks available")
-        self.remove(first)
-        return first
-
-    def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        """Remove and return the first ``n`` blocks, head first (``n == 0`` gives [])."""
-        if n > self.num_free_blocks:
-            raise ValueError(f"Cannot pop {n} free blocks, only {self.num_free_blocks} free")
-        return [self.popleft() for _ in range(n)]
-
-    def remove(self, block: KVCacheBlock) -> None:
-        """Unlink ``block`` from anywhere in the queue in O(1)."""
-        prev, nxt = block.prev_free, block.next_free
-        if prev is None or nxt is None:
-            raise RuntimeError(f"block {block.block_id} is not in the free queue")
-        prev.next_free = nxt
-        nxt.prev_free = prev
-        block.prev_free = block.next_free = None
-        self.num_free_blocks -= 1
-
-    def append(self, block: KVCacheBlock) -> None:
-        """Put ``block`` at the tail (evicted last)."""
-        if block.prev_free is not None or block.next_free is not None:
-            raise RuntimeError(f"block {block.block_id} is already in the free queue")
-        last = self._tail.prev_free
-        assert last is not None
-        last.next_free = block
-        block.prev_free = last
-        block.next_free = self._tail
-        self._tail.prev_free = block
-        self.num_free_blocks += 1
-
-    def append_n(self, blocks: Iterable[KVCacheBlock]) -> None:
-        """Put ``blocks`` at the tail in the given order (the first of them is evicted first)."""
-        for block in blocks:
-            self.append(block)
-
-    def prepend_n(self, blocks: Sequence[KVCacheBlock]) -> None:
-        """Put ``blocks`` at the head in the given order (``blocks[0]`` becomes the new head)."""
-        for block in reversed(blocks):
-            if block.prev_free is not None or block.next_free is not None:
-                raise RuntimeError(f"block {block.block_id} is already in the free queue")
-            first = self._head.next_free
-            assert first is not None
-            block.prev_free, block.next_free = self._head, first
-            first.prev_free = block
-            self._head.next_free = block
-            self.num_free_blocks += 1
-
-    def get_all_free_blocks(self) -> list[KVCacheBlock]:
-        """Free blocks head (next to be evicted) first."""
-        return list(self)
 
 
 class BlockPool:
@@ -348,7 +251,7 @@ class BlockPool:
     def apply(self, event: Event) -> None:
         """Re-perform a recorded event with this pool's own rules (replay). ValueError (ReplayError)
         when the event does not fit the current state."""
-        from kvviz.core.events import ReplayError
+        from kvviz.mirror.events import ReplayError
 
         blocks = [self.blocks[b] for b in event.block_ids] if all(
             0 < b < self.num_blocks for b in event.block_ids) else None

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from kvviz.core.errors import CodedError
+from kvviz.mirror.errors import CodedError
 
 _MAX_DIGITS = 4300  # sys.get_int_max_str_digits() default
 

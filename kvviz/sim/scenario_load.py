@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvviz.core.errors import json_kind
-from kvviz.core.jsonio import parse_json, read_limited
-from kvviz.core.scenario import (
+from kvviz.mirror.errors import json_kind
+from kvviz.sim.scenario import (
     MAX_REQUEST_TOKENS,
     MAX_SCENARIO_STEPS,
     USER_PLACEHOLDER,
@@ -23,7 +22,8 @@ from kvviz.core.scenario import (
     Tokenizer,
     from_trace_error,
 )
-from kvviz.core.trace import TraceError, parse_trace
+from kvviz.sim.trace import TraceError, parse_trace
+from kvviz.util.jsonio import parse_json, read_limited
 
 SCENARIO_DIR = Path(__file__).resolve().parents[2] / "assets" / "scenarios"
 MAX_SCENARIO_BLOCKS = 256  # a scenario's pool is drawn block by block

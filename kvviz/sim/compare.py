@@ -15,15 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.core.hashing import (
+from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
     BlockHashRecord,
     hash_request_blocks,
     validate_token_ids,
 )
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE, BlockSize
-from kvviz.core.manager import KVCacheManager, cdiv
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE, BlockSize
+from kvviz.mirror.manager import KVCacheManager, cdiv
 
 STATUSES = ("hit", "miss", "invalidated", "partial")
 

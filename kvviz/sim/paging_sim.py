@@ -11,8 +11,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kvviz.core.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS, PagingConfig, make_requests
-from kvviz.core.paging_alloc import ContiguousAllocator, PagedAllocator, Seq, account_slots, utilisation_of
+from kvviz.sim.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS, PagingConfig, make_requests
+from kvviz.sim.paging_alloc import ContiguousAllocator, PagedAllocator, Seq, account_slots, utilisation_of
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kvviz.core.hf_config.codes import ConfigError, ConfigNote
-from kvviz.core.hf_config.fields import NESTED_KEYS, display_name, family_of, json_kind, str_field
-from kvviz.core.hf_config.readers import READERS, read_generic
-from kvviz.core.kvsize import KVSizeError, ModelShape, normalize_dtype
+from kvviz.sim.hf_config.codes import ConfigError, ConfigNote
+from kvviz.sim.hf_config.fields import NESTED_KEYS, display_name, family_of, json_kind, str_field
+from kvviz.sim.hf_config.readers import READERS, read_generic
+from kvviz.sim.kvsize import KVSizeError, ModelShape, normalize_dtype
 
 MAX_CONFIG_BYTES = 1 << 20
 """Largest config accepted (1 MiB); real config.json files are a few KiB."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvviz.core.hf_config.codes import ConfigError, ConfigNote
-from kvviz.core.kvsize import MAX_HEAD_DIM, MAX_HEADS, MAX_LAYERS, KVSizeError, LayerKind, check_count
+from kvviz.sim.hf_config.codes import ConfigError, ConfigNote
+from kvviz.sim.kvsize import MAX_HEAD_DIM, MAX_HEADS, MAX_LAYERS, KVSizeError, LayerKind, check_count
 
 KNOWN_FAMILIES: tuple[str, ...] = (
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",

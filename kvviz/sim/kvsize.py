@@ -1,8 +1,8 @@
 """What one model's KV cache is made of: KV dtypes (bytes per value) and the attention geometry
 (``ModelShape``: layers, heads, KV heads, head size, layer kinds, sliding window, MLA).
 
-The formula and the calculator's report are ``kvviz.core.kv_formula``, capacity and paging
-``kvviz.core.kv_capacity``, number formatting ``kvviz.core.units``. Invariant: a ``ModelShape`` is
+The formula and the calculator's report are ``kvviz.sim.kv_formula``, capacity and paging
+``kvviz.sim.kv_capacity``, number formatting ``kvviz.util.units``. Invariant: a ``ModelShape`` is
 checked on construction (every count a positive int within the bounds below), so the formula trusts it;
 bad input is one ``KVSizeError`` line.
 """
@@ -146,7 +146,7 @@ class ModelShape:
     sliding_window: int | None = None
     mla: MLA | None = None
     notes: tuple[Any, ...] = field(default=(), compare=False)
-    """What the config reader assumed (kvviz.core.hf_config.ConfigNote records, codes for the view)."""
+    """What the config reader assumed (kvviz.sim.hf_config.ConfigNote records, codes for the view)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

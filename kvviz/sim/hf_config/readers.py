@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kvviz.core.hf_config.codes import ConfigError, ConfigNote
-from kvviz.core.hf_config.fields import (
+from kvviz.sim.hf_config.codes import ConfigError, ConfigNote
+from kvviz.sim.hf_config.fields import (
     Notes,
     base_counts,
     bool_field,
@@ -22,7 +22,7 @@ from kvviz.core.hf_config.fields import (
     present,
     window,
 )
-from kvviz.core.kvsize import MAX_HEAD_DIM, MAX_HEADS, MAX_LAYERS, MLA, LayerKind, ModelShape
+from kvviz.sim.kvsize import MAX_HEAD_DIM, MAX_HEADS, MAX_LAYERS, MLA, LayerKind, ModelShape
 
 Reader = Callable[[dict[str, Any], str, str, Notes], ModelShape]
 

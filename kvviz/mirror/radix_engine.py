@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvviz.core.radix import RadixCache, RadixNode, RadixNodeView
+from kvviz.mirror.radix import RadixCache, RadixNode, RadixNodeView
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ token slots (the pool's block 0 is vLLM's null block, which holds no tokens):
   decoded tokens occupy private slots and join the tree when the request finishes, as SGLang's
   ``cache_finished_req`` does. When slots run out, unlocked leaves are evicted, least recently used
   first. The cache salt is the radix ``extra_key``, so tenants never share nodes.
-  The engine itself is ``kvviz.core.radix_engine``.
+  The engine itself is ``kvviz.mirror.radix_engine``.
 - **pool**: the scenario player (``KVCacheManager``, full attention): whole blocks only, LRU free queue.
 - **window**: the same manager with ``sliding_window`` set: its hit search needs only the last
   ``cdiv(window - 1, block_size)`` blocks before the recomputed token, and blocks outside the window are
@@ -26,11 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvviz.core.events import EventKind, PoolState, usable_blocks
-from kvviz.core.hashing import get_hash_fn, hash_block_chain, init_none_hash
-from kvviz.core.radix_engine import EvictedRun, RadixEngine, RadixState
-from kvviz.core.scenario import Scenario, ScenarioError
-from kvviz.core.scenario_play import ScenarioRun, play_scenario
+from kvviz.mirror.events import EventKind, PoolState, usable_blocks
+from kvviz.mirror.hashing import get_hash_fn, hash_block_chain, init_none_hash
+from kvviz.mirror.radix_engine import EvictedRun, RadixEngine, RadixState
+from kvviz.sim.scenario import Scenario, ScenarioError
+from kvviz.sim.scenario_play import ScenarioRun, play_scenario
 
 DEFAULT_WINDOW = 32
 ENGINES = ("radix", "pool", "window")

@@ -1,7 +1,7 @@
 """Capacity and paging on top of per-token KV sizes: blocks per request, requests that fit a memory
 budget, the waste of contiguous max-length reservations against paged blocks.
 
-Invariant: exact arithmetic (``int`` / ``Fraction``) as in kvviz.core.kvsize; block counts round up.
+Invariant: exact arithmetic (``int`` / ``Fraction``) as in kvviz.sim.kvsize; block counts round up.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from kvviz.core.kv_formula import bytes_per_layer_per_token, bytes_per_token, exact_request_bytes, total_bytes
-from kvviz.core.kvsize import MAX_BATCH, MAX_TOKENS, KVSizeError, ModelShape, check_count
-from kvviz.core.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
-from kvviz.core.units import GIB, as_number
+from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
+from kvviz.sim.kv_formula import bytes_per_layer_per_token, bytes_per_token, exact_request_bytes, total_bytes
+from kvviz.sim.kvsize import MAX_BATCH, MAX_TOKENS, KVSizeError, ModelShape, check_count
+from kvviz.util.units import GIB, as_number
 
 # ---------------------------------------------------------------------------------------------
 # Capacity and paging
@@ -35,7 +35,7 @@ def _blocks(tokens: int, block_size: int) -> int:
 
 def null_block_bytes(shape: ModelShape, dtype: str, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
     """Bytes of the one block an engine never fills: vLLM's BlockPool reserves block 0 of every KV layer as
-    its null block at start-up (as kvviz.core.block_pool does), so a budget holds one block less of tokens."""
+    its null block at start-up (as kvviz.mirror.block_pool does), so a budget holds one block less of tokens."""
     return math.ceil(bytes_per_token(shape, dtype) * block_size)
 
 

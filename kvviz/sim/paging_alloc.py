@@ -11,7 +11,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from kvviz.core.paging import WASTE_KINDS, PagingConfig, Request, reservation_tokens
+from kvviz.sim.paging import WASTE_KINDS, PagingConfig, Request, reservation_tokens
 
 
 @dataclass(eq=False)

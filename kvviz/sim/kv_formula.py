@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from kvviz.core.kvsize import (
+from kvviz.sim.kvsize import (
     MAX_BATCH,
     MAX_TOKENS,
     LayerKind,
@@ -24,7 +24,7 @@ from kvviz.core.kvsize import (
     dtype_bytes,
     normalize_dtype,
 )
-from kvviz.core.units import as_number, format_bytes, format_exact, format_plain, ratio
+from kvviz.util.units import as_number, format_bytes, format_exact, format_plain, ratio
 
 
 def bytes_per_layer_per_token(shape: ModelShape, dtype: str) -> Fraction:

@@ -15,9 +15,9 @@ Speaks in codes: what it assumed is a tuple of ``ConfigNote(code, params)``, wha
     parse.py    entry points: parse_config_text, load_config_file, parse_config -> ParsedConfig
 """
 
-from kvviz.core.hf_config.codes import ERROR_CODES, NOTE_CODES, ConfigError, ConfigNote
-from kvviz.core.hf_config.fields import KNOWN_FAMILIES
-from kvviz.core.hf_config.parse import (
+from kvviz.sim.hf_config.codes import ERROR_CODES, NOTE_CODES, ConfigError, ConfigNote
+from kvviz.sim.hf_config.fields import KNOWN_FAMILIES
+from kvviz.sim.hf_config.parse import (
     MAX_CONFIG_BYTES,
     ParsedConfig,
     load_config_file,

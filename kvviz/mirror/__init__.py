@@ -1,6 +1,8 @@
-"""Pure-Python engine maths: hashing, block pool and manager, radix tree, prompt comparison, KV sizes.
+"""The engine mirror: vLLM v1's prefix cache (hashing, block pool, KV cache manager, KV events) and
+SGLang's radix tree, in pure Python with the engines' names.
 
-Nothing here imports torch or streamlit, so it is fast to import and fully unit-tested.
+It imports only the standard library, cbor2/xxhash and itself (never the model, the engine runtime, the
+simulations or the app: ``.importlinter``), so it is fast to import and fully unit-tested.
 
 Prefix-cache API (vLLM v1 / SGLang semantics; hashes are ``bytes``)::
 
@@ -15,14 +17,15 @@ Prefix-cache API (vLLM v1 / SGLang semantics; hashes are ``bytes``)::
                 hash_request_blocks(token_ids, block_size, hash_fn, none_hash, cache_salt=None,
                                     lora_name=None) -> [BlockHashRecord(index, start, end, tokens,
                                     parent, hash|None, full, extra_keys)]
-                short_hash(h, n=8) -> hex str ("" for None); validate_token_ids (block sizes: kvviz.core.limits.block_size)
+                short_hash(h, n=8) -> hex str ("" for None); validate_token_ids (block sizes: kvviz.mirror.limits.block_size)
     kv_events:  vLLM's BlockStored / BlockRemoved / AllBlocksCleared / KVEventBatch (dataclasses)
     events:     EventKind (allocate hit miss cache touch free evict refuse reset), Event(seq, kind,
                 request_id, block_ids, block_hashes, code, params, num_tokens, positions, kv_events),
                 replay(num_blocks, events[:k], block_size) -> PoolState (ref_cnt, block_hash,
                 free_queue head first, hash_to_blocks, requests, counters, blocks, block_table(id))
-    block_pool: KVCacheBlock, FreeKVCacheBlockQueue (popleft(_n) = LRU head, O(1) remove, append_n,
-                prepend_n), BlockPool(num_blocks; block 0 = null block): get_new_blocks,
+    kv_cache_utils: KVCacheBlock, FreeKVCacheBlockQueue (popleft(_n) = LRU head, O(1) remove, append_n,
+                prepend_n)
+    block_pool: BlockPool(num_blocks; block 0 = null block): get_new_blocks,
                 cache_full_blocks, touch, free_blocks (unhashed -> head, hashed -> tail),
                 reset_prefix_cache, get_cached_block, apply(event), snapshot
     manager:    KVCacheManager(num_blocks, block_size=16, hash_name="sha256", seed=None,
@@ -30,9 +33,10 @@ Prefix-cache API (vLLM v1 / SGLang semantics; hashes are ``bytes``)::
                 append_tokens(id, tokens), free_request(id), reset_prefix_cache(), block_table(id),
                 peek_cache_hit(tokens), seed_in_force / seed_reason,
                 snapshot() -> PoolState, replay(k), events;
-                find_longest_cache_hit(...), find_longest_cache_hit_sliding_window(...)
+    single_type: find_longest_cache_hit(...), find_longest_cache_hit_sliding_window(...), cdiv
     radix:      RadixCache(page_size=1): insert, match_prefix -> MatchResult, lock/unlock,
                 inc_lock_ref/dec_lock_ref, evict(num_tokens) (LRU leaves), snapshot() -> [RadixNodeView]
+    (kvviz.sim, built on the mirror)
     compare:    compare_prompts(tokens_a, tokens_b, block_size=16, hash_name=, seed=None, salt_a=,
                 salt_b=) -> PromptComparison(blocks=[BlockComparison(status hit|miss|invalidated|
                 partial, code, params, reused, ...)], common_prefix_tokens, reused_tokens, recompute_tokens,
