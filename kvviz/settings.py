@@ -23,9 +23,8 @@ MAX_TOKENS_CEILING = 32768
 #: The batching scheduler: token budget of one pass (0 = one request a pass) and the longest wait.
 DEFAULT_BATCH_TOKENS = 512
 DEFAULT_BATCH_WAIT_MS = 4.0
-#: The process-wide K/V store of the edit page (MiB; 0 disables it) and the room's K/V store (MiB).
+#: The process-wide K/V store of the edit page (MiB; 0 disables it).
 DEFAULT_KVSTORE_MB = 512.0
-DEFAULT_ROOM_KV_MB = 384.0
 #: The engine's K/V memory budget (vLLM sizes its KV cache from free GPU memory; kvviz from this), MiB.
 DEFAULT_KV_CACHE_MIB = 256
 MAX_KV_CACHE_MIB = 1 << 20
@@ -33,7 +32,7 @@ MAX_KV_CACHE_MIB = 1 << 20
 #: Every variable ``settings()`` reads (the record's fields say what each one means).
 NAMES = (
     "KVVIZ_CACHE_DIR", "KVVIZ_MODEL", "KVVIZ_DEVICE", "KVVIZ_DTYPE", "KVVIZ_BACKEND", "KVVIZ_MAX_TOKENS",
-    "KVVIZ_BATCH_TOKENS", "KVVIZ_BATCH_WAIT_MS", "KVVIZ_KVSTORE_MB", "KVVIZ_ROOM_KV_MB", "KVVIZ_ROOM_BLOCKS",
+    "KVVIZ_BATCH_TOKENS", "KVVIZ_BATCH_WAIT_MS", "KVVIZ_KVSTORE_MB",
     "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
     "KVVIZ_API", "KVVIZ_API_HOST", "KVVIZ_API_PORT", "KVVIZ_API_KEY", "KVVIZ_API_MAX_WAITING",
     "KVVIZ_KV_EVENTS_ENDPOINT",
@@ -59,8 +58,6 @@ class Settings:
     batch_tokens: int  # KVVIZ_BATCH_TOKENS: 0..65536
     batch_wait_s: float  # KVVIZ_BATCH_WAIT_MS: 0..1000 ms, in seconds here
     kvstore_budget_bytes: int  # KVVIZ_KVSTORE_MB: 0..1048576 MiB
-    room_kv_budget_bytes: int  # KVVIZ_ROOM_KV_MB: 0..65536 MiB
-    room_blocks: int | None  # KVVIZ_ROOM_BLOCKS: 1..65536 (None: the room's default pool)
     presenter_key: str | None  # KVVIZ_PRESENTER_KEY (None: the room generates one)
     kv_cache_bytes: int  # KVVIZ_KV_CACHE_MIB: the engine's K/V memory, 1..1,048,576 MiB (whole MiB)
     hf_hub_offline: bool  # HF_HUB_OFFLINE: 1/true/yes/on
@@ -112,14 +109,6 @@ def parse(env: Mapping[str, str]) -> Settings:
     kvstore_mb = number("KVVIZ_KVSTORE_MB", DEFAULT_KVSTORE_MB, 0, 1_048_576,
                         f"KVVIZ_KVSTORE_MB={{raw!r}} is not a size in MiB (0..1048576); "
                         f"using {DEFAULT_KVSTORE_MB:g} MiB")
-    room_kv_mb = number("KVVIZ_ROOM_KV_MB", DEFAULT_ROOM_KV_MB, 0, 65536,
-                        "KVVIZ_ROOM_KV_MB={raw!r} is not a size in MiB (0..65536)")
-    room_blocks = None
-    if raw["KVVIZ_ROOM_BLOCKS"]:
-        if raw["KVVIZ_ROOM_BLOCKS"].isdigit() and 1 <= int(raw["KVVIZ_ROOM_BLOCKS"]) <= 65536:
-            room_blocks = int(raw["KVVIZ_ROOM_BLOCKS"])
-        else:
-            errors["KVVIZ_ROOM_BLOCKS"] = f"KVVIZ_ROOM_BLOCKS={raw['KVVIZ_ROOM_BLOCKS']!r} is not a block count (1..65536)"
     kv_cache_mib = DEFAULT_KV_CACHE_MIB
     if raw["KVVIZ_KV_CACHE_MIB"]:
         text = raw["KVVIZ_KV_CACHE_MIB"]
@@ -152,8 +141,6 @@ def parse(env: Mapping[str, str]) -> Settings:
         batch_tokens=int(batch_tokens),
         batch_wait_s=wait_ms / 1000.0,
         kvstore_budget_bytes=int(kvstore_mb * 2**20),
-        room_kv_budget_bytes=int(room_kv_mb * 2**20),
-        room_blocks=room_blocks,
         presenter_key=raw["KVVIZ_PRESENTER_KEY"] or None,
         kv_cache_bytes=kv_cache_mib << 20,
         hf_hub_offline=raw["HF_HUB_OFFLINE"].lower() in _TRUE,

@@ -16,9 +16,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "timing",
         help="the prefix-cache timing side channel, measured on the real model",
-        description="Victim prompt in a private room, then per trial the attacker times a probe whose prefix "
-        "is cached and one whose prefix is not. Prints medians, ratio and AUC per salt setting, with the "
-        "trial count; --game-rounds N also plays the attacker game (rank candidates by latency).",
+        description="Victim prompt on the engine (each trial in a namespace of its own), then per trial the "
+        "attacker times a probe whose prefix is cached and one whose prefix is not, each alone on the engine "
+        "(the compute of its prefill; waiting for a quiet engine is not timed). Prints medians, interquartile "
+        "ranges, ratio and AUC per salt setting, with the trial count; --game-rounds N also plays the attacker "
+        "game (rank candidates by latency).",
     )
     p.add_argument("--trials", type=int, default=10, help="trials per group (1..500, default 10)")
     p.add_argument("--prefix-blocks", type=int, default=4, help="blocks of 16 tokens the probe repeats (default 4)")
@@ -40,6 +42,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--prefix-blocks must be between 1 and 64, got {args.prefix_blocks}")
     if not 0 <= args.game_rounds <= 200:
         raise CliError(f"--game-rounds must be between 0 and 200, got {args.game_rounds}")
+    from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
+    from kvviz.mirror.errors import CodedError
     from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
     from kvviz.security.attacker import GAME_CANDIDATES, attacker_game
     from kvviz.security.side_channel import measure_side_channel
@@ -47,14 +51,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     candidates = GAME_CANDIDATES
     if args.candidates is not None:
         candidates = tuple(c.strip() for c in args.candidates.split(",") if not is_blank(c))
+    loop = None
     try:
         lm = load_model(args.model)
-        runs = [measure_side_channel(lm, trials=args.trials, prefix_blocks=args.prefix_blocks, salted=s,
+        loop = EngineLoop(LLMEngine(lm, EngineConfig()))
+        runs = [measure_side_channel(loop, trials=args.trials, prefix_blocks=args.prefix_blocks, salted=s,
                                      seed=args.seed) for s in SALT_CHOICES[args.salt]]
-        games = [attacker_game(lm, rounds=args.game_rounds, salted=s, candidates=candidates, seed=args.seed)
+        games = [attacker_game(loop, rounds=args.game_rounds, salted=s, candidates=candidates, seed=args.seed)
                  for s in SALT_CHOICES[args.salt]] if args.game_rounds else []
-    except (InputError, ModelLoadError, ValueError) as exc:
+    except (InputError, ModelLoadError, CodedError, ValueError) as exc:
         raise CliError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
+    finally:
+        if loop is not None:
+            loop.close()
     out: dict[str, Any] = {"model": lm.info.name, "device": lm.info.device, "dtype": lm.info.dtype,
                            "trials": args.trials}
     for r in runs:

@@ -149,7 +149,13 @@ class LLMEngine:
         plan = self.scheduler.schedule()
         if plan.chunks:
             outputs.extend(self._run(plan))
-        self._record(plan, time.monotonic() - started)
+        duration = time.monotonic() - started
+        self._record(plan, duration)
+        total = plan.num_batched_tokens
+        for c in plan.chunks:  # each request's share of the step's time, by its scheduled tokens
+            m = c.request.metrics
+            m.compute_share_s += duration * c.num_tokens / total
+            m.max_step_requests = max(m.max_step_requests, len(plan.chunks))
         self._publish()
         return outputs
 

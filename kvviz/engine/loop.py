@@ -184,3 +184,8 @@ def get_engine_loop() -> EngineLoop:
 
             _LOOP = EngineLoop(LLMEngine(load_model(), EngineConfig()))
         return _LOOP
+
+
+def started_engine_loop() -> EngineLoop | None:
+    """The process-wide engine loop if something already created it, else None (creates nothing)."""
+    return _LOOP

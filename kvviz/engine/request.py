@@ -32,6 +32,8 @@ class RequestMetrics:
     last_token_time: float | None = None
     finished_time: float | None = None
     num_output_tokens: int = 0
+    compute_share_s: float = 0.0  # sum over its steps of step time x its share of the step's tokens
+    max_step_requests: int = 0  # the most requests any of its steps computed (1: it ran alone)
 
     @property
     def queue_wait_s(self) -> float | None:

@@ -1,20 +1,14 @@
-"""The room's bounds (``RoomLimits``), validated once, and the pool size from ``KVVIZ_ROOM_BLOCKS``."""
+"""The room's bounds (``RoomLimits``), validated once. The pool is the engine's (``KVVIZ_KV_CACHE_MIB``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvviz.settings import settings
-
-ENV_BLOCKS = "KVVIZ_ROOM_BLOCKS"
-
 
 @dataclass(frozen=True)
 class RoomLimits:
-    """The room's bounds. ``num_blocks`` x ``block_size`` tokens is the shared pool (LRU beyond it)."""
+    """The room's bounds on prompts, sessions, rates and history; the pool's size is the engine's."""
 
-    num_blocks: int = 1024
-    block_size: int = 16
     max_prompt_chars: int = 20_000
     max_prompt_tokens: int = 512
     max_sessions: int = 256
@@ -23,7 +17,7 @@ class RoomLimits:
     room_burst: int = 200
     room_refill_per_s: float = 25.0
     reset_cooldown_s: float = 3.0
-    max_events: int = 20_000
+    reset_wait_s: float = 5.0  # how long a reset waits for the engine to have no request holding blocks
     feed_size: int = 60
     timing_history: int = 500
     active_window_s: float = 600.0
@@ -31,25 +25,19 @@ class RoomLimits:
 
     def validate(self) -> RoomLimits:
         """Self, or ValueError naming the first absurd bound."""
-        ints = {"num_blocks": (2, 65536), "block_size": (1, 256), "max_prompt_chars": (1, 10_000_000),
+        ints = {"max_prompt_chars": (1, 10_000_000),
                 "max_prompt_tokens": (1, 32768), "max_sessions": (1, 100_000), "burst": (1, 1_000_000),
-                "room_burst": (1, 10_000_000), "max_events": (100, 10_000_000), "feed_size": (1, 10_000),
+                "room_burst": (1, 10_000_000), "feed_size": (1, 10_000),
                 "timing_history": (1, 1_000_000), "max_team_salt_chars": (1, 1024)}
         for name, (lo, hi) in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise ValueError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
-        for name in ("refill_per_s", "room_refill_per_s", "reset_cooldown_s", "active_window_s"):
+        for name in ("refill_per_s", "room_refill_per_s", "reset_cooldown_s", "reset_wait_s", "active_window_s"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0 <= float(value) <= 1e9:
                 raise ValueError(f"{name} must be a number in 0..1e9, got {value!r}")
         return self
-
-    @classmethod
-    def from_env(cls) -> RoomLimits:
-        """Defaults, with the pool size from ``KVVIZ_ROOM_BLOCKS`` when it is a valid block count."""
-        blocks = settings().room_blocks
-        return cls() if blocks is None else cls(num_blocks=blocks)
 
 
 def with_limits(limits: RoomLimits, **changes: object) -> RoomLimits:

@@ -29,7 +29,13 @@ class BlockOutcome:
 @dataclass(frozen=True)
 class Admission:
     """The outcome of one prompt sent to the room. ``ok`` False: refused (``error`` says why), nothing
-    changed. ``hit_tokens`` is what the prefill may reuse; ``token_ids`` the (possibly cut) prompt."""
+    changed. ``hit_tokens`` is the engine's own count of prompt tokens it read from the prefix cache
+    (``RequestOutput.num_cached_tokens``); ``token_ids`` the (possibly cut) prompt.
+
+    Timing of its prefill on the engine (None when refused): ``compute_ms``, the prompt's share of the
+    engine steps that computed it (step time x its share of the step's tokens); ``wait_ms``, queued before
+    its first step; ``latency_ms``, submit to first token as the caller saw it; ``step_requests``, the most
+    requests one of its steps computed (1: alone). ``first_token_id``: the token the engine sampled."""
 
     ok: bool
     session_id: str
@@ -45,9 +51,13 @@ class Admission:
     salt_mode: str = "off"
     hit_tokens: int = 0
     blocks: tuple[BlockOutcome, ...] = ()
-    evicted_blocks: int = 0
     at: float = 0.0
     retry_after_s: float = 0.0
+    compute_ms: float | None = None
+    wait_ms: float | None = None
+    latency_ms: float | None = None
+    step_requests: int = 0
+    first_token_id: int | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -77,14 +87,16 @@ class FeedEntry:
     blocks_from_others: int
     salted: bool
     age_s: float
-    prefill_ms: float | None  # compute time of the forward pass (the request's share when batched)
-    wait_ms: float | None = None  # time queued for the model before its forward pass
+    prefill_ms: float | None  # the prompt's share of its engine steps' time (compute, not waiting)
+    wait_ms: float | None = None  # time queued in the engine before its first step
+    step_requests: int = 0  # the most requests one of its engine steps computed (prompts sent together share one)
 
 
 @dataclass(frozen=True)
 class RoomTotals:
     """The room's numbers since the last reset. ``shared_blocks``: cached blocks that a session other
-    than the one that computed them has hit; ``cross_session_hits``: such block hits in total."""
+    than the one that computed them has hit; ``cross_session_hits``: such block hits in total.
+    ``cached_blocks``, ``num_blocks``, ``evictions``: the engine's pool (shared with every client)."""
 
     sessions_active: int
     sessions_total: int

@@ -1,25 +1,26 @@
-"""The room: one block pool shared by every browser session connected to the server.
+"""The room: every browser session connected to the server sends its prompts to the one engine.
 
-A workshop room is a ``KVCacheManager`` behind one lock, plus what the engine itself does not keep:
-which session computed each cached block (shown anonymised: "you" or "another session", and how long
-ago), per-session cache salts, and the room's totals. A prompt is admitted (longest cached prefix
-reused, new full blocks cached) and finished at once, so its blocks stay cached in the LRU free queue
-until the pool needs them: the pool size is the room's memory bound, as in vLLM.
+The pool is the engine's ``KVCacheManager`` (``kvviz.engine``), shared with the API and the other pages.
+The room keeps what the engine does not: which session computed each cached block (shown anonymised:
+"you" or "another session", and how long ago), per-session cache salts, rate limits and the room's
+totals. An admitted prompt is submitted to the engine loop with the session's cache salt and
+``max_tokens=1`` (the room teaches prefill; the engine samples the first token at the end of it); the
+tokens it reused are the engine's own ``num_cached_tokens``. Prompts that arrive together share a step,
+and a prefix one of them computes there is a hit for the others: the scheduler caches a block when it
+allocates it, and each layer writes the step's K/V before attention. Finished prompts' blocks stay
+cached in the LRU free queue until the pool needs them.
 
-Invariants (``check_invariants``):
+Invariants (``check_invariants``, after every call while no other client steps the engine):
 
-- after every call no request is running: every block has ``ref_cnt`` 0 and sits in the free queue;
-- an origin is recorded exactly for hashes cached in the pool (an evicted hash loses its origin);
-- the room's counters equal the manager's (prompts, prompt tokens, hit tokens since the last reset),
-  and hit tokens never exceed prompt tokens;
-- sessions, the event log, the feed and the timing history stay under their bounds.
+- the engine's pool keeps its own invariants, and none of the room's requests is left in the engine;
+- an origin is recorded only for hashes the engine's pool caches (an evicted hash loses its origin);
+- hit tokens never exceed prompt tokens; cross-session block hits never exceed hit tokens;
+- sessions, the feed and the timing history stay under their bounds.
 
-Bounded input: prompts are cut to ``max_prompt_tokens`` (the prefix is what a cache reuses); each
-session has a token bucket (``burst`` prompts, refilled at ``refill_per_s``) and the room one more
-(``room_burst``/``room_refill_per_s``), so thousands of tiny prompts are refused cheaply; resets have
-a cool-down; the oldest idle session is dropped beyond ``max_sessions``. Pure Python, no torch. Limits
-live in ``room_limits``, the records it returns in ``room_records``, per-session state in
-``room_session``, the process-wide room in ``room_service``.
+Lock order: the engine loop's lock, then the room's; the room never waits for the engine holding its own.
+Bounded input: prompts are cut to ``max_prompt_tokens``; a token bucket per session and one for the room
+refuse floods before the engine; resets have a cool-down; the oldest idle session leaves beyond
+``max_sessions``. Limits live in ``limits``, records in ``records``, per-session state in ``session``.
 """
 
 from __future__ import annotations
@@ -32,16 +33,11 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
+from kvviz.engine import EngineLoop, RequestOutput, SamplingParams, get_engine_loop
+from kvviz.engine.loop import started_engine_loop
 from kvviz.mirror.errors import CodedError
-from kvviz.mirror.events import EventKind
-from kvviz.mirror.hashing import (
-    DEFAULT_HASH,
-    DEFAULT_SEED,
-    BlockHashRecord,
-    hash_request_blocks,
-    validate_token_ids,
-)
-from kvviz.mirror.manager import KVCacheManager
+from kvviz.mirror.hashing import BlockHashRecord, hash_request_blocks, validate_token_ids
+from kvviz.mirror.kv_events import AllBlocksCleared, KVEventBatch
 from kvviz.room.limits import RoomLimits
 from kvviz.room.rate_limit import TokenBucket
 from kvviz.room.records import (
@@ -56,33 +52,38 @@ from kvviz.room.records import (
 )
 from kvviz.room.session import SALT_MODES, BlockOrigin, RoomSession
 
+#: The room runs each prompt's prefill and samples one token (greedy): what its page shows.
+ROOM_PARAMS = SamplingParams(max_tokens=1)
+#: The client label of the room's requests in the engine (the Engine page's client column).
+ROOM_CLIENT = "room"
+
 
 class Room:
-    """A server-wide shared block pool (see the module docstring for its invariants and bounds).
+    """The room's sessions and bookkeeping over one engine loop (``engine``, or the process-wide one,
+    created on first use). Every public method is thread safe; ``clock`` is injectable for tests."""
 
-    Every public method holds one re-entrant lock, so concurrent sessions see a consistent pool.
-    ``clock`` is injectable for tests (seconds, monotonic).
-    """
-
-    def __init__(self, limits: RoomLimits | None = None, *, presenter_key: str | None = None,
-                 hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limits: RoomLimits | None = None, *, engine: EngineLoop | None = None,
+                 presenter_key: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = (limits or RoomLimits()).validate()
         self.presenter_key = presenter_key or None
-        self.hash_name = hash_name
-        self.seed = seed
         self._clock = clock
         self._lock = threading.RLock()
+        self._engine = engine
+        self._engine_lock = threading.Lock()
+        self._subscribed: EngineLoop | None = None
+        self._clears = self._clears_seen = 0  # engine resets seen by the KV-event callback / applied
+        self._prefix = f"room-{secrets.token_hex(4)}-"  # request ids: no session id (the engine page shows them)
+        self._sent = 0
+        self._chains: OrderedDict[tuple[str, str], tuple] = OrderedDict()  # (request id, salt) -> two chains
         self._sessions: OrderedDict[str, RoomSession] = OrderedDict()  # least recently seen first
-        self._reset_hooks: list[Callable[[], None]] = []
         self.generation = 0
         self._resets = 0
         self._last_reset = -float("inf")
+        self._evictions_base = 0
         self._fresh_state(clock())
 
     def _fresh_state(self, now: float) -> None:
         lim = self.limits
-        self.manager = KVCacheManager(lim.num_blocks, lim.block_size, self.hash_name, self.seed)
         self._origins: dict[bytes, BlockOrigin] = {}
         self._feed: deque[dict] = deque(maxlen=lim.feed_size)
         self._timings: deque[tuple[bool, float, float | None]] = deque(maxlen=lim.timing_history)
@@ -91,6 +92,43 @@ class Room:
         self._refused = self._truncated = 0
         self._since = now
         self._seq = 0
+
+    # ------------------------------------------------------------------ the engine
+
+    @property
+    def loop(self) -> EngineLoop:
+        """The engine loop the room runs on, subscribed to its KV events (to learn of resets by others)."""
+        with self._engine_lock:
+            loop = self._engine if self._engine is not None else get_engine_loop()
+            if self._subscribed is not loop:
+                loop.call(lambda engine: engine.subscribe_kv_events(self._on_kv_events))
+                self._engine = self._subscribed = loop
+            return loop
+
+    def _on_kv_events(self, batch: KVEventBatch) -> None:
+        """Called by the engine after a step (under the loop's lock): count prefix-cache resets only."""
+        if any(isinstance(e, AllBlocksCleared) for e in batch.events):
+            self._clears += 1
+
+    def _sync_clears(self, now: float) -> None:
+        """Apply a reset of the engine's prefix cache made elsewhere (the API's /reset_prefix_cache)."""
+        if self._clears != self._clears_seen:
+            self._clears_seen = self._clears
+            self._clear(now)
+
+    def _clear(self, now: float) -> None:
+        self._fresh_state(now)
+        for s in self._sessions.values():
+            s.prompts = s.prompt_tokens = s.hit_tokens = s.blocks_from_others = 0
+            s.last = None
+        self._evictions_base = self._engine.engine.pool.num_evictions if self._engine is not None else 0
+        self.generation += 1
+        self._resets += 1
+
+    def _prune(self, pool) -> None:
+        """Drop the origins of hashes the engine's pool no longer caches (evicted, by anyone)."""
+        for h in [h for h in self._origins if pool.get_cached_block(h) is None]:
+            del self._origins[h]
 
     # ------------------------------------------------------------------ sessions
 
@@ -141,6 +179,7 @@ class Room:
 
     def session_view(self, session_id: str) -> SessionView:
         with self._lock:
+            self._sync_clears(self._clock())
             s = self._session(session_id)
             return SessionView(s.session_id, s.salt_mode, s.cache_salt, s.team_salt, s.prompts, s.prompt_tokens,
                                s.hit_tokens, s.blocks_from_others, s.last)
@@ -154,68 +193,45 @@ class Room:
 
     def submit(self, session_id: str, token_ids: Sequence[int], *,
                num_tokens_before_truncation: int | None = None) -> Admission:
-        """Admit one prompt of the session: rate limits, truncation to ``max_prompt_tokens``, then the
-        engine step (reuse the longest cached prefix under the session's salt, cache the new full
-        blocks) and the request's end (its blocks stay cached, LRU). Never raises for bad input: a
-        refused prompt comes back with ``ok`` False and a one-line ``error``."""
+        """Send one prompt of the session through the room to the engine: rate limits and truncation to
+        ``max_prompt_tokens`` first (refusals never reach the engine), then its prefill on the engine under
+        the session's salt, then the room's records. Never raises for bad input: a refused prompt comes
+        back with ``ok`` False and a one-line ``error``."""
         with self._lock:
             now = self._clock()
+            self._sync_clears(now)
             if not isinstance(session_id, str) or session_id not in self._sessions:
-                return self._refuse(session_id, CodedError("unknown room session (idle too long, or never joined)", "unknown_session"))
+                return self._refuse(session_id, CodedError("unknown room session (idle too long, or never joined)",
+                                                           "unknown_session"))
             session = self._touch(session_id, now)
             try:
                 tokens = validate_token_ids(token_ids)
             except ValueError as exc:  # a CodedError: token_not_int, token_out_of_range, no_tokens, ...
-                coded = exc if isinstance(exc, CodedError) else CodedError(str(exc), "bad_tokens")
-                return self._refuse(session_id, coded)
-            wait = session.bucket.take(now)
-            if wait > 0:
-                return self._refuse(session_id, CodedError(f"session rate limit: wait {wait:.1f} s", "rate_session",
-                                                           wait=round(wait, 2)), wait)
-            wait = self._room_bucket.take(now)
-            if wait > 0:
-                return self._refuse(session_id, CodedError(f"room rate limit: wait {wait:.1f} s", "rate_room",
-                                                           wait=round(wait, 2)), wait)
+                return self._refuse(session_id, exc if isinstance(exc, CodedError) else CodedError(str(exc), "bad_tokens"))
+            for bucket, code, what in ((session.bucket, "rate_session", "session"), (self._room_bucket, "rate_room", "room")):
+                wait = bucket.take(now)
+                if wait > 0:
+                    return self._refuse(session_id, CodedError(f"{what} rate limit: wait {wait:.1f} s", code,
+                                                               wait=round(wait, 2)), wait)
             before = max(len(tokens), num_tokens_before_truncation or 0)
             limit = self.limits.max_prompt_tokens
             truncated = before > len(tokens) or len(tokens) > limit
             tokens = tokens[:limit]
-            self._seq += 1
-            request_id = f"{session_id}:{self._seq}"
-            salt = session.cache_salt
-            result = self.manager.add_request(request_id, tokens, salt)
-            if not result.ok:  # cannot happen while every request is freed at once; kept as a guard
-                return self._refuse(session_id, CodedError(result.error or "no free block in the pool", "pool_full"))
-            blocks = self._outcomes(session_id, tokens, salt, result.num_computed_tokens, now)
-            evicted = 0
-            for event in self.manager.free_request(request_id).events + result.events:
-                if event.kind is EventKind.EVICT:
-                    evicted += len(event.block_ids)
-                    for h in event.block_hashes:
-                        if h is not None and self.manager.block_pool.get_cached_block(h) is None:
-                            self._origins.pop(h, None)
-            self._trim_events()
-            adm = Admission(
-                ok=True, session_id=session_id, prompt_no=self._seq, request_id=request_id, token_ids=tokens,
-                num_tokens_before_truncation=before, truncated=truncated, cache_salt=salt,
-                salt_mode=session.salt_mode, hit_tokens=result.num_computed_tokens, blocks=blocks,
-                evicted_blocks=evicted, at=now,
-            )
-            from_others = adm.blocks_from_others
-            session.prompts += 1
-            session.prompt_tokens += adm.num_tokens
-            session.hit_tokens += adm.hit_tokens
-            session.blocks_from_others += from_others
-            session.last = adm
-            self._prompts += 1
-            self._prompt_tokens += adm.num_tokens
-            self._hit_tokens += adm.hit_tokens
-            self._cross_hits += from_others
-            self._truncated += int(truncated)
-            self._feed.append({"prompt_no": adm.prompt_no, "session_id": session_id, "num_tokens": adm.num_tokens,
-                               "hit_tokens": adm.hit_tokens, "from_others": from_others, "salted": salt is not None,
-                               "at": now, "prefill_ms": None, "wait_ms": None})
-            return adm
+            self._sent += 1
+            request_id = f"{self._prefix}{self._sent}"
+            ticket = (session_id, tokens, before, truncated, session.cache_salt, session.salt_mode, self.generation)
+        start = time.perf_counter()
+        try:
+            out = self.loop.submit(request_id, list(tokens), ROOM_PARAMS, cache_salt=ticket[4],
+                                   client=ROOM_CLIENT).result()
+        except CodedError as exc:  # the engine refused it (a token outside the vocabulary, too long)
+            with self._lock:
+                return self._refuse(session_id, exc)
+        latency_ms = (time.perf_counter() - start) * 1000.0
+        if out.finish_reason == "abort":
+            with self._lock:
+                return self._refuse(session_id, CodedError("the engine aborted the prompt", "engine_abort"))
+        return self.loop.call(lambda engine: self._record(engine, ticket, out, latency_ms))
 
     def _refuse(self, session_id: object, error: CodedError, retry_after: float = 0.0) -> Admission:
         self._refused += 1
@@ -223,12 +239,51 @@ class Room:
         return Admission(ok=False, session_id=sid, error=str(error), error_code=error.code,
                          error_params=dict(error.params), at=self._clock(), retry_after_s=round(retry_after, 2))
 
-    def _outcomes(self, sid: str, tokens: tuple[int, ...], salt: str | None, hit_tokens: int,
+    def _record(self, engine, ticket: tuple, out: RequestOutput, latency_ms: float) -> Admission:
+        """The room's records of a prompt the engine finished (between two steps, under both locks)."""
+        session_id, tokens, before, truncated, salt, salt_mode, generation = ticket
+        with self._lock:
+            now = self._clock()
+            self._sync_clears(now)
+            self._prune(engine.pool)
+            hashes = engine.manager.request_block_hashes(tokens, salt)
+            blocks = self._outcomes(session_id, tokens, hashes, engine.block_size, out.num_cached_tokens,
+                                    engine.pool, now)
+            m = out.metrics
+            compute = round(m.compute_share_s * 1000.0, 3)
+            wait = round((m.queue_wait_s or 0.0) * 1000.0, 3)
+            self._seq += 1
+            adm = Admission(
+                ok=True, session_id=session_id, prompt_no=self._seq, request_id=out.request_id, token_ids=tokens,
+                num_tokens_before_truncation=before, truncated=truncated, cache_salt=salt, salt_mode=salt_mode,
+                hit_tokens=out.num_cached_tokens, blocks=blocks, at=now, compute_ms=compute, wait_ms=wait,
+                latency_ms=round(latency_ms, 3), step_requests=m.max_step_requests,
+                first_token_id=out.token_ids[0] if out.token_ids else None,
+            )
+            from_others = adm.blocks_from_others
+            session = self._sessions.get(session_id)  # None when it left the room meanwhile
+            if session is not None and generation == self.generation:  # not a prompt from before a reset
+                session.prompts += 1
+                session.prompt_tokens += adm.num_tokens
+                session.hit_tokens += adm.hit_tokens
+                session.blocks_from_others += from_others
+                session.last = adm
+            self._prompts += 1
+            self._prompt_tokens += adm.num_tokens
+            self._hit_tokens += adm.hit_tokens
+            self._cross_hits += from_others
+            self._truncated += int(truncated)
+            self._feed.append({"prompt_no": adm.prompt_no, "session_id": session_id, "num_tokens": adm.num_tokens,
+                               "hit_tokens": adm.hit_tokens, "from_others": from_others, "salted": salt is not None,
+                               "at": now, "prefill_ms": compute, "wait_ms": wait,
+                               "step_requests": adm.step_requests})
+            self._timings.append((adm.hit_tokens > 0, compute, wait))
+            return adm
+
+    def _outcomes(self, sid: str, tokens: tuple[int, ...], hashes: list, bs: int, hit_tokens: int, pool,
                   now: float) -> tuple[BlockOutcome, ...]:
         """Per logical block: reused (with its anonymised origin), computed now, or partial. Records the
-        origin of newly cached hashes and counts hits by other sessions."""
-        bs = self.limits.block_size
-        hashes = self.manager.request_block_hashes(tokens, salt)
+        origin of newly cached hashes (only those the pool caches) and counts hits by other sessions."""
         num_hit = hit_tokens // bs
         out: list[BlockOutcome] = []
         for index, start in enumerate(range(0, len(tokens), bs)):
@@ -238,87 +293,92 @@ class Room:
                 continue
             h = hashes[index]
             origin = self._origins.get(h)
+            cached = pool.get_cached_block(h) is not None
             if index < num_hit:
-                if origin is None:  # defensive: every cached hash has an origin (an invariant)
-                    origin = self._origins[h] = BlockOrigin(sid, now)
+                if origin is None:  # another client's block, or one a prompt of the same step has not reported
+                    origin = BlockOrigin(None, now)
+                    if cached:
+                        self._origins[h] = origin
                 who = YOU if origin.session_id == sid else OTHER
                 if who == OTHER:
                     origin.hits_by_others += 1
                 out.append(BlockOutcome(index, start, end, "hit", h, who, origin.created_at))
                 continue
-            if origin is None:  # first computed here (a recomputed cached block keeps its first origin)
+            if cached and origin is None:
                 self._origins[h] = BlockOrigin(sid, now)
+            elif cached and origin.session_id is None:  # a prompt of the same step hit it before we reported
+                origin.session_id = sid
             out.append(BlockOutcome(index, start, end, "computed", h, YOU, now))
         return tuple(out)
 
-    def _trim_events(self) -> None:
-        """Keep the manager's event log bounded (the room never replays it)."""
-        events = self.manager.events
-        if len(events) > self.limits.max_events:
-            del events[: len(events) - self.limits.max_events // 2]
-
-    def record_prefill(self, session_id: str, prompt_no: int, prefill_ms: float, reused_tokens: int,
-                       wait_ms: float | None = None) -> None:
-        """Attach the measured compute time of an admitted prompt's prefill, and its wait for the model
-        (kept apart: the room's hit/miss medians compare compute only, so load does not invert them)."""
-        if not isinstance(prefill_ms, (int, float)) or not 0 <= prefill_ms < 1e9:
-            return
-        if not isinstance(wait_ms, (int, float)) or not 0 <= wait_ms < 1e9:
-            wait_ms = None
-        with self._lock:
-            for entry in reversed(self._feed):
-                if entry["prompt_no"] == prompt_no and entry["session_id"] == session_id:
-                    entry["prefill_ms"] = float(prefill_ms)
-                    entry["wait_ms"] = None if wait_ms is None else float(wait_ms)
-                    break
-            self._timings.append((reused_tokens > 0, float(prefill_ms), None if wait_ms is None else float(wait_ms)))
-
     def peek(self, token_ids: Sequence[int], cache_salt: str | None = None) -> int:
-        """Prompt tokens the room would reuse now for ``token_ids`` under ``cache_salt`` (no change)."""
-        with self._lock:
-            return self.manager.peek_cache_hit(token_ids, cache_salt).num_computed_tokens
+        """Prompt tokens the engine would reuse now for ``token_ids`` under ``cache_salt`` (no change)."""
+        ids = list(token_ids)
+        return self.loop.call(lambda e: e.manager.peek_cache_hit(ids, cache_salt).num_computed_tokens)
 
     def block_records(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[BlockHashRecord]:
-        """Every block of ``token_ids`` with its chained hash under the room's hash function and seed."""
-        return hash_request_blocks(tuple(token_ids), self.limits.block_size, self.manager.hash_fn,
-                                   self.manager.none_hash, cache_salt or None)
+        """Every block of ``token_ids`` with its chained hash under the engine's hash function and seed."""
+        engine = self.loop.engine
+        m = engine.manager
+        return hash_request_blocks(tuple(token_ids), engine.block_size, m.hash_fn, m.none_hash, cache_salt or None)
+
+    def salt_chains(self, adm: Admission, salt: str) -> tuple[tuple[BlockHashRecord, ...], tuple[BlockHashRecord, ...]]:
+        """The hash chains of an admitted prompt without a salt and with ``salt``, hashed once per
+        (prompt, salt): a page rerun reuses them (at most ``max_sessions`` pairs are kept)."""
+        key = (adm.request_id, salt)
+        with self._lock:
+            found = self._chains.get(key)
+            if found is not None:
+                self._chains.move_to_end(key)
+                return found
+        chains = (tuple(self.block_records(adm.token_ids, None)), tuple(self.block_records(adm.token_ids, salt)))
+        with self._lock:
+            self._chains[key] = chains
+            while len(self._chains) > self.limits.max_sessions:
+                self._chains.popitem(last=False)
+        return chains
+
+    def cached_flags(self, block_hashes: Sequence[bytes | None]) -> list[bool]:
+        """Whether the engine's pool caches each hash now (one look between two steps)."""
+        hashes = list(block_hashes)
+        return self.loop.call(lambda e: [h is not None and e.pool.get_cached_block(h) is not None for h in hashes])
 
     def is_cached(self, block_hash: bytes | None) -> bool:
-        with self._lock:
-            return block_hash is not None and self.manager.block_pool.get_cached_block(block_hash) is not None
+        return self.cached_flags([block_hash])[0]
+
+    @property
+    def block_size(self) -> int:
+        return self.loop.engine.block_size
 
     # ------------------------------------------------------------------ views
 
     def totals(self) -> RoomTotals:
+        return self.loop.call(self._totals)
+
+    def _totals(self, engine) -> RoomTotals:
         with self._lock:
             now = self._clock()
+            self._sync_clears(now)
+            self._prune(engine.pool)
             window = self.limits.active_window_s
             active = [s for s in self._sessions.values() if now - s.last_seen <= window]
             hits = [ms for hit, ms, _ in self._timings if hit]
             misses = [ms for hit, ms, _ in self._timings if not hit]
             waits = [w for _, _, w in self._timings if w is not None]
-            snap = self.manager.block_pool
+            pool = engine.pool
             return RoomTotals(
-                sessions_active=len(active),
-                sessions_total=len(self._sessions),
+                sessions_active=len(active), sessions_total=len(self._sessions),
                 salted_sessions=sum(1 for s in active if s.cache_salt is not None),
-                prompts=self._prompts,
-                prompt_tokens=self._prompt_tokens,
-                hit_tokens=self._hit_tokens,
+                prompts=self._prompts, prompt_tokens=self._prompt_tokens, hit_tokens=self._hit_tokens,
                 cross_session_hits=self._cross_hits,
                 shared_blocks=sum(1 for o in self._origins.values() if o.hits_by_others),
-                cached_blocks=sum(len(d) for d in snap.cached_block_hash_to_block.values()),
-                num_blocks=self.limits.num_blocks,
-                block_size=self.limits.block_size,
-                evictions=snap.num_evictions,
-                refused=self._refused,
-                truncated=self._truncated,
-                resets=self._resets,
-                since_s=now - self._since,
+                cached_blocks=sum(len(d) for d in pool.cached_block_hash_to_block.values()),
+                num_blocks=engine.num_blocks, block_size=engine.block_size,
+                evictions=pool.num_evictions - self._evictions_base,
+                refused=self._refused, truncated=self._truncated, resets=self._resets, since_s=now - self._since,
                 median_prefill_hit_ms=statistics.median(hits) if hits else None,
                 median_prefill_miss_ms=statistics.median(misses) if misses else None,
-                prefills_hit=len(hits),
-                prefills_miss=len(misses),
+                prefills_hit=len(hits), prefills_miss=len(misses),
                 median_wait_ms=statistics.median(waits) if waits else None,
             )
 
@@ -326,10 +386,11 @@ class Room:
         """The most recent prompts, newest first, anonymised for ``viewer`` (no text, no session ids)."""
         with self._lock:
             now = self._clock()
+            self._sync_clears(now)
             entries = list(self._feed)[-limit:][::-1]
             return [FeedEntry(e["prompt_no"], YOU if e["session_id"] == viewer else OTHER, e["num_tokens"],
                               e["hit_tokens"], e["from_others"], e["salted"], now - e["at"], e["prefill_ms"],
-                              e.get("wait_ms"))
+                              e["wait_ms"], e["step_requests"])
                     for e in entries]
 
     def now(self) -> float:
@@ -337,58 +398,75 @@ class Room:
 
     # ------------------------------------------------------------------ presenter
 
-    def add_reset_hook(self, hook: Callable[[], None]) -> None:
-        """Call ``hook`` after every reset (the model side clears the room's KV store this way)."""
-        with self._lock:
-            self._reset_hooks.append(hook)
-
     def reset(self, presenter_key: str | None = None, *, force: bool = False) -> ResetResult:
-        """The presenter's reset: an empty pool, no origins, zero totals (sessions and their salt
-        settings stay). Needs ``presenter_key`` when the room has one; refused within the cool-down.
-        ``force`` skips both checks and starts no cool-down (tests, the CLI)."""
+        """The presenter's reset: the engine's ``reset_prefix_cache`` (refused by the engine while a request
+        holds blocks: the room waits up to ``reset_wait_s`` for it to go idle), no origins, zero totals
+        (sessions and their salt settings stay, their last prompt goes). Needs ``presenter_key`` when the
+        room has one; refused within the cool-down. ``force`` skips both checks and starts no cool-down."""
         with self._lock:
             now = self._clock()
             if not force:
-                if self.presenter_key is not None and not (presenter_key or "").strip():
-                    return ResetResult(False, "the presenter key is needed", error_code="presenter_key_missing")
-                if self.presenter_key is not None and not hmac.compare_digest(
-                        (presenter_key or "").encode(), self.presenter_key.encode()):
-                    return ResetResult(False, "wrong presenter key", error_code="presenter_key")
-                wait = self._last_reset + self.limits.reset_cooldown_s - now
-                if wait > 0:
-                    return ResetResult(False, f"reset cool-down: wait {wait:.1f} s", error_code="reset_soon",
-                                       error_params={"wait": round(wait, 2)})
-            dropped = len(self._origins)
-            self._fresh_state(now)
-            for s in self._sessions.values():
-                s.prompts = s.prompt_tokens = s.hit_tokens = s.blocks_from_others = 0
-                s.last = None
-            self.generation += 1
-            self._resets += 1
+                refused = self._check_reset(presenter_key, now)
+                if refused is not None:
+                    return refused
+        loop = self.loop if self._engine is not None or started_engine_loop() is not None else None
+        if loop is None:  # no engine yet: nothing is cached
+            with self._lock:
+                self._clears_seen = self._clears
+                self._clear(now)
+            dropped: int | None = 0
+        else:
+            deadline = time.monotonic() + self.limits.reset_wait_s
+            while (dropped := loop.call(self._reset_engine)) is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return ResetResult(False, "requests are still running on the engine: try again",
+                                       error_code="reset_busy")
+                loop.wait_idle(min(left, 0.5))
+        with self._lock:
             if not force:  # a forced reset (tests, the CLI) does not start the presenter's cool-down
                 self._last_reset = now
-            hooks = list(self._reset_hooks)
-        for hook in hooks:
-            hook()
-        return ResetResult(True, None, dropped)
+        return ResetResult(True, None, dropped or 0)
+
+    def _check_reset(self, presenter_key: str | None, now: float) -> ResetResult | None:
+        if self.presenter_key is not None and not (presenter_key or "").strip():
+            return ResetResult(False, "the presenter key is needed", error_code="presenter_key_missing")
+        if self.presenter_key is not None and not hmac.compare_digest(
+                (presenter_key or "").encode(), self.presenter_key.encode()):
+            return ResetResult(False, "wrong presenter key", error_code="presenter_key")
+        wait = self._last_reset + self.limits.reset_cooldown_s - now
+        if wait > 0:
+            return ResetResult(False, f"reset cool-down: wait {wait:.1f} s", error_code="reset_soon",
+                               error_params={"wait": round(wait, 2)})
+        return None
+
+    def _reset_engine(self, engine) -> int | None:
+        """Between two steps: the engine's reset and the room's; the cached blocks dropped, None if refused."""
+        with self._lock:
+            dropped = sum(len(d) for d in engine.pool.cached_block_hash_to_block.values())
+            if not engine.reset_prefix_cache():
+                return None
+            self._clears_seen = self._clears  # our own reset (the callback counted it): applied here
+            self._clear(self._clock())
+            return dropped
 
     # ------------------------------------------------------------------ invariants
 
     def check_invariants(self) -> None:
         """Raise AssertionError when a room invariant (module docstring) is broken."""
+        self.loop.call(self._check)
+
+    def _check(self, engine) -> None:
         with self._lock:
-            pool = self.manager.block_pool
+            self._sync_clears(self._clock())
+            pool = engine.pool
             pool.check_invariants()
-            assert not self.manager.request_ids, f"requests still running: {self.manager.request_ids}"
-            assert pool.get_num_free_blocks() == pool.num_usable_blocks, "a block is still referenced"
-            cached = set(pool.cached_block_hash_to_block)
-            assert set(self._origins) == cached, "origins differ from the cached hashes"
-            c = self.manager.counters
-            assert c.requests == self._prompts, (c.requests, self._prompts)
-            assert c.prompt_tokens == self._prompt_tokens and c.hit_tokens == self._hit_tokens
+            running = [rid for rid in engine.requests if rid.startswith(self._prefix)]
+            assert not running, f"room requests still in the engine: {running}"
+            stale = [h for h in self._origins if pool.get_cached_block(h) is None]
+            assert not stale, f"{len(stale)} origins of hashes the pool no longer caches"
             assert 0 <= self._hit_tokens <= self._prompt_tokens
-            assert self._cross_hits * self.limits.block_size <= self._hit_tokens
+            assert self._cross_hits * engine.block_size <= self._hit_tokens
             assert len(self._sessions) <= self.limits.max_sessions
-            assert len(self.manager.events) <= self.limits.max_events
             assert len(self._feed) <= self.limits.feed_size
             assert len(self._timings) <= self.limits.timing_history

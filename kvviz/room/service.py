@@ -16,15 +16,15 @@ _KEY_GENERATED = False
 
 
 def get_room() -> Room:
-    """The process-wide room every browser session joins, created on first use (pool size from
-    ``KVVIZ_ROOM_BLOCKS``). Its presenter key is ``KVVIZ_PRESENTER_KEY``, or a random one generated
+    """The process-wide room every browser session joins, created on first use, on the process-wide
+    engine (``kvviz.engine.get_engine_loop``, started on the room's first prompt). Its presenter key is ``KVVIZ_PRESENTER_KEY``, or a random one generated
     here when that is unset or blank: the room's reset always needs a key."""
     global _ROOM, _KEY_GENERATED
     with _ROOM_LOCK:
         if _ROOM is None:
             key = settings().presenter_key or ""
             _KEY_GENERATED = not key
-            _ROOM = Room(RoomLimits.from_env(), presenter_key=key or secrets.token_urlsafe(12))
+            _ROOM = Room(RoomLimits(), presenter_key=key or secrets.token_urlsafe(12))
         return _ROOM
 
 

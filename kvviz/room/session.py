@@ -18,9 +18,10 @@ SALT_MODES = ("off", "private", "team")
 
 @dataclass
 class BlockOrigin:
-    """Who first computed a cached block, when, and how often other sessions have hit it."""
+    """Who first computed a cached block, when, and how often other sessions have hit it. ``session_id``
+    None: not a room session (an API client, another page) or one whose prompt has not reported yet."""
 
-    session_id: str
+    session_id: str | None
     created_at: float
     hits_by_others: int = 0
 

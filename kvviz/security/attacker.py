@@ -1,4 +1,5 @@
-"""The attacker game: guess a patient's diagnosis by timing which candidate prompt hits the cache."""
+"""The attacker game: guess a patient's diagnosis by timing which candidate prompt hits the cache. Each
+probe runs alone on the engine (``kvviz.security.probe``); each round in a namespace of its own."""
 
 from __future__ import annotations
 
@@ -9,15 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.model.batching import batch_origin
-from kvviz.model.block_store import KVStore
+from kvviz.engine import EngineLoop, get_engine_loop
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import prefill
 from kvviz.model.settings import InputError, check_count
 from kvviz.model.tokens import tokenize
-from kvviz.room.prefill import EXPERIMENT_LIMITS, room_prefill
-from kvviz.room.room import Room
-from kvviz.security.side_channel import PROBE_TAG, Progress
+from kvviz.security.probe import run_alone
+from kvviz.security.side_channel import Progress, trial_namespace
 from kvviz.util.blank import is_blank
 
 GAME_TEMPLATE = (
@@ -119,49 +117,40 @@ def game_probes(lm: LoadedModel, template: str, candidates: Sequence[str], block
     return filled, blocks
 
 
-def attacker_game(lm: LoadedModel, *, rounds: int = 6, salted: bool = False, template: str = GAME_TEMPLATE,
-                  candidates: Sequence[str] = GAME_CANDIDATES, block_size: int = 16, max_blocks: int = 4,
+def attacker_game(loop: EngineLoop | None = None, *, rounds: int = 6, salted: bool = False,
+                  template: str = GAME_TEMPLATE, candidates: Sequence[str] = GAME_CANDIDATES, max_blocks: int = 4,
                   seed: int = 0, progress: Progress | None = None) -> GameResult:
-    """Play ``rounds`` rounds: a fresh private room, a secret picked at random, the victim's prompt
-    (template + a continuation the attacker does not know), then one timed probe per candidate in
-    random order (its first whole blocks + one token). The fastest probe is the guess."""
+    """Play ``rounds`` rounds: a fresh namespace (cache salt) per round, a secret picked at random, the
+    victim's prompt (template + a continuation the attacker does not know), then one probe per candidate in
+    random order (its first whole blocks + one token), each timed alone on the engine. The fastest probe is
+    the guess. ``loop``: the process-wide engine loop by default."""
     check_count("rounds", rounds, 1, 200)
+    loop = loop or get_engine_loop()
+    lm, block_size = loop.engine.lm, loop.engine.block_size
     filled, blocks = game_probes(lm, template, candidates, block_size, max_blocks)
     names = tuple(c.strip() for c in candidates if isinstance(c, str) and not is_blank(c))
     tail = list(tokenize(GAME_CONTINUATION, model_name=lm.source.key).ids)
     rng = random.Random(seed)
     result = GameResult(salted, names, template, block_size, blocks)
-    with batch_origin(PROBE_TAG, alone=True):  # timed probes share their forward passes with nobody
-        _game_rounds(lm, result, filled, tail, rounds, rng, progress)
-    return result
-
-
-def _game_rounds(lm: LoadedModel, result: GameResult, filled: list[list[int]], tail: list[int], rounds: int,
-                 rng: random.Random, progress: Progress | None) -> None:
-    names, salted, block_size, blocks = result.candidates, result.salted, result.block_size, result.prefix_blocks
+    namespace = trial_namespace()
     start = time.perf_counter()
     n = blocks * block_size
     suffix = tail[0]
-    # warm-up at the probe length so the first timed probe is not a cold start
-    prefill(lm, token_ids=filled[0][:n] + [suffix], max_tokens=n + 1)
+    run_alone(loop, filled[0][:n] + [suffix], cache_salt=namespace(-1))  # warm-up at the probe length
     for r in range(rounds):
-        room = Room(EXPERIMENT_LIMITS)
-        store = KVStore(budget_bytes=2**31)
-        victim, attacker = room.join(), room.join()
-        if salted:
-            room.set_salt(victim, "private")
+        shared = namespace(r)
         secret = rng.randrange(len(names))
-        room_prefill(lm, room, victim, token_ids=filled[secret] + tail, store=store)
+        run_alone(loop, filled[secret] + tail, cache_salt=shared + ":victim" if salted else shared)
         latencies = [0.0] * len(names)
         hits = [0] * len(names)
         order = list(range(len(names)))
         rng.shuffle(order)
         for i in order:
-            p = room_prefill(lm, room, attacker, token_ids=filled[i][:n] + [suffix], store=store)
-            latencies[i] = p.latency_ms
-            hits[i] = p.reused_tokens // block_size
-        room.check_invariants()
+            p = run_alone(loop, filled[i][:n] + [suffix], cache_salt=shared)
+            latencies[i] = p.compute_ms
+            hits[i] = p.cached_tokens // block_size
         result.rounds.append(GameRound(r, salted, secret, tuple(latencies), tuple(hits)))
         if progress is not None:
             progress(r + 1, rounds)
     result.seconds = time.perf_counter() - start
+    return result

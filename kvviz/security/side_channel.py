@@ -1,30 +1,31 @@
-"""The timing side channel measured on the real model: a cached prefix answers faster than a cold one.
+"""The timing side channel measured on the real model through the engine: a cached prefix answers faster
+than a cold one.
 
-The timed probes run alone (``batch_origin(..., alone=True)``): their timing is the measurement.
+Every timed probe runs alone on the engine (``kvviz.security.probe.run_alone``): what is timed is the
+compute of its prefill, with no other request in its steps; the wait for a quiet engine is kept apart.
+The engine is shared (the room, the API, the pages), so each trial runs in a namespace of its own: a
+fresh cache salt that victim and attacker share (an empty cache between them, as in a private room);
+"salt on" gives the victim a salt of its own. One trial never hits another's blocks.
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.model.batching import batch_origin
-from kvviz.model.block_store import KVStore
+from kvviz.engine import EngineLoop, get_engine_loop
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import prefill
 from kvviz.model.settings import InputError, check_count
 from kvviz.model.tokens import tokenize
-from kvviz.room.prefill import EXPERIMENT_LIMITS, room_prefill
-from kvviz.room.room import Room
+from kvviz.security.probe import run_alone
 from kvviz.sim.separation import auc, threshold_accuracy
 
 Progress = Callable[[int, int], None]
-#: The batching tag of the side channel's forward passes (each runs alone: its timing is the measurement).
-PROBE_TAG = "probe"
 
 SECRET_TEXT = (
     "Patient record 4471, Dr. Moreau's clinic. Diagnosis: type 2 diabetes, first noted in March. "
@@ -38,14 +39,23 @@ SECRET_TEXT = (
 @dataclass(frozen=True)
 class Probe:
     """One timed probe: its group (``cached``: repeats the victim's prefix; ``uncached``: the same tokens
-    with the first one changed), the measured latency and what the room reused."""
+    with the first one changed), its measured compute (alone on the engine), the wait for a quiet engine
+    (not part of the measurement) and what the engine reused."""
 
     trial: int
     group: str
     latency_ms: float
-    forward_ms: float
+    waited_ms: float
     hit_blocks: int
     computed_tokens: int
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    """The 25th and 75th percentiles (the median of a single value for both)."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
 
 
 @dataclass
@@ -73,6 +83,17 @@ class SideChannelResult:
     def uncached_median_ms(self) -> float:
         return statistics.median(self.latencies("uncached"))
 
+    def spread_ms(self, group: str) -> tuple[float, float]:
+        """The interquartile range of a group's latencies (25th, 75th percentile)."""
+        return _quartiles(self.latencies(group))
+
+    @property
+    def within_noise(self) -> bool:
+        """True unless the two groups' interquartile ranges are apart (then the difference is clear)."""
+        c_lo, c_hi = self.spread_ms("cached")
+        u_lo, u_hi = self.spread_ms("uncached")
+        return not (c_hi < u_lo or u_hi < c_lo)
+
     @property
     def ratio(self) -> float:
         return self.uncached_median_ms / self.cached_median_ms if self.cached_median_ms > 0 else float("nan")
@@ -94,19 +115,28 @@ class SideChannelResult:
         return max(self.cached_hit_blocks, default=0) * self.block_size
 
     def as_dict(self) -> dict[str, Any]:
+        spread = {g: [round(x, 3) for x in self.spread_ms(g)] for g in ("cached", "uncached")}
         return {
             "salted": self.salted, "trials": self.trials, "probes": len(self.probes),
             "block_size": self.block_size, "prefix_blocks": self.prefix_blocks, "probe_tokens": self.probe_tokens,
             "device": self.device, "dtype": self.dtype,
             "cached_median_ms": round(self.cached_median_ms, 3), "uncached_median_ms": round(self.uncached_median_ms, 3),
+            "cached_iqr_ms": spread["cached"], "uncached_iqr_ms": spread["uncached"],
+            "within_noise": self.within_noise,
             "ratio": round(self.ratio, 3), "auc": round(self.auc, 3),
             "threshold_accuracy": round(self.threshold_accuracy, 3),
             "cached_hit_blocks": sorted(set(self.cached_hit_blocks)),
             "cached_ms": [round(x, 3) for x in self.latencies("cached")],
             "uncached_ms": [round(x, 3) for x in self.latencies("uncached")],
+            "waited_ms_max": round(max((p.waited_ms for p in self.probes), default=0.0), 3),
             "seconds": round(self.seconds, 2),
         }
 
+
+def trial_namespace() -> Callable[[int], str]:
+    """Per trial, a fresh cache salt victim and attacker share (their own empty cache on the shared engine)."""
+    nonce = secrets.token_hex(6)
+    return lambda trial: f"probe-trial:{nonce}:{trial}"
 
 
 def _secret_ids(lm: LoadedModel, text: str, need: int) -> list[int]:
@@ -123,49 +153,39 @@ def _alt_first_tokens(first: int, vocab: int, count: int, rng: random.Random) ->
     return pool[:count]
 
 
-def measure_side_channel(lm: LoadedModel, *, trials: int = 12, prefix_blocks: int = 4, salted: bool = False,
-                         text: str = SECRET_TEXT, block_size: int = 16, seed: int = 0,
+def measure_side_channel(loop: EngineLoop | None = None, *, trials: int = 12, prefix_blocks: int = 4,
+                         salted: bool = False, text: str = SECRET_TEXT, seed: int = 0,
                          progress: Progress | None = None) -> SideChannelResult:
-    """Victim sends ``text`` to a private room (salted or not); then per trial the attacker times, in
-    random order, a probe repeating the victim's first ``prefix_blocks`` blocks plus one token, and
-    the same probe with its first token changed (its chain misses from block 0)."""
+    """Victim sends ``text`` to the engine (in the trial's namespace, or under a salt of its own); then per
+    trial the attacker times, in random order and each alone on the engine, a probe repeating the victim's
+    first ``prefix_blocks`` blocks plus one token, and the same probe with its first token changed (its
+    chain misses from block 0). ``loop``: the process-wide engine loop by default."""
     check_count("trials", trials, 1, 500)
     check_count("prefix_blocks", prefix_blocks, 1, 64)
+    loop = loop or get_engine_loop()
+    lm, block_size = loop.engine.lm, loop.engine.block_size
     need = prefix_blocks * block_size + 1
     ids = _secret_ids(lm, text, need + block_size)
     rng = random.Random(seed)
     prefix = ids[: prefix_blocks * block_size]
     suffix = ids[prefix_blocks * block_size]
-    alts = _alt_first_tokens(ids[0], lm.info.vocab_size, trials, rng)
+    alts = _alt_first_tokens(ids[0], lm.info.vocab_size, trials + 1, rng)
     victim_ids = ids[: need + block_size]  # the victim's prompt goes on past what the attacker probes
     result = SideChannelResult(salted, trials, block_size, prefix_blocks, need, lm.info.device, lm.info.dtype)
-    with batch_origin(PROBE_TAG, alone=True):  # a timed probe shares its forward pass with nobody
-        _side_channel_trials(lm, result, ids, prefix, suffix, alts, victim_ids, salted, rng, progress)
-    return result
-
-
-def _side_channel_trials(lm: LoadedModel, result: SideChannelResult, ids: list[int], prefix: list[int], suffix: int,
-                         alts: list[int], victim_ids: list[int], salted: bool, rng: random.Random,
-                         progress: Progress | None) -> None:
-    trials, block_size, need = result.trials, result.block_size, result.probe_tokens
+    namespace = trial_namespace()
     start = time.perf_counter()
-    prefill(lm, token_ids=[alts[0]] + prefix[1:] + [suffix], max_tokens=need)  # warm-up, outside any room
+    run_alone(loop, [alts[trials]] + prefix[1:] + [suffix], cache_salt=namespace(-1))  # warm-up, not counted
     for t in range(trials):
-        # A fresh private room per trial: a probe repeated in one room would hit the attacker's own blocks.
-        room = Room(EXPERIMENT_LIMITS)
-        store = KVStore(budget_bytes=2**31)
-        victim, attacker = room.join(), room.join()
-        if salted:
-            room.set_salt(victim, "private")
-        room_prefill(lm, room, victim, token_ids=victim_ids, store=store)
+        shared = namespace(t)
+        run_alone(loop, victim_ids, cache_salt=shared + ":victim" if salted else shared)
         probes = {"cached": prefix + [suffix], "uncached": [alts[t]] + prefix[1:] + [suffix]}
         order = ["cached", "uncached"]
         rng.shuffle(order)
         for group in order:
-            r = room_prefill(lm, room, attacker, token_ids=probes[group], store=store)
-            result.probes.append(Probe(t, group, r.latency_ms, r.forward_ms, r.reused_tokens // block_size,
-                                       r.computed_tokens))
-        room.check_invariants()
+            p = run_alone(loop, probes[group], cache_salt=shared)
+            result.probes.append(Probe(t, group, p.compute_ms, p.waited_ms, p.cached_tokens // block_size,
+                                       p.computed_tokens))
         if progress is not None:
             progress(t + 1, trials)
     result.seconds = time.perf_counter() - start
+    return result

@@ -17,7 +17,8 @@ ERR_TEAM_EMPTY = "Type a team name: everyone who types the same name shares one 
 ERR_TEAM_LONG = "The team name is too long (at most {limit} characters)."
 ERR_RATE_SESSION = "Too many prompts from this session: wait {wait:.1f} s and send again."
 ERR_RATE_ROOM = "The room is busy (too many prompts from everyone): wait {wait:.1f} s and send again."
-ERR_POOL_FULL = "The shared pool has no free block for this prompt."
+ERR_RESET_BUSY = "Requests are still running on the engine, so its prefix cache cannot be reset now: try again."
+ERR_ENGINE_ABORT = "The engine stopped this prompt before it finished; send it again."
 ERR_PRESENTER_KEY = "Wrong presenter key: only the presenter can reset the room."
 ERR_PRESENTER_KEY_MISSING = "Type the presenter key first: only the presenter can reset the room."
 ERR_RESET_SOON = "The room was reset a moment ago: wait {wait:.1f} s."
@@ -25,7 +26,7 @@ ERR_RESET_SOON = "The room was reset a moment ago: wait {wait:.1f} s."
 ROOM_ERRORS = {
     "unknown_session": ERR_UNKNOWN_SESSION, "salt_mode": ERR_SALT_MODE, "team_empty": ERR_TEAM_EMPTY,
     "team_long": ERR_TEAM_LONG, "rate_session": ERR_RATE_SESSION, "rate_room": ERR_RATE_ROOM,
-    "pool_full": ERR_POOL_FULL, "presenter_key": ERR_PRESENTER_KEY,
+    "reset_busy": ERR_RESET_BUSY, "engine_abort": ERR_ENGINE_ABORT, "presenter_key": ERR_PRESENTER_KEY,
     "presenter_key_missing": ERR_PRESENTER_KEY_MISSING, "reset_soon": ERR_RESET_SOON,
 }
 
@@ -68,15 +69,17 @@ M_SHARED_HELP = (
 )
 M_POOL = "Pool in use"
 M_POOL_HELP = (
-    "Cached blocks / pool size ({block_size} tokens per block). Beyond it, the least recently used "
-    "blocks are evicted ({evictions:,} so far). No timer: vLLM evicts only when it needs a block."
+    "Cached blocks / the engine's pool ({block_size} tokens per block), shared by the room, the API and "
+    "every page. Beyond it, the least recently used blocks are evicted ({evictions:,} since the last "
+    "reset). No timer: vLLM evicts only when it needs a block."
 )
 M_ROOM_TIMING = "Prefill compute: hit / miss"
 M_ROOM_TIMING_VALUE = "{hit} / {miss} ms"
 M_ROOM_TIMING_HELP = (
-    "Measured in this room: median compute time (K/V lookup + forward pass, without the wait for the "
-    "model) of prompts that reused blocks ({n_hit}) vs prompts that reused none ({n_miss}). Median wait "
-    "for the model: {wait} ms. Different lengths are mixed here; the side-channel page compares like with like."
+    "Measured in this room: median compute time (each prompt's share of the engine steps that ran its "
+    "prefill, without its wait in the queue) of prompts that reused blocks ({n_hit}) vs prompts that reused "
+    "none ({n_miss}). Median wait in the engine's queue: {wait} ms. Different lengths are mixed here; the "
+    "side-channel page compares like with like."
 )
 NO_TIMING = "n/a"
 
@@ -110,7 +113,7 @@ PRESETS = {
 }
 PROMPT_LABEL = "Your prompt"
 PROMPT_HELP = (
-    "Sent to the shared room and prefilled on the real model. Other sessions never see your text, only "
+    "Sent to the shared room and prefilled by the engine on the real model. Other sessions never see your text, only "
     "that some of their blocks were computed by another session. Prompts over {limit:,} tokens are cut."
 )
 SEND = "Send to the room"
@@ -121,15 +124,15 @@ M_FROM_OTHERS = "Reused from others"
 M_FROM_OTHERS_HELP = "Prompt tokens whose K/V another session computed (whole blocks only)."
 M_FROM_YOU = "Reused from yourself"
 M_COMPUTED = "Computed now"
-M_COMPUTED_HELP = "Tokens the model ran for this prompt (the last prompt token is always recomputed)."
+M_COMPUTED_HELP = "Tokens the engine computed for this prompt (the last prompt token is always computed)."
 M_PREFILL = "Prefill: compute / wait"
 M_PREFILL_VALUE = "{compute:,.0f} / {wait:,.0f} ms"
 M_PREFILL_HELP = (
-    "Measured. Compute: the K/V store lookup plus the forward pass on the computed tokens ({computed} "
-    "computed, {reused} reused: from the room's K/V store, or borrowed from another session's prompt that "
-    "computes them in the same pass). Wait: time queued while other sessions' prompts held the model, or "
-    "while another session computed blocks you share (they are then reused, not computed twice). Only "
-    "compute says what a cache hit saves."
+    "Measured on the engine ({computed} tokens computed, {reused} read from the prefix cache). Compute: "
+    "your prompt's share of the engine step that ran its prefill (the step's time x your share of its "
+    "tokens; {step} prompt(s) in that step). Wait: time in the engine's queue before that step. Prompts "
+    "sent together share one step, and a prefix one of them computes there is a hit for the others. "
+    "Only compute says what a cache hit saves."
 )
 TRUNCATED = "Your prompt had {before:,} tokens; the room keeps the first {kept:,} (the limit per prompt)."
 STRIP_TITLE = "Your prompt's blocks: who computed them"
@@ -162,17 +165,27 @@ NO = "no"
 
 FEED = "Room feed (anonymised, newest first)"
 FEED_COLUMNS = {"who": "Who", "tokens": "Tokens", "reused": "Reused", "from_others": "Blocks from others",
-                "salted": "Salted", "prefill": "Compute (ms)", "wait": "Wait (ms)", "age": "When"}
+                "salted": "Salted", "prefill": "Compute (ms)", "wait": "Wait (ms)", "step": "Prompts in its step",
+                "age": "When"}
 FEED_TABLE = "Prompt by prompt"
 FEED_EMPTY = "Nobody has sent a prompt since the last reset."
 FEED_CHART_TITLE = "Last prompts: reused vs computed tokens"
+API_REQUESTS = "Requests from the API (same engine, same prefix cache)"
+API_REQUESTS_INTRO = (
+    "Clients of the OpenAI-compatible API at {url} run on the engine this room runs on: their prompts and "
+    "the room's hit each other's blocks (unless a cache salt separates them). The last finished ones:"
+)
+API_REQUESTS_OFF = "The app's API is off (KVVIZ_API=0): only the room's own sessions use the engine."
+API_REQUESTS_NONE = "No request has come through the API yet."
+API_COLUMNS = {"client": "Client", "prompt": "Prompt tokens", "cached": "Cached tokens", "output": "Output tokens",
+               "age": "When"}
 
 PRESENTER = "Presenter"
 PRESENTER_INTRO = (
-    "Reset empties the shared pool and the room's totals for everyone (salt settings stay). The pool holds "
-    "{blocks:,} blocks of {block_size} tokens ({tokens:,} tokens; LRU beyond that); the room's K/V store "
-    "holds at most {kv}. Per session: {burst} prompts at once, then one every {every:.0f} s; at most "
-    "{max_tokens:,} tokens per prompt."
+    "Reset empties the engine's prefix cache (vLLM's reset_prefix_cache, for the API's clients too) and the "
+    "room's totals for everyone (salt settings stay). The engine's pool holds {blocks:,} blocks of "
+    "{block_size} tokens ({tokens:,} tokens, {kv} of K/V; LRU beyond that). Per session: {burst} prompts "
+    "at once, then one every {every:.0f} s; at most {max_tokens:,} tokens per prompt."
 )
 PRESENTER_KEY = "Presenter key"
 PRESENTER_KEY_HELP = (
@@ -199,8 +212,8 @@ SC_INTRO = (
     "A cache hit skips prefill work, so it answers sooner, and the difference is visible from outside. "
     "An attacker who can send prompts to the same server can test whether **someone else** already sent "
     "a given prefix: send it, time the first token. This is the attack the InputSnatch paper builds on. "
-    "Everything below is measured now, on the real model, through the same shared-pool and K/V-store "
-    "path the room page uses."
+    "Everything below is measured now, on the real model, on the same engine (one pool, one prefix cache) "
+    "the room page and the API use."
 )
 SC_SETUP = "Experiment"
 SC_TRIALS = "Trials per group"
@@ -216,9 +229,10 @@ SC_HOW = (
     "Victim: a session sends the secret prompt (its K/V land in the shared pool). Attacker: another "
     "session times two probes per trial: the victim's first {blocks} blocks plus one token (cached) and "
     "the same tokens with the first one changed (not cached: through the chain, every block misses). "
-    "Latency = K/V-store lookup + model forward, i.e. time to the first token's logits. Each probe runs "
-    "alone in its forward pass: the batching scheduler never packs it with other sessions' prompts, "
-    "which would add their tokens to its time (it may still wait for a pass already running)."
+    "What is timed: the compute of the probe's prefill on the engine (its scheduler step, forward pass and "
+    "first token), with no other request in that step: each probe waits until the engine is quiet, and "
+    "that wait is not timed. Each trial runs in a fresh namespace (a cache salt victim and attacker "
+    "share), so no trial hits another's blocks."
 )
 SC_BUSY = "Another session is running an experiment on the model right now; try again in a few seconds."
 SC_LATEST = "Latest measurement, {ago} ({secs:.0f} s of model time). Everyone on this server sees it."
@@ -236,6 +250,12 @@ M_MEDIAN_UNCACHED = "Median, not cached"
 M_RATIO = "Slow-down of a miss"
 M_RATIO_VALUE = "{ratio:.2f}×"
 M_RATIO_HELP = "Median latency of the not-cached probes / median of the cached ones."
+M_MEDIAN_HELP = "Interquartile range: {lo:,.1f}-{hi:,.1f} ms over {n} probes."
+SC_WITHIN_NOISE = (
+    "{salt}: the two groups' interquartile ranges overlap, so this difference of medians is within the "
+    "noise of this run."
+)
+SC_CLEAR = "{salt}: the two groups' interquartile ranges do not overlap: the difference is larger than the noise."
 M_AUC = "Separation (AUC)"
 M_AUC_HELP = (
     "Probability that a random cached probe is faster than a random not-cached one: 1.0 = perfectly "
@@ -243,7 +263,8 @@ M_AUC_HELP = (
 )
 TRIALS_NOTE = (
     "{trials} trials per group ({n} timed probes), {device}, {probe_tokens} probe tokens of which "
-    "{reused} reused on a hit. Medians, not means: a loaded machine adds long tails."
+    "{reused} reused on a hit. Medians, not means: a loaded machine adds long tails. Longest wait for a "
+    "quiet engine: {waited:,.0f} ms (not part of any timing)."
 )
 SALT_NOTE = (
     "With the victim's salt on, the attacker's probe has different block hashes from the first block on, "

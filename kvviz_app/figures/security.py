@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from kvviz.mirror.hashing import BlockHashRecord, short_hash
 from kvviz.room.records import Admission, FeedEntry
+from kvviz.room.rows import status_key
 from kvviz.security.collisions import HashCost, birthday_probability
 from kvviz.text import security as T
 from kvviz_app.figures.style import (
@@ -39,13 +40,6 @@ MISSING_FILL = PALE_GREY
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
     """The shared base layout with this chapter's margins and its legend just above the plot."""
     return base_layout(fig, height, title, top=20, title_top=56, legend={**LEGEND_ABOVE_RIGHT, "y": 1.02})
-
-
-def status_key(status: str, computed_by: str | None) -> str:
-    """``hit_other``/``hit_you``/``computed``/``partial`` for a block outcome."""
-    if status == "hit":
-        return "hit_other" if computed_by == "other" else "hit_you"
-    return status
 
 
 def block_strip(adm: Admission, now: float) -> go.Figure:

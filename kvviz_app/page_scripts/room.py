@@ -1,8 +1,11 @@
-"""The shared room: one block pool for every browser session, the salt switch, the room's totals and the
-presenter's reset. UI only: the room is kvviz.room.service.get_room(); prompts go through
-kvviz.room.prefill.room_prefill (the same path the concurrency benchmark drives)."""
+"""The shared room: every browser session sends its prompts to the one engine (its pool, its prefix cache),
+the salt switch, the room's totals, the API's requests beside them and the presenter's reset. UI only: the
+room is kvviz.room.service.get_room(); prompts go through kvviz.room.prefill.room_prefill (the path the
+concurrency benchmark drives); "Your last prompt" is kvviz.room.rows.last_prompt_view."""
 
 from __future__ import annotations
+
+import time
 
 import pandas as pd
 import streamlit as st
@@ -10,23 +13,21 @@ import streamlit as st
 from kvviz.i18n import tr
 from kvviz.mirror.events import usable_blocks
 from kvviz.mirror.hashing import REFERENCE_RELEASE, short_hash
-from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
-from kvviz.room.prefill import room_kv_budget_bytes, room_prefill
+from kvviz.room.prefill import room_prefill
 from kvviz.room.records import YOU
+from kvviz.room.rows import last_prompt_view
 from kvviz.room.service import get_room
-from kvviz.room.session import salt_for_view
-from kvviz.text import batching as TB
+from kvviz.server.embedded import api_url, recent_requests
 from kvviz.text import security as T
 from kvviz.util.blank import is_blank
 from kvviz.util.units import format_bytes
 from kvviz_app import ui, ui_chart, ui_present, ui_share
-from kvviz_app.figures import batching as FB
 from kvviz_app.figures import security as F
 from kvviz_app.views.room_labels import age_label, origin_label
 
 _SID = "room_sid"
-_LAST = "room_last_prefill"
+_GEN = "room_generation"  # the room's generation this page last drew (a reset elsewhere bumps it)
 _PRESETS = list(T.PRESETS)
 
 ui.page_header(T.ROOM_TITLE, T.ROOM_INTRO)
@@ -35,7 +36,8 @@ if ui_share.presenting():
 room = get_room()
 sid = room.join(st.session_state.get(_SID))
 st.session_state[_SID] = sid
-lm = ui.get_model()
+ui.get_model()  # the sidebar's model status; the room runs on the process-wide engine (the embedded model)
+st.session_state[_GEN] = room.generation
 
 
 def _fmt_ms(ms: float | None) -> str:
@@ -44,6 +46,8 @@ def _fmt_ms(ms: float | None) -> str:
 
 def _totals() -> None:
     t = room.totals()
+    if st.session_state.get(_GEN) != room.generation:  # a reset (here, another browser or the API): redraw all
+        st.rerun()
     c = st.columns(3) + st.columns(3)
     c[0].metric(T.M_SESSIONS, t.sessions_active,
                 help=T.M_SESSIONS_HELP.format(total=t.sessions_total, salted=t.salted_sessions))
@@ -73,16 +77,30 @@ def _feed() -> None:
         cols["salted"]: T.YES if e.salted else T.NO,
         cols["prefill"]: None if e.prefill_ms is None else round(e.prefill_ms, 1),
         cols["wait"]: None if e.wait_ms is None else round(e.wait_ms, 1),
+        cols["step"]: e.step_requests,
         cols["age"]: age_label(e.age_s),
     } for e in entries]
     ui_chart.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
     with st.expander(T.FEED_TABLE):
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    passes = scheduler_for(lm).history(limit=10)
-    if passes:
-        st.subheader(TB.ROOM_HEADER)
-        st.caption(TB.ROOM_CAPTION)
-        ui_chart.plotly_chart(FB.pass_timeline(passes, viewer=sid), width="stretch", key="room_batching")
+
+
+def _api_requests() -> None:
+    st.subheader(T.API_REQUESTS)
+    url = api_url()
+    if url is None:
+        st.caption(T.API_REQUESTS_OFF)
+        return
+    st.caption(T.API_REQUESTS_INTRO.format(url=f"{url}/v1"))
+    done = recent_requests()[::-1][:10]
+    if not done:
+        st.info(T.API_REQUESTS_NONE, icon=":material/info:")
+        return
+    cols, now = T.API_COLUMNS, time.time()
+    st.dataframe(pd.DataFrame([{cols["client"]: r.client, cols["prompt"]: r.prompt_tokens,
+                                cols["cached"]: r.cached_tokens, cols["output"]: r.output_tokens,
+                                cols["age"]: age_label(now - r.finished_at)} for r in done]),
+                 hide_index=True, width="stretch")
 
 
 # ----------------------------------------------------------------------------- the room's totals (live)
@@ -130,89 +148,64 @@ with c[1]:
             st.warning(T.PROMPT_EMPTY, icon=":material/warning:")
         else:
             try:
-                out = room_prefill(lm, room, sid, text=text)
+                out = room_prefill(room, sid, text=text)
             except InputError as exc:
                 ui.show_error(exc)
             else:
                 if not out.admission.ok:
                     st.warning(T.refusal(out.admission), icon=":material/hourglass_top:")
-                else:
-                    st.session_state[_LAST] = {
-                        "prompt_no": out.admission.prompt_no, "latency_ms": out.latency_ms,
-                        "compute_ms": out.compute_ms, "wait_ms": out.wait_ms,
-                        "reused": out.reused_tokens, "computed": out.computed_tokens, "notice": out.notice,
-                    }
 
 # ----------------------------------------------------------------------------- your last prompt
-view = room.session_view(sid)
-last = view.last
-measured = st.session_state.get(_LAST)
+last = last_prompt_view(room, sid)
 st.subheader(T.LAST_PROMPT)
 ui.hash_reference()
 if last is None:
     st.info(T.NO_PROMPT_YET, icon=":material/info:")
 else:
-    if measured is None or measured.get("prompt_no") != last.prompt_no:
-        measured = None
-    now = room.now()
-    bs = room.limits.block_size
-    from_others = last.blocks_from_others * bs
+    adm = last.admission
     c = st.columns(5)
-    c[0].metric(T.M_TOKENS, ui.loc(f"{last.num_tokens:,}"))
-    c[1].metric(T.M_FROM_OTHERS, ui.loc(f"{from_others:,}"), help=T.M_FROM_OTHERS_HELP)
-    c[2].metric(T.M_FROM_YOU, ui.loc(f"{last.hit_tokens - from_others:,}"))
-    c[3].metric(T.M_COMPUTED, ui.loc(f"{last.computed_tokens:,}"), help=T.M_COMPUTED_HELP)
-    if measured is not None:
-        c[4].metric(T.M_PREFILL, ui.loc(T.M_PREFILL_VALUE.format(compute=measured["compute_ms"], wait=measured["wait_ms"])),
-                    help=T.M_PREFILL_HELP.format(computed=measured["computed"], reused=measured["reused"]))
-    if last.truncated:
-        st.caption(T.TRUNCATED.format(before=last.num_tokens_before_truncation, kept=last.num_tokens))
-    ui_chart.plotly_chart(F.block_strip(last, now), width="stretch", key="room_strip")
+    c[0].metric(T.M_TOKENS, ui.loc(f"{adm.num_tokens:,}"))
+    c[1].metric(T.M_FROM_OTHERS, ui.loc(f"{last.from_others_tokens:,}"), help=T.M_FROM_OTHERS_HELP)
+    c[2].metric(T.M_FROM_YOU, ui.loc(f"{last.from_you_tokens:,}"))
+    c[3].metric(T.M_COMPUTED, ui.loc(f"{adm.computed_tokens:,}"), help=T.M_COMPUTED_HELP)
+    c[4].metric(T.M_PREFILL, ui.loc(T.M_PREFILL_VALUE.format(compute=adm.compute_ms, wait=adm.wait_ms)),
+                help=T.M_PREFILL_HELP.format(computed=adm.computed_tokens, reused=adm.hit_tokens,
+                                             step=adm.step_requests))
+    if adm.truncated:
+        st.caption(T.TRUNCATED.format(before=adm.num_tokens_before_truncation, kept=adm.num_tokens))
+    ui_chart.plotly_chart(F.block_strip(adm, room.now()), width="stretch", key="room_strip")
     with st.expander(T.BLOCK_TABLE):
         cols = T.BLOCK_COLUMNS
-        rows = []
-        for b in last.blocks:
-            key = F.status_key(b.status, b.computed_by)
-            age = now - b.computed_at if b.computed_at is not None else None
-            rows.append({
-                cols["index"]: b.index, cols["tokens"]: f"{b.start}-{b.end - 1}", cols["status"]: T.STATUS_LABELS[key],
-                cols["origin"]: origin_label(b.computed_by, age) if b.status == "hit" else
-                (T.WHO_YOU if b.status == "computed" else ""),
-                cols["hash"]: short_hash(b.block_hash, 16),
-            })
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame([{
+            cols["index"]: b.index, cols["tokens"]: f"{b.first}-{b.last}", cols["status"]: T.STATUS_LABELS[b.status],
+            cols["origin"]: origin_label(b.who, b.age_s) if b.status.startswith("hit") else
+            (T.WHO_YOU if b.status == "computed" else ""),
+            cols["hash"]: short_hash(b.block_hash, 16),
+        } for b in last.blocks]), hide_index=True, width="stretch")
 
     # ------------------------------------------------------------------------- why the salt isolates
     st.subheader(T.SALT_WHY)
-    ids = list(last.token_ids)
-    demo_salt, illustrative = salt_for_view(sid, view.cache_salt)
-    if illustrative:
+    if last.illustrative:
         st.caption(T.SALT_WHY_OFF)
         salt_name = T.SALT_NAME_ILLUSTRATIVE
     else:
-        salt_name = T.SALT_NAME_TEAM if view.salt_mode == "team" else T.SALT_NAME_PRIVATE
-    plain = room.block_records(ids, None)
-    salted = room.block_records(ids, demo_salt)
-    plain_cached = [room.is_cached(r.hash) for r in plain if r.full]
-    salted_cached = [room.is_cached(r.hash) for r in salted if r.full]
+        salt_name = T.SALT_NAME_TEAM if adm.salt_mode == "team" else T.SALT_NAME_PRIVATE
     st.markdown(T.SALT_WHY_INTRO.format(salt_name=salt_name, release=REFERENCE_RELEASE))
-    ui_chart.plotly_chart(F.salt_chain(plain, salted, plain_cached, salted_cached, salt_name), width="stretch",
-                          key="room_salt_chain")
+    ui_chart.plotly_chart(F.salt_chain(last.plain, last.salted, last.plain_cached, last.salted_cached, salt_name),
+                          width="stretch", key="room_salt_chain")
     with st.expander(T.BLOCK_TABLE):
         cols = T.SALT_COLUMNS
-        full_plain = [r for r in plain if r.full]
-        full_salted = [r for r in salted if r.full]
-        rows = [{
-            cols["index"]: p.index, cols["plain"]: short_hash(p.hash, 16),
-            cols["plain_cached"]: T.YES if pc else T.NO, cols["salted"]: short_hash(s.hash, 16),
-            cols["salted_cached"]: T.YES if sc else T.NO,
-            cols["extra"]: T.SALT_EXTRA_KEY if s.extra_keys else "-",
-        } for p, s, pc, sc in zip(full_plain, full_salted, plain_cached, salted_cached, strict=True)]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame([{
+            cols["index"]: r.index, cols["plain"]: short_hash(r.plain_hash, 16),
+            cols["plain_cached"]: T.YES if r.plain_cached else T.NO, cols["salted"]: short_hash(r.salted_hash, 16),
+            cols["salted_cached"]: T.YES if r.salted_cached else T.NO,
+            cols["extra"]: T.SALT_EXTRA_KEY if r.salt_key else "-",
+        } for r in last.salt_rows]), hide_index=True, width="stretch")
 
 # ----------------------------------------------------------------------------- the room feed (live)
 st.subheader(T.FEED)
 st.fragment(run_every=5 if live else None)(_feed)()
+_api_requests()
 with totals_area:
     st.fragment(run_every=5 if live else None)(_totals)()
 
@@ -221,17 +214,17 @@ flash = st.session_state.pop("room_flash", None)
 with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=flash is not None):
     if flash is not None:
         st.success(flash, icon=":material/check:")
-    lim = room.limits
+    lim, engine = room.limits, room.loop.engine
+    blocks = usable_blocks(engine.num_blocks)
     st.markdown(T.PRESENTER_INTRO.format(
-        blocks=usable_blocks(lim.num_blocks), block_size=lim.block_size, tokens=usable_blocks(lim.num_blocks) * lim.block_size,
-        kv=ui.loc(format_bytes(room_kv_budget_bytes())), burst=lim.burst, every=1 / lim.refill_per_s if lim.refill_per_s else 0,
-        max_tokens=lim.max_prompt_tokens))
+        blocks=blocks, block_size=engine.block_size, tokens=blocks * engine.block_size,
+        kv=ui.loc(format_bytes(engine.kv_cache_bytes)), burst=lim.burst,
+        every=1 / lim.refill_per_s if lim.refill_per_s else 0, max_tokens=lim.max_prompt_tokens))
     st.caption(T.WORKSHOP_HINT)
     key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)
     if st.button(T.RESET, key="room_reset", icon=":material/restart_alt:"):
         res = room.reset(key)
         if res.ok:
-            st.session_state.pop(_LAST, None)
             st.session_state["room_flash"] = T.RESET_DONE.format(dropped=res.dropped_blocks)
             st.rerun()
         else:

@@ -1,5 +1,6 @@
 """The timing side channel, measured on the real model: cached vs uncached probe latencies with salts off
-and on, and the attacker game. UI only: every number comes from kvviz.security.side_channel and kvviz.security.attacker."""
+and on, and the attacker game, each probe timed alone on the engine. UI only: every number comes from
+kvviz.security.side_channel and kvviz.security.attacker."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kvviz_app.figures import security as F
 from kvviz_app.views.room_labels import age_label
 
 ui.page_header(T.SC_TITLE, T.SC_INTRO)
-lm = ui.get_model()
+ui.get_model()  # the sidebar's model status; the probes run on the process-wide engine (the embedded model)
 
 
 def _progress_bar(label: str, total_steps: int):
@@ -56,7 +57,7 @@ if c[2].button(T.SC_RUN, key="sc_run", type="primary", icon=":material/timer:"):
     bar, report = _progress_bar(T.SC_RUNNING, 2 * trials)
 
     def _measure() -> list:
-        return [measure_side_channel(lm, trials=trials, prefix_blocks=blocks, salted=salted, progress=report)
+        return [measure_side_channel(trials=trials, prefix_blocks=blocks, salted=salted, progress=report)
                 for salted in (False, True)]
 
     try:
@@ -72,14 +73,20 @@ if results is not None:
     for r in results:
         st.markdown(f"**{T.SALT_ON if r.salted else T.SALT_OFF}**")
         c = st.columns(4)
-        c[0].metric(T.M_MEDIAN_CACHED, T.MS_VALUE.format(ms=r.cached_median_ms))
-        c[1].metric(T.M_MEDIAN_UNCACHED, T.MS_VALUE.format(ms=r.uncached_median_ms))
+        for col, label, group, ms in ((c[0], T.M_MEDIAN_CACHED, "cached", r.cached_median_ms),
+                                      (c[1], T.M_MEDIAN_UNCACHED, "uncached", r.uncached_median_ms)):
+            lo, hi = r.spread_ms(group)
+            col.metric(label, T.MS_VALUE.format(ms=ms),
+                       help=T.M_MEDIAN_HELP.format(lo=lo, hi=hi, n=len(r.latencies(group))))
         c[2].metric(T.M_RATIO, T.M_RATIO_VALUE.format(ratio=r.ratio), help=T.M_RATIO_HELP)
         c[3].metric(T.M_AUC, ui.loc(f"{r.auc:.2f}"), help=T.M_AUC_HELP.format(acc=r.threshold_accuracy))
+        salt = T.SALT_ON if r.salted else T.SALT_OFF
+        st.caption((T.SC_WITHIN_NOISE if r.within_noise else T.SC_CLEAR).format(salt=salt))
     r0 = results[0]
     st.caption(T.TRIALS_NOTE.format(trials=r0.trials, n=sum(len(r.probes) for r in results),
                                     device=f"{r0.device}, {r0.dtype}", probe_tokens=r0.probe_tokens,
-                                    reused=r0.reused_tokens_on_hit))
+                                    reused=r0.reused_tokens_on_hit,
+                                    waited=max((p.waited_ms for r in results for p in r.probes), default=0.0)))
     st.caption(T.SALT_NOTE.format(probe_tokens=r0.probe_tokens))
 
 # ----------------------------------------------------------------------------- the attacker game
@@ -94,7 +101,7 @@ if c[2].button(T.GAME_RUN, key="sc_play", type="primary", icon=":material/sports
     bar, report = _progress_bar(T.GAME_RUNNING, 2 * rounds)
 
     def _play() -> list:
-        return [attacker_game(lm, rounds=rounds, salted=salted, template=template, candidates=candidates,
+        return [attacker_game(rounds=rounds, salted=salted, template=template, candidates=candidates,
                               progress=report) for salted in (False, True)]
 
     try:

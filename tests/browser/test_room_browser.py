@@ -90,6 +90,17 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
         # A's totals refresh by themselves (live fragment) and count all three prompts
         assert wait_for_metrics(a, lambda v: v.get(T.M_PROMPTS) == "3", 30)[T.M_PROMPTS] == "3"
         assert_no_errors(a)
+
+        # issue 27 item 10: the presenter (A) resets; B's page drops its old "Your last prompt" by itself
+        assert b.get_by_text(T.NO_PROMPT_YET).count() == 0
+        reset = a.get_by_role("button", name=T.RESET)
+        if not reset.is_visible():  # the Presenter box closed on a later rerun
+            a.locator('[data-testid="stExpander"]').get_by_text(T.PRESENTER, exact=True).first.click()
+            wait_idle(a)
+        reset.click()
+        a.get_by_text("The room was reset").first.wait_for(timeout=30_000)
+        b.get_by_text(T.NO_PROMPT_YET).first.wait_for(timeout=30_000)  # the live fragment saw the reset
+        assert_no_errors(b)
     finally:
         ctx_a.close()
         ctx_b.close()

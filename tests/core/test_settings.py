@@ -20,26 +20,26 @@ def test_defaults_when_nothing_is_set():
     s = S.parse({})
     assert s.model is None and s.device is None and s.dtype is None and s.backend is None
     assert s.max_tokens == 2048 and s.batch_tokens == 512 and s.batch_wait_s == 0.004
-    assert s.kvstore_budget_bytes == 512 * 2**20 and s.room_kv_budget_bytes == 384 * 2**20
-    assert s.room_blocks is None and s.presenter_key is None and not s.hf_hub_offline
+    assert s.kvstore_budget_bytes == 512 * 2**20
+    assert s.presenter_key is None and not s.hf_hub_offline
     assert s.kv_cache_bytes == 256 * 2**20
     assert s.cache_dir == Path.home() / ".cache" / "kvviz" and dict(s.errors) == {}
 
 
 def test_valid_values_are_parsed_and_stripped():
     s = S.parse({"KVVIZ_MODEL": " someone/model ", "KVVIZ_MAX_TOKENS": "100", "KVVIZ_BATCH_TOKENS": "64",
-                 "KVVIZ_BATCH_WAIT_MS": "2.5", "KVVIZ_KVSTORE_MB": "1.5", "KVVIZ_ROOM_KV_MB": "0",
-                 "KVVIZ_ROOM_BLOCKS": "96", "KVVIZ_PRESENTER_KEY": " k ", "HF_HUB_OFFLINE": "TRUE",
+                 "KVVIZ_BATCH_WAIT_MS": "2.5", "KVVIZ_KVSTORE_MB": "1.5",
+                 "KVVIZ_PRESENTER_KEY": " k ", "HF_HUB_OFFLINE": "TRUE",
                  "KVVIZ_CACHE_DIR": "/tmp/kv"})
     assert (s.model, s.max_tokens, s.batch_tokens, s.batch_wait_s) == ("someone/model", 100, 64, 0.0025)
-    assert (s.kvstore_budget_bytes, s.room_kv_budget_bytes, s.room_blocks) == (int(1.5 * 2**20), 0, 96)
+    assert s.kvstore_budget_bytes == int(1.5 * 2**20)
     assert s.presenter_key == "k" and s.hf_hub_offline and s.cache_dir == Path("/tmp/kv") and not s.errors
 
 
 @pytest.mark.parametrize("name, bad", [
     ("KVVIZ_MAX_TOKENS", "0"), ("KVVIZ_MAX_TOKENS", "1e3"), ("KVVIZ_BATCH_TOKENS", "lots"),
-    ("KVVIZ_BATCH_WAIT_MS", "-3"), ("KVVIZ_KVSTORE_MB", "nan"), ("KVVIZ_ROOM_KV_MB", "1e99"),
-    ("KVVIZ_ROOM_BLOCKS", "0"), ("KVVIZ_KV_CACHE_MIB", "0"), ("KVVIZ_KV_CACHE_MIB", "1.5"),
+    ("KVVIZ_BATCH_WAIT_MS", "-3"), ("KVVIZ_KVSTORE_MB", "nan"),
+    ("KVVIZ_KV_CACHE_MIB", "0"), ("KVVIZ_KV_CACHE_MIB", "1.5"),
 ])
 def test_an_invalid_value_keeps_the_default_and_names_the_variable(name, bad):
     s = S.parse({name: bad})

@@ -20,8 +20,9 @@ class DigitsTokenizer:
         return "".join(f"<{i}>" for i in ids if not (skip_special_tokens and i == 0))
 
 
-def tiny_lm(seed: int = 0, layers: int = 2, heads: int = 4, kv_heads: int = 2, head_dim: int = 8) -> LoadedModel:
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=heads * head_dim, intermediate_size=48,
+def tiny_lm(seed: int = 0, layers: int = 2, heads: int = 4, kv_heads: int = 2, head_dim: int = 8,
+            vocab: int = VOCAB) -> LoadedModel:
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=heads * head_dim, intermediate_size=48,
                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                       head_dim=head_dim, rms_norm_eps=1e-5, rope_theta=10000.0, max_position_embeddings=4096)
     model = NativeLlamaForCausalLM(cfg)
@@ -33,7 +34,7 @@ def tiny_lm(seed: int = 0, layers: int = 2, heads: int = 4, kv_heads: int = 2, h
     model.lm_head.weight = model.model.embed_tokens.weight
     model.eval().requires_grad_(False)
     info = ModelInfo(name="tiny-llama", source="random", num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
-                     head_dim=head_dim, d_model=heads * head_dim, vocab_size=VOCAB,
+                     head_dim=head_dim, d_model=heads * head_dim, vocab_size=vocab,
                      num_params=sum(p.numel() for p in model.parameters()), device="cpu", dtype="float32",
                      load_s=0.0, architecture="LlamaForCausalLM", max_position_embeddings=4096, backend="native")
     return LoadedModel(model=model, tokenizer=DigitsTokenizer(), info=info, source=None)

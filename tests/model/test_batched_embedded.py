@@ -1,19 +1,15 @@
 """Batched forward passes on the embedded model (native decoder): each request of a packed pass gets its
-own logits and K/V, as if it had run alone; the scheduler's runner and the room's path use it."""
+own logits and K/V, as if it had run alone; the scheduler's runner uses it."""
 
 from __future__ import annotations
 
-import threading
 import weakref
 
 import pytest
 import torch
 
 from kvviz.model import load_model, prefill, prefill_continue
-from kvviz.model.prefill import _run_batch, scheduler_for
-from kvviz.room.limits import RoomLimits
-from kvviz.room.prefill import room_prefill
-from kvviz.room.room import Room
+from kvviz.model.prefill import _run_batch
 
 pytestmark = pytest.mark.model
 TOL = 1e-4
@@ -59,32 +55,3 @@ def test_a_bad_request_in_a_packed_pass_fails_alone(lm):
     assert outs[0][0].get_seq_length() == 5  # the good request's cache grew once, not twice
     ref = prefill(lm, token_ids=good[0])
     assert (outs[0][1] - ref.last_logits).abs().max().item() <= TOL
-
-
-def test_concurrent_room_sessions_get_their_own_logits(lm):
-    room = Room(RoomLimits(burst=100))
-    texts = [f"Shared workshop system prompt, long enough for a block or two of reuse. Question {i}: why?"
-             for i in range(6)]
-    refs = [prefill(lm, text=t).last_logits for t in texts]
-    sids = [room.join() for _ in texts]
-    outs: dict[int, object] = {}
-    gate = threading.Barrier(len(texts))
-
-    def send(i: int) -> None:
-        gate.wait()
-        outs[i] = room_prefill(lm, room, sids[i], text=texts[i])
-
-    before = max((p.pass_id for p in scheduler_for(lm).history()), default=0)
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(texts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for i, ref in enumerate(refs):
-        out = outs[i]
-        assert out.ok and (out.last_logits - ref).abs().max().item() <= 1e-3  # reuse + batching stay exact
-        assert out.wait_ms >= 0 and out.compute_ms > 0
-    passes = [p for p in scheduler_for(lm).history() if p.pass_id > before]
-    assert sum(p.batch_size for p in passes) >= len(texts)
-    assert all(item.tag == "room" for p in passes for item in p.items)
-    room.check_invariants()

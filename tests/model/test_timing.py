@@ -9,6 +9,7 @@ import json
 import pytest
 
 from kvviz.cli import main
+from kvviz.engine import get_engine_loop
 from kvviz.model import InputError, load_model, tokenize
 from kvviz.security.attacker import GameRound, attacker_game
 from kvviz.security.collision_leak import collision_leak
@@ -26,8 +27,13 @@ def lm():
     return load_model()
 
 
-def test_cached_prefix_is_measurably_faster_and_salt_removes_the_hits(lm):
-    plain = measure_side_channel(lm, trials=7, prefix_blocks=3, seed=1)
+@pytest.fixture(scope="module")
+def loop():
+    return get_engine_loop()
+
+
+def test_cached_prefix_is_measurably_faster_and_salt_removes_the_hits(loop):
+    plain = measure_side_channel(loop, trials=7, prefix_blocks=3, seed=1)
     assert plain.trials == 7 and len(plain.probes) == 14 and plain.probe_tokens == 49
     assert set(plain.cached_hit_blocks) == {3}  # every cached probe reused the victim's 3 blocks
     assert {p.hit_blocks for p in plain.probes if p.group == "uncached"} == {0}
@@ -35,16 +41,18 @@ def test_cached_prefix_is_measurably_faster_and_salt_removes_the_hits(lm):
     # the measured ordering (medians over 7 trials; 1 vs 49 computed tokens), not absolute times
     assert plain.cached_median_ms < plain.uncached_median_ms
     assert plain.auc > 0.5 and plain.ratio > 1.0
-    salted = measure_side_channel(lm, trials=3, prefix_blocks=3, salted=True, seed=1)
+    salted = measure_side_channel(loop, trials=3, prefix_blocks=3, salted=True, seed=1)
     assert {p.hit_blocks for p in salted.probes} == {0}  # salted victim: the probe hits nothing
     assert {p.computed_tokens for p in salted.probes} == {49}
     d = plain.as_dict()
     assert d["trials"] == 7 and d["probes"] == 14 and len(d["cached_ms"]) == 7
+    lo, hi = d["cached_iqr_ms"]
+    assert lo <= d["cached_median_ms"] <= hi and isinstance(d["within_noise"], bool)
     json.dumps(d)
 
 
-def test_attacker_game_structure_and_salt(lm):
-    plain = attacker_game(lm, rounds=2, candidates=CANDIDATES, seed=3)
+def test_attacker_game_structure_and_salt(loop):
+    plain = attacker_game(loop, rounds=2, candidates=CANDIDATES, seed=3)
     assert len(plain.rounds) == 2 and plain.chance == pytest.approx(1 / 3)
     for r in plain.rounds:
         assert len(r.latencies_ms) == 3 and all(ms > 0 for ms in r.latencies_ms)
@@ -52,14 +60,14 @@ def test_attacker_game_structure_and_salt(lm):
         assert sum(r.hit_blocks) == plain.prefix_blocks
         assert 1 <= r.secret_rank <= 3 and r.correct == (r.guess == r.secret)
     assert plain.correct == sum(r.correct for r in plain.rounds)
-    salted = attacker_game(lm, rounds=1, salted=True, candidates=CANDIDATES, seed=3)
+    salted = attacker_game(loop, rounds=1, salted=True, candidates=CANDIDATES, seed=3)
     assert all(h == 0 for r in salted.rounds for h in r.hit_blocks)
     with pytest.raises(InputError):
-        attacker_game(lm, rounds=1, template="no field here", candidates=CANDIDATES)
+        attacker_game(loop, rounds=1, template="no field here", candidates=CANDIDATES)
     with pytest.raises(InputError):
-        attacker_game(lm, rounds=1, candidates=["same", "same"])
+        attacker_game(loop, rounds=1, candidates=["same", "same"])
     with pytest.raises(InputError):
-        attacker_game(lm, rounds=1, template="A. " * 20 + "{secret}", candidates=CANDIDATES)  # secret past block 0
+        attacker_game(loop, rounds=1, template="A. " * 20 + "{secret}", candidates=CANDIDATES)  # secret past block 0
 
 
 def test_statistics():

@@ -79,6 +79,28 @@ def test_two_sessions_share_the_room_and_salt_isolates():
     get_room().check_invariants()
 
 
+def test_room_page_shows_the_apis_requests_beside_the_sessions(monkeypatch):
+    """Issue 24: API clients share the room's engine and prefix cache; the room page lists their last
+    finished requests (client label, cached tokens), or says that the API is off."""
+    import time
+
+    import kvviz.server.embedded as embedded
+    from kvviz.server.serving import ApiRequest
+
+    at = _page("room")
+    assert any(c.value == T.API_REQUESTS_OFF for c in at.caption)  # tests run with KVVIZ_API=0
+    done = [ApiRequest("cmpl-1", "alice-notebook", 48, 32, 5, "length", 0.4, time.time() - 3),
+            ApiRequest("cmpl-2", "api 127.0.0.1", 20, 0, 1, "stop", 0.2, time.time())]
+    monkeypatch.setattr(embedded, "api_url", lambda: "http://127.0.0.1:8000")
+    monkeypatch.setattr(embedded, "recent_requests", lambda: list(done))
+    at.run()
+    assert not at.exception
+    assert any("http://127.0.0.1:8000/v1" in c.value for c in at.caption)
+    table = next(d.value for d in at.dataframe if T.API_COLUMNS["client"] in d.value.columns)
+    assert list(table[T.API_COLUMNS["client"]]) == ["api 127.0.0.1", "alice-notebook"]  # newest first
+    assert list(table[T.API_COLUMNS["cached"]]) == [0, 32]
+
+
 def test_side_channel_page_measures_and_plays():
     at = _page("side_channel")
     at.slider(key="sc_trials").set_value(3).run()

@@ -1,17 +1,19 @@
-"""The shared room without the model: cross-session hits, anonymised origins, salts, totals, the LRU
-memory bound, bad-input bounds, presenter reset, and invariants under threads and random operations."""
+"""The shared room on a real engine over a tiny random Llama (fast lane): cross-session hits, anonymised
+origins, salts, totals, the LRU memory bound, bad-input bounds, presenter reset, and invariants under
+threads and random operations. The counts are the engine's own (``RequestOutput.num_cached_tokens``)."""
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_llm import tiny_lm
 
 from kvviz.cli import main
+from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
 from kvviz.room.limits import RoomLimits, with_limits
 from kvviz.room.room import Room
 from kvviz.room.service import get_room
@@ -20,6 +22,9 @@ from kvviz.text import security as T
 from kvviz_app.views.room_labels import age_label, origin_label
 
 PROMPT = list(range(1, 41))  # 2 full blocks of 16 + a partial block of 8
+TOKEN_BYTES = 2 * 2 * 2 * 8 * 4  # K and V x 2 layers x 2 kv heads x head_dim 8 x fp32
+LM = tiny_lm(vocab=50_000)
+_LOOPS: list[EngineLoop] = []
 
 
 class Clock:
@@ -35,8 +40,25 @@ def clock() -> Clock:
     return Clock()
 
 
-def make_room(clock: Clock, **limits: object) -> Room:
-    return Room(with_limits(RoomLimits(), **limits), clock=clock)
+@pytest.fixture(autouse=True)
+def _close_loops():
+    yield
+    while _LOOPS:
+        _LOOPS.pop().close()
+
+
+def tiny_engine(num_blocks: int = 1024, block_size: int = 16) -> EngineLoop:
+    """An engine loop over the tiny model with ``num_blocks`` blocks (the null block included)."""
+    loop = EngineLoop(LLMEngine(LM, EngineConfig(block_size=block_size,
+                                                 kv_cache_bytes=num_blocks * block_size * TOKEN_BYTES)))
+    _LOOPS.append(loop)
+    return loop
+
+
+def make_room(clock: Clock, num_blocks: int = 1024, block_size: int = 16, presenter_key: str | None = None,
+              **limits: object) -> Room:
+    return Room(with_limits(RoomLimits(), **limits), engine=tiny_engine(num_blocks, block_size),
+                presenter_key=presenter_key, clock=clock)
 
 
 def test_second_session_hits_the_first_sessions_blocks_anonymised(clock):
@@ -127,7 +149,7 @@ def test_bad_input_is_refused_with_one_line(clock):
     with pytest.raises(ValueError):
         room.set_salt(a, "everyone")
     with pytest.raises(ValueError):
-        RoomLimits(num_blocks=0).validate()
+        RoomLimits(burst=0).validate()
     room.check_invariants()
 
 
@@ -153,49 +175,64 @@ def test_room_bucket_limits_everyone_together(clock):
     assert room.totals().refused == 10
 
 
-def test_sessions_events_feed_and_timings_stay_bounded(clock):
-    room = make_room(clock, max_sessions=5, max_events=100, feed_size=4, timing_history=3, burst=1000)
+def test_sessions_feed_and_timings_stay_bounded(clock):
+    room = make_room(clock, max_sessions=5, feed_size=4, timing_history=3, burst=1000)
     ids = [room.join() for _ in range(50)]
     assert room.totals().sessions_total == 5
     assert room.join(ids[-1]) == ids[-1]  # a known session keeps its id
     assert room.join(ids[0]) != ids[0]  # a dropped one gets a new id
     s = ids[-1]
-    for i in range(60):
-        adm = room.submit(s, [i + 1] * 20)
-        room.record_prefill(s, adm.prompt_no, 10.0 + i, adm.hit_tokens)
-    room.record_prefill(s, 1, float("nan"), 0)  # ignored, never raises
-    assert len(room.feed(s, limit=100)) == 4 and room.feed(s)[0].prefill_ms == 69.0
-    assert len(room.manager.events) <= 100
+    admitted = [room.submit(s, [i + 1] * 20) for i in range(60)]
+    assert all(a.ok and a.hit_tokens == 0 and a.compute_ms > 0 for a in admitted)
+    assert len(room.feed(s, limit=100)) == 4 and room.feed(s)[0].prefill_ms == admitted[-1].compute_ms
     t = room.totals()
-    assert t.prefills_miss == 3 and t.median_prefill_miss_ms == 68.0
+    assert t.prefills_miss == 3 and t.median_prefill_miss_ms == sorted(a.compute_ms for a in admitted[-3:])[1]
     room.check_invariants()
 
 
-def test_presenter_reset_key_cooldown_and_hooks(clock):
-    room = Room(with_limits(RoomLimits(), reset_cooldown_s=3.0), presenter_key="k3y", clock=clock)
+def test_presenter_reset_key_cooldown_and_the_engines_prefix_cache(clock):
+    room = make_room(clock, presenter_key="k3y", reset_cooldown_s=3.0)
     a = room.join()
     room.set_salt(a, "private")
     room.submit(a, PROMPT)
-    calls = []
-    room.add_reset_hook(lambda: calls.append(room.generation))
     wrong = room.reset("wrong")
     assert T.refusal(wrong) == T.ERR_PRESENTER_KEY
     assert room.reset(None).ok is False and room.totals().prompts == 1
     res = room.reset("k3y")
-    assert res.ok and res.dropped_blocks == 2 and calls == [1]
+    assert res.ok and res.dropped_blocks == 2 and room.generation == 1
     t = room.totals()
     assert (t.prompts, t.cached_blocks, t.resets) == (0, 0, 1)
+    assert room.loop.stats().prefix_cache_hits == 0 and room.peek(PROMPT, room.session_view(a).cache_salt) == 0
     assert room.session_view(a).salt_mode == "private" and room.session_view(a).last is None
     clock.t += 1
     assert not room.reset("k3y").ok  # too soon: rapid resets cannot thrash the room
     clock.t += 3
-    assert room.reset("k3y").ok and calls == [1, 2]
+    assert room.reset("k3y").ok and room.generation == 2
     assert room.reset(force=True).ok
     room.check_invariants()
 
 
+def test_a_reset_of_the_engine_by_another_client_resets_the_room_and_every_last_prompt(clock):
+    """Issue 27 item 10: after a reset, no session keeps showing its old "Your last prompt"; the API's
+    /reset_prefix_cache (the engine's reset, not the room's) empties the room the same way."""
+    room = make_room(clock, presenter_key="k3y")
+    a, b = room.join(), room.join()
+    room.submit(a, PROMPT)
+    room.submit(b, PROMPT)
+    assert room.session_view(b).last is not None
+    assert room.reset("k3y").ok
+    assert room.session_view(a).last is None and room.session_view(b).last is None
+    room.submit(a, PROMPT)
+    assert room.loop.call(lambda engine: engine.reset_prefix_cache())  # as POST /reset_prefix_cache does
+    assert room.session_view(a).last is None and room.generation == 2
+    t = room.totals()
+    assert (t.prompts, t.cached_blocks, t.resets) == (0, 0, 2)
+    assert room.submit(b, PROMPT).hit_tokens == 0
+    room.check_invariants()
+
+
 def test_a_reset_with_no_key_says_the_key_is_needed_not_that_it_is_wrong(clock):
-    room = Room(with_limits(RoomLimits(), reset_cooldown_s=3.0), presenter_key="k3y", clock=clock)
+    room = make_room(clock, presenter_key="k3y", reset_cooldown_s=3.0)
     for empty in ("", "   ", None):
         refused = room.reset(empty)
         assert not refused.ok and refused.error_code == "presenter_key_missing"
@@ -214,8 +251,8 @@ def test_get_room_is_one_process_wide_room():
 
 
 def test_threads_keep_the_room_consistent():
-    room = Room(RoomLimits(num_blocks=64, burst=10_000, room_burst=1_000_000, room_refill_per_s=1e6,
-                           reset_cooldown_s=0.0))
+    room = Room(RoomLimits(burst=10_000, room_burst=1_000_000, room_refill_per_s=1e6, reset_cooldown_s=0.0,
+                           reset_wait_s=0.5), engine=tiny_engine(64))
     errors: list[BaseException] = []
     shared = list(range(500, 548))
 
@@ -233,7 +270,7 @@ def test_threads_keep_the_room_consistent():
                 room.totals()
                 room.feed(sid)
                 if seed == 0 and k in (9, 29):  # mid-run: a reset in the last steps could leave nothing shared after it
-                    room.reset(force=True)
+                    room.reset(force=True)  # refused (reset_busy) while others' prompts hold blocks: both are fine
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -258,39 +295,30 @@ ops = st.lists(
 @given(ops)
 def test_invariants_hold_after_any_sequence(steps):
     clock = Clock()
-    room = Room(RoomLimits(num_blocks=8, block_size=4, burst=3, refill_per_s=0.5, max_events=200,
-                           reset_cooldown_s=1.0), clock=clock)
-    sids = [room.join() for _ in range(4)]
-    for op, who, first, length in steps:
-        sid = sids[who]
-        if op == "submit":
-            room.submit(sid, [first] * 3 + list(range(length)))
-        elif op == "salt":
-            room.set_salt(sid, ["off", "private", "team"][first % 3], "x")
-        elif op == "reset":
-            room.reset()
-        else:
-            clock.t += first
-        room.check_invariants()
-        t = room.totals()
-        assert t.cached_blocks <= 8 and 0 <= t.hit_rate <= 1
+    loop = EngineLoop(LLMEngine(LM, EngineConfig(block_size=4, kv_cache_bytes=8 * 4 * TOKEN_BYTES)))
+    try:
+        room = Room(RoomLimits(burst=3, refill_per_s=0.5, reset_cooldown_s=1.0), engine=loop, clock=clock)
+        sids = [room.join() for _ in range(4)]
+        for op, who, first, length in steps:
+            sid = sids[who]
+            if op == "submit":
+                room.submit(sid, [first] * 3 + list(range(length)))
+            elif op == "salt":
+                room.set_salt(sid, ["off", "private", "team"][first % 3], "x")
+            elif op == "reset":
+                room.reset()
+            else:
+                clock.t += first
+            room.check_invariants()
+            t = room.totals()
+            assert t.cached_blocks <= 7 and 0 <= t.hit_rate <= 1
+    finally:
+        loop.close()
 
 
 def test_salt_for_view_is_the_session_salt_or_an_illustrative_one():
     assert salt_for_view("abcdef", "team:x") == ("team:x", False)
     assert salt_for_view("abcdef", None) == ("private:abcd", True)
-
-
-def test_room_cli_salt_view(capsys):
-    text = "The same shared system prompt, long enough to fill two whole blocks of sixteen tokens each. " * 2
-    argv = ["room", "--prompt", f"a:{text}", "--prompt", f"b:{text}", "--salt", "b:private", "--json"]
-    assert main(argv) == 0
-    a, b = json.loads(capsys.readouterr().out)["prompts"]
-    full = a["salt_view"]["cached_blocks_without_salt"]
-    assert full >= 2 and a["salt_view"] == {"salt": "illustrative", "cached_blocks_without_salt": full,
-                                            "cached_blocks_with_salt": 0}
-    assert b["hit_tokens"] == 0 and b["salt_view"] == {"salt": "own", "cached_blocks_without_salt": full,
-                                                        "cached_blocks_with_salt": full}
 
 
 @pytest.mark.parametrize("model", ["", "   "])
@@ -301,19 +329,18 @@ def test_room_cli_empty_model_is_one_line(model, capsys):
 
 
 def test_room_medians_come_from_compute_time_and_wait_is_kept_apart(clock):
-    """#11 item 5: under load the wait for the model dwarfs the forward pass; the hit/miss medians must
-    come from compute time, so a hit (small compute, long wait) stays cheaper than a miss."""
+    """#11 item 5: under load the wait for the model dwarfs the forward pass; the hit/miss medians come
+    from each prompt's compute (its share of its engine steps), the wait for the engine is kept apart."""
     room = make_room(clock, burst=1000)
     s = room.join()
     miss = room.submit(s, list(range(1, 41)))
-    room.record_prefill(s, miss.prompt_no, 300.0, 0, wait_ms=5.0)
     hit = room.submit(s, list(range(1, 41)) + [7, 8])
-    assert hit.hit_tokens > 0
-    room.record_prefill(s, hit.prompt_no, 40.0, hit.hit_tokens, wait_ms=2400.0)
+    assert miss.hit_tokens == 0 and hit.hit_tokens == 32
+    assert miss.compute_ms > 0 and hit.compute_ms > 0 and hit.wait_ms >= 0
+    assert hit.latency_ms >= hit.compute_ms and hit.step_requests == 1  # alone in its step
     t = room.totals()
-    assert t.median_prefill_hit_ms == 40.0 and t.median_prefill_miss_ms == 300.0
-    assert t.median_wait_ms == (5.0 + 2400.0) / 2
+    assert t.median_prefill_hit_ms == hit.compute_ms and t.median_prefill_miss_ms == miss.compute_ms
+    assert t.median_wait_ms == pytest.approx((miss.wait_ms + hit.wait_ms) / 2)
     newest = room.feed(s)[0]
-    assert newest.prefill_ms == 40.0 and newest.wait_ms == 2400.0
-    room.record_prefill(s, hit.prompt_no, 1.0, 1, wait_ms=float("nan"))  # a bad wait is dropped, never raises
+    assert newest.prefill_ms == hit.compute_ms and newest.wait_ms == hit.wait_ms
     room.check_invariants()
