@@ -11,6 +11,7 @@ import math
 import sys
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,8 +59,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "grid) under each --routing policy: a 'routing' section")
     p.add_argument("--routing", metavar="POLICIES", default=",".join(POLICIES),
                    help=f"routing policies for --replicas (default all: {','.join(POLICIES)})")
-    p.add_argument("--skip-bad-lines", action="store_true",
-                   help="count and skip bad lines (the first few are reported) instead of stopping at the first")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first bad line (by default bad lines are counted, skipped and reported)")
+    p.add_argument("--skip-bad-lines", action="store_true", help=argparse.SUPPRESS)  # the default now
+    p.add_argument("--engine", metavar="dask",
+                   help="analyse a directory of shards on a Dask cluster (sampled: --sample-rate, default 1; "
+                   "see docs/WORKLOAD.md)")
+    p.add_argument("--address", metavar="SCHEDULER",
+                   help="the Dask scheduler for --engine, e.g. tcp://10.0.0.5:8786 (default: a local "
+                   "two-worker cluster on 127.0.0.1)")
     p.add_argument("--progress", action="store_true",
                    help="progress (read, rate, ETA) on stderr even when stderr is not a terminal")
     add_json_flag(p)
@@ -117,9 +125,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     bpt = _bytes_per_token(args)
     _check_sampling(args, ttl)
     replicas, policies = _routing_args(args)
+    if args.engine is not None or args.address is not None:
+        return _run_sharded(args, capacities, bpt, ttl, replicas)
     show, close = _progress_printer(args.progress)
     try:
-        cols, bad = read_trace(args.trace, args.block_size, lazy_encoder(), args.skip_bad_lines, show)
+        cols, bad = read_trace(args.trace, args.block_size, lazy_encoder(), not args.strict, show)
         close()
         if ttl is not None and not cols.has_timestamps:
             missing = int(np.flatnonzero(np.isnan(cols.timestamps))[0])
@@ -142,9 +152,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"cannot read {args.trace}: {exc.strerror or type(exc).__name__}") from None
     except WorkloadError as exc:
         close()
-        hint = " (--skip-bad-lines counts and skips bad lines)" if "line" in exc.params else ""
-        raise CliError(f"{args.trace}: {exc}{hint}") from None
+        raise CliError(f"{args.trace}: {exc}") from None
     return _with_bad_lines(out, args, bad)
+
+
+def _run_sharded(args: argparse.Namespace, capacities: list[int] | None, bpt: Fraction | None,
+                 ttl: float | None, replicas: list[int]) -> dict[str, Any]:
+    """``--engine dask``: the trace's files on a Dask cluster (kvviz.workload.sharded)."""
+    if args.engine is None:
+        raise CliError("--address needs --engine dask")
+    if args.engine == "ray":
+        raise CliError("--engine ray is not supported: kvviz runs sharded analysis on Dask (--engine dask)")
+    if args.engine != "dask":
+        raise CliError(f"--engine: unknown engine {args.engine!r} (dask)")
+    if ttl is not None or replicas or args.memory_mb is not None:
+        raise CliError("--engine dask takes --sample-rate only: drop --ttl-seconds, --replicas and --memory-mb")
+    try:
+        from kvviz.workload.sharded import analyze_sharded
+
+        res = analyze_sharded(args.trace, args.sample_rate or 1.0, args.address, args.block_size,
+                              not args.strict, tokenize=True)
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from None
+    except WorkloadError as exc:
+        raise CliError(f"{args.trace}: {exc}") from None
+    except (OSError, TimeoutError) as exc:
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise CliError(f"--engine dask: cannot reach the cluster at {args.address or 'a local cluster'} "
+                       f"({detail})") from None
+    out = sampled_report(res.profile, capacities, bpt)
+    out.update(engine="dask", workers=res.workers, files=res.files, partitions=len(res.profile.groups))
+    return _with_bad_lines(out, args, res.bad)
 
 
 def _routing_args(args: argparse.Namespace) -> tuple[list[int], list[str]]:
@@ -172,9 +210,10 @@ def _check_sampling(args: argparse.Namespace, ttl: float | None) -> None:
 
 
 def _with_bad_lines(out: dict[str, Any], args: argparse.Namespace, bad: BadLines) -> dict[str, Any]:
-    if args.skip_bad_lines:
-        out["bad_lines"] = bad.as_dict()
-        if bad.count:
-            sys.stderr.write(f"skipped {bad.count:,} bad lines; the first: "
-                             + "; ".join(f"{e}" for _, _, e in bad.first[:3]) + "\n")
+    """Bad lines are counted by default: ``bad_lines`` in the JSON, one line on stderr when there were any
+    (``--strict`` stops at the first instead, so there are none)."""
+    out["bad_lines"] = bad.as_dict()
+    if bad.count:
+        first = "; ".join(e if Path(f) == Path(args.trace) else f"{f}: {e}" for f, _, e in bad.first[:3])
+        sys.stderr.write(f"skipped {bad.count:,} bad lines (--strict stops at the first); the first: {first}\n")
     return out

@@ -204,6 +204,8 @@ TRACE_ERRORS = {
     "repeated_id": "line {line}: 'hash_ids' repeats an id (chained block ids are unique in a request)",
     "ids_exceed_length": "line {line}: {count} hash_ids do not cover input_length {length} in blocks of "
                          "{block_size} (at most {most}; is the block size right?)",
+    "ids_short_of_length": "line {line}: {count} hash_ids are too few for input_length {length} in blocks of "
+                           "{block_size} (need {need}; is the block size right?)",
     "no_tokens": "line {line}: no tokens (an empty prompt)",
     "hashed_block_size": "line {line}: {kind} lines are hashed by kvviz: block size must be in {low}..{high}, "
                          "got {value}",

@@ -9,6 +9,7 @@ three int32 arrays of about 2U entries (U = distinct blocks) are all the state: 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,37 +165,67 @@ def stack_pass(cols: TraceColumns, ttl_ms: float | None = None, track: tuple[int
     return StackResult(hits_at, ttl_hits_at, dist, saved, hits, tracked, int(cold), int(tokens))
 
 
+GROUP_BIN_LINEAR = 64
+"""Sub-sample hit histograms are binned by distance: one bin a distance up to this, then 64 bins a factor
+of e (bins about 1.6% wide), so G sub-samples cost kilobytes, not G x the sample's distinct blocks."""
+
+
+@njit(cache=True, nogil=True, inline="always")
+def group_bin(d):  # pragma: no cover - compiled
+    """The sub-sample histogram bin of distance ``d`` >= 1."""
+    if d <= GROUP_BIN_LINEAR:
+        return d
+    return GROUP_BIN_LINEAR + int(GROUP_BIN_LINEAR * math.log(d / GROUP_BIN_LINEAR))
+
+
 @njit(cache=True, nogil=True)
-def _sampled_pass(blocks, offsets, pos, lengths, lookup, bs, gain, last, tree, owner):  # pragma: no cover
-    """A spatial sample's pass: each kept access adds its block's tokens at its own sampled distance
-    (no prefix maximum: see docs/WORKLOAD.md, an ancestor is never deeper than its descendants); returns
-    the kept accesses' tokens."""
+def _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree,
+                  owner):  # pragma: no cover - compiled
+    """A spatial sample's pass: each kept access (its tokens ``tok``, ``eligible`` when the lookup may hit
+    it) adds its tokens at its own sampled distance (no prefix maximum: see docs/WORKLOAD.md, an ancestor
+    is never deeper than its descendants); ``starts`` bound the requests. The same hits also go to their
+    sub-sample's binned histogram ``ggain[group]`` (and tokens to ``gtok``). Returns the kept tokens."""
     now_t = 0
     live = 0
     total = 0
-    for r in range(len(lengths)):
-        start, end = offsets[r], offsets[r + 1]
-        length, cap = lengths[r], lookup[r]
+    for r in range(len(starts) - 1):
+        start, end = starts[r], starts[r + 1]
         for j in range(start, end):
-            i = pos[j]
-            tok = min((i + 1) * bs, length) - min(i * bs, length)
-            total += tok
-            if i < cap:
+            total += tok[j]
+            g = group[j]
+            gtok[g] += tok[j]
+            if eligible[j]:
                 d = _depth(last, tree, live, blocks[j])
                 if d > 0:
-                    gain[d] += tok
+                    gain[d] += tok[j]
+                    ggain[g, group_bin(d)] += tok[j]
         for j in range(end - 1, start - 1, -1):
             now_t, live = _touch(last, tree, owner, now_t, live, blocks[j])
     return total
 
 
-def sampled_pass(blocks: np.ndarray, offsets: np.ndarray, pos: np.ndarray, lengths: np.ndarray,
-                 lookup: np.ndarray, block_size: int, num_blocks: int) -> tuple[np.ndarray, int]:
-    """``(hit tokens at every sampled capacity 0..num_blocks, kept tokens)`` of a sample's columns."""
+@dataclass
+class SampledPass:
+    """A sample's pass: ``hits_at[c]`` = kept hit tokens at c kept blocks (c = 0..num_blocks), kept
+    tokens, and per sub-sample the cumulative binned hits (``group_hits[g, group_bin(c)]``) and tokens."""
+
+    hits_at: np.ndarray  # int64 (num_blocks + 1,)
+    kept_tokens: int
+    group_hits: np.ndarray  # int64 (groups, bins)
+    group_tokens: np.ndarray  # int64 (groups,)
+
+
+def sampled_pass(blocks: np.ndarray, starts: np.ndarray, tok: np.ndarray, eligible: np.ndarray,
+                 group: np.ndarray, groups: int, num_blocks: int) -> SampledPass:
+    """The pass over a sample's accesses (``blocks`` dense 0..num_blocks-1 in trace order, request ``r``
+    = ``starts[r]:starts[r + 1]``, each access's sub-sample in ``group``, 0..groups-1)."""
     gain = np.zeros(num_blocks + 1, np.int64)
+    bins = group_bin(max(num_blocks, 1)) + 1
+    ggain = np.zeros((groups, bins), np.int64)
+    gtok = np.zeros(groups, np.int64)
     size = max(1024, 2 * num_blocks + 2)
     last = np.zeros(max(num_blocks, 1), np.int32)
     tree = np.zeros(size + 1, np.int32)
     owner = np.zeros(size + 1, np.int32)
-    total = _sampled_pass(blocks, offsets, pos, lengths, lookup, block_size, gain, last, tree, owner)
-    return np.cumsum(gain, out=gain), int(total)
+    total = _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree, owner)
+    return SampledPass(np.cumsum(gain, out=gain), int(total), np.cumsum(ggain, axis=1), gtok)

@@ -42,7 +42,7 @@ _OPTIONAL = {"timestamp", "output_length", "input_length", "id", "request_id", "
 
 ERROR_CODES: tuple[str, ...] = (
     "not_integer", "out_of_range", "bad_timestamp", "negative_timestamp", "not_id_list", "too_many_ids", "bad_id",
-    "bad_block_size", "needs_input_length", "repeated_id", "ids_exceed_length", "no_tokens", "hashed_block_size",
+    "bad_block_size", "needs_input_length", "repeated_id", "ids_exceed_length", "ids_short_of_length", "no_tokens", "hashed_block_size",
     "out_of_order", "too_many_requests", "too_big", "not_utf8", "invalid_json", "not_object", "empty", "no_kind",
     "several_kinds", "unknown_key", "mixed_kinds", "token_too_big", "needs_tokenizer",
     # raised by kvviz.workload.load (prompt and messages lines) and the CLI
@@ -183,6 +183,11 @@ class TraceBuilder:
                 f"line {line}: {len(ids)} hash_ids do not cover input_length {length} in blocks of {bs} "
                 f"(at most {-(-length // bs)}; is the block size right?)", "ids_exceed_length",
                 line=line, count=len(ids), length=length, block_size=bs, most=-(-length // bs))
+        if len(ids) < -(-length // bs):
+            raise WorkloadError(
+                f"line {line}: {len(ids)} hash_ids are too few for input_length {length} in blocks of {bs} "
+                f"(need {-(-length // bs)}; is the block size right?)", "ids_short_of_length",
+                line=line, count=len(ids), length=length, block_size=bs, need=-(-length // bs))
         return ids, length
 
     def hash_tokens(self, tokens: list[int], line: int, kind: str) -> list[bytes]:

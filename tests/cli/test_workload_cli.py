@@ -52,8 +52,9 @@ def test_default_grid_is_log_spaced_and_sorted(capsys, tmp_path):
 
 @pytest.mark.parametrize(("content", "argv", "message"), [
     ("", [], "the trace is empty"),
-    ('{"hash_ids": [1], "input_length": 5}\n{"hash_ids": [2], "input_length": -1}', [], "line 2:"),
-    ('{"hash_ids": [1], "input_length": 5}\nnot json', [], "line 2: not valid JSON"),
+    ('{"hash_ids": [1], "input_length": 5}\n{"hash_ids": [2], "input_length": -1}', ["--strict"], "line 2:"),
+    ('{"hash_ids": [1], "input_length": 5}\nnot json', ["--strict"], "line 2: not valid JSON"),
+    ('{"hash_ids": [1, 2, 3], "input_length": 1536}', ["--block-size", "16"], "3 hash_ids are too few"),
     ('{"hash_ids": [1], "input_length": 5}', ["--capacities", "10,0"], "--capacities"),
     ('{"hash_ids": [1], "input_length": 5}', ["--capacities", "ten"], "--capacities"),
     ('{"hash_ids": [1], "input_length": 5}', ["--ttl-seconds", "60"], "needs a timestamp"),
@@ -86,17 +87,24 @@ def test_cli_does_not_import_torch_for_hash_id_traces():
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "False False"
 
 
-def test_skip_bad_lines_reports_them_and_all_bad_is_one_line(capsys, tmp_path):
+def test_bad_lines_are_counted_by_default_and_all_bad_is_one_line(capsys, tmp_path):
     f = tmp_path / "t.jsonl"
-    f.write_text('{"hash_ids": [1], "input_length": 5}\nnot json\n{"hash_ids": [1], "input_length": 5}\n')
-    code, out, err = _run(capsys, "--trace", str(f), "--skip-bad-lines", "--json")
+    f.write_text('{"hash_ids": [1], "input_length": 5}\nnot json\n{"hash_ids": [1], "input_length": 5}\n'
+                 '{"hash_ids": [1, 2, 3], "input_length": 1536}\n')
+    code, out, err = _run(capsys, "--trace", str(f), "--block-size", "16", "--json")
     assert code == 0 and out["num_requests"] == 2 and out["hit_tokens_infinite"] == 5
-    assert out["bad_lines"] == {"count": 1, "first": [{"file": str(f), "line": 2,
-                                                        "error": "line 2: not valid JSON (Expecting value)"}]}
-    assert "skipped 1 bad lines" in err
+    assert out["bad_lines"] == {"count": 2, "first": [
+        {"file": str(f), "line": 2, "error": "line 2: not valid JSON (Expecting value)"},
+        {"file": str(f), "line": 4, "error": "line 4: 3 hash_ids are too few for input_length 1536 in blocks of "
+                                             "16 (need 96; is the block size right?)"}]}
+    assert "skipped 2 bad lines" in err and "line 2: not valid JSON" in err and "Traceback" not in err
+    _, legacy, _ = _run(capsys, "--trace", str(f), "--block-size", "16", "--skip-bad-lines", "--json")
+    assert legacy == out
     f.write_text("x\ny\n")
-    code, _, err = _run(capsys, "--trace", str(f), "--skip-bad-lines", "--json")
+    code, _, err = _run(capsys, "--trace", str(f), "--json")
     assert code == 2 and "all 2 lines are bad" in err and err.count("\n") == 1
+    code, _, err = _run(capsys, "--trace", str(f), "--strict", "--json")
+    assert code == 2 and "line 1: not valid JSON" in err and err.count("\n") == 1
 
 
 def test_gz_and_a_directory_of_parquet_shards(capsys, tmp_path):

@@ -52,6 +52,7 @@ BAD = [
     (b'{"hash_ids": [1]}', "needs_input_length", {"line": 1}),
     (b'{"hash_ids": [1, 1], "input_length": 900}', "repeated_id", {"line": 1}),
     (b'{"hash_ids": [1, 2, 3], "input_length": 5}', "ids_exceed_length", {"line": 1, "most": 1}),
+    (b'{"hash_ids": [1], "input_length": 1536}', "ids_short_of_length", {"line": 1, "need": 3}),
     (b'{"hash_ids": [1], "input_length": 5, "timestamp": -1}', "negative_timestamp", {"line": 1}),
     (b'{"hash_ids": [1], "input_length": 5, "timestamp": "x"}', "bad_timestamp", {"line": 1}),
     (b'{"hash_ids": [1], "input_length": 5, "timestamp": 9}\n{"hash_ids": [2], "input_length": 5, "timestamp": 1}',
