@@ -20,6 +20,10 @@ and the sampled passes (the sub-samples for the error bar included); ``workload_
 largest reported error bar (about 95%) over a 60-point grid from the resolved capacity (10 kept blocks) up, and
 ``workload_sampled_actual_error`` the largest distance from the exact curve there (the tiled trace's exact
 curve is the base trace's); ``workload_sampled_peak_mb``: tracemalloc peak of a second, untimed run.
+
+Reading (issue 26): ``workload_parquet_read_accesses_per_s``, block accesses a second read from a Parquet
+file of the trace played ``PARQUET_TILES`` times (Mooncake columns checked as arrays), and
+``workload_jsonl_read_accesses_per_s`` from the base trace as JSON Lines (a line at a time); medians of 3.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from kvviz.workload.gen import WorkloadGenConfig, generate
 from kvviz.workload.report import curve
 from kvviz.workload.reuse_distance import analyze, log_grid, replay_lru
 from kvviz.workload.sample import Sampler, rate_for_memory
+from kvviz.workload.stream import read_trace
 from kvviz.workload.trace import parse_trace
 
 NUM_REQUESTS = 10_000
@@ -46,6 +51,7 @@ REPEATS = 3
 TILES = 12
 SAMPLED_TILES = 223
 SAMPLED_MEMORY_MB = 768
+PARQUET_TILES = 4
 
 TARGETS = [
     ("workload_curve_vs_replay", "<= 20 (500-point curve / one replay at one capacity, same run)",
@@ -91,6 +97,38 @@ def _sampled(trace, results: dict) -> None:
     tracemalloc.stop()
     results["workload_sampled_peak_mb"] = peak / 2**20
     results["workload_sampled_bytes_per_kept_block"] = peak / again.kept_blocks
+
+
+def _reading(lines: list, results: dict) -> None:
+    """Reading a trace file into columns: Parquet (Mooncake columns as arrays) and JSON Lines, the same
+    requests (the base trace played PARQUET_TILES times with fresh ids for Parquet), medians of 3."""
+    import tempfile
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "t.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+        shift = 1 + max(max(x["hash_ids"]) for x in lines)
+        span = lines[-1]["timestamp"] + 1
+        table = pa.table({
+            "timestamp": [x["timestamp"] + k * span for k in range(PARQUET_TILES) for x in lines],
+            "input_length": [x["input_length"] for _ in range(PARQUET_TILES) for x in lines],
+            "output_length": [x["output_length"] for _ in range(PARQUET_TILES) for x in lines],
+            "hash_ids": pa.array([[h + k * shift for h in x["hash_ids"]] for k in range(PARQUET_TILES)
+                                  for x in lines], pa.list_(pa.int64()))})
+        pq.write_table(table, d / "t.parquet")
+        for name, key in (("t.parquet", "workload_parquet_read_accesses_per_s"),
+                          ("t.jsonl", "workload_jsonl_read_accesses_per_s")):
+            times = []
+            for _ in range(REPEATS):
+                start = time.perf_counter()
+                cols, _ = read_trace(d / name, BLOCK_SIZE)
+                times.append(time.perf_counter() - start)
+            results[key] = cols.num_accesses / statistics.median(times)
+    results["workload_read_load_avg_1m"] = os.getloadavg()[0]
 
 
 def _peak_bytes(trace) -> int:
@@ -151,3 +189,4 @@ def run(results: dict) -> None:
     results["workload_peak_bytes_per_block_full"] = _peak_bytes(trace) / trace.num_blocks
     _at_scale(trace, results)
     _sampled(trace, results)
+    _reading(lines, results)

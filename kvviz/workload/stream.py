@@ -121,6 +121,24 @@ class ColumnsBuilder(TraceBuilder):
         self.stamps.append(float("nan") if ts is None else ts)
         self.kinds.add(kind)
 
+    def add_hash_rows(self, values: np.ndarray, counts: np.ndarray, lengths: np.ndarray, outputs: np.ndarray,
+                      stamps: np.ndarray) -> None:
+        """Append Mooncake rows already checked by ``hash_table_bad`` (ids back to back, ids per row, input
+        and output lengths, timestamps with NaN for none): what ``add_hash_ids`` does a row at a time."""
+        if not len(counts):
+            return
+        self.raw.frombytes(np.ascontiguousarray(values, np.int64).tobytes())
+        ends = len(self.raw) - int(counts.sum()) + np.cumsum(counts, dtype=np.int64)
+        self.offsets.frombytes(ends.tobytes())
+        for key, col in (("input_tokens", lengths), ("lookup_blocks", counts),
+                         ("full_blocks", lengths // self.block_size), ("output_tokens", outputs)):
+            self.cols[key].frombytes(np.ascontiguousarray(col, np.int64).tobytes())
+        self.stamps.frombytes(np.ascontiguousarray(stamps, np.float64).tobytes())
+        known = stamps[~np.isnan(stamps)]
+        if len(known):
+            self.commit_timestamp(float(known[-1]))
+        self.kinds.add("hash_ids")
+
     def finish(self) -> TraceColumns:
         if "hash_ids" in self.kinds:
             blocks, parent, labels = intern_first_seen(np.frombuffer(self.raw, np.int64),
@@ -198,28 +216,152 @@ def _jsonl_lines(path: Path, tick: Callable[[int], None]) -> Iterator[tuple[int,
                 yield number, line
 
 
-def _table_rows(path: Path, tick: Callable[[int], None]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _numbers(batch: Any, name: str, fill: float, integer: bool = True) -> tuple[np.ndarray, np.ndarray, bool]:
+    """A column as (float64 values with nulls as ``fill``, null mask, whether its type is one the row reader
+    takes: integers, or any number when not ``integer``); an absent column is all null."""
+    import pyarrow as pa
+
+    n = batch.num_rows
+    if name not in batch.schema.names:
+        return np.full(n, fill, np.float64), np.ones(n, bool), True
+    col = batch.column(name)
+    if not (pa.types.is_integer(col.type) or (pa.types.is_floating(col.type) and not integer)):
+        return np.full(n, fill, np.float64), np.ones(n, bool), False
+    nulls = np.asarray(col.is_null().to_numpy(zero_copy_only=False), bool)
+    values = np.asarray(col.cast(pa.float64()).fill_null(fill).to_numpy(zero_copy_only=False), np.float64)
+    return values, nulls, True
+
+
+def hash_table_bad(batch: Any, block_size: int, last_ts: float | None) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """A Mooncake batch checked as arrays: a mask of rows the row-at-a-time reader must judge (every row it
+    would refuse is in it, and maybe a few it accepts) and the rows' columns (ids, counts, input and output
+    lengths, timestamps). ``last_ts`` is the timestamp of the last accepted line before the batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from kvviz.workload.trace import MAX_BLOCKS_PER_REQUEST, MAX_LENGTH
+
+    ids = batch.column("hash_ids")
+    n = batch.num_rows
+    ids_null = np.asarray(ids.is_null().to_numpy(zero_copy_only=False), bool)
+    ids = pc.fill_null(ids, pa.scalar([], ids.type))
+    counts = np.asarray(pc.list_value_length(ids).to_numpy(zero_copy_only=False), np.int64)
+    values = np.asarray(pc.list_flatten(ids).to_numpy(zero_copy_only=False))
+    row = np.repeat(np.arange(n), counts)
+    lengths, len_null, ok_len = _numbers(batch, "input_length", 0)
+    outputs, out_null, ok_out = _numbers(batch, "output_length", 0)
+    stamps, ts_null, ok_ts = _numbers(batch, "timestamp", np.nan, integer=False)
+    bad = ids_null | len_null | (counts > MAX_BLOCKS_PER_REQUEST)
+    if not (ok_len and ok_out and ok_ts):  # a column of strings or lists: every row to the row reader
+        bad |= True
+    if not np.issubdtype(values.dtype, np.integer):
+        bad |= True
+    elif len(values):
+        bad |= np.bincount(row, values < 0, minlength=n) > 0
+        if values.dtype == np.uint64:
+            bad |= np.bincount(row, values > np.uint64(MAX_ID), minlength=n) > 0
+        order = np.lexsort((values, row))
+        same = (row[order][1:] == row[order][:-1]) & (values[order][1:] == values[order][:-1])
+        bad[row[order][1:][same]] = True
+    for col in (lengths, outputs):
+        bad |= (col < 0) | (col > MAX_LENGTH) | (col != np.floor(col))
+    need = -(-lengths.astype(np.int64) // block_size)
+    bad |= counts != need
+    bad |= ~ts_null & (~np.isfinite(stamps) | (stamps < 0))
+    # a line is out of order when before the latest accepted timestamp: the running maximum of the rows
+    # that pass every other check (a line refused for its order never raises it)
+    ok_ts = np.where(~bad & ~ts_null, stamps, -np.inf)
+    before = np.maximum.accumulate(np.concatenate(([-np.inf if last_ts is None else last_ts], ok_ts)))[:-1]
+    bad |= ~ts_null & (stamps < before)
+    return bad, (values.astype(np.int64, copy=False), counts, lengths.astype(np.int64),
+                 np.where(out_null, 0, outputs).astype(np.int64), stamps)
+
+
+def _table_batches(path: Path) -> Iterator[Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if path.suffix.lower() == ".parquet":
+        table = pq.ParquetFile(path)
+        names = table.schema_arrow.names
+        yield from table.iter_batches(batch_size=65536, columns=[c for c in TABLE_COLUMNS if c in names])
+    else:
+        reader = pa.ipc.open_file(path)
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i)
+
+
+def _is_mooncake_table(batch: Any) -> bool:
+    import pyarrow as pa
+
+    names = batch.schema.names
+    if "hash_ids" not in names or any(k in names for k in ("token_ids", "prompt", "messages")):
+        return False
+    t = batch.schema.field("hash_ids").type
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
+
+
+def read_table(path: Path, reader: LineReader, on_bad: Callable[[WorkloadError], None],
+               tick: Callable[[int], None]) -> None:
+    """Add a Parquet or Arrow file to ``reader``: Mooncake tables as arrays (``hash_table_bad`` picks the
+    rows the row reader must judge; the rest go in whole runs), any other table a row at a time."""
+    import pyarrow as pa
+
+    number = 0
     try:
-        if path.suffix.lower() == ".parquet":
-            table = pq.ParquetFile(path)
-            names = table.schema_arrow.names
-            batches = table.iter_batches(batch_size=16384, columns=[c for c in TABLE_COLUMNS if c in names])
-        else:
-            reader = pa.ipc.open_file(path)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        number = 0
-        for batch in batches:
-            for row in batch.to_pylist():
-                number += 1
-                yield number, {k: v for k, v in row.items() if k in TABLE_COLUMNS and v is not None}
+        for batch in _table_batches(path):
+            if not _is_mooncake_table(batch):
+                for row in batch.to_pylist():
+                    number += 1
+                    _add_row(reader, number, {k: v for k, v in row.items() if k in TABLE_COLUMNS and v is not None},
+                             on_bad)
+                tick(number)
+                continue
+            start = 0
+            builder = reader.builder
+            if builder is None or reader.first != "hash_ids":  # the first line picks the builder: rows
+                for row in batch.slice(0, 1).to_pylist():
+                    number += 1
+                    _add_row(reader, number, {k: v for k, v in row.items() if v is not None}, on_bad)
+                start, builder = 1, reader.builder
+            rest = batch.slice(start)
+            if builder is None or reader.first != "hash_ids":
+                for row in rest.to_pylist():
+                    number += 1
+                    _add_row(reader, number, {k: v for k, v in row.items() if v is not None}, on_bad)
+                tick(number)
+                continue
+            _add_hash_batch(reader, builder, rest, number, on_bad)
+            number += rest.num_rows
             tick(number)
     except (pa.ArrowException, OSError) as exc:
         detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise WorkloadError(f"{path}: cannot read the table ({detail})", "bad_table", path=str(path),
                             detail=detail) from None
+
+
+def _add_row(reader: LineReader, number: int, row: dict[str, Any], on_bad: Callable[[WorkloadError], None]) -> None:
+    try:
+        reader.add(number, row)
+    except WorkloadError as exc:
+        on_bad(exc)
+
+
+def _add_hash_batch(reader: LineReader, builder: Any, batch: Any, number: int,
+                    on_bad: Callable[[WorkloadError], None]) -> None:
+    """Whole runs of good rows in bulk; each flagged row through the row reader, in order."""
+    bad, (values, counts, lengths, outputs, stamps) = hash_table_bad(batch, builder.block_size, builder._last_ts)
+    ends = np.cumsum(counts)
+    flagged = np.flatnonzero(bad)
+    lo = 0
+    for i in [*flagged.tolist(), batch.num_rows]:
+        if i > lo:  # rows lo..i-1 are good
+            a, b = (int(ends[lo - 1]) if lo else 0), int(ends[i - 1])
+            builder.add_hash_rows(values[a:b], counts[lo:i], lengths[lo:i], outputs[lo:i], stamps[lo:i])
+        if i < batch.num_rows:
+            row = {k: v for k, v in batch.slice(i, 1).to_pylist()[0].items() if v is not None}
+            _add_row(reader, number + i + 1, row, on_bad)
+        lo = i + 1
 
 
 def table_rows(path: Path) -> int:
@@ -263,15 +405,21 @@ def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder 
 
     for f, is_table in zip(files, tables, strict=True):
         where = f.name if len(files) > 1 else str(f)
-        rows = _table_rows(f, tick) if is_table else _jsonl_lines(f, tick)
-        for number, item in rows:
-            try:
-                reader.add(number, item if is_table else decode_line(item, number))
-            except WorkloadError as exc:
-                if not skip_bad or "line" not in exc.params:
-                    raise WorkloadError(f"{f.name}: {exc}" if len(files) > 1 else str(exc), exc.code,
-                                        **exc.params) from None
-                bad.add(where, exc)
+
+        def on_bad(exc: WorkloadError, where: str = where, name: str = f.name) -> None:
+            if not skip_bad or "line" not in exc.params:
+                raise WorkloadError(f"{name}: {exc}" if len(files) > 1 else str(exc), exc.code,
+                                    **exc.params) from None
+            bad.add(where, exc)
+
+        if is_table:
+            read_table(f, reader, on_bad, tick)
+        else:
+            for number, line in _jsonl_lines(f, tick):
+                try:
+                    reader.add(number, decode_line(line, number))
+                except WorkloadError as exc:
+                    on_bad(exc)
         base += table_rows(f) if is_table else f.stat().st_size
         tick(0, force=True)
     builder = reader.builder

@@ -113,3 +113,37 @@ def test_a_table_that_is_not_one(tmp_path):
     (tmp_path / "x.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(WorkloadError, match="cannot read the table"):
         read_trace(tmp_path / "x.parquet")
+
+
+def test_a_mooncake_table_read_as_arrays_judges_rows_like_the_line_reader(tmp_path):
+    # The array path must refuse exactly what the line reader refuses, with the same words and line numbers,
+    # and keep the rest in order (runs of good rows around each bad one, timestamps across batches).
+    rows = [
+        {"timestamp": 10, "input_length": 40, "output_length": 3, "hash_ids": [1, 2, 3]},
+        {"timestamp": 12, "input_length": 40, "output_length": None, "hash_ids": [1, 2, 4]},
+        {"timestamp": 11, "input_length": 16, "output_length": 1, "hash_ids": [1]},  # before 12
+        {"timestamp": 13, "input_length": 40, "output_length": 1, "hash_ids": [1, 2, 3, 5]},  # too many
+        {"timestamp": 14, "input_length": 1536, "output_length": 1, "hash_ids": [1, 2, 3]},  # too few
+        {"timestamp": 15, "input_length": 20, "output_length": 1, "hash_ids": [7, 7]},  # repeated
+        {"timestamp": 16, "input_length": 20, "output_length": 1, "hash_ids": [8, -1]},  # negative
+        {"timestamp": -1, "input_length": 20, "output_length": 1, "hash_ids": [8, 9]},  # negative time
+        {"timestamp": 17, "input_length": None, "output_length": 1, "hash_ids": [8, 9]},  # no length
+        {"timestamp": 18, "input_length": 20, "output_length": -4, "hash_ids": [8, 9]},  # bad output
+        {"timestamp": 19, "input_length": 20, "output_length": 1, "hash_ids": None},  # no kind
+        {"timestamp": None, "input_length": 32, "output_length": 1, "hash_ids": [1, 2]},
+        {"timestamp": 19, "input_length": 33, "output_length": 1, "hash_ids": [1, 2, 6]},
+    ]
+    table = pa.table({"timestamp": pa.array([r["timestamp"] for r in rows], pa.int64()),
+                      "input_length": pa.array([r["input_length"] for r in rows], pa.int64()),
+                      "output_length": pa.array([r["output_length"] for r in rows], pa.int64()),
+                      "hash_ids": pa.array([r["hash_ids"] for r in rows], pa.list_(pa.int64()))})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=4)  # batches of 4: runs cross batches
+    lines = [{k: v for k, v in r.items() if v is not None} for r in rows]
+    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+    cols, bad = read_trace(tmp_path / "t.parquet", 16, skip_bad=True)
+    ref, ref_bad = read_trace(tmp_path / "t.jsonl", 16, skip_bad=True)
+    _same(cols, ref)
+    assert cols.num_requests == 4 and bad.count == ref_bad.count == 9
+    assert [(n, e) for _, n, e in bad.first] == [(n, e) for _, n, e in ref_bad.first]
+    with pytest.raises(WorkloadError, match="line 3: timestamp 11 ms is before"):
+        read_trace(tmp_path / "t.parquet", 16)
