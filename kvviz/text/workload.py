@@ -178,6 +178,16 @@ ROUTE_POLICIES = {
     "consistent_hash": "hash of the first block",
 }
 ROUTE_X = "replicas (the same total capacity)"
+ROUTE_CAP_TITLE = "Hit rate against the total capacity, {n} replicas"
+ROUTE_CAP_X = "total cache capacity (blocks, log; split evenly over the replicas)"
+ROUTE_ONE_CACHE = "one cache of the same total"
+ROUTE_CAP_CAPTION = (
+    "The same policies at the largest replica count chosen, the total capacity on the x axis: how much more "
+    "cache N replicas need to match one cache (the dashed line) under each router."
+)
+# Reading an uploaded trace (kvviz.workload.trace.Progress): lines read, requests, rate, time left.
+PROGRESS = "Reading the trace: {done} of {total} lines, {requests} requests, {rate} lines/s{eta}"
+PROGRESS_ETA = ", about {eta} s left"
 ROUTE_HIT_TITLE = "Hit rate by router"
 ROUTE_LOAD_TITLE = "Load imbalance: busiest replica's prefill tokens over the mean"
 ROUTE_LOAD_Y = "busiest / mean"

@@ -23,33 +23,13 @@ import numpy as np
 
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.workload.columns import TraceColumns
-from kvviz.workload.trace import Encoder, LineReader, TraceBuilder, WorkloadError, decode_line
+from kvviz.workload.trace import Encoder, LineReader, Progress, TraceBuilder, WorkloadError, decode_line
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".txt", ".ndjson")
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")
 MAX_ID = 2**63 - 1
 KEEP_BAD = 5
 TABLE_COLUMNS = ("timestamp", "input_length", "output_length", "hash_ids", "token_ids", "prompt", "messages")
-
-
-@dataclass
-class Progress:
-    """How far the read is: ``done`` of ``total`` units (bytes of the files, or table rows), requests read,
-    seconds so far; ``rate`` and ``eta_s`` follow from them."""
-
-    unit: str
-    total: int
-    done: int = 0
-    requests: int = 0
-    seconds: float = 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.done / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def eta_s(self) -> float | None:
-        return (self.total - self.done) / self.rate if self.rate > 0 and self.total > self.done else None
 
 
 @dataclass

@@ -16,6 +16,7 @@ so every later structure is a list indexed by block, linear in distinct blocks.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,8 +268,30 @@ def decode_line(text: str | bytes, number: int) -> dict[str, Any]:
     return obj
 
 
-def iter_lines(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; WorkloadError naming the first bad line."""
+@dataclass
+class Progress:
+    """How far a read is: ``done`` of ``total`` units (lines of an in-memory trace; bytes of files, or table
+    rows), requests read, seconds so far; ``rate`` and ``eta_s`` follow from them."""
+
+    unit: str
+    total: int
+    done: int = 0
+    requests: int = 0
+    seconds: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        return (self.total - self.done) / self.rate if self.rate > 0 and self.total > self.done else None
+
+
+def iter_lines(data: bytes | str, tick: Callable[[int, int], None] | None = None,
+               ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line; WorkloadError naming the first bad line;
+    ``tick(lines done, lines in all)`` every 512 lines."""
     if isinstance(data, bytes):
         if len(data) > MAX_TRACE_BYTES:
             raise WorkloadError(f"the trace is {len(data):,} bytes (at most {MAX_TRACE_BYTES:,})", "too_big",
@@ -279,7 +302,10 @@ def iter_lines(data: bytes | str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise WorkloadError(f"the trace is not UTF-8 text (byte {exc.start}); expected JSON Lines", "not_utf8",
                                 byte=exc.start) from None
     any_line = False
-    for number, raw in enumerate(data.splitlines(), start=1):
+    rows = data.splitlines()
+    for number, raw in enumerate(rows, start=1):
+        if tick is not None and number % 512 == 0:
+            tick(number, len(rows))
         text = raw.strip()
         if not text:
             continue
@@ -351,11 +377,25 @@ class LineReader:
 
 
 def parse_trace(data: bytes | str, block_size: int | None = None, encode: Encoder | None = None,
-                hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> WorkloadTrace:
+                hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED,
+                progress: Callable[[Progress], None] | None = None, every_s: float = 0.25) -> WorkloadTrace:
     """Parse a JSONL trace held in memory (see ``LineReader`` for the block size and line kinds); the first
-    bad line is the error."""
+    bad line is the error. ``progress`` gets the lines read, requests, rate and ETA at most every
+    ``every_s`` seconds while it reads."""
     reader = LineReader(lambda size: TraceBuilder(size, hash_name, seed), block_size, encode)
-    for number, obj in iter_lines(data):
+    state = Progress("lines", 0)
+    start = last = time.perf_counter()
+
+    def tick(done: int, total: int) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        if progress is not None and now - last >= every_s:
+            last = now
+            state.done, state.total, state.seconds = done, total, now - start
+            state.requests = reader.builder.trace.num_requests if reader.builder is not None else 0
+            progress(state)
+
+    for number, obj in iter_lines(data, tick if progress is not None else None):
         reader.add(number, obj)
     if reader.builder is None:
         raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")

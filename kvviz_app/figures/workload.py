@@ -129,9 +129,33 @@ def pool_figure(lru_rate: float, pool_rate: float, infinite_rate: float) -> go.F
     return base_layout(fig, 240, None, legend=None, top=28)
 
 
+ROUTE_COLORS = {"round_robin": BLUE, "least_loaded": AMBER, "prefix": TEAL, "consistent_hash": PURPLE}
+
+
+def routing_capacity_figure(rows: Sequence[dict], single: Sequence[tuple[int, float]], replicas: int) -> go.Figure:
+    """Hit rate against the total capacity (x: blocks, log) at ``replicas`` replicas, one line per policy,
+    and one cache of the same total (dashed grey) for reference."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[c for c, _ in single], y=[r for _, r in single], name=T.ROUTE_ONE_CACHE,
+                             mode="lines", line=dict(color=MUTED, width=2, dash="dash"),
+                             hovertemplate="C=%{x:,}: %{y:.1%}<extra></extra>"))
+    for policy, label in T.ROUTE_POLICIES.items():
+        mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["capacity_blocks"])
+        if mine:
+            fig.add_trace(go.Scatter(x=[r["capacity_blocks"] * replicas for r in mine],
+                                     y=[r["hit_rate"] for r in mine], name=label, mode="lines+markers",
+                                     line=dict(color=ROUTE_COLORS[policy], width=2),
+                                     hovertemplate="C=%{x:,}: %{y:.1%}<extra></extra>"))
+    fig.update_xaxes(title=T.ROUTE_CAP_X, type="log", gridcolor=PALE_GREY)
+    fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", rangemode="tozero", gridcolor=PALE_GREY)
+    below = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0)
+    return base_layout(fig, 400, T.ROUTE_CAP_TITLE.format(n=replicas), legend=below,
+                       margin=dict(l=10, r=10, t=48, b=110))
+
+
 def routing_figure(rows: Sequence[dict], metric: str, title: str, y_title: str) -> go.Figure:
     """One line per routing policy: ``metric`` (``hit_rate`` or ``load_imbalance``) against replicas."""
-    colors = {"round_robin": BLUE, "least_loaded": AMBER, "prefix": TEAL, "consistent_hash": PURPLE}
+    colors = ROUTE_COLORS
     fig = go.Figure()
     for policy, label in T.ROUTE_POLICIES.items():
         mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["replicas"])

@@ -19,29 +19,35 @@ from kvviz.sim.presets import PRESETS, get_preset
 from kvviz.text import calculator_config as TC
 from kvviz.text import workload as T
 from kvviz.util.units import format_bytes
-from kvviz.workload.columns import as_columns
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.load import load_trace
 from kvviz.workload.pool import PoolReplay, replay_block_pool
 from kvviz.workload.report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.workload.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
-from kvviz.workload.routing import POLICIES, route
-from kvviz.workload.trace import WorkloadError, WorkloadTrace
+from kvviz.workload.trace import Progress, WorkloadError, WorkloadTrace
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import workload as F
+from kvviz_app.views.workload_routing import routing_section
 
 GRID_POINTS = 200
 CONFIG_OPTION = "config.json"
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _trace(digest: str, block_size: int | None, model: str, _data: bytes) -> WorkloadTrace:
+def _trace(digest: str, block_size: int | None, model: str, _data: bytes, _progress) -> WorkloadTrace:
     def tokenizer():
         from kvviz.model.loader import load_tokenizer
 
         return load_tokenizer(model)
 
-    return load_trace(_data, block_size, tokenizer)
+    return load_trace(_data, block_size, tokenizer, progress=_progress)
+
+
+def _show_progress(bar, p: Progress) -> None:
+    eta = T.PROGRESS_ETA.format(eta=ui.loc(f"{p.eta_s:,.0f}")) if p.eta_s is not None else ""
+    bar.progress(min(1.0, p.done / p.total) if p.total else 0.0,
+                 text=T.PROGRESS.format(done=ui.loc(f"{p.done:,}"), total=ui.loc(f"{p.total:,}"),
+                                        requests=ui.loc(f"{p.requests:,}"), rate=ui.loc(f"{p.rate:,.0f}"), eta=eta))
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -59,13 +65,6 @@ def _replay(digest: str, block_size: int | None, model: str, capacity: int, _tra
 def _pool(digest: str, block_size: int | None, model: str, capacity: int, concurrency: int,
           _trace: WorkloadTrace) -> PoolReplay:
     return replay_block_pool(_trace, capacity, concurrency)
-
-
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _routing(digest: str, block_size: int | None, model: str, capacity: int, counts: tuple[int, ...],
-             _trace: WorkloadTrace) -> list[dict]:
-    """Every policy at each replica count, the total ``capacity`` split evenly (kvviz.workload.routing)."""
-    return [route(as_columns(_trace), n, max(1, capacity // n), p).as_dict() for n in counts for p in POLICIES]
 
 
 ui.page_header(T.TITLE, T.INTRO)
@@ -89,12 +88,15 @@ else:
 block_size = block_input or None
 digest = hashlib.sha256(data).hexdigest()
 model_name = ui.selected_model_name()
+bar = st.empty()  # lines read, rate and ETA while a trace is read (its first time: then it is cached)
 try:
     with st.spinner(T.TOKENIZING):
-        trace = _trace(digest, block_size, model_name, data)
+        trace = _trace(digest, block_size, model_name, data, lambda p: _show_progress(bar, p))
 except WorkloadError as exc:
+    bar.empty()
     st.error(T.BAD_TRACE.format(error=T.trace_error(exc)), icon=":material/error:")
     st.stop()
+bar.empty()
 if source == "example":
     first, last = trace.requests[0].timestamp_ms or 0, trace.requests[-1].timestamp_ms or 0
     c[1].caption(T.EXAMPLE_NOTE.format(requests=trace.num_requests, minutes=(last - first) / 60000))
@@ -203,15 +205,7 @@ if abs(diff) < 0.1:
 st.markdown(explain)
 
 # ----------------------------------------------------------------------------- replicas and routing
-st.subheader(T.ROUTE_HEADER)
-counts = st.multiselect(T.ROUTE_REPLICAS, [1, 2, 4, 8, 16], default=[1, 2, 4, 8], key="wl_replicas",
-                        help=T.ROUTE_HELP.format(cap=capacity))
-rows = _routing(digest, block_size, model_name, capacity, tuple(sorted(counts)), trace) if counts else []
-if rows:
-    ui_chart.plotly_chart(F.routing_figure(rows, "hit_rate", T.ROUTE_HIT_TITLE, T.CURVE_Y), width="stretch")
-    ui_chart.plotly_chart(F.routing_figure(rows, "load_imbalance", T.ROUTE_LOAD_TITLE, T.ROUTE_LOAD_Y),
-                          width="stretch")
-    st.caption(T.ROUTE_CAPTION.format(one=lru_rate))
+routing_section((digest, block_size, model_name), trace, profile, grid, capacity, lru_rate)
 
 # ----------------------------------------------------------------------------- reuse distances, prefixes
 st.subheader(T.HIST_HEADER)

@@ -79,3 +79,15 @@ def test_generator_is_seeded_and_parses():
     assert generate(WorkloadGenConfig(num_requests=200, block_size=64, seed=4)) != a
     trace = parse_trace(_jsonl(*a), 64)
     assert trace.has_timestamps and trace.num_blocks < sum(len(r.blocks) for r in trace.requests)
+
+
+def test_an_in_memory_read_reports_lines_rate_and_eta():
+    from kvviz.workload.example import EXAMPLE_PATH
+
+    seen = []
+    trace = parse_trace(EXAMPLE_PATH.read_bytes(), progress=lambda p: seen.append(
+        (p.unit, p.done, p.total, p.requests, p.rate, p.eta_s)), every_s=0.0)
+    lines = len(EXAMPLE_PATH.read_bytes().splitlines())
+    assert [s[1] for s in seen] == list(range(512, lines + 1, 512)) and all(s[2] == lines for s in seen)
+    assert all(s[0] == "lines" and s[4] > 0 and s[5] is not None for s in seen)
+    assert [s[3] for s in seen] == [n - 1 for n in range(512, lines + 1, 512)] and trace.num_requests == lines
