@@ -15,6 +15,7 @@ result equals it (tests/core/test_workload_sharded.py).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,7 +162,8 @@ def analyze_sharded(path: str | Path, rate: float, address: str | None = None, b
     cluster = None
     if address is None:
         cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1, host=LOCAL_HOST,
-                               dashboard_address=f"{LOCAL_HOST}:0", processes=True)
+                               dashboard_address=f"{LOCAL_HOST}:0", processes=True,
+                               silence_logs=logging.CRITICAL)  # the CLI's stderr: its own lines only
     try:
         with Client(address if address is not None else cluster, timeout=CONNECT_TIMEOUT_S) as client:
             return _run(client, files, rate, block_size, skip_bad, tokenize, salt)
