@@ -1,5 +1,5 @@
 """Guided paths through the pages: an ordered list of steps, each a page, the settings it opens with
-(shareable-link params) and the id of one question to ask. Data only; the questions live in kvviz.text."""
+(shareable-link params) and the id of one question to ask. Data only; the questions live in kvviz_app.text."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A page declares a schema, ``{param name: Param}``; :func:`read` turns raw query values into typed values
 (anything malformed, out of range, unknown or repeated with different values is rejected by name, never
 raised), :func:`write` turns values back into the short strings a link carries (defaults are left out).
-Also the LAN address a workshop server is reachable at and its QR code. Pure Python: no streamlit.
+Also the LAN address a workshop server is reachable at and its QR code. Pure Python, no UI.
 """
 
 from __future__ import annotations

@@ -10,8 +10,10 @@ import streamlit as st
 
 from kvviz.mirror.errors import CodedError
 from kvviz.sessions.chat import Chat, chat_turn
-from kvviz.text import sessions as T
 from kvviz_app import ui
+from kvviz_app.i18n import texts
+
+T = texts("sessions")
 
 CHAT_NEW_TOKENS = 48
 

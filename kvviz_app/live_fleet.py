@@ -10,9 +10,11 @@ import streamlit as st
 from kvviz.live.fleet import FLEET_MAX_BLOCKS, STALE_AFTER_S, Fleet, parse_replicas, shared_fleet
 from kvviz.mirror.hashing import HASH_FUNCTIONS, get_hash_fn, hash_block_chain, init_none_hash
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
-from kvviz.text import fleet as T
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import fleet as F
+from kvviz_app.i18n import texts
+
+T = texts("fleet")
 
 K_SPECS, K_DP, K_FLEET, K_ERR = "lf_specs", "lf_dp", "lf_fleet", "lf_error"
 K_PROMPT, K_TOK, K_TOKNAME, K_HASH, K_SEED, K_BS, K_SALT = (

@@ -11,11 +11,15 @@ from pathlib import Path
 import streamlit as st
 
 from kvviz.server.embedded import start_api_once
-from kvviz.text import common as T
 from kvviz_app import ui, ui_present
+from kvviz_app.i18n import texts
+
+T = texts("common")
 
 #: The repo root: route paths are relative to it (the folder of app.py, Streamlit's main script).
 ROOT = Path(__file__).resolve().parent.parent
+#: The app's name in the browser tab: a name, the same in every language.
+APP_TITLE = "kvviz"
 
 
 class MissingPageError(RuntimeError):
@@ -34,7 +38,7 @@ def routes() -> list[tuple[str, str, str]]:
 def main() -> None:
     """One run of the app: page config, language, navigation, the sidebar, then the chosen page."""
     presenting = ui_present.begin_run()  # ?present=1 / the sidebar toggle; collapses the sidebar on a projector
-    st.set_page_config(page_title=T.APP_TITLE, page_icon=":material/memory:", layout="wide",
+    st.set_page_config(page_title=APP_TITLE, page_icon=":material/memory:", layout="wide",
                        initial_sidebar_state="collapsed" if presenting else "auto")
     ui.render_language_switch()  # before the navigation, so its titles are in the session's language
     pages = [st.Page(str(ROOT / path), title=title, icon=icon, default=(i == 0))

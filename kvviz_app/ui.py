@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from kvviz.i18n import LANG_NAMES, LANGS, current_lang, format_number, localize, normalize_lang
-from kvviz.i18n.lang import QUERY_KEY, SESSION_KEY
 from kvviz.model.settings import (
     EMBEDDED_DISPLAY_NAME,
     EMBEDDED_MODEL,
@@ -26,9 +24,13 @@ from kvviz.model.settings import (
     default_model,
     is_embedded,
 )
-from kvviz.text import common as T
-from kvviz.text import security as T_SEC
+from kvviz.room.presets import PRESENTER_KEY_LOG, PRESENTER_KEY_LOG_ENV
 from kvviz.util.units import format_bytes  # the one byte formatter (pages and CLI)
+from kvviz_app.i18n import LANG_NAMES, LANGS, current_lang, format_number, localize, normalize_lang, texts
+from kvviz_app.i18n.lang import QUERY_KEY, SESSION_KEY
+
+T = texts("common")
+T_SEC = texts("security")
 
 if TYPE_CHECKING:  # torch is imported only when a model is actually needed
     from kvviz.model import LoadedModel
@@ -147,9 +149,14 @@ def hash_reference(where: Any = None) -> None:
     (where or st).caption(T.HASHES_AS.format(release=REFERENCE_RELEASE))
 
 
+def error_text(exc: BaseException) -> str:
+    """A library error as one line in the session's language (a known code worded, else its own line)."""
+    return T.error_text(exc)
+
+
 def show_error(exc: BaseException, prefix: str | None = None) -> None:
     """A user-facing error box (one line, never a traceback)."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = error_text(exc)
     st.error(f"{prefix}: {text}" if prefix else text, icon=":material/error:")
 
 
@@ -179,8 +186,8 @@ def announce_presenter_key() -> None:
         _ANNOUNCED = True
         key = get_room().presenter_key
         url = _server_url("room")
-        line = (T_SEC.PRESENTER_KEY_LOG.format(key=key, url=url) if presenter_key_generated()
-                else T_SEC.PRESENTER_KEY_LOG_ENV.format(url=url))
+        line = (PRESENTER_KEY_LOG.format(key=key, url=url) if presenter_key_generated()
+                else PRESENTER_KEY_LOG_ENV.format(url=url))
         print(line, file=sys.stderr, flush=True)
 
 
@@ -230,7 +237,7 @@ def try_get_model(model_name: str | None = None, progress_area: Any | None = Non
     try:
         return _load_with_progress(name, progress_area), None
     except (InputError, ModelLoadError) as exc:
-        return None, str(exc)
+        return None, error_text(exc)
     except Exception as exc:  # noqa: BLE001 - the UI shows one line, never a traceback
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return None, f"{type(exc).__name__}: {first}"
@@ -259,8 +266,9 @@ class ModelProbe:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _probe(model_id: str, device: str, dtype: str, _lm: LoadedModel) -> ModelProbe:
     from kvviz.model import prefill
+    from kvviz.model.tokens import MODEL_PROBE_TEXT
 
-    result = prefill(_lm, text=T.MODEL_PROBE_TEXT)
+    result = prefill(_lm, text=MODEL_PROBE_TEXT)
     return ModelProbe(result.num_tokens, result.kv_bytes_measured, result.kv_bytes_per_token,
                       result.prefill_ms, result.dtype)
 

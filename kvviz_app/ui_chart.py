@@ -8,8 +8,9 @@ from typing import Any
 
 import streamlit as st
 
-from kvviz.i18n import current_lang
-from kvviz.text import charts as T
+from kvviz_app.i18n import current_lang, texts
+
+T = texts("charts")
 
 
 @functools.cache
@@ -21,7 +22,7 @@ def _locales(lang: str) -> dict[str, Any]:
 
 def chart_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Plotly's config for this session: ``extra`` plus, in a language other than English, that
-    language's dictionary of Plotly's texts (``kvviz.text.charts.TOOLBAR``)."""
+    language's dictionary of Plotly's texts (``kvviz_app.text.charts.TOOLBAR``)."""
     config = dict(extra or {})
     lang = current_lang()
     if lang != "en":

@@ -12,10 +12,12 @@ from streamlit.errors import StreamlitAPIException
 
 from kvviz import share
 from kvviz.paths import PATHS, Step, step_index, total_minutes
-from kvviz.text import common as C
-from kvviz.text import share as T
 from kvviz_app import ui_chart, ui_share
 from kvviz_app.figures import style
+from kvviz_app.i18n import texts
+
+C = texts("common")
+T = texts("share")
 
 KEY_PICTURE_MAX_HEIGHT = 460  # px: the key picture fits a 1024x768 projector below the page's controls
 

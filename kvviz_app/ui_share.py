@@ -15,10 +15,11 @@ from collections.abc import Mapping
 import streamlit as st
 
 from kvviz import share
-from kvviz.i18n import current_lang, format_number
 from kvviz.paths import PATHS
 from kvviz.share import GLOBAL_PARAMS, Param
-from kvviz.text import share as T
+from kvviz_app.i18n import current_lang, format_number, texts
+
+T = texts("share")
 
 _SIG = "_share_sig_{page}"
 _SLOT = "_share_slot_{page}"

@@ -197,8 +197,9 @@ def open_page(browser: Any, base_url: str, url_path: str = "", wait_text: str | 
 
 
 def page_title(path: str) -> str:
-    """The sidebar title of a page file (``"kvviz_app/page_scripts/paging.py"``), from kvviz.text.common.PAGES."""
-    from kvviz.text.common import PAGES
+    """The sidebar title of a page file (``"kvviz_app/page_scripts/paging.py"``), from kvviz_app.text.common.PAGES."""
+    from kvviz_app.i18n import texts
+    PAGES = texts("common").PAGES
 
     return next(title for p, title, _ in PAGES if p == path)
 
@@ -206,7 +207,7 @@ def page_title(path: str) -> str:
 def open_via_nav(browser: Any, base_url: str, path: str, wait_text: str | None = None, **kwargs: Any) -> Any:
     """Open the app's landing page, then click ``path``'s entry in the sidebar navigation, as a user gets
     there (sidebar, wide layout); wait for ``wait_text`` when given. ``kwargs`` go to :func:`open_page`."""
-    from kvviz.text.common import APP_TITLE
+    from kvviz_app.navigation import APP_TITLE
 
     page = open_page(browser, base_url, "", wait_text=APP_TITLE, **kwargs)
     nav = page.locator('[data-testid="stSidebarNav"]')

@@ -7,14 +7,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kvviz.i18n import use_lang
+from kvviz_app.i18n import use_lang
 
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 
 def check_coded_words(exc: Any, code: str, params: Mapping[str, Any], text: Any, words: str,
                       literal_brace: str = "") -> str:
-    """Assert ``exc`` carries ``code`` and at least ``params``, that ``text.<words>`` (a kvviz.text module and
+    """Assert ``exc`` carries ``code`` and at least ``params``, that ``text.<words>`` (a kvviz_app.text module and
     its wording function, looked up in each language: every language has its own) gives its English line in
     English and Cyrillic without a ``{`` (besides ``literal_brace``) in Russian; returns the Russian words."""
     assert exc.code == code and params.items() <= exc.params.items(), exc.params

@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
+from kvviz.cli.config_words import config_note, size_error
 from kvviz.sim import kv_capacity, kv_formula, kvsize
 from kvviz.sim.hf_config import (
     MAX_CONFIG_BYTES,
@@ -23,7 +24,6 @@ from kvviz.sim.hf_config import (
 )
 from kvviz.sim.kvsize import KVSizeError, ModelShape
 from kvviz.sim.presets import PRESETS, get_preset
-from kvviz.text.calculator_config import config_note, size_error
 from kvviz.util import units
 
 _TYPED = ("layers", "kv_heads", "head_dim", "heads", "d_model", "window", "kv_lora_rank", "qk_rope_head_dim")

@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
+from kvviz.cli.words import render_event, render_step_error
 from kvviz.sim.trace import MAX_TRACE_BYTES, TraceError, load_trace, parse_trace_text, run_trace
-from kvviz.text.core import render_event, render_step_error
 from kvviz.util.jsonio import read_stream_limited
 
 

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from kvviz.cli import CliError, add_json_flag
+from kvviz.cli.config_words import size_error
 from kvviz.sim import kv_formula, kvsize
 from kvviz.sim.hf_config import load_config_file
 from kvviz.sim.kvsize import KVSizeError
 from kvviz.sim.presets import get_preset
-from kvviz.text.calculator_config import size_error
 from kvviz.util.units import format_bytes
 from kvviz.workload.load import lazy_encoder
 from kvviz.workload.report import parse_capacities, report

@@ -31,6 +31,7 @@ import torch
 
 from kvviz.edit.diffs import CharEdit, TokenEdit, char_diff, kept_chars, piece_text, token_diff
 from kvviz.edit.inputs import LABEL_A, LABEL_B, EditInputs
+from kvviz.mirror.errors import CodedLine
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, init_none_hash
 from kvviz.model.block_store import KVStore, model_key, store_block_hashes
 from kvviz.model.kvstore import get_kv_store, prefill_cached
@@ -223,7 +224,9 @@ def run_edit(lm: LoadedModel, inputs: EditInputs, store: KVStore | None = None) 
         b_ms = cached_b.forward_ms
     edit_ms = (time.perf_counter() - start) * 1000.0
     next_id = int(torch.argmax(logits))
-    notices = [f"{label}: {tok.notice}" for label, tok in (("A", tok_a), ("B", tok_b)) if tok.notice]
+    notices = [CodedLine(f"{label}: {tok.notice}", getattr(tok.notice, "code", ""), label=label,
+                         **getattr(tok.notice, "params", {}))
+               for label, tok in (("A", tok_a), ("B", tok_b)) if tok.notice]
     return EditReport(
         text_a=text_a,
         text_b=text_b,

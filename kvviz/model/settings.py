@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvviz.mirror.errors import CodedError
 from kvviz.settings import DEFAULT_KV_CACHE_MIB as DEFAULT_KV_CACHE_MIB
 
 # Default and ceiling of the tokens one prefill may process: kvviz.settings, re-exported here.
@@ -38,8 +39,9 @@ DTYPE_ALIASES = {
 }
 
 
-class InputError(ValueError):
-    """Bad user input (empty text, bad token ids, absurd limits, bad device or dtype names)."""
+class InputError(CodedError):
+    """Bad user input (empty text, bad token ids, absurd limits, bad device or dtype names): an English line,
+    and a code the app words where it has one."""
 
 
 class ModelLoadError(RuntimeError):

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from kvviz.mirror.errors import CodedLine
 from kvviz.model.loader import load_tokenizer
 from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
-from kvviz.text import common as T
 from kvviz.util.blank import is_blank
 from kvviz.util.utf8 import letters
 
@@ -26,6 +26,15 @@ _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 # transformers may reconfigure a fast tokenizer's backend (truncation, padding) inside a call, which
 # fails with "Already borrowed" when two threads (two Streamlit sessions) do it at once.
 _TOKENIZER_CALL_LOCK = threading.RLock()
+
+# The English lines of the input codes (the app words the codes: kvviz_app.text.common).
+EMPTY_TEXT = "The text is empty: type or paste at least one visible character."
+NO_TOKENS = "The input produced no tokens: give at least one token."
+TRUNCATION_NOTICE = (
+    "The input has {total} tokens; only the first {kept:,} are used (the limit is {limit:,} tokens)."
+)
+#: Text the sidebar measures the model's KV bytes per token with (fed to the model; the same in every language).
+MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
 
 
 @dataclass(frozen=True)
@@ -132,7 +141,7 @@ def clean_text(text: object) -> str:
     if not isinstance(text, str):
         raise InputError(f"text must be a string, got {type(text).__name__}")
     if is_blank(text):
-        raise InputError(T.ERROR_EMPTY_TEXT)
+        raise InputError(EMPTY_TEXT, "empty_text")
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
@@ -151,7 +160,7 @@ def tokenize(text: str, model_name: str | None = None, max_tokens: int | None = 
     with _TOKENIZER_CALL_LOCK:
         ids = list(tokenizer(text, add_special_tokens=True, return_attention_mask=False)["input_ids"])
     if not ids:
-        raise InputError(T.ERROR_NO_TOKENS)
+        raise InputError(NO_TOKENS, "no_tokens")
     return _limit(tokenizer, ids, limit, chars_cut, model_name)
 
 
@@ -162,7 +171,7 @@ def tokenize_ids(token_ids: object, model_name: str | None = None, max_tokens: i
         raise InputError("token_ids must be a list of integers")
     ids = list(token_ids)  # type: ignore[call-overload]
     if not ids:
-        raise InputError(T.ERROR_NO_TOKENS)
+        raise InputError(NO_TOKENS, "no_tokens")
     tokenizer = load_tokenizer(model_name)
     vocab = len(tokenizer)
     for i in ids:
@@ -177,9 +186,10 @@ def _limit(tokenizer: Any, ids: list[int], limit: int, chars_cut: bool, model_na
     kept = ids[:limit]
     notice = None
     if truncated:
-        notice = T.TRUNCATION_NOTICE.format(
+        params = {"total": total, "kept": len(kept), "limit": limit, "more_than": chars_cut}
+        notice = CodedLine(TRUNCATION_NOTICE.format(
             total=("more than " if chars_cut else "") + f"{total:,}", kept=len(kept), limit=limit
-        )
+        ), "truncated", **params)
     return Tokenized(
         ids=kept,
         pieces=token_pieces(tokenizer, kept),

@@ -42,7 +42,7 @@ ERROR_CODES: tuple[str, ...] = (
     "bad_block_size", "bad_mark", "bad_min_cacheable", "bad_ttl", "too_many_tokens", "bad_pool", "pool_too_small",
     "bad_turn", "needs_two_turns", "bad_pause", "bad_projection",
 )
-"""Every ``SessionError.code``; the words are kvviz.text.sessions' ``SESSION_ERRORS``. A ``field`` param is a
+"""Every ``SessionError.code``; the words are kvviz_app.text.sessions' ``SESSION_ERRORS``. A ``field`` param is a
 key of ``FIELDS`` (with ``turn`` and ``item`` params where the field needs them)."""
 
 #: The fields a session error can name (the English words of the CLI's line; the view has its own).

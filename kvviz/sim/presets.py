@@ -131,7 +131,7 @@ class ArticleCheck:
     """One figure the source articles print, recomputed by kvviz from the preset's config."""
 
     code: str
-    """Which figure of the articles (the view's text: kvviz.text.calculator.ARTICLE_CLAIMS / ARTICLE_NOTES)."""
+    """Which figure of the articles (the view's text: kvviz_app.text.calculator.ARTICLE_CLAIMS / ARTICLE_NOTES)."""
     computed_bytes: int
     """What kvviz computes, exactly."""
     stated_bytes: int

@@ -2,7 +2,7 @@
 
 These are **policy, not mechanics**: product decisions of each provider, stated in their public
 documentation. They change over time, so every value carries its source (a documentation page, spelled
-out with its address in kvviz.text.sessions.SOURCE_NAMES) and the date it was checked. The mechanics (only an identical prefix can be reused) are the same everywhere and live in
+out with its address in SOURCE_NAMES) and the date it was checked. The mechanics (only an identical prefix can be reused) are the same everywhere and live in
 the block manager; vLLM itself has no time-to-live at all, only LRU eviction under memory pressure.
 """
 
@@ -15,7 +15,7 @@ AS_OF = "2026-11"
 SOURCE_ANTHROPIC = "Anthropic docs, Prompt caching"
 SOURCE_OPENAI = "OpenAI docs, Prompt caching"
 SOURCE_ENGINE = "vLLM docs, Automatic Prefix Caching"
-# The short source names above are spelled out (with their addresses) in kvviz.text.sessions.SOURCE_NAMES.
+# The short source names above are spelled out (with their addresses) in SOURCE_NAMES.
 
 # Anthropic's per-response usage fields, in the order a turn's prompt is laid out.
 USAGE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_tokens", "input_tokens")
@@ -57,7 +57,7 @@ class CachePolicy:
 
     @property
     def sources_used(self) -> set[str]:
-        """The source keys (of kvviz.text.sessions.SOURCE_NAMES) its values cite; a value may cite several, ``;``-separated."""
+        """The source keys (of SOURCE_NAMES) its values cite; a value may cite several, ``;``-separated."""
         return {part.strip() for v in self.values for part in v.source.split(";")}
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,3 +124,12 @@ def get_policy(key: str) -> CachePolicy:
         return POLICIES[key]
     except KeyError:
         raise ValueError(f"unknown policy {key!r}; choose one of {', '.join(POLICIES)}") from None
+
+
+# What the short source names of the policies' values refer to: public documentation pages (checked on
+# the date AS_OF gives). Links: data, the same in every language.
+SOURCE_NAMES = {
+    "Anthropic docs, Prompt caching": "https://docs.claude.com/en/docs/build-with-claude/prompt-caching",
+    "OpenAI docs, Prompt caching": "https://platform.openai.com/docs/guides/prompt-caching",
+    "vLLM docs, Automatic Prefix Caching": "https://docs.vllm.ai/en/latest/design/prefix_caching/",
+}

@@ -37,7 +37,7 @@ ERROR_CODES: tuple[str, ...] = (
     "too_many_blocks", "step_not_object", "step_unknown_keys", "text_without_tokens", "empty_text",
     "pieces_not_strings", "pieces_length", "step_too_many_tokens", "bad_user_template", "unknown_scenario",
 )
-"""Every ``ScenarioError.code``; the words are kvviz.text.engine's ``SCENARIO_ERRORS``. ``bad_trace`` carries
+"""Every ``ScenarioError.code``; the words are kvviz_app.text.engine's ``SCENARIO_ERRORS``. ``bad_trace`` carries
 the replay's English line as ``detail`` and the trace's code as ``trace_code`` (words: ``TRACE_ERRORS``) with
 its params; a ``step`` param (1-based) names the step to blame."""
 
@@ -153,7 +153,7 @@ class Scenario:
 
 def from_trace_error(exc: TraceError) -> ScenarioError:
     """A trace's error as the scenario's ``bad_trace``: the English line and ``step`` counted from 1, the
-    trace's own code as ``trace_code`` and its params beside it (for kvviz.text.engine's TRACE_ERRORS)."""
+    trace's own code as ``trace_code`` and its params beside it (for kvviz_app.text.engine's TRACE_ERRORS)."""
     detail = renumber_step_error(str(exc))
     params = {k: v for k, v in exc.params.items() if k not in ("detail", "trace_code")}
     if isinstance(params.get("step"), int):

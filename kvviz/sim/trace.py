@@ -51,7 +51,7 @@ TRACE_ERROR_CODES: tuple[str, ...] = (
     "bad_op", "step_unknown_keys", "bad_id", "needs_tokens", "tokens_not_list", "token_not_int",
     "token_out_of_range", "no_tokens", "request_running", "unknown_request", "bad_request_id", "step_failed",
 )
-"""Every ``TraceError.code`` besides the JSON reader's; the words are kvviz.text.engine's ``TRACE_ERRORS``."""
+"""Every ``TraceError.code`` besides the JSON reader's; the words are kvviz_app.text.engine's ``TRACE_ERRORS``."""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ ERROR_CODES: tuple[str, ...] = (
     # raised by kvviz.workload.stream (files read line by line, Parquet and Arrow tables)
     "line_not_utf8", "id_too_big", "all_bad", "bad_table",
 )
-"""Every ``WorkloadError.code``; the words are kvviz.text.workload's ``TRACE_ERRORS``."""
+"""Every ``WorkloadError.code``; the words are kvviz_app.text.workload's ``TRACE_ERRORS``."""
 
 
 class WorkloadError(CodedError):

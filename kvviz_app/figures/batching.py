@@ -9,7 +9,6 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from kvviz.text import batching as T
 from kvviz_app.figures.style import (
     BLUE,
     FREE_GREY,
@@ -20,6 +19,9 @@ from kvviz_app.figures.style import (
     PURPLE,
     base_layout,
 )
+from kvviz_app.i18n import texts
+
+T = texts("batching")
 
 REUSED_GREY = "#d1d5db"
 KIND_COLOURS = {"scratch": ORANGE, "cached": BLUE, "decode": PURPLE}

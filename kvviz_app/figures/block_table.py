@@ -16,7 +16,6 @@ from plotly.subplots import make_subplots
 
 from kvviz.mirror.hashing import short_hash
 from kvviz.sim.scenario_play import ScenarioRun, StepView
-from kvviz.text import engine as T
 from kvviz_app.figures.cells import (
     CELL_TEXT,
     discrete_heatmap,
@@ -39,6 +38,9 @@ from kvviz_app.figures.style import (
     RED,
     TEAL,
 )
+from kvviz_app.i18n import texts
+
+T = texts("engine")
 
 SOURCE_COLOURS = {"hit": GREEN, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
 POOL_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "free": FREE_GREY, "null": PALE_GREY}

@@ -14,14 +14,15 @@ from fractions import Fraction
 
 import plotly.graph_objects as go
 
-from kvviz.i18n import current_lang, localize
 from kvviz.sim import kv_capacity, kv_formula
 from kvviz.sim.kv_capacity import PagingComparison
 from kvviz.sim.kvsize import LayerKind, ModelShape
-from kvviz.text import calculator as T
 from kvviz.util import units
 from kvviz.util.units import format_bytes, format_exact
 from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, TEAL, base_layout
+from kvviz_app.i18n import current_lang, localize, texts
+
+T = texts("calculator")
 
 GREY = "#a3a3a3"
 LIGHT_BLUE = "#bfdbfe"

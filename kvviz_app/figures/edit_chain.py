@@ -12,8 +12,6 @@ import plotly.graph_objects as go
 
 from kvviz.mirror.hashing import short_hash
 from kvviz.sim.compare import PromptComparison
-from kvviz.text import edit as T
-from kvviz.text.core import render_block_reason
 from kvviz_app.figures.edit_common import (
     A_COLOR,
     B_X,
@@ -24,6 +22,10 @@ from kvviz_app.figures.edit_common import (
     first_changed_block,
 )
 from kvviz_app.figures.style import MUTED, wrap_title
+from kvviz_app.i18n import texts
+
+T = texts("edit")
+render_block_reason = texts("core").render_block_reason
 
 
 @dataclass(frozen=True)

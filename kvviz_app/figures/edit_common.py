@@ -8,9 +8,11 @@ import re
 import unicodedata
 
 from kvviz.sim.compare import PromptComparison
-from kvviz.text import edit as T
 from kvviz.util.utf8 import escaped_bytes
 from kvviz_app.figures.style import INK
+from kvviz_app.i18n import texts
+
+T = texts("edit")
 
 STATUS_COLORS = {"hit": "#2e9d5b", "miss": "#d64545", "invalidated": "#ef9a1a", "partial": "#9aa0a6"}
 STATUS_LIGHT = {"hit": "#cdeed8", "miss": "#f9cccc", "invalidated": "#fde3b5", "partial": "#e6e8eb"}

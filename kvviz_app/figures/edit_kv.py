@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from kvviz.text import edit as T
 from kvviz_app.figures.edit_common import CHANGED_COLOR, ZERO_COLOR
+from kvviz_app.i18n import texts
+
+T = texts("edit")
 
 
 def kv_heatmap_figure(heat: np.ndarray, which: str, first_changed: int | None) -> go.Figure:

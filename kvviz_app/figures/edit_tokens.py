@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from kvviz.sim.compare import PromptComparison
-from kvviz.text import edit as T
 from kvviz.util.utf8 import completed_chars
 from kvviz_app.figures.edit_common import (
     A_LIGHT,
@@ -22,6 +21,9 @@ from kvviz_app.figures.edit_common import (
     cell_piece,
 )
 from kvviz_app.figures.style import OUTLINE_GREY
+from kvviz_app.i18n import texts
+
+T = texts("edit")
 
 _CODES = {"a": 0, "hit": 1, "miss": 2, "invalidated": 3, "partial": 4, "changed": 5}
 

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.text import engine_view as T
 from kvviz_app.figures.style import BLUE, FREE_GREY, INK, LEGEND_ABOVE_LEFT, PURPLE, base_layout
+from kvviz_app.i18n import texts
+
+T = texts("engine_view")
 
 
 def step_timeline(steps: Sequence) -> go.Figure:

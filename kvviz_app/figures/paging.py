@@ -8,8 +8,10 @@ from plotly.subplots import make_subplots
 
 from kvviz.sim.paging import LAYOUTS, PAPER_UTILISATION_BAND, WASTE_KINDS
 from kvviz.sim.paging_sim import LayoutResult, Snapshot
-from kvviz.text import paging as T
 from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, TEAL, base_layout
+from kvviz_app.i18n import texts
+
+T = texts("paging")
 
 KIND_COLOURS = {
     "stored": GREEN,

@@ -14,7 +14,6 @@ from plotly.subplots import make_subplots
 from kvviz.mirror.hashing import short_hash
 from kvviz.mirror.radix_engine import RadixState
 from kvviz.sim.radix_compare import ChainNode, RadixComparison
-from kvviz.text import radix as R
 from kvviz_app.figures.cells import DARK_FILLS, excerpt, legend_entries, sized_layout
 from kvviz_app.figures.style import (
     AMBER,
@@ -28,6 +27,9 @@ from kvviz_app.figures.style import (
     RED,
     TEAL,
 )
+from kvviz_app.i18n import texts
+
+R = texts("radix")
 
 # ----------------------------------------------------------------------------- radix vs chain
 

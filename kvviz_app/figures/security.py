@@ -14,7 +14,6 @@ from kvviz.mirror.hashing import BlockHashRecord, short_hash
 from kvviz.room.records import Admission, FeedEntry
 from kvviz.room.rows import status_key
 from kvviz.security.collisions import HashCost, birthday_probability
-from kvviz.text import security as T
 from kvviz_app.figures.style import (
     AMBER,
     BLUE,
@@ -29,7 +28,10 @@ from kvviz_app.figures.style import (
     RED,
     base_layout,
 )
+from kvviz_app.i18n import texts
 from kvviz_app.views.room_labels import origin_label
+
+T = texts("security")
 
 STATUS_COLOURS = {"hit_other": GREEN, "hit_you": BLUE, "computed": ORANGE, "partial": "#d1d5db"}
 GROUP_COLOURS = {"cached": GREEN, "uncached": RED}

@@ -11,7 +11,6 @@ import plotly.graph_objects as go
 
 from kvviz.sessions import SessionResult, TurnUsage
 from kvviz.sim.providers import USAGE_FIELDS
-from kvviz.text import sessions as T
 from kvviz_app.figures.style import (
     BLUE,
     DARK_RED,
@@ -22,6 +21,9 @@ from kvviz_app.figures.style import (
     RED,
     base_layout,
 )
+from kvviz_app.i18n import texts
+
+T = texts("sessions")
 
 STATUS_COLOURS = {"read": BLUE, "written": ORANGE, "uncached": OUTLINE_GREY}
 FIELD_STATUS = {"cache_read_input_tokens": "read", "cache_creation_input_tokens": "written",

@@ -8,8 +8,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from kvviz.i18n import current_lang
-from kvviz.i18n.numbers import PLOTLY_SEPARATORS
+from kvviz_app.i18n import current_lang
+from kvviz_app.i18n.numbers import PLOTLY_SEPARATORS
 
 INK = "#1f2937"
 MUTED = "#6b7280"
@@ -132,3 +132,9 @@ def presenter_layer(fig: go.Figure, min_size: int = PRESENTER_MIN_FONT) -> go.Fi
         if getattr(trace, "textfont", None) is not None and "textfont" in trace:
             grow(trace.textfont)
     return fig
+
+# Streamlit badge colours of the block-pool event kinds (the block-table page's event log).
+EVENT_BADGE_COLOUR = {
+    "hit": "green", "miss": "orange", "touch": "green", "allocate": "blue", "cache": "violet",
+    "free": "gray", "evict": "red", "refuse": "red", "reset": "red",
+}

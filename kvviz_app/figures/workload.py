@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from kvviz.text import workload as T
 from kvviz.workload.report import CurvePoint, PrefixNode
 from kvviz_app.figures.style import (
     AMBER,
@@ -21,6 +20,9 @@ from kvviz_app.figures.style import (
     TEAL,
     base_layout,
 )
+from kvviz_app.i18n import texts
+
+T = texts("workload")
 
 
 def _x(point: CurvePoint, unit: str) -> float:

@@ -11,11 +11,14 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.batching.burst import run_burst
+from kvviz.batching.demo import DEMO_FRESH, DEMO_PROMPT, DEMO_QUESTIONS
 from kvviz.model.prefill import scheduler_for
 from kvviz.model.settings import InputError
-from kvviz.text import batching as T
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import batching as F
+from kvviz_app.i18n import texts
+
+T = texts("batching")
 
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()
@@ -32,7 +35,7 @@ st.markdown(T.DEMO_INTRO)
 if st.button(T.DEMO_BUTTON, type="primary", icon=":material/bolt:", key="batching_burst"):
     try:
         with st.spinner(T.DEMO_RUNNING):
-            burst = run_burst(lm, sid, T.DEMO_PROMPT, T.DEMO_QUESTIONS, T.DEMO_FRESH)
+            burst = run_burst(lm, sid, DEMO_PROMPT, DEMO_QUESTIONS, DEMO_FRESH)
     except InputError as exc:
         ui.show_error(exc)
     else:

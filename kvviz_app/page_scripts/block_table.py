@@ -8,7 +8,6 @@ import time
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import current_lang, tr
 from kvviz.mirror.events import usable_blocks
 from kvviz.mirror.hashing import resolve_none_hash_seed, short_hash
 from kvviz.sim.scenario import (
@@ -21,12 +20,17 @@ from kvviz.sim.scenario import (
 )
 from kvviz.sim.scenario_load import builtin_names, load_builtin
 from kvviz.sim.scenario_play import ScenarioRun, block_owner_spans, play_scenario
-from kvviz.text import engine as T
-from kvviz.text.core import render_event, render_seed, render_step_error
 from kvviz.util.blank import is_blank
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 from kvviz_app.figures import block_table as F
 from kvviz_app.figures import style
+from kvviz_app.figures.style import EVENT_BADGE_COLOUR
+from kvviz_app.i18n import current_lang, texts, tr
+
+T = texts("engine")
+render_event = texts("core").render_event
+render_seed = texts("core").render_seed
+render_step_error = texts("core").render_step_error
 
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
 K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_NSTEPS, K_MSG = (
@@ -184,7 +188,7 @@ def _event_lines(view, owners) -> list[str]:
     lines = []
     for e in view.events:
         kind = e.kind.value
-        badge = f":{T.EVENT_BADGE_COLOUR[kind]}-badge[{T.EVENT_KIND_LABEL[kind]}]"
+        badge = f":{EVENT_BADGE_COLOUR[kind]}-badge[{T.EVENT_KIND_LABEL[kind]}]"
         blocks = T.EVENT_BLOCKS.format(ids=", ".join(map(str, e.block_ids)), n=len(e.block_ids)) if e.block_ids else T.EVENT_NO_BLOCKS
         reason = render_event(e.code, e.params)
         if kind == "free" and e.params.get("to_head"):

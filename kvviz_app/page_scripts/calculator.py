@@ -8,7 +8,6 @@ from fractions import Fraction
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import current_lang, tr
 from kvviz.mirror import limits
 from kvviz.sim import kv_capacity, kv_formula, kvsize
 from kvviz.sim.hf_config import ParsedConfig, parse_config_text
@@ -21,14 +20,16 @@ from kvviz.sim.presets import (
     article_checks,
     example_config_text,
 )
-from kvviz.text import calculator as T
-from kvviz.text import calculator_config as TC
 from kvviz.util import units
 from kvviz.util.blank import is_blank
 from kvviz.util.units import format_bytes, format_exact
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 from kvviz_app.figures import calculator as F
 from kvviz_app.figures import style
+from kvviz_app.i18n import current_lang, texts, tr
+
+T = texts("calculator")
+TC = texts("calculator_config")
 
 CONTEXT_OPTIONS = [100, 500, 1000, 2000, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576]
 BLOCK_OPTIONS = list(limits.BLOCK_SIZE_CHOICES)  # typed BlockSize values

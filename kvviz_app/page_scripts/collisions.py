@@ -24,9 +24,11 @@ from kvviz.security.collisions import (
     none_hash_demo,
     python_hash_facts,
 )
-from kvviz.text import security as T
 from kvviz_app import ui, ui_chart, ui_present
 from kvviz_app.figures import security as F
+from kvviz_app.i18n import texts
+
+T = texts("security")
 
 BITS_OPTIONS = [8, 12, 16, 20]
 BLOCK = 16

@@ -7,15 +7,16 @@ import math
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import current_lang, tr
 from kvviz.mirror import limits
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, UNSAFE_HASHES
 from kvviz.model.settings import InputError
-from kvviz.text import edit as T
 from kvviz.util.blank import is_blank
 from kvviz.util.units import format_bytes
 from kvviz.util.utf8 import cyrillic_letters, letters
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
+from kvviz_app.i18n import current_lang, texts, tr
+
+T = texts("edit")
 
 BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
 DEFAULT_PRESET = "cat_window"
@@ -214,7 +215,7 @@ try:
     with st.spinner(T.PROOF_RUNNING):
         proof = _run_proof(inputs, model_id, lm, edit)
 except (InputError, ValueError) as exc:
-    st.error(T.INPUT_ERROR.format(error=str(exc).strip().splitlines()[0]), icon=":material/error:")
+    st.error(T.INPUT_ERROR.format(error=ui.error_text(exc)), icon=":material/error:")
     st.stop()
 cmp = edit.comparison
 if not ui_present.predict_edit(cmp, edit.char_edit.start, edit.num_tokens_b, (text_a, text_b, int(block_size))):
@@ -224,7 +225,7 @@ if not ui_present.predict_edit(cmp, edit.char_edit.start, edit.num_tokens_b, (te
 
 st.subheader(T.STEP_CHANGE)
 for notice in edit.notices:
-    st.warning(T.TRUNCATED.format(notice=notice), icon=":material/content_cut:")
+    st.warning(T.TRUNCATED.format(notice=texts("common").notice(notice)), icon=":material/content_cut:")
 beyond = edit.edit_beyond_limit
 if beyond is not None:
     st.warning(T.EDIT_BEYOND_LIMIT.format(pos=edit.char_edit.start, limit=edit.max_tokens, kept=beyond),

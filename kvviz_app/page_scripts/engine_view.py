@@ -13,9 +13,11 @@ from kvviz.engine.view import BURST_NEW_TOKENS, burst_prompts, engine_view
 from kvviz.mirror.events import usable_blocks
 from kvviz.model.tokens import token_pieces, tokenize
 from kvviz.server.embedded import api_url, recent_requests
-from kvviz.text import engine_view as T
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import engine_view as F
+from kvviz_app.i18n import texts
+
+T = texts("engine_view")
 
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()

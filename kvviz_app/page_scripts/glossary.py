@@ -6,9 +6,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvviz.i18n import use_lang
-from kvviz.text import glossary as T
+from kvviz.mirror.names import ENGINE_NAMES
 from kvviz_app import ui
+from kvviz_app.i18n import texts, use_lang
+
+T = texts("glossary")
 
 FIDELITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "FIDELITY.md"
 # The fidelity document's tables hold long file and test names: let them wrap inside the main area.
@@ -43,7 +45,7 @@ meanings = T.MEANINGS
 needle = query.strip().casefold()
 rows = [
     code for code in english
-    if not needle or any(needle in s.casefold() for s in (english[code], russian[code], T.ENGINE_NAMES[code]))
+    if not needle or any(needle in s.casefold() for s in (english[code], russian[code], ENGINE_NAMES[code]))
 ]
 if rows:
     lines = [
@@ -51,7 +53,7 @@ if rows:
         "|---|---|---|---|",
     ]
     for code in rows:
-        engine = T.ENGINE_NAMES[code]
+        engine = ENGINE_NAMES[code]
         engine = f"`{engine}`" if engine != "—" else engine
         lines.append(f"| {_cell(english[code])} | {_cell(russian[code])} | {engine} | {_cell(meanings[code])} |")
     with st.container(key="glossary_table"):

@@ -8,10 +8,12 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from kvviz.model.settings import InputError, max_tokens_default
-from kvviz.text import common as C
-from kvviz.text import home as T
 from kvviz.util.units import format_bytes
 from kvviz_app import ui, ui_present, ui_share
+from kvviz_app.i18n import texts
+
+C = texts("common")
+T = texts("home")
 
 ROOT = Path(__file__).resolve().parents[2]  # the repo root: page paths are relative to app.py
 _RESULT_KEY = "home_prefill_result"
@@ -56,7 +58,7 @@ if run:
 shown = st.session_state.get(_RESULT_KEY)
 if shown and shown["model"] == lm.info.model_id:
     if shown["notice"]:
-        st.warning(shown["notice"], icon=":material/content_cut:")
+        st.warning(C.notice(shown["notice"]), icon=":material/content_cut:")
     cols = st.columns(4)
     cols[0].metric(T.TRY_TOKENS, ui.loc(f"{shown['tokens']:,}"))
     cols[1].metric(T.TRY_KV, ui.loc(format_bytes(shown["bytes"])), help=T.TRY_KV_HELP.format(

@@ -13,10 +13,12 @@ from kvviz.live.engine_http import EngineHTTPError, hit_rate, scrape_metrics, to
 from kvviz.live.engine_model import hash_label
 from kvviz.live.subscriber import LiveConfig, check_prompt, read_view, shared
 from kvviz.mirror.hashing import HASH_FUNCTIONS, NON_CRYPTO_HASHES, REFERENCE_RELEASE
-from kvviz.text import fleet as FT
-from kvviz.text import live as T
 from kvviz_app import live_fleet, ui, ui_chart
 from kvviz_app.figures import live as F
+from kvviz_app.i18n import texts
+
+FT = texts("fleet")
+T = texts("live")
 
 K_CFG, K_EP, K_REPLAY, K_TOPIC, K_DP, K_METRICS = "lv_config", "lv_ep", "lv_replay", "lv_topic", "lv_dp", "lv_metrics"
 K_AUTO, K_DECODE, K_PROMPT, K_TOK, K_URL, K_HASH, K_SEED, K_BS = (

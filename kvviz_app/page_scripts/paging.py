@@ -6,14 +6,15 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import current_lang
 from kvviz.mirror import limits
 from kvviz.sim.paging import PAPER_UTILISATION_BAND, RESERVATION_POLICIES, PagingConfig
 from kvviz.sim.paging_sim import PagingComparison, Snapshot, StepRecord, compare_layouts, snapshot_at
-from kvviz.text import paging as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share
 from kvviz_app.figures import paging as F
 from kvviz_app.figures import style
+from kvviz_app.i18n import current_lang, texts
+
+T = texts("paging")
 
 MEMORY_OPTIONS = [2048, 4096, 8192, 16384, 32768, 65536]
 BLOCK_OPTIONS = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values

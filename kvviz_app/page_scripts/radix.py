@@ -6,16 +6,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import current_lang, tr
 from kvviz.mirror.events import usable_blocks
 from kvviz.sim.radix_compare import RadixComparison, compare_radix_pool
 from kvviz.sim.scenario import Scenario, ScenarioError
 from kvviz.sim.scenario_load import builtin_names, load_builtin
-from kvviz.text import engine as TE
-from kvviz.text import radix as T
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
 from kvviz_app.figures import radix as F
 from kvviz_app.figures import style
+from kvviz_app.i18n import current_lang, texts, tr
+
+TE = texts("engine")
+T = texts("radix")
 
 WINDOWS = [8, 16, 32, 48, 64, 128]
 PAGE_SIZES = [1, 4, 16]

@@ -10,25 +10,27 @@ import time
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import tr
 from kvviz.mirror.events import usable_blocks
 from kvviz.mirror.hashing import REFERENCE_RELEASE, short_hash
 from kvviz.model.settings import InputError
 from kvviz.room.prefill import room_prefill
+from kvviz.room.presets import PRESETS
 from kvviz.room.records import YOU
 from kvviz.room.rows import last_prompt_view
 from kvviz.room.service import get_room
 from kvviz.server.embedded import api_url, recent_requests
-from kvviz.text import security as T
 from kvviz.util.blank import is_blank
 from kvviz.util.units import format_bytes
 from kvviz_app import ui, ui_chart, ui_present, ui_share
 from kvviz_app.figures import security as F
+from kvviz_app.i18n import texts, tr
 from kvviz_app.views.room_labels import age_label, origin_label
+
+T = texts("security")
 
 _SID = "room_sid"
 _GEN = "room_generation"  # the room's generation this page last drew (a reset elsewhere bumps it)
-_PRESETS = list(T.PRESETS)
+_PRESETS = list(PRESETS)
 
 ui.page_header(T.ROOM_TITLE, T.ROOM_INTRO)
 if ui_share.presenting():
@@ -111,11 +113,11 @@ totals_area = st.container()  # filled at the end of the run, so a prompt sent n
 # ----------------------------------------------------------------------------- your session
 st.subheader(T.YOUR_SESSION)
 if "room_text" not in st.session_state:
-    st.session_state["room_text"] = T.PRESETS[_PRESETS[0]]
+    st.session_state["room_text"] = PRESETS[_PRESETS[0]]
 
 
 def _use_preset() -> None:
-    text = T.PRESETS.get(st.session_state.get("room_preset", ""), "")
+    text = PRESETS.get(st.session_state.get("room_preset", ""), "")
     st.session_state["room_text"] = text
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import tr
 from kvviz.sessions import (
     DEFAULT_PAUSE_S,
     EVENT_NAMES,
@@ -24,11 +23,13 @@ from kvviz.sessions import (
     run_session,
     session_increment,
 )
-from kvviz.sim.providers import AS_OF, DEFAULT_POLICY, POLICIES, USAGE_FIELDS
-from kvviz.text import sessions as T
+from kvviz.sim.providers import AS_OF, DEFAULT_POLICY, POLICIES, SOURCE_NAMES, USAGE_FIELDS
 from kvviz_app import ui, ui_chart, ui_present, ui_schemas, ui_share, ui_table
 from kvviz_app.chat_view import render_chat
 from kvviz_app.figures import sessions as F
+from kvviz_app.i18n import texts, tr
+
+T = texts("sessions")
 
 _UPLOAD = "__upload__"
 _EVENT_KEYS = {name: f"ss_ev_{name}" for name in EVENT_NAMES}
@@ -213,7 +214,7 @@ st.caption(T.BADGE_LINE.format(badge=T.POLICY_BADGE if policy.is_policy else T.M
 st.markdown("\n".join(T.POLICY_LINE.format(name=tr(v.name), value=tr(v.value), source=v.source, as_of=v.as_of)
                        for v in policy.values))
 st.caption(T.SOURCES_LINE.format(as_of=AS_OF, sources=T.SOURCE_SEPARATOR.join(
-    T.SOURCE_ITEM.format(key=k, name=T.SOURCE_NAMES[k]) for k in T.SOURCE_NAMES if k in policy.sources_used)))
+    f"[{k}]({SOURCE_NAMES[k]})" for k in SOURCE_NAMES if k in policy.sources_used)))
 if policy.is_policy:
     st.caption(T.POLICY_CAVEAT)
 render_chat()

@@ -13,11 +13,13 @@ from kvviz.model.settings import InputError
 from kvviz.security.attacker import GAME_CANDIDATES, GAME_TEMPLATE, attacker_game
 from kvviz.security.exclusive import latest_result, run_exclusive
 from kvviz.security.side_channel import measure_side_channel
-from kvviz.text import security as T
 from kvviz.util.blank import is_blank
 from kvviz_app import ui, ui_chart, ui_present
 from kvviz_app.figures import security as F
+from kvviz_app.i18n import texts
 from kvviz_app.views.room_labels import age_label
+
+T = texts("security")
 
 ui.page_header(T.SC_TITLE, T.SC_INTRO)
 ui.get_model()  # the sidebar's model status; the probes run on the process-wide engine (the embedded model)
@@ -108,7 +110,7 @@ if c[2].button(T.GAME_RUN, key="sc_play", type="primary", icon=":material/sports
         if run_exclusive("game", _play) is None:
             st.warning(T.SC_BUSY, icon=":material/hourglass_top:")
     except InputError as exc:
-        st.error(T.GAME_BAD.format(error=exc), icon=":material/error:")
+        st.error(T.GAME_BAD.format(error=ui.error_text(exc)), icon=":material/error:")
     bar.empty()
 
 games = _latest_results("game", T.GAME_NO_RESULTS)

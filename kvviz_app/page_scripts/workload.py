@@ -11,13 +11,10 @@ from fractions import Fraction
 import pandas as pd
 import streamlit as st
 
-from kvviz.i18n import tr
 from kvviz.sim import kv_formula, kvsize
 from kvviz.sim.hf_config import parse_config_text
 from kvviz.sim.kvsize import KVSizeError
 from kvviz.sim.presets import PRESETS, get_preset
-from kvviz.text import calculator_config as TC
-from kvviz.text import workload as T
 from kvviz.util.units import format_bytes
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.load import load_trace
@@ -27,7 +24,11 @@ from kvviz.workload.reuse_distance import WorkloadProfile, analyze, distance_his
 from kvviz.workload.trace import Progress, WorkloadError, WorkloadTrace
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import workload as F
+from kvviz_app.i18n import texts, tr
 from kvviz_app.views.workload_routing import routing_section
+
+TC = texts("calculator_config")
+T = texts("workload")
 
 GRID_POINTS = 200
 CONFIG_OPTION = "config.json"

@@ -11,9 +11,11 @@ from kvviz.edit.experiment import EditReport
 from kvviz.edit.proof import ProofReport, WrongReuse
 from kvviz.mirror.hashing import short_hash
 from kvviz.sim.compare import PromptComparison
-from kvviz.text import edit as T
-from kvviz.text.core import render_block_reason
 from kvviz.util.utf8 import escaped_bytes, is_byte_piece, utf8_length
+from kvviz_app.i18n import texts
+
+T = texts("edit")
+render_block_reason = texts("core").render_block_reason
 
 STATUS_DOT = {"hit": "🟩", "miss": "🟥", "invalidated": "🟧", "partial": "⬜"}
 _MD_SPECIAL = set("\\`*_{}[]<>()#+-.!|$~&")

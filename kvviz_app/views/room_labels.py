@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from kvviz.room.records import YOU
-from kvviz.text import security as T
+from kvviz_app.i18n import texts
+
+T = texts("security")
 
 
 def age_label(age_s: float) -> str:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvviz.text import workload as T
 from kvviz.workload.columns import as_columns
 from kvviz.workload.reuse_distance import WorkloadProfile
 from kvviz.workload.routing import POLICIES, route
 from kvviz.workload.trace import WorkloadTrace
 from kvviz_app import ui_chart
 from kvviz_app.figures import workload as F
+from kvviz_app.i18n import texts
+
+T = texts("workload")
 
 CAPACITY_POINTS = 6
 

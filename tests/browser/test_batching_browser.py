@@ -6,8 +6,11 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, open_via_nav, screenshot, scroll_into_view, wait_idle
 
-from kvviz.text import batching as T
-from kvviz.text import security as TS
+from kvviz_app.i18n import texts
+
+T = texts("batching")
+TS = texts("security")
+
 
 pytestmark = pytest.mark.browser
 

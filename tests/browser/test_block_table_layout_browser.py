@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, open_via_nav, screenshot, wait_idle
 
-from kvviz.text import engine as T
+from kvviz_app.i18n import texts
+
+T = texts("engine")
+
 
 pytestmark = pytest.mark.browser
 

@@ -16,8 +16,11 @@ from browser_util import (
     wait_idle,
 )
 
-from kvviz.text import common as C
-from kvviz.text import home as T
+from kvviz_app.i18n import texts
+
+C = texts("common")
+T = texts("home")
+
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,9 @@ from browser_util import assert_no_errors, metric_values, open_via_nav, screensh
 from kvviz.edit.presets import load_edit_presets
 from kvviz.model import tokenize
 from kvviz.sim.compare import compare_prompts
-from kvviz.text import edit as T
+from kvviz_app.i18n import texts
+
+T = texts("edit")
 
 pytestmark = pytest.mark.browser
 

@@ -15,8 +15,11 @@ from browser_util import (
     wait_idle,
 )
 
-from kvviz.text import engine as T
-from kvviz.text import radix as R
+from kvviz_app.i18n import texts
+
+T = texts("engine")
+R = texts("radix")
+
 
 pytestmark = pytest.mark.browser
 

@@ -17,9 +17,10 @@ from browser_util import (
 )
 from test_layout_1024 import check_layout, tall_screenshot
 
-from kvviz.i18n import use_lang
-from kvviz.text import common as C
-from kvviz.text.charts import TOOLBAR
+from kvviz_app.i18n import texts, use_lang
+
+C = texts("common")
+TOOLBAR = texts("charts").TOOLBAR
 
 pytestmark = pytest.mark.browser
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)

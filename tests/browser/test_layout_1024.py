@@ -15,7 +15,10 @@ from browser_util import (
     wait_settled,
 )
 
-from kvviz.text.common import PAGES
+from kvviz_app.i18n import texts
+
+PAGES = texts("common").PAGES
+
 
 pytestmark = pytest.mark.browser
 

@@ -17,7 +17,10 @@ from browser_util import (
 )
 from live_testpub import free_port
 
-from kvviz.text import live as T
+from kvviz_app.i18n import texts
+
+T = texts("live")
+
 
 pytestmark = pytest.mark.browser
 WAIT_S = 120

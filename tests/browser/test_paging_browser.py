@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
-from kvviz.text import paging as T
+from kvviz_app.i18n import texts
+
+T = texts("paging")
+
 
 pytestmark = pytest.mark.browser
 

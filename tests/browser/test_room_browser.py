@@ -18,7 +18,10 @@ from browser_util import (  # noqa: F401 - fixtures
     wait_idle,
 )
 
-from kvviz.text import security as T
+from kvviz_app.i18n import texts
+
+T = texts("security")
+
 
 pytestmark = pytest.mark.browser
 

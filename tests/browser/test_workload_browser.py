@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
-from kvviz.text import workload as T
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.reuse_distance import analyze
 from kvviz.workload.trace import parse_trace
+from kvviz_app.i18n import texts
+
+T = texts("workload")
 
 pytestmark = pytest.mark.browser
 

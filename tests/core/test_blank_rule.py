@@ -26,7 +26,8 @@ def test_text_with_a_visible_character_is_not_blank(text):
 def test_clean_text_refuses_spaces_and_zero_width_spaces_alike(text):
     from kvviz.model.settings import InputError
     from kvviz.model.tokens import clean_text
-    from kvviz.text import common as T
+    from kvviz_app.i18n import texts
+    T = texts("common")
 
     with pytest.raises(InputError) as err:
         clean_text(text)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kvviz.cli.words import render_block_reason
 from kvviz.mirror.manager import KVCacheManager
 from kvviz.sim.compare import compare_prompts
-from kvviz.text.core import render_block_reason
 
 
 def test_vllm_documented_example():

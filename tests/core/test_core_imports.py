@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = [
     "kvviz.mirror", "kvviz.sim", "kvviz.util", "kvviz.mirror.hashing", "kvviz.mirror.events", "kvviz.mirror.block_pool", "kvviz.mirror.manager",
     "kvviz.mirror.radix", "kvviz.sim.compare", "kvviz.sim.trace", "kvviz.cli.hash", "kvviz.cli.diff",
-    "kvviz.cli.simulate", "kvviz.text.core",
+    "kvviz.cli.simulate", "kvviz_app.text.core",
 ]
 
 

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.i18n import Plural, format_number, gettext, localize, ngettext, normalize_lang, use_lang
-from kvviz.i18n import catalog as catalog_mod
-from kvviz.i18n import extract as extract_mod
-from kvviz.i18n.catalog import load_catalog
-from kvviz.i18n.extract import extract, missing, unused
-from kvviz.i18n.numbers import THIN_SPACE
-from kvviz.text import common as C
-from kvviz.text import core as CORE
 from kvviz.util.units import format_bytes
+from kvviz_app.i18n import Plural, format_number, gettext, localize, ngettext, normalize_lang, texts, use_lang
+from kvviz_app.i18n import catalog as catalog_mod
+from kvviz_app.i18n import extract as extract_mod
+from kvviz_app.i18n.catalog import load_catalog
+from kvviz_app.i18n.extract import extract, missing, unused
+from kvviz_app.i18n.numbers import THIN_SPACE
+
+C = texts("common")
+CORE = texts("core")
 
 
 def test_every_ui_string_has_a_russian_translation():
@@ -53,12 +54,14 @@ def test_the_catalog_is_read_per_language_not_per_process():
     en_title = dict((p, t) for p, t, _ in C.PAGES)["kvviz_app/page_scripts/paging.py"]
     assert en_title == "Paged vs contiguous memory"
     assert ru_title == "Страничная и непрерывная память"
-    assert vars(C)["PAGES"][3][1] == en_title  # the module itself keeps the English source
+    assert vars(C.module)["PAGES"][3][1] == en_title  # the module itself keeps the English source
 
 
 def test_data_that_is_not_ui_text_is_never_translated():
+    from kvviz.model.tokens import MODEL_PROBE_TEXT
+
+    assert not hasattr(C.module, "MODEL_PROBE_TEXT") and MODEL_PROBE_TEXT not in extract()
     with use_lang("ru"):
-        assert vars(C)["MODEL_PROBE_TEXT"] == C.MODEL_PROBE_TEXT
         assert C.PAGES[0][0] == "kvviz_app/page_scripts/home.py" and C.PAGES[0][2] == ":material/home:"
 
 
@@ -116,7 +119,7 @@ def test_update_keeps_translations_and_adds_new_strings(tmp_path, monkeypatch):
     shutil.copytree(catalog_mod.LOCALE_DIR, locale)
     monkeypatch.setattr(catalog_mod, "LOCALE_DIR", locale)
     monkeypatch.setattr(extract_mod, "LOCALE_DIR", locale)
-    monkeypatch.setattr(C, "I18N_TEST_NEW_STRING", "A brand-new sentence.", raising=False)
+    monkeypatch.setattr(C.module, "I18N_TEST_NEW_STRING", "A brand-new sentence.", raising=False)
     load_catalog.cache_clear()
     try:
         extract_mod.update()
@@ -131,7 +134,7 @@ def test_update_keeps_translations_and_adds_new_strings(tmp_path, monkeypatch):
 
 
 def test_values_formatted_the_english_way_are_localized():
-    from kvviz.i18n import localize
+    from kvviz_app.i18n import localize
 
     assert localize("1,234.5 KiB", "ru") == f"1{THIN_SPACE}234,5 КиБ"
     assert localize("≈48.83 GiB", "ru") == "≈48,83 ГиБ"
@@ -142,7 +145,7 @@ def test_values_formatted_the_english_way_are_localized():
 
 
 def test_data_file_titles_are_in_the_catalog():
-    from kvviz.i18n import tr
+    from kvviz_app.i18n import tr
 
     with use_lang("ru"):
         assert tr("Shared system prompt, 4 users") == "Общий системный промпт, 4 пользователя"
@@ -152,8 +155,10 @@ def test_data_file_titles_are_in_the_catalog():
 def test_text_module_helpers_compose_in_the_session_language():
     from fractions import Fraction
 
-    from kvviz.text import calculator as K
-    from kvviz.text import sessions as S
+    from kvviz_app.i18n import texts
+    K = texts("calculator")
+    from kvviz_app.i18n import texts
+    S = texts("sessions")
 
     kw = dict(kv_layers=32, layers=32, kv_heads=32, head_dim=128, bytes_per_value=Fraction(2), dtype="fp16",
               per_token=Fraction(524288), per_token_human="512 KiB")
@@ -166,7 +171,8 @@ def test_text_module_helpers_compose_in_the_session_language():
 
 
 def test_session_segment_labels_are_codes_rendered_per_language():
-    from kvviz.text import sessions as S
+    from kvviz_app.i18n import texts
+    S = texts("sessions")
 
     codes = ["tools", "system", "user 3", "answer 2", "answer 4 starts", "tool result 5", "file read"]
     assert [S.segment_label(c) for c in codes] == codes  # English: the code reads as the label
@@ -178,7 +184,8 @@ def test_session_segment_labels_are_codes_rendered_per_language():
 
 
 def test_a_ratio_has_a_decimal_comma_in_russian():
-    from kvviz.text import security as T_SEC
+    from kvviz_app.i18n import texts
+    T_SEC = texts("security")
 
     with use_lang("ru"):
         assert T_SEC.M_RATIO_VALUE.format(ratio=0.95) == "0,95×"

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 
-from kvviz.i18n import tr, use_lang
 from kvviz.sim.providers import POLICIES
-from kvviz.text import calculator as CALC
-from kvviz.text import edit as EDIT
-from kvviz.text import engine as ENGINE
-from kvviz.text import security as SEC
-from kvviz.text import sessions as SESS
+from kvviz_app.i18n import texts, tr, use_lang
+
+CALC = texts("calculator")
+EDIT = texts("edit")
+ENGINE = texts("engine")
+SEC = texts("security")
+SESS = texts("sessions")
 
 LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 
@@ -50,7 +51,8 @@ def test_policy_values_are_translated():
 
 
 def test_model_source_is_worded_by_the_view():
-    from kvviz.text import common as C
+    from kvviz_app.i18n import texts
+    C = texts("common")
 
     with use_lang("ru"):
         kinds = C.MODEL_SOURCE_KINDS
@@ -65,7 +67,8 @@ def test_every_load_step_the_loader_reports_has_words():
     them (read from the source, so this stays a fast test without torch)."""
     from pathlib import Path
 
-    from kvviz.text import common as C
+    from kvviz_app.i18n import texts
+    C = texts("common")
 
     model_dir = Path(__file__).resolve().parents[2] / "kvviz" / "model"
     source = "".join((model_dir / name).read_text(encoding="utf-8") for name in ("loader.py", "embedded.py"))

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from kvviz.cli.config_words import config_note, size_error
 from kvviz.sim.hf_config import (
     ERROR_CODES,
     MAX_CONFIG_BYTES,
@@ -18,7 +19,6 @@ from kvviz.sim.hf_config import (
 from kvviz.sim.kv_formula import bytes_per_token, total_bytes
 from kvviz.sim.kvsize import MLA, LayerKind
 from kvviz.sim.presets import CONFIG_DIR
-from kvviz.text.calculator_config import config_note, size_error
 
 # (file, family, attention, layers, kv_layers, kv_heads, head_dim, fp16 bytes per token)
 SHIPPED = [
@@ -75,7 +75,7 @@ def test_nested_text_config_is_read_and_sparse_fields_take_family_defaults():
     assert parsed.model_type == "gemma3_text"
     assert parsed.notes[0].code == "nested_config" and parsed.notes[0].params["key"] == "text_config"
     assert "default_head_dim" in _codes(parsed)
-    # The view words the codes (English here; kvviz.text.calculator_config).
+    # The view words the codes (English here; kvviz_app.text.calculator_config).
     assert "text_config" in config_note(parsed.notes[0])
     assert any("head_dim not in config" in config_note(n) for n in parsed.notes)
     assert (s.num_full_layers, s.num_sliding_layers, s.sliding_window) == (8, 40, 1024)

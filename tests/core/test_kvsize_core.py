@@ -87,7 +87,8 @@ def test_article_checks_reproduce_and_flag_the_rounded_one():
     assert [c.exact for c in checks] == [True, True, False, True, True]
     rounded = checks[2]
     assert rounded.computed_bytes == 52_428_800_000 and rounded.params == {"bytes": 52_428_800_000}
-    from kvviz.text import calculator as T
+    from kvviz_app.i18n import texts
+    T = texts("calculator")
     from kvviz.util.units import format_bytes
 
     note = T.ARTICLE_NOTES[rounded.code].format(bytes=rounded.params["bytes"], gb=52.4,

@@ -21,7 +21,7 @@ FEATURES = ("kvviz.batching", "kvviz.edit", "kvviz.live", "kvviz.paths", "kvviz.
             "kvviz.share", "kvviz.workload")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    **{pure: ("torch", "transformers", "streamlit", "plotly", "subprocess", "kvviz.text", "kvviz.model",
+    **{pure: ("torch", "transformers", "streamlit", "plotly", "subprocess", "kvviz_app.text", "kvviz.model",
               "kvviz_app.figures", "kvviz.cli", *FEATURES) for pure in ("kvviz/mirror", "kvviz/sim", "kvviz/util")},
     "kvviz_app/figures": ("streamlit", "torch", "transformers", "kvviz.model"),
     "kvviz/model": ("streamlit", "plotly", "kvviz_app.figures", "kvviz.cli", *FEATURES),

@@ -7,7 +7,9 @@ import pytest
 
 import kvviz.room.service as room_mod
 from kvviz.room.service import ENV_PRESENTER_KEY, get_room, presenter_key_generated
-from kvviz.text import security as T
+from kvviz_app.i18n import texts
+
+T = texts("security")
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.sim.providers import AS_OF, POLICIES
-from kvviz.text import sessions as T
+from kvviz.sim.providers import AS_OF, POLICIES, SOURCE_NAMES
+from kvviz_app.i18n import texts
+
+T = texts("sessions")
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERNAL = re.compile(r"seed article|seeds/|BRIEF|§")
@@ -22,8 +24,8 @@ def test_every_policy_value_cites_a_public_page(key):
         assert not INTERNAL.search(value.source), value
         assert re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", value.as_of)
     for source in policy.sources_used:
-        assert source in T.SOURCE_NAMES, source
-        assert T.SOURCE_NAMES[source].startswith("https://"), T.SOURCE_NAMES[source]
+        assert source in SOURCE_NAMES, source
+        assert SOURCE_NAMES[source].startswith("https://"), SOURCE_NAMES[source]
 
 
 def test_no_ui_string_refers_to_internal_files():

@@ -23,8 +23,10 @@ from kvviz.sessions import (
     run_session,
     session_from_dict,
 )
-from kvviz.sim.providers import POLICIES, USAGE_FIELDS, get_policy
-from kvviz.text.sessions import SOURCE_NAMES, USAGE_LABELS
+from kvviz.sim.providers import POLICIES, SOURCE_NAMES, USAGE_FIELDS, get_policy
+from kvviz_app.i18n import texts
+
+USAGE_LABELS = texts("sessions").USAGE_LABELS
 
 
 def chars(text: str) -> list[int]:

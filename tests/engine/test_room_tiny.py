@@ -18,8 +18,10 @@ from kvviz.room.limits import RoomLimits, with_limits
 from kvviz.room.room import Room
 from kvviz.room.service import get_room
 from kvviz.room.session import salt_for_view
-from kvviz.text import security as T
+from kvviz_app.i18n import texts
 from kvviz_app.views.room_labels import age_label, origin_label
+
+T = texts("security")
 
 PROMPT = list(range(1, 41))  # 2 full blocks of 16 + a partial block of 8
 TOKEN_BYTES = 2 * 2 * 2 * 8 * 4  # K and V x 2 layers x 2 kv heads x head_dim 8 x fp32

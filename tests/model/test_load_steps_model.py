@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.i18n import use_lang
 from kvviz.model import load_model
-from kvviz.text import common as C
+from kvviz_app.i18n import texts, use_lang
+
+C = texts("common")
 
 pytestmark = pytest.mark.model
 

@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.text import common as C
-from kvviz.text import home as T
+from kvviz_app.i18n import texts
+
+C = texts("common")
+T = texts("home")
+
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.model

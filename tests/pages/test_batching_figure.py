@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from kvviz.model.batching import PassItem, PassRecord
-from kvviz.text import batching as T
 from kvviz_app.figures.batching import pass_timeline, request_kind
+from kvviz_app.i18n import texts
+
+T = texts("batching")
 
 
 def _item(past: int, new: int, owner: str | None = None) -> PassItem:
@@ -36,7 +38,7 @@ def test_each_request_is_split_and_padding_is_only_what_a_padded_batch_adds():
 def test_the_legend_speaks_the_language_of_the_session_drawing_it():
     """The kinds' legend names are read when a figure is drawn, not when the module is imported (an English
     session imported it first here)."""
-    from kvviz.i18n import use_lang
+    from kvviz_app.i18n import use_lang
 
     passes = [PassRecord(1, 0.0, 120.0, (_item(0, 40), _item(512, 16), _item(300, 1)))]
     english = {t.name for t in pass_timeline(passes).data if t.name}

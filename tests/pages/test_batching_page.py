@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.text import batching as T
+from kvviz_app.i18n import texts
+
+T = texts("batching")
+
 
 pytestmark = pytest.mark.model
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.i18n import use_lang
 from kvviz.sim.hf_config import ERROR_CODES, NOTE_CODES, ConfigError, load_config_file, parse_config_text
 from kvviz.sim.kvsize import KVSizeError, check_count
 from kvviz.sim.presets import CONFIG_DIR
-from kvviz.text import calculator_config as TC
+from kvviz_app.i18n import texts, use_lang
+
+TC = texts("calculator_config")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "calculator.py")

@@ -12,7 +12,9 @@ from kvviz.edit.diffs import replace_char
 from kvviz.edit.presets import load_edit_presets
 from kvviz.model import tokenize
 from kvviz.sim.compare import compare_prompts
-from kvviz.text import edit as T
+from kvviz_app.i18n import texts
+
+T = texts("edit")
 
 pytestmark = pytest.mark.model
 

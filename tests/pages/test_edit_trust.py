@@ -10,7 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.sim.timing_compare import compare_samples
-from kvviz.text import edit as T
+from kvviz_app.i18n import texts
+
+T = texts("edit")
 
 pytestmark = pytest.mark.model
 

@@ -13,9 +13,11 @@ from kvviz.sim.radix_compare import compare_radix_pool
 from kvviz.sim.scenario import ScenarioStep
 from kvviz.sim.scenario_load import load_builtin
 from kvviz.sim.scenario_play import play_scenario
-from kvviz.text import engine as T
-from kvviz.text import radix as R
 from kvviz_app import ui
+from kvviz_app.i18n import texts
+
+T = texts("engine")
+R = texts("radix")
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK_PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "block_table.py")

@@ -9,7 +9,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.engine import get_engine_loop
-from kvviz.text import engine_view as T
+from kvviz_app.i18n import texts
+
+T = texts("engine_view")
 
 pytestmark = pytest.mark.model
 

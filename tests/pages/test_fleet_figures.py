@@ -4,8 +4,10 @@ router's pick is the marked row."""
 
 from __future__ import annotations
 
-from kvviz.text import fleet as T
 from kvviz_app.figures.fleet import SHARED_COLOURS, UNSHARED, heat_strip_figure, prefix_columns_figure
+from kvviz_app.i18n import texts
+
+T = texts("fleet")
 
 
 def test_shared_prefix_is_one_colour_across_columns() -> None:

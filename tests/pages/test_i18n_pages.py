@@ -7,10 +7,11 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from kvviz.i18n import use_lang
-from kvviz.text import engine as E
-from kvviz.text import glossary as G
-from kvviz.text import paging as P
+from kvviz_app.i18n import texts, use_lang
+
+E = texts("engine")
+G = texts("glossary")
+P = texts("paging")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "kvviz_app" / "page_scripts"
@@ -18,7 +19,8 @@ SWITCH = """
 import streamlit as st
 from kvviz_app import ui
 ui.render_language_switch()
-from kvviz.text import glossary as T
+from kvviz_app.i18n import texts
+T = texts("glossary")
 st.title(T.TITLE)
 """
 
@@ -122,7 +124,7 @@ def test_glossary_lists_every_term_in_both_languages():
     assert "| block | блок | `KVCacheBlock` |" in table
     assert "| hash chain | хэш-цепочка | `hash_block_tokens` |" in table
     assert "| cache salt | соль кэша | `cache_salt` |" in table
-    assert table.count("\n| ") == len(vars(G)["TERMS"])
+    assert table.count("\n| ") == len(vars(G.module)["TERMS"])
     # The fidelity page is linked and shown under the glossary.
     assert any(c.value == G.FIDELITY_LINK for c in at.caption)
     assert any(m.value.startswith("# Fidelity") for m in at.markdown)

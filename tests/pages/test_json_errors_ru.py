@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.i18n import use_lang
-from kvviz.i18n.catalog import gettext
 from kvviz.sessions import SessionError
 from kvviz.sim.scenario import ScenarioError
-from kvviz.text import engine as TE
-from kvviz.text import jsonio as TJ
-from kvviz.text import sessions as TS
-from kvviz.text import workload as TW
 from kvviz.util.jsonio import ERROR_CODES, parse_json, read_limited, read_stream_limited
 from kvviz.workload.trace import WorkloadError
+from kvviz_app.i18n import texts, use_lang
+from kvviz_app.i18n.catalog import gettext
+
+TE = texts("engine")
+TJ = texts("jsonio")
+TS = texts("sessions")
+TW = texts("workload")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
@@ -29,7 +30,7 @@ VIEWS = [(SessionError, TS.session_error), (ScenarioError, TE.scenario_error), (
 
 def test_every_code_has_words_in_both_languages():
     assert set(TJ.JSON_ERRORS) == set(ERROR_CODES)
-    for code, english in vars(TJ)["JSON_ERRORS"].items():
+    for code, english in vars(TJ.module)["JSON_ERRORS"].items():
         russian = gettext(english, "ru")
         assert russian != english and CYRILLIC.search(russian), code
 

@@ -12,8 +12,10 @@ from streamlit.testing.v1 import AppTest
 
 from kvviz.live.fleet import stop_shared_fleet
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
-from kvviz.text import fleet as T
-from kvviz.text import live as L
+from kvviz_app.i18n import texts
+
+T = texts("fleet")
+L = texts("live")
 
 PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
 WAIT_S = 40

@@ -13,8 +13,10 @@ from streamlit.testing.v1 import AppTest
 from kvviz.live import demo as D
 from kvviz.live.subscriber import LiveConfig, stop_shared
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
-from kvviz.text import common as C
-from kvviz.text import live as T
+from kvviz_app.i18n import texts
+
+C = texts("common")
+T = texts("live")
 
 PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
 WAIT_S = 40

@@ -16,6 +16,6 @@ def test_every_route_names_a_page_script():
 
 def test_a_missing_page_script_is_a_start_up_error(monkeypatch):
     gone = ("kvviz_app/page_scripts/no_such_page.py", "Gone", ":material/help:")
-    monkeypatch.setattr(navigation.T, "PAGES", [*navigation.T.PAGES, gone])
+    monkeypatch.setattr(navigation.T.module, "PAGES", [*navigation.T.module.PAGES, gone])
     with pytest.raises(navigation.MissingPageError, match="no_such_page.py"):
         navigation.routes()

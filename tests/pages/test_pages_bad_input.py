@@ -15,12 +15,14 @@ from streamlit.testing.v1 import AppTest
 
 from kvviz.sessions import MAX_SESSION_BYTES
 from kvviz.sim.scenario import MAX_REQUEST_TOKENS
-from kvviz.text import calculator as C
-from kvviz.text import edit as E
-from kvviz.text import engine as G
-from kvviz.text import paging as P
-from kvviz.text import sessions as S
 from kvviz_app import ui
+from kvviz_app.i18n import texts
+
+C = texts("calculator")
+E = texts("edit")
+G = texts("engine")
+P = texts("paging")
+S = texts("sessions")
 
 PAGES = Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts"
 CONTROL = "\x00\x07\u200b\u202e"  # NUL, bell, zero-width space, right-to-left override

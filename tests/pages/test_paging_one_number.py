@@ -7,8 +7,10 @@ import pytest
 
 from kvviz.sim.paging import PagingConfig
 from kvviz.sim.paging_sim import compare_layouts
-from kvviz.text import paging as T
 from kvviz_app.figures import paging as F
+from kvviz_app.i18n import texts
+
+T = texts("paging")
 
 CONFIGS = [PagingConfig(), PagingConfig(num_requests=3, memory_tokens=8192), PagingConfig(block_size=32, seed=3)]
 

@@ -12,13 +12,14 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
-from kvviz.i18n import use_lang
-from kvviz.i18n.catalog import gettext
 from kvviz.sim.radix_compare import compare_radix_pool
 from kvviz.sim.scenario import ERROR_CODES, MAX_REQUEST_TOKENS, ScenarioError, user_request_steps
 from kvviz.sim.scenario_load import load_builtin, parse_scenario, parse_scenario_text
 from kvviz.sim.scenario_play import play_scenario
-from kvviz.text import engine as T
+from kvviz_app.i18n import texts, use_lang
+from kvviz_app.i18n.catalog import gettext
+
+T = texts("engine")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "block_table.py")
@@ -27,7 +28,7 @@ CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 def test_every_code_has_words_in_both_languages():
     assert set(T.SCENARIO_ERRORS) == set(ERROR_CODES)
-    for code, english in [*vars(T)["SCENARIO_ERRORS"].items(), ("step", vars(T)["STEP_PREFIX"])]:
+    for code, english in [*vars(T.module)["SCENARIO_ERRORS"].items(), ("step", vars(T.module)["STEP_PREFIX"])]:
         russian = gettext(english, "ru")
         assert russian != english and CYRILLIC.search(russian), code
 
@@ -105,7 +106,7 @@ def test_every_trace_code_has_words():
     from kvviz.sim.trace import TRACE_ERROR_CODES
 
     assert set(T.TRACE_ERRORS) == set(TRACE_ERROR_CODES)
-    for code, english in vars(T)["TRACE_ERRORS"].items():
+    for code, english in vars(T.module)["TRACE_ERRORS"].items():
         if code != "step_failed":  # "{op} '{id}': {reason}": the reason is an uncoded error's own line
             assert CYRILLIC.search(gettext(english, "ru")), code
 

@@ -9,7 +9,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.room.service import get_room
-from kvviz.text import security as T
+from kvviz_app.i18n import texts
+
+T = texts("security")
 
 pytestmark = pytest.mark.model
 

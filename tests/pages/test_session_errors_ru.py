@@ -12,14 +12,15 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
-from kvviz.i18n import use_lang
-from kvviz.i18n.catalog import gettext
 from kvviz.sessions import SessionError
 from kvviz.sessions.events import SessionEvents, apply_events
 from kvviz.sessions.results import projected_work
 from kvviz.sessions.runner import run_session
 from kvviz.sessions.schema import ERROR_CODES, FIELDS, load_example, load_session_text, session_from_dict
-from kvviz.text import sessions as T
+from kvviz_app.i18n import texts, use_lang
+from kvviz_app.i18n.catalog import gettext
+
+T = texts("sessions")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
@@ -28,8 +29,8 @@ CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 def test_every_code_and_field_has_words_in_both_languages():
     assert set(T.SESSION_ERRORS) == set(ERROR_CODES)
-    assert vars(T)["SESSION_FIELDS"] == FIELDS  # the view's English names are the CLI's
-    for code, english in [*vars(T)["SESSION_ERRORS"].items(), *vars(T)["SESSION_FIELDS"].items()]:
+    assert vars(T.module)["SESSION_FIELDS"] == FIELDS  # the view's English names are the CLI's
+    for code, english in [*vars(T.module)["SESSION_ERRORS"].items(), *vars(T.module)["SESSION_FIELDS"].items()]:
         russian = gettext(english, "ru")
         assert russian != english and CYRILLIC.search(russian), code
 

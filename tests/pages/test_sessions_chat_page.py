@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.text import sessions as T
+from kvviz_app.i18n import texts
+
+T = texts("sessions")
+
 
 pytestmark = pytest.mark.model
 

@@ -10,8 +10,10 @@ from streamlit.testing.v1 import AppTest
 
 from kvviz.model import tokenize
 from kvviz.sim.compare import compare_prompts
-from kvviz.text import edit as T
-from kvviz.text import share as T_SHARE
+from kvviz_app.i18n import texts
+
+T = texts("edit")
+T_SHARE = texts("share")
 
 pytestmark = pytest.mark.model
 
@@ -50,7 +52,7 @@ def test_hostile_values_keep_the_defaults_with_a_notice():
     notice = at.warning[0].value
     for name in ("mode", "block", "hash", "seed", "a", "preset", "pos"):
         assert name in notice
-    # Widget values are codes now (labels come from kvviz.text via format_func), and the default hash follows
+    # Widget values are codes now (labels come from kvviz_app.text via format_func), and the default hash follows
     # vLLM's CacheConfig.prefix_caching_hash_algo default, "sha256" (pickle), no longer "sha256_cbor".
     assert at.radio(key="edit_mode").value == "preset"
     assert at.radio(key="edit_mode").format_func("preset") == T.MODE_PRESET

@@ -11,11 +11,12 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
-from kvviz.i18n import use_lang
-from kvviz.i18n.catalog import gettext
-from kvviz.text import workload as T
 from kvviz.workload.load import load_trace
 from kvviz.workload.trace import ERROR_CODES, WorkloadError, parse_trace
+from kvviz_app.i18n import texts, use_lang
+from kvviz_app.i18n.catalog import gettext
+
+T = texts("workload")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "workload.py")
@@ -32,7 +33,7 @@ class _Tokenizer:
 
 def test_every_code_has_words_in_both_languages():
     assert set(T.TRACE_ERRORS) == set(ERROR_CODES)
-    for code, english in vars(T)["TRACE_ERRORS"].items():
+    for code, english in vars(T.module)["TRACE_ERRORS"].items():
         russian = gettext(english, "ru")
         assert russian != english and CYRILLIC.search(russian), code
 

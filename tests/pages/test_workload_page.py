@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.text import workload as T
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.reuse_distance import analyze
 from kvviz.workload.trace import parse_trace
+from kvviz_app.i18n import texts
+
+T = texts("workload")
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "workload.py")

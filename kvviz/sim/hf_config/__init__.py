@@ -7,7 +7,7 @@ qwen3_5(_moe) (nested ``text_config``), gemma2, gemma3 (nested ``text_config``),
 deepseek_v3 (MLA). Any other ``model_type`` falls back to the common field names and says so.
 
 Speaks in codes: what it assumed is a tuple of ``ConfigNote(code, params)``, what it refuses a
-``ConfigError(code, **params)``; kvviz.text.calculator_config words both for the page and the CLI.
+``ConfigError(code, **params)``; kvviz_app.text.calculator_config words both for the page and the CLI.
 
     codes.py    ConfigNote, ConfigError, NOTE_CODES, ERROR_CODES
     fields.py   single fields: counts, booleans, head_dim, KV heads, layer_types, windows

@@ -1,5 +1,5 @@
 """What the config.json reader says, as codes: a ``ConfigNote`` for each default, fallback or nesting it
-used, a ``ConfigError`` for a config it cannot read. The words are the view's (kvviz.text.calculator_config).
+used, a ``ConfigError`` for a config it cannot read. The words are the view's (kvviz_app.text.calculator_config).
 
 Invariant: every code is listed in ``NOTE_CODES`` / ``ERROR_CODES``, and ``params`` hold only numbers
 and strings (field names, model types, file names), so a view can word them in any language.
@@ -47,7 +47,7 @@ class ConfigNote:
 
 class ConfigError(KVSizeError):
     """A config.json that cannot be read as a model: a code and its params (``str()`` shows both, for logs;
-    people read it through kvviz.text.calculator_config.size_error)."""
+    people read it through kvviz_app.text.calculator_config.size_error)."""
 
     def __init__(self, code: str, **params: Any) -> None:
         detail = ", ".join(f"{k}={v!r}" for k, v in params.items())

@@ -1,10 +1,13 @@
-"""Words for the prefix-cache core's reason codes: why a block hit, missed or was invalidated, why each
-block-pool event happened, which NONE_HASH seed is in force. The core speaks in codes and parameters;
-``render_*`` turns them into these sentences."""
+"""One English line per reason code of the engine mirror and the simulations: why a block hit, missed or
+was invalidated, why each block-pool event happened, why a trace step was refused, which NONE_HASH seed
+is in force. The library speaks in codes and parameters; ``render_*`` turns them into these sentences
+for the CLI, and the app passes its translated view of the same tables as ``words``
+(kvviz_app/text/core.py: these lines are its msgids)."""
 
+import sys
 from typing import Any
 
-from kvviz.i18n.plural import Plural
+from kvviz.util.plural import Plural
 
 # compare_prompts: one short sentence per block of prompt B, against a cache filled by prompt A.
 REASON_HIT = "Same tokens and same parent hash as A's block {index}: reused from the cache."
@@ -82,10 +85,6 @@ SEED_REASON_TEXT = {
 }
 SEED_IN_FORCE = "NONE_HASH seed: {shown}. Why: {why}"
 SEED_RANDOM_SHOWN = "random ({prefix}...)"
-NULL_BLOCK_HOVER = (
-    "Block 0 is vLLM's null block: reserved when the pool starts, never allocated, never in the free "
-    "queue and not counted in usage. It stands in for blocks a sliding window skipped."
-)
 
 
 def _fill(template: str, params: dict[str, Any]) -> str:
@@ -95,9 +94,13 @@ def _fill(template: str, params: dict[str, Any]) -> str:
         return template
 
 
-def render_event(code: str, params: dict[str, Any]) -> str:
-    """The sentence for one block-pool event's reason code."""
-    return _fill(EVENT_TEXT.get(code, code), params)
+def _words(words: Any) -> Any:
+    return words or sys.modules[__name__]
+
+
+def render_event(code: str, params: dict[str, Any], words: Any = None) -> str:
+    """The sentence for one block-pool event's reason code (English, or from ``words``' EVENT_TEXT)."""
+    return _fill(_words(words).EVENT_TEXT.get(code, code), params)
 
 
 STEP_ERROR_TEXT = {
@@ -107,18 +110,19 @@ STEP_ERROR_TEXT = {
 }
 
 
-def render_step_error(code: str, params: dict[str, Any]) -> str:
+def render_step_error(code: str, params: dict[str, Any], words: Any = None) -> str:
     """The sentence for a refused or skipped trace step."""
-    return _fill(STEP_ERROR_TEXT.get(code, code), params)
+    return _fill(_words(words).STEP_ERROR_TEXT.get(code, code), params)
 
 
-def render_block_reason(code: str, params: dict[str, Any]) -> str:
+def render_block_reason(code: str, params: dict[str, Any], words: Any = None) -> str:
     """The sentence for one compared block's reason code."""
-    return _fill(BLOCK_REASON_TEXT.get(code, code), params)
+    return _fill(_words(words).BLOCK_REASON_TEXT.get(code, code), params)
 
 
-def render_seed(seed: str, reason: str, algo: str) -> str:
+def render_seed(seed: str, reason: str, algo: str, words: Any = None) -> str:
     """Which NONE_HASH seed is in force and why (differs between cryptographic and fast algorithms)."""
-    shown = SEED_RANDOM_SHOWN.format(prefix=seed[:8]) if reason == "random_non_crypto" else repr(seed)
-    why = SEED_REASON_TEXT.get(reason, reason).format(seed=seed, algo=algo)
-    return SEED_IN_FORCE.format(shown=shown, why=why)
+    w = _words(words)
+    shown = w.SEED_RANDOM_SHOWN.format(prefix=seed[:8]) if reason == "random_non_crypto" else repr(seed)
+    why = w.SEED_REASON_TEXT.get(reason, reason).format(seed=seed, algo=algo)
+    return w.SEED_IN_FORCE.format(shown=shown, why=why)

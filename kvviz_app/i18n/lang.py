@@ -1,8 +1,9 @@
 """Which language the current session reads: a ``use_lang`` override, else the Streamlit session's choice.
 
 The session's choice is resolved once (``?lang=`` in the URL, else the browser's language from
-``st.context.locale``, else English) and kept in ``st.session_state[SESSION_KEY]``. Streamlit is never
-imported here: outside a running app (CLI, core tests) the language is English unless overridden.
+``st.context.locale``, else English) and kept in ``st.session_state[SESSION_KEY]``. Outside a running
+app (tests, scripts) the language is English unless overridden; Streamlit is imported only when a
+session exists.
 """
 
 from __future__ import annotations

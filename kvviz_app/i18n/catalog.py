@@ -1,17 +1,18 @@
 """Message catalogs: ``locale/<lang>/LC_MESSAGES/kvviz.po`` read with Babel, once per process.
 
-msgids are the English strings of kvviz/text; an empty or missing msgstr falls back to English (the
+msgids are the English strings of kvviz_app/text (and of the library's data the app shows); an empty or missing msgstr falls back to English (the
 missing-translation test keeps that from shipping).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvviz.i18n.numbers import LocaleStr
-from kvviz.i18n.plural import Plural
+from kvviz.util.plural import Plural
+from kvviz_app.i18n.numbers import LocaleStr, locale_format
 
 LOCALE_DIR = Path(__file__).resolve().parents[2] / "locale"
 DOMAIN = "kvviz"
@@ -53,7 +54,7 @@ def gettext(message: str, lang: str) -> str:
 
 def tr(message: str) -> str:
     """``message`` (an English catalog msgid, e.g. a scenario title from assets/) in the current language."""
-    from kvviz.i18n.lang import current_lang
+    from kvviz_app.i18n.lang import current_lang
 
     return translate(message, current_lang())
 
@@ -61,6 +62,14 @@ def tr(message: str) -> str:
 def ngettext(singular: str, plural: str, n: float, lang: str) -> str:
     """The form of ``singular``/``plural`` for the count ``n`` in ``lang``."""
     return translate(Plural(singular, plural), lang).form(n)
+
+
+@dataclass(frozen=True)
+class LocalePlural(Plural):
+    """A translated ``Plural``: its forms are the catalog's and ``format`` writes numbers the language's way."""
+
+    def format(self, **kwargs: object) -> str:
+        return locale_format(self.form(kwargs[self.count]), self.lang, **kwargs)  # type: ignore[arg-type]
 
 
 def translate(value: Any, lang: str) -> Any:
@@ -71,7 +80,7 @@ def translate(value: Any, lang: str) -> Any:
         return LocaleStr(gettext(value, lang), lang)
     if isinstance(value, Plural):
         forms = load_catalog(lang).get((value.singular, value.plural))
-        return Plural(value.singular, value.plural, value.count, lang, forms or ())
+        return LocalePlural(value.singular, value.plural, value.count, lang, forms or ())
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(translate(v, lang) for v in value)
     if isinstance(value, list):

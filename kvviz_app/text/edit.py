@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.i18n.plural import Plural
+from kvviz.util.plural import Plural
 
 TITLE = "Edit one character"
 INTRO = (

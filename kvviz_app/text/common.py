@@ -1,6 +1,12 @@
-"""Strings shared by every page: the app title, navigation, model status, units."""
+"""Strings shared by every page: navigation, model status, input errors, units."""
 
-APP_TITLE = "kvviz"
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvviz_app.i18n.texts import Texts
+
 APP_TAGLINE = "Why prompt caching works, and why one changed character breaks it, on a real model."
 
 # Navigation: (page file, title, icon). app.py shows only the pages whose file exists.
@@ -22,7 +28,7 @@ PAGES: list[tuple[str, str, str]] = [
     ("kvviz_app/page_scripts/glossary.py", "Glossary", ":material/translate:"),
 ]
 
-# Input limits and errors raised by kvviz.model (shown in the UI and on the CLI).
+# The input codes of kvviz.model (kvviz.model.tokens has their English lines, the CLI's).
 ERROR_EMPTY_TEXT = "The text is empty: type or paste at least one visible character."
 ERROR_NO_TOKENS = "The input produced no tokens: give at least one token."
 TRUNCATION_NOTICE = (
@@ -86,7 +92,7 @@ PAGE_BLURBS["kvviz_app/page_scripts/workload.py"] = (
     "prefixes that save the most."
 )
 
-# Language switch (ui.render_language_switch); the language names are in kvviz.i18n.LANG_NAMES.
+# Language switch (ui.render_language_switch); the language names are in kvviz_app.i18n.LANG_NAMES.
 # Beside every block hash kvviz shows: the engine release its hashing follows (kvviz.mirror.hashing).
 HASHES_AS = "Hashes as {release} computes them (tagged extra keys, NONE_HASH seed, chaining)."
 LANGUAGE_LABEL = "Language"
@@ -137,7 +143,6 @@ SIDEBAR_CARD = (
     "{layers} layers · {heads} query heads · {kv_heads} KV heads ({kind}) · head_dim {head_dim}  \n"
     "KV per token (measured): **{kv}** ({kv_exact} B)"
 )
-MODEL_PROBE_TEXT = "A prompt cache keeps the keys and values of every token at every layer."
 MODEL_SOURCE = "Loaded in {load_s:.2f} s from {source}. Forward pass: {backend}."
 #: The progress bar's text while a model loads, by kvviz.model.loader.LoadStep.code.
 LOAD_STEPS = {
@@ -163,3 +168,29 @@ BACKEND_NAMES = {
     "native": "kvviz's PyTorch Llama decoder (same weights, logits and K/V as transformers; tested equal)",
     "transformers": "transformers",
 }
+
+
+INPUT_ERRORS = {"empty_text": ERROR_EMPTY_TEXT, "no_tokens": ERROR_NO_TOKENS}
+
+
+def error_text(t: Texts, exc: BaseException) -> str:
+    """A library error as one line in the view's language: a code with words here (INPUT_ERRORS) is
+    worded from its params; anything else is its own first line (English)."""
+    template = t.INPUT_ERRORS.get(getattr(exc, "code", "") or "")
+    if template is not None:
+        try:
+            return template.format(**(getattr(exc, "params", None) or {}))
+        except (KeyError, IndexError, ValueError):
+            pass
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def notice(t: Texts, line: Any) -> str:
+    """A library notice (a kvviz.mirror.errors.CodedLine) in the view's language; a plain str as it is."""
+    params = getattr(line, "params", None) or {}
+    if getattr(line, "code", "") != "truncated":
+        return str(line)
+    total = ("more than " if params["more_than"] else "") + f"{params['total']:,}"
+    text = t.TRUNCATION_NOTICE.format(total=total, kept=params["kept"], limit=params["limit"])
+    return f"{params['label']}: {text}" if "label" in params else text

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvviz_app.i18n.texts import Texts
 
 TITLE = "Multi-turn sessions and agents"
 INTRO = (
@@ -165,13 +168,13 @@ DURATION_MIN = "{value:,.1f} min"
 DURATION_S = "{value:,.0f} s"
 
 
-def duration(seconds: float) -> str:
+def duration(t: Texts, seconds: float) -> str:
     """A time span the way people read it: ``45 s``, ``5.0 min``, ``1.5 h``."""
     if seconds >= 3600:
-        return DURATION_H.format(value=seconds / 3600)
+        return t.DURATION_H.format(value=seconds / 3600)
     if seconds >= 60:
-        return DURATION_MIN.format(value=seconds / 60)
-    return DURATION_S.format(value=seconds)
+        return t.DURATION_MIN.format(value=seconds / 60)
+    return t.DURATION_S.format(value=seconds)
 
 
 WORK_HEADER = "Cumulative prefill work"
@@ -194,7 +197,6 @@ PROJECT_TURNS = "Project to this many turns"
 POLICY_HEADER = "The policy values used"
 POLICY_LINE = "- **{name}**: {value} _({source}; as of {as_of})_"
 SOURCES_LINE = "Sources (checked {as_of}): {sources}."
-SOURCE_ITEM = "[{key}]({name})"
 SOURCE_SEPARATOR = "; "
 BADGE_LINE = "{badge}: {label}"
 POLICY_CAVEAT = (
@@ -214,13 +216,6 @@ EVENT_LINES = {
 }
 EXPIRED_SUFFIX = " ({count} entries had expired)"
 
-# What the short source names of kvviz.sim.providers refer to: public documentation pages (checked on
-# the date kvviz.sim.providers.AS_OF gives).
-SOURCE_NAMES = {
-    "Anthropic docs, Prompt caching": "https://docs.claude.com/en/docs/build-with-claude/prompt-caching",
-    "OpenAI docs, Prompt caching": "https://platform.openai.com/docs/guides/prompt-caching",
-    "vLLM docs, Automatic Prefix Caching": "https://docs.vllm.ai/en/latest/design/prefix_caching/",
-}
 # Anthropic's usage fields (kvviz.sim.providers.USAGE_FIELDS) in words.
 USAGE_LABELS = {
     "cache_read_input_tokens": "read from cache",
@@ -241,7 +236,7 @@ SEGMENT_LABELS = {
 }
 
 
-def segment_label(code: str | None) -> str | None:
+def segment_label(t: Texts, code: str | None) -> str | None:
     """A segment's label code (kvviz.sessions.render) in the session's language; unknown codes as they are."""
     import re
 
@@ -249,8 +244,8 @@ def segment_label(code: str | None) -> str | None:
         return None
     m = re.fullmatch(r"(user|answer|tool result) (\d+)( starts)?", code)
     if m is None:
-        return SEGMENT_LABELS.get(code, code)
-    return SEGMENT_LABELS[m.group(1) + (" starts" if m.group(3) else "")].format(n=int(m.group(2)))
+        return t.SEGMENT_LABELS.get(code, code)
+    return t.SEGMENT_LABELS[m.group(1) + (" starts" if m.group(3) else "")].format(n=int(m.group(2)))
 
 # kvviz.sessions.SessionError, by code (the English words are the CLI's line). {field} is worded first by
 # SESSION_FIELDS (kvviz.sessions.schema.FIELDS' keys).
@@ -291,16 +286,17 @@ SESSION_ERRORS = {
 }
 
 
-def session_error(exc: Exception) -> str:
-    """A ``SessionError`` as one line in the current language (its own English line when it has no code)."""
-    from kvviz.text import jsonio as TJ
+def session_error(t: Texts, exc: Exception) -> str:
+    """A ``SessionError`` as one line in the view's language (its own English line when it has no code)."""
+    from kvviz_app.i18n import texts
+    TJ = texts("jsonio", t.lang)
 
     def adjust(code: str, params: dict[str, Any]) -> str:
         if "field" in params:
-            params["field"] = SESSION_FIELDS[params["field"]].format(**params)
+            params["field"] = t.SESSION_FIELDS[params["field"]].format(**params)
         return ""
 
-    return TJ.coded_words(exc, SESSION_ERRORS, adjust)
+    return TJ.coded_words(exc, t.SESSION_ERRORS, adjust)
 
 # A real chat on the engine (kvviz_app/chat_view.py)
 CHAT_HEADER = "A real chat on the model"

@@ -37,13 +37,6 @@ DEMO_INTRO = (
 DEMO_BUTTON = "Send the burst"
 DEMO_RUNNING = "Running the burst on the model..."
 DEMO_DONE = "{requests} requests in {passes} passes ({shared} of them shared a pass with another request)."
-DEMO_PROMPT = (
-    "You are the workshop assistant for a hands-on session on prompt caching in large language model "
-    "servers. Answer briefly, cite the block size when it matters, and say when you are unsure. "
-    "Attendees ask about block hashes, cache salts, eviction and the cost of recomputing a prefix. "
-)
-DEMO_QUESTIONS = ("Question: what is a block?", "Question: why salt a cache?", "Question: what is evicted first?")
-DEMO_FRESH = "A new conversation nobody has cached yet: summarise paged attention in two sentences, please. " * 2
 
 TIMELINE_HEADER = "The last forward passes"
 LIVE = "Live (refresh every 3 s)"

@@ -1,8 +1,8 @@
-"""Extract the UI strings of kvviz/text into the catalogs, and check the catalogs against them.
+"""Extract the UI strings of kvviz_app/text into the catalogs, and check the catalogs against them.
 
-``python -m kvviz.i18n.extract``          rewrite locale/kvviz.pot and merge it into every .po (new
+``python -m kvviz_app.i18n.extract``          rewrite locale/kvviz.pot and merge it into every .po (new
                                           entries get an empty msgstr, unused ones are dropped)
-``python -m kvviz.i18n.extract --check``  exit 1 and list what is untranslated or unused (changes nothing)
+``python -m kvviz_app.i18n.extract --check``  exit 1 and list what is untranslated or unused (changes nothing)
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvviz.i18n.catalog import DOMAIN, LOCALE_DIR, load_catalog, po_path
-from kvviz.i18n.lang import LANGS
-from kvviz.i18n.plural import Plural
+from kvviz.util.plural import Plural
+from kvviz_app.i18n.catalog import DOMAIN, LOCALE_DIR, load_catalog, po_path
+from kvviz_app.i18n.lang import LANGS
 
 _NOT_TEXT = re.compile(r"^(:material/[a-z_]+:|kvviz_app/page_scripts/[\w/]+\.py|[\W\d_]*)$")
 TARGET_LANGS = tuple(lang for lang in LANGS if lang != "en")
@@ -41,9 +41,9 @@ def is_text(s: str) -> bool:
 
 
 def text_modules() -> list[types.ModuleType]:
-    import kvviz.text as pkg
+    import kvviz_app.text as pkg
 
-    return [importlib.import_module(f"kvviz.text.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
+    return [importlib.import_module(f"kvviz_app.text.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
 
 
 def _walk(value: Any) -> Iterator[str | tuple[str, str]]:
@@ -61,7 +61,7 @@ def _walk(value: Any) -> Iterator[str | tuple[str, str]]:
 
 
 #: UI text that lives in data files: (glob under the repository root, JSON path of the strings). Pages
-#: show these through ``kvviz.i18n.tr``.
+#: show these through ``kvviz_app.i18n.tr``.
 DATA_TEXT: list[tuple[str, tuple[str, ...]]] = [
     ("assets/scenarios/*.json", ("title", "description")),
     ("assets/sessions/*.json", ("title", "description")),
@@ -82,7 +82,8 @@ def _json_strings(data: Any, path: str) -> Iterator[str]:
 
 
 def data_text() -> Iterator[tuple[str, str]]:
-    """(string, location) of the UI text in DATA_TEXT files and of the provider policies' labels and values."""
+    """(string, location) of the UI text in DATA_TEXT files, of the provider policies' labels and values,
+    of the calculator presets and of the room presets' labels (their prompts are data: never translated)."""
     import json
 
     root = LOCALE_DIR.parent
@@ -105,25 +106,23 @@ def data_text() -> Iterator[tuple[str, str]]:
         yield preset.source, f"kvviz/sim/presets.py:{preset.key}.source"
         if preset.article_note:
             yield preset.article_note, f"kvviz/sim/presets.py:{preset.key}.article_note"
+    from kvviz.room.presets import PRESETS as ROOM_PRESETS
+
+    for label in ROOM_PRESETS:  # the room page shows each preset's label through tr()
+        yield label, "kvviz/room/presets.py:PRESETS (key)"
 
 
 def extract() -> dict[Any, Message]:
-    """Every translatable English string of kvviz/text (and of DATA_TEXT), in definition order."""
-    from kvviz.text import KEYS_ARE_TEXT, UNTRANSLATED
+    """Every translatable English string of kvviz_app/text (and of DATA_TEXT), in definition order."""
 
     out: dict[Any, Message] = {}
     for module in text_modules():
         short = module.__name__.rsplit(".", 1)[-1]
         for name, value in vars(module).items():
-            if f"{short}.{name}" in KEYS_ARE_TEXT:
-                for key in value:
-                    out.setdefault(key, Message(key)).locations.append(f"kvviz/text/{short}.py:{name} (key)")
-            if name.startswith("_") or f"{short}.{name}" in UNTRANSLATED:
-                continue
-            if isinstance(value, (types.ModuleType, type, types.FunctionType)):
+            if name.startswith("_") or isinstance(value, (types.ModuleType, type, types.FunctionType)):
                 continue
             for msgid in _walk(value):
-                out.setdefault(msgid, Message(msgid)).locations.append(f"kvviz/text/{short}.py:{name}")
+                out.setdefault(msgid, Message(msgid)).locations.append(f"kvviz_app/text/{short}.py:{name}")
     for msgid, location in data_text():
         out.setdefault(msgid, Message(msgid)).locations.append(location)
     return out
@@ -182,7 +181,7 @@ def update() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kvviz.i18n.extract", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kvviz_app.i18n.extract", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="list untranslated and unused entries; change nothing")
     args = parser.parse_args(argv)
     if not args.check:

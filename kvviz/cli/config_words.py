@@ -1,14 +1,15 @@
-"""The calculator's words for what the config.json reader (kvviz.sim.hf_config) and the KV-size checks
-(kvviz.sim.kvsize) say in codes: notes on defaults and fallbacks, and errors. Used by the calculator and
-workload pages and by the CLI (``size_error`` is the CLI's one-line English error)."""
+"""One English line per code of the config.json reader (kvviz.sim.hf_config) and the KV-size checks
+(kvviz.sim.kvsize): notes on defaults and fallbacks, and errors. The CLI prints them; the app words the
+same codes through its catalogs, with these lines as msgids (kvviz_app/text/calculator_config.py passes
+its translated tables as ``words``)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from kvviz.i18n.lang import current_lang
-from kvviz.i18n.plural import Plural
 from kvviz.sim.hf_config import ConfigError
+from kvviz.util.plural import Plural
 
 UNKNOWN_MODEL_TYPE = "?"
 #: ParsedConfig.family "generic" (no known family: the common field names were read); other families are names.
@@ -110,9 +111,7 @@ SIZE_ERRORS = {
 
 
 def ordinal(n: int) -> str:
-    """``n`` as an ordinal: 2nd, 6th (English), 2-й, 6-й (Russian)."""
-    if current_lang() == "ru":
-        return f"{n}-й"
+    """``n`` as an English ordinal: 2nd, 6th."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
 
@@ -126,37 +125,39 @@ def _fill(template: Any, params: dict[str, Any]) -> str:
         return f"{template} {params}"
 
 
-def config_note(note: Any) -> str:
-    """One ``ConfigNote`` in the current language."""
+def config_note(note: Any, words: Any = None) -> str:
+    """One ``ConfigNote`` as one line: in English, or with ``words`` (tables and ``ordinal`` of this
+    module's names, e.g. the app's translated view)."""
+    w = words or sys.modules[__name__]
     params = dict(note.params)
     if "every" in params:
-        params["every_nth"] = ordinal(params["every"])
+        params["every_nth"] = w.ordinal(params["every"])
     if note.code == "nested_config" and not params.get("model_type"):
-        params["model_type"] = UNKNOWN_MODEL_TYPE
-    return _fill(CONFIG_NOTES[note.code], params)
+        params["model_type"] = w.UNKNOWN_MODEL_TYPE
+    return _fill(w.CONFIG_NOTES[note.code], params)
 
 
-def size_error(exc: Exception) -> str:
-    """A ``ConfigError`` or ``KVSizeError`` as one line in the current language (the exception's own
-    line when it has no known code)."""
+def size_error(exc: Exception, words: Any = None) -> str:
+    """A ``ConfigError`` or ``KVSizeError`` as one line, in English or with ``words`` (as config_note);
+    the exception's own line when it has no known code."""
+    w = words or sys.modules[__name__]
     code = getattr(exc, "code", "")
     params = dict(getattr(exc, "params", {}) or {})
     if isinstance(exc, ConfigError) and code in ("bad_value", "bad_shape"):
-        reason = _reason(params, SIZE_ERRORS)
+        reason = _reason(params, w.SIZE_ERRORS)
         return f"{params['source']}: {reason}" if code == "bad_shape" else reason
     if isinstance(exc, ConfigError) and code in CONFIG_ERRORS:
         if "what" in params:
-            params["what"] = FIELD_NAMES.get(params["what"], params["what"])
+            params["what"] = w.FIELD_NAMES.get(params["what"], params["what"])
         if "kind" in params:
-            params["kind"] = JSON_KINDS.get(params["kind"], params["kind"])
-        return _fill(CONFIG_ERRORS[code], params)
-    if code in SIZE_ERRORS:
-        return _fill(SIZE_ERRORS[code], params)
+            params["kind"] = w.JSON_KINDS.get(params["kind"], params["kind"])
+        return _fill(w.CONFIG_ERRORS[code], params)
+    if code in w.SIZE_ERRORS:
+        return _fill(w.SIZE_ERRORS[code], params)
     return str(exc)
 
 
 def _reason(params: dict[str, Any], size_errors: dict[str, Any]) -> str:
-    # Takes the table as an argument: only public functions read this module's strings translated.
     reason = params.get("reason") or ""
     if reason in size_errors:
         return _fill(size_errors[reason], params)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from kvviz.i18n.lang import current_lang
+if TYPE_CHECKING:
+    from kvviz_app.i18n.texts import Texts
 
 TITLE = "KV-bytes calculator"
 INTRO = (
@@ -280,21 +282,21 @@ TEX_WINDOW = "window"
 TEX_BYTE = "B"
 
 
-def tex_num(value: int | Fraction | float) -> str:
+def tex_num(t: Texts, value: int | Fraction | float) -> str:
     """A number for LaTeX with thin-comma thousands separators (``524{,}288``; Russian ``524\\,288``, ``0{,}5``)."""
     v = Fraction(value)
     text = f"{v.numerator:,}" if v.denominator == 1 else f"{float(v):,g}"
-    if current_lang() == "ru":
+    if t.language == "ru":
         return text.replace(",", "\\,").replace(".", "{,}")
     return text.replace(",", "{,}")
 
 
-def tex_text(text: str) -> str:
+def tex_text(t: Texts, text: str) -> str:
     """Plain text safe inside ``\\text{}`` (underscores and percent signs escaped)."""
     return text.replace("\\", "").replace("_", r"\_").replace("%", r"\%").replace("&", r"\&").replace("#", r"\#")
 
 
-def tex_bytes(human: str) -> str:
+def tex_bytes(t: Texts, human: str) -> str:
     """A formatted size (``512 KiB``, ``≈48.83 GiB``) as LaTeX."""
     approx = human.startswith("≈")
     number, _, unit = human.lstrip("≈").partition(" ")
@@ -302,41 +304,41 @@ def tex_bytes(human: str) -> str:
     return (r"\approx " if approx else "= ") + body
 
 
-def formula_latex(*, kv_layers: int, layers: int, kv_heads: int, head_dim: int, bytes_per_value: Fraction,
+def formula_latex(t: Texts, *, kv_layers: int, layers: int, kv_heads: int, head_dim: int, bytes_per_value: Fraction,
                   dtype: str, per_token: Fraction, per_token_human: str,
                   mla: tuple[int, int] | None = None) -> str:
     """``2 x layers x kv_heads x head_dim x bytes = N B = human`` with labelled terms (MLA: latent form)."""
-    layer_label = (r"\text{" + TEX_LAYERS + "}" if kv_layers == layers
-                   else r"\text{" + TEX_KV_LAYERS_OF.format(n="}" + tex_num(layers) + r"\text{") + "}")
-    b = r"\underbrace{" + tex_num(bytes_per_value) + r"\,\text{" + TEX_BYTE + r"}}_{\text{" + dtype + "}}"
+    layer_label = (r"\text{" + t.TEX_LAYERS + "}" if kv_layers == layers
+                   else r"\text{" + t.TEX_KV_LAYERS_OF.format(n="}" + t.tex_num(layers) + r"\text{") + "}")
+    b = r"\underbrace{" + t.tex_num(bytes_per_value) + r"\,\text{" + t.TEX_BYTE + r"}}_{\text{" + dtype + "}}"
     if mla is not None:
         rank, rope = mla
-        body = (r"\underbrace{" + tex_num(kv_layers) + "}_{" + layer_label + r"} \times (\underbrace{" + tex_num(rank)
-                + r"}_{\text{kv\_lora\_rank}} + \underbrace{" + tex_num(rope) + r"}_{\text{qk\_rope\_head\_dim}}) \times " + b)
+        body = (r"\underbrace{" + t.tex_num(kv_layers) + "}_{" + layer_label + r"} \times (\underbrace{" + t.tex_num(rank)
+                + r"}_{\text{kv\_lora\_rank}} + \underbrace{" + t.tex_num(rope) + r"}_{\text{qk\_rope\_head\_dim}}) \times " + b)
     else:
-        body = (r"\underbrace{2}_{\text{" + TEX_K_AND_V + r"}} \times \underbrace{" + tex_num(kv_layers) + "}_{" + layer_label
-                + r"} \times \underbrace{" + tex_num(kv_heads) + r"}_{\text{" + TEX_KV_HEADS + r"}} \times \underbrace{"
-                + tex_num(head_dim) + r"}_{\text{head\_dim}} \times " + b)
-    total = tex_num(per_token) + r"\ \text{" + TEX_BYTE + "}"
-    return body + " = " + total + " " + tex_bytes(per_token_human)
+        body = (r"\underbrace{2}_{\text{" + t.TEX_K_AND_V + r"}} \times \underbrace{" + t.tex_num(kv_layers) + "}_{" + layer_label
+                + r"} \times \underbrace{" + t.tex_num(kv_heads) + r"}_{\text{" + t.TEX_KV_HEADS + r"}} \times \underbrace{"
+                + t.tex_num(head_dim) + r"}_{\text{head\_dim}} \times " + b)
+    total = t.tex_num(per_token) + r"\ \text{" + t.TEX_BYTE + "}"
+    return body + " = " + total + " " + t.tex_bytes(per_token_human)
 
 
-def total_latex(*, tokens: int, batch: int, per_token: Fraction, full: int, sliding: int, window: int | None,
+def total_latex(t: Texts, *, tokens: int, batch: int, per_token: Fraction, full: int, sliding: int, window: int | None,
                 per_layer_bytes: Fraction, total: int, total_human: str) -> str:
     """Total KV for ``batch`` requests of ``tokens``: a product, or a per-layer sum when windows cap layers."""
     if sliding == 0:
-        body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{" + TEX_REQUESTS + r"}} \times \underbrace{"
-                + tex_num(tokens) + r"}_{\text{" + TEX_TOKENS + r"}} \times " + tex_num(per_token)
-                + r"\,\text{" + TEX_BYTE + "}")
+        body = (r"\underbrace{" + t.tex_num(batch) + r"}_{\text{" + t.TEX_REQUESTS + r"}} \times \underbrace{"
+                + t.tex_num(tokens) + r"}_{\text{" + t.TEX_TOKENS + r"}} \times " + t.tex_num(per_token)
+                + r"\,\text{" + t.TEX_BYTE + "}")
     else:
         parts = []
         if full:
-            parts.append(tex_num(full) + r" \times " + tex_num(tokens))
-        parts.append(tex_num(sliding) + r" \times \min(\underbrace{" + tex_num(tokens) + r"}_{\text{" + TEX_TOKENS
-                     + r"}},\ \underbrace{" + tex_num(window or 0) + r"}_{\text{" + TEX_WINDOW + "}})")
-        body = (r"\underbrace{" + tex_num(batch) + r"}_{\text{" + TEX_REQUESTS + r"}} \times (" + " + ".join(parts)
-                + r") \times " + tex_num(per_layer_bytes) + r"\,\text{" + TEX_BYTE + "}")
-    return body + " = " + tex_num(total) + r"\ \text{" + TEX_BYTE + "} " + tex_bytes(total_human)
+            parts.append(t.tex_num(full) + r" \times " + t.tex_num(tokens))
+        parts.append(t.tex_num(sliding) + r" \times \min(\underbrace{" + t.tex_num(tokens) + r"}_{\text{" + t.TEX_TOKENS
+                     + r"}},\ \underbrace{" + t.tex_num(window or 0) + r"}_{\text{" + t.TEX_WINDOW + "}})")
+        body = (r"\underbrace{" + t.tex_num(batch) + r"}_{\text{" + t.TEX_REQUESTS + r"}} \times (" + " + ".join(parts)
+                + r") \times " + t.tex_num(per_layer_bytes) + r"\,\text{" + t.TEX_BYTE + "}")
+    return body + " = " + t.tex_num(total) + r"\ \text{" + t.TEX_BYTE + "} " + t.tex_bytes(total_human)
 
 # kvviz.sim.kvsize.ModelShape.warning_codes, by code.
 SHAPE_WARNINGS = {

@@ -1,4 +1,7 @@
-"""A count-dependent message (ngettext): English has two forms, Russian three (блок / блока / блоков)."""
+"""A count-dependent message (ngettext): English has two forms, Russian three (блок / блока / блоков).
+
+The library writes English with it (the CLI's lines); the app's catalogs give the other forms
+(``kvviz_app.i18n.translate`` returns a ``LocalePlural`` that also writes numbers the language's way)."""
 
 from __future__ import annotations
 
@@ -23,8 +26,8 @@ def plural_index(lang: str, n: float) -> int:
 class Plural:
     """English singular and plural templates; ``count`` names the placeholder that picks the form.
 
-    ``Plural("{n} block", "{n} blocks").format(n=3)`` -> "3 blocks"; read through a kvviz.text module
-    in a Russian session it is already translated (``forms`` holds the catalog's three forms).
+    ``Plural("{n} block", "{n} blocks").format(n=3)`` -> "3 blocks"; translated by the app's catalog,
+    ``forms`` holds the language's forms (three in Russian).
     """
 
     singular: str
@@ -38,10 +41,7 @@ class Plural:
         return forms[min(plural_index(self.lang, n), len(forms) - 1)]
 
     def format(self, **kwargs: object) -> str:
-        from kvviz.i18n.numbers import locale_format
-
-        n = kwargs[self.count]
-        return locale_format(self.form(n), self.lang, **kwargs)  # type: ignore[arg-type]
+        return self.form(kwargs[self.count]).format(**kwargs)  # type: ignore[arg-type]
 
     def __str__(self) -> str:
         return self.plural

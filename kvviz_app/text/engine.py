@@ -3,9 +3,12 @@ radix page."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvviz.i18n.plural import Plural
+from kvviz.util.plural import Plural
+
+if TYPE_CHECKING:
+    from kvviz_app.i18n.texts import Texts
 
 TITLE = "Block table and LRU free queue"
 INTRO = (
@@ -103,10 +106,6 @@ EVENT_KIND_LABEL = {
     "evict": "evict",
     "refuse": "refuse",
     "reset": "reset",
-}
-EVENT_BADGE_COLOUR = {
-    "hit": "green", "miss": "orange", "touch": "green", "allocate": "blue", "cache": "violet",
-    "free": "gray", "evict": "red", "refuse": "red", "reset": "red",
 }
 ENGINE_REQUEST = "engine"  # the request column of an event no request caused (reset_prefix_cache)
 FREE_JUMP_WHY = Plural(
@@ -265,21 +264,22 @@ TRACE_ERRORS = {
 }
 
 
-def scenario_error(exc: Exception) -> str:
-    """A ``ScenarioError`` as one line in the current language (its own English line when it has no code);
+def scenario_error(t: Texts, exc: Exception) -> str:
+    """A ``ScenarioError`` as one line in the view's language (its own English line when it has no code);
     a ``bad_trace`` is worded from its ``trace_code`` (TRACE_ERRORS)."""
     from kvviz.mirror.errors import CodedError
-    from kvviz.text import calculator_config as TC
-    from kvviz.text import jsonio as TJ
+    from kvviz_app.i18n import texts
+    TC = texts("calculator_config", t.lang)
+    TJ = texts("jsonio", t.lang)
 
     def adjust(code: str, params: dict[str, Any]) -> str:
         if "kind" in params:
             params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
-        return STEP_PREFIX.format(step=params["step"]) if "step" in params else ""
+        return t.STEP_PREFIX.format(step=params["step"]) if "step" in params else ""
 
     params = dict(getattr(exc, "params", {}) or {})
-    if getattr(exc, "code", "") == "bad_trace" and params.get("trace_code") in TRACE_ERRORS:
+    if getattr(exc, "code", "") == "bad_trace" and params.get("trace_code") in t.TRACE_ERRORS:
         trace_code = params.pop("trace_code")
         params.pop("detail", None)
-        return TJ.coded_words(CodedError(str(exc), trace_code, **params), TRACE_ERRORS, adjust)
-    return TJ.coded_words(exc, SCENARIO_ERRORS, adjust)
+        return TJ.coded_words(CodedError(str(exc), trace_code, **params), t.TRACE_ERRORS, adjust)
+    return TJ.coded_words(exc, t.SCENARIO_ERRORS, adjust)

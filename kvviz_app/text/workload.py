@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvviz_app.i18n.texts import Texts
 
 TITLE = "Your traffic"
 INTRO = (
@@ -250,14 +253,15 @@ TRACE_ERRORS = {
 }
 
 
-def trace_error(exc: Exception) -> str:
-    """A ``WorkloadError`` as one line in the current language (its own English line when it has no code)."""
-    from kvviz.text import calculator_config as TC
-    from kvviz.text import jsonio as TJ
+def trace_error(t: Texts, exc: Exception) -> str:
+    """A ``WorkloadError`` as one line in the view's language (its own English line when it has no code)."""
+    from kvviz_app.i18n import texts
+    TC = texts("calculator_config", t.lang)
+    TJ = texts("jsonio", t.lang)
 
     def adjust(code: str, params: dict[str, Any]) -> str:
         if code in ("not_id_list", "not_object"):
             params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
         return ""
 
-    return TJ.coded_words(exc, TRACE_ERRORS, adjust)
+    return TJ.coded_words(exc, t.TRACE_ERRORS, adjust)

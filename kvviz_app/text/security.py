@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvviz_app.i18n.texts import Texts
 
 # ----------------------------------------------------------------------------- room core (kvviz.room.room)
 WHO_YOU = "you"
@@ -31,19 +34,19 @@ ROOM_ERRORS = {
 }
 
 
-def room_error(english: str | None, code: str = "", params: dict | None = None) -> str:
-    """A refusal of the room (its English line, code and params) as one line in the current language; a
+def room_error(t: Texts, english: str | None, code: str = "", params: dict | None = None) -> str:
+    """A refusal of the room (its English line, code and params) as one line in the view's language; a
     code without words here (a token-list error) is its English line."""
-    template = ROOM_ERRORS.get(code)
+    template = t.ROOM_ERRORS.get(code)
     try:
         return template.format(**(params or {})) if template else (english or "")
     except (KeyError, IndexError, ValueError):
         return english or ""
 
 
-def refusal(outcome: Any) -> str:
-    """Why the room refused (a kvviz.security Admission or ResetResult), in the current language."""
-    return room_error(outcome.error, outcome.error_code, outcome.error_params)
+def refusal(t: Texts, outcome: Any) -> str:
+    """Why the room refused (a kvviz.security Admission or ResetResult), in the view's language."""
+    return t.room_error(outcome.error, outcome.error_code, outcome.error_params)
 
 # ----------------------------------------------------------------------------- room page
 ROOM_TITLE = "This cache is not yours: the shared room"
@@ -98,19 +101,6 @@ SALT_NOW_OFF = "No salt: your blocks and everyone else's are interchangeable."
 SALT_NOW_PRIVATE = "Private salt `{salt}…`: nobody else can hit your blocks, and you cannot hit theirs."
 SALT_NOW_TEAM = "Team salt `{team}`: only sessions with the same team name share blocks with you."
 PRESET_LABEL = "Start from"
-PRESETS = {
-    "Workshop assistant: ask about caching": (
-        "You are the workshop assistant for a hands-on session on prompt caching in large language model "
-        "servers. Answer briefly, cite the block size when it matters, and say when you are unsure.\n\n"
-        "Question: why does changing one early character make every later block miss?"
-    ),
-    "Workshop assistant: ask about salts": (
-        "You are the workshop assistant for a hands-on session on prompt caching in large language model "
-        "servers. Answer briefly, cite the block size when it matters, and say when you are unsure.\n\n"
-        "Question: what does a cache salt protect against?"
-    ),
-    "Something of your own": "",
-}
 PROMPT_LABEL = "Your prompt"
 PROMPT_HELP = (
     "Sent to the shared room and prefilled by the engine on the real model. Other sessions never see your text, only "
@@ -192,13 +182,6 @@ PRESENTER_KEY_HELP = (
     "Printed in the server's log when the app starts (or the KVVIZ_PRESENTER_KEY you set): only the "
     "presenter can reset the room."
 )
-PRESENTER_KEY_LOG = (
-    "\n  kvviz room: the presenter key (needed to reset the shared room) is\n"
-    "      {key}\n"
-    "  generated for this server; set KVVIZ_PRESENTER_KEY to choose your own. Room page:\n"
-    "      {url}\n"
-)
-PRESENTER_KEY_LOG_ENV = "\n  kvviz room: resetting the shared room needs KVVIZ_PRESENTER_KEY. Room page: {url}\n"
 RESET = "Reset the room"
 RESET_DONE = "The room was reset ({dropped:,} cached blocks dropped)."
 WORKSHOP_HINT = (

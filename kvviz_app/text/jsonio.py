@@ -4,7 +4,10 @@ trace, scenario and session readers' own words fall back to these (the English w
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvviz_app.i18n.texts import Texts
 
 # kvviz.util.jsonio.ERROR_CODES. {what} is the reader's English name of the source ("trace file").
 JSON_ERRORS = {
@@ -25,30 +28,28 @@ SOURCE_NAMES = {"trace file": "trace file", "scenario file": "scenario file", "s
                 "trace": "trace", "scenario": "scenario"}
 
 
-def json_error(exc: Exception) -> str:
-    """An error with a kvviz.util.jsonio code as one line in the current language (its own line otherwise)."""
+def json_error(t: Texts, exc: Exception) -> str:
+    """An error with a kvviz.util.jsonio code as one line in the view's language (its own line otherwise)."""
     code = getattr(exc, "code", "")
     params: dict[str, Any] = dict(getattr(exc, "params", {}) or {})
-    if code not in JSON_ERRORS:
+    if code not in t.JSON_ERRORS:
         return str(exc)
     if "what" in params:
-        params["what"] = SOURCE_NAMES.get(params["what"], params["what"])
+        params["what"] = t.SOURCE_NAMES.get(params["what"], params["what"])
     try:
-        return JSON_ERRORS[code].format(**params)
+        return t.JSON_ERRORS[code].format(**params)
     except (KeyError, IndexError, ValueError):
         return str(exc)
 
 
-def coded_words(exc: Exception, table: Mapping[str, str],
+def coded_words(t: Texts, exc: Exception, table: Mapping[str, str],
                 adjust: Callable[[str, dict[str, Any]], str] | None = None) -> str:
-    """A reader's coded error as one line in the current language: a JSON-reading code goes to
+    """A reader's coded error as one line in the view's language: a JSON-reading code goes to
     :func:`json_error`; a code in ``table`` is filled from its params (``adjust(code, params)`` may
     rewrite them and returns a prefix); anything else, or a missing param, is the exception's own line."""
     code = getattr(exc, "code", "")
     if code.startswith("json_"):  # reading the file or upload failed (kvviz.util.jsonio)
-        from kvviz.text import jsonio as TJ  # through the module: its words in the session's language
-
-        return TJ.json_error(exc)
+        return t.json_error(exc)
     if code not in table:
         return str(exc)
     params: dict[str, Any] = dict(getattr(exc, "params", {}) or {})

@@ -1,0 +1,38 @@
+"""The engines' own identifiers for the glossary's terms (vLLM v1 names; "—" where the engine has none).
+Code names: data, the same in every language."""
+
+# {code: the engine's own identifier}: code names, never translated.
+ENGINE_NAMES: dict[str, str] = {
+    "block": "KVCacheBlock",
+    "block_table": "req_to_blocks",
+    "block_size": "block_size",
+    "hash": "BlockHash",
+    "hash_chain": "hash_block_tokens",
+    "parent_hash": "parent_block_hash",
+    "none_hash": "NONE_HASH",
+    "prefix": "find_longest_cache_hit",
+    "shared_prefix": "—",
+    "prompt": "prompt_token_ids",
+    "token": "token_ids",
+    "cache": "cached_block_hash_to_block",
+    "prompt_caching": "enable_prefix_caching",
+    "hit": "get_computed_blocks",
+    "miss": "—",
+    "reuse": "touch",
+    "recompute": "—",
+    "eviction": "_maybe_evict_cached_block",
+    "lru": "FreeKVCacheBlockQueue",
+    "free_queue": "free_block_queue",
+    "pool": "BlockPool",
+    "ref_cnt": "ref_cnt",
+    "salt": "cache_salt",
+    "kv": "past_key_values",
+    "causal": "is_causal",
+    "heads": "num_attention_heads",
+    "kv_heads": "num_key_value_heads",
+    "layer": "num_hidden_layers",
+    "window": "sliding_window",
+    "radix": "RadixCache",
+    "prefill": "prefill",
+    "decode": "decode",
+}
