@@ -106,7 +106,8 @@ def get_hash_fn(name: str) -> HashFn:
         return HASH_FUNCTIONS[name]
     except (KeyError, TypeError):
         valid = ", ".join(HASH_FUNCTIONS)
-        raise ValueError(f"unknown hash function {name!r}; valid: {valid}") from None
+        raise CodedError(f"unknown hash function {name!r}; valid: {valid}", "unknown_hash",
+                         name=repr(name)[:40], valid=valid) from None
 
 
 def resolve_hash_fn(hash_fn: HashFn | str) -> HashFn:

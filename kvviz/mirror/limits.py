@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NewType
 
+from kvviz.mirror.errors import CodedError
+
 BlockSize = NewType("BlockSize", int)
 
 MIN_BLOCK_SIZE = 1
@@ -20,9 +22,11 @@ BLOCK_SIZE_CHOICES: tuple[BlockSize, ...] = tuple(BlockSize(1 << k) for k in ran
 
 def block_size(value: object) -> BlockSize:
     """``value`` as a ``BlockSize``: an int (not a bool) in MIN_BLOCK_SIZE..MAX_BLOCK_SIZE; ValueError
-    with a one-line message otherwise."""
+    with a one-line message otherwise (a CodedError: ``block_size_not_int`` / ``block_size_range``)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"block size must be an integer, got {value!r}")
+        raise CodedError(f"block size must be an integer, got {value!r}", "block_size_not_int",
+                         value=repr(value)[:40])
     if not MIN_BLOCK_SIZE <= value <= MAX_BLOCK_SIZE:
-        raise ValueError(f"block size must be in {MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE}, got {value}")
+        raise CodedError(f"block size must be in {MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE}, got {value}", "block_size_range",
+                         low=MIN_BLOCK_SIZE, high=MAX_BLOCK_SIZE, value=value)
     return BlockSize(value)

@@ -137,9 +137,9 @@ def letter_cost(text: str, model_name: str | None = None) -> tuple[int, int]:
 def clean_text(text: object) -> str:
     """Validate user text: a non-blank str; lone surrogates become U+FFFD so any str tokenizes."""
     if isinstance(text, bytes):
-        raise InputError("text must be a string, not bytes (decode it first)")
+        raise InputError("text must be a string, not bytes (decode it first)", "text_bytes")
     if not isinstance(text, str):
-        raise InputError(f"text must be a string, got {type(text).__name__}")
+        raise InputError(f"text must be a string, got {type(text).__name__}", "text_not_str", got=type(text).__name__)
     if is_blank(text):
         raise InputError(EMPTY_TEXT, "empty_text")
     return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")

@@ -170,16 +170,33 @@ BACKEND_NAMES = {
 }
 
 
-INPUT_ERRORS = {"empty_text": ERROR_EMPTY_TEXT, "no_tokens": ERROR_NO_TOKENS}
+# The codes of kvviz.model.tokens, kvviz.mirror.limits / hashing and kvviz.edit.inputs (their English
+# lines are the CLI's), by code.
+INPUT_ERRORS = {
+    "empty_text": ERROR_EMPTY_TEXT,
+    "no_tokens": ERROR_NO_TOKENS,
+    "text_bytes": "The text must be a string, not bytes.",
+    "text_not_str": "The text must be a string, got {got}.",
+    "block_size_not_int": "The block size must be an integer, got {value}.",
+    "block_size_range": "The block size must be in {low}..{high}, got {value}.",
+    "unknown_hash": "Unknown hash function {name}; valid: {valid}.",
+    "seed_not_text": "The seed must be text.",
+}
+# kvviz.edit.inputs' bad_prompt: which prompt the reason is about.
+PROMPT_NAMES = {"a": "Original prompt (A)", "b": "Edited prompt (B)"}
 
 
 def error_text(t: Texts, exc: BaseException) -> str:
     """A library error as one line in the view's language: a code with words here (INPUT_ERRORS) is
     worded from its params; anything else is its own first line (English)."""
-    template = t.INPUT_ERRORS.get(getattr(exc, "code", "") or "")
+    code = getattr(exc, "code", "") or ""
+    params = getattr(exc, "params", None) or {}
+    if code == "bad_prompt" and params.get("reason") in t.INPUT_ERRORS:
+        return f"{t.PROMPT_NAMES.get(params.get('prompt'), '')}: {t.INPUT_ERRORS[params['reason']].format(**params)}"
+    template = t.INPUT_ERRORS.get(code)
     if template is not None:
         try:
-            return template.format(**(getattr(exc, "params", None) or {}))
+            return template.format(**params)
         except (KeyError, IndexError, ValueError):
             pass
     text = str(exc).strip()
