@@ -2,7 +2,7 @@
 
 Shapes: ``k[layer]``, ``v[layer]`` are ``[num_blocks, block_size, num_kv_heads, head_dim]`` on the model's
 device and dtype. Token position ``p`` of a request lives in slot ``(block_table[p // bs], p % bs)``, flat
-slot ``block_id * bs + p % bs``. Block 0 is the null block: never written by a request, it pads gathers.
+slot ``block_id * bs + p % bs``. Block 0 is the null block: never written by a request, it pads block tables (its keys are masked).
 Invariant: this is the only K/V store; a block's K/V change only when a request that holds it writes.
 """
 
@@ -43,13 +43,13 @@ def num_blocks_for(budget_bytes: int, block_size: int, layout: KVLayout) -> int:
 
 
 class PagedKVMemory:
-    """K and V blocks of every layer; ``write`` fills slots, ``gather`` reads positions through a block table."""
+    """K and V blocks of every layer; ``write`` fills slots; the runner reads whole blocks through block tables."""
 
     def __init__(self, num_blocks: int, block_size: int, layout: KVLayout, device: torch.device,
                  dtype: torch.dtype) -> None:
         self.num_blocks, self.block_size, self.layout = num_blocks, block_size, layout
         shape = (num_blocks, block_size, layout.num_kv_heads, layout.head_dim)
-        # zeros, not empty: the null block's slots pad gathers and must hold finite numbers
+        # zeros, not empty: the null block pads block tables and must hold finite numbers (masked, x 0)
         self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(layout.num_layers)]
         self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(layout.num_layers)]
         flat = (num_blocks * block_size, layout.num_kv_heads, layout.head_dim)
@@ -73,18 +73,7 @@ class PagedKVMemory:
         self._k_flat[layer].index_copy_(0, slots, k)
         self._v_flat[layer].index_copy_(0, slots, v)
 
-    def gather(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V at flat ``slots`` (any shape S): ``[*S, kv_heads, head_dim]`` each (a copy)."""
-        return self._k_flat[layer][slots], self._v_flat[layer][slots]
-
     def block(self, block_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of one physical block over all layers: ``[num_layers, block_size, kv_heads, head_dim]``."""
         return (torch.stack([t[block_id] for t in self.k]).cpu(), torch.stack([t[block_id] for t in self.v]).cpu())
 
-
-def slots_for(block_ids: list[int], start: int, end: int, block_size: int) -> torch.Tensor:
-    """Flat slots ``[end - start]`` (int64, CPU) of positions ``start..end-1`` through a block table."""
-    first, last = start // block_size, -(-end // block_size)
-    table = torch.tensor(block_ids[first:last], dtype=torch.long)
-    slots = (table[:, None] * block_size + torch.arange(block_size)[None, :]).flatten()
-    return slots[start - first * block_size: end - first * block_size]

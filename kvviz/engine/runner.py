@@ -3,8 +3,10 @@
 In each layer the new tokens' K/V are written into their slots first (``PagedKVMemory.write``), then each
 request attends to positions ``0..end-1`` read through its block table: a prefix hit is simply a block
 table pointing at blocks another request filled, in an earlier step or earlier in this layer. Decode
-tokens (one per request) attend in one padded batch; each prefill chunk attends alone. The weights are
-the native Llama decoder's (``kvviz.model.llama``); the layer math is its own modules'.
+tokens (one per request) attend in one batch: their block tables, padded with the null block, select
+whole blocks once a layer into one buffer reused by every layer of the step (``index_select``, no per-token
+gather), and each K/V head's group of query heads attends as the rows of one query. Each prefill chunk
+attends alone. The weights are the native Llama decoder's (``kvviz.model.llama``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kvviz.engine.kv_memory import PagedKVMemory, slots_for
+from kvviz.engine.kv_memory import PagedKVMemory
 
 
 @dataclass(frozen=True)
@@ -32,14 +34,24 @@ class SeqInput:
 
 
 @dataclass
+class _Decode:
+    """The step's decode tokens: which rows, the blocks they read, the padding mask and reused buffers."""
+
+    rows: torch.Tensor | None  # [Rd] token rows of the decode tokens (None: every row, in order)
+    blocks: torch.Tensor  # [Rd * nblk] block ids, each table padded with the null block
+    nblk: int
+    mask: torch.Tensor | None  # [Rd, 1, 1, nblk * bs] additive (0 or -inf); None when nothing is padded
+    k_buf: torch.Tensor  # [Rd * nblk, bs, kv_heads, d], refilled each layer
+    v_buf: torch.Tensor
+
+
+@dataclass
 class _Plan:
     """Per-step index tensors shared by every layer."""
 
     slots: torch.Tensor  # [T] where each new token's K/V go
-    decode_rows: torch.Tensor | None  # [Rd] token indices of decode tokens
-    decode_slots: torch.Tensor | None  # [Rd, Lmax] context slots (padded with the null block)
-    decode_mask: torch.Tensor | None  # [Rd, 1, 1, Lmax] True = attend (None: no padding)
-    prefills: list[tuple[int, int, torch.Tensor, torch.Tensor | None]]  # (row start, n, context slots, mask)
+    decode: _Decode | None
+    prefills: list[tuple[int, int, torch.Tensor, int, torch.Tensor | None]]  # (row, n, block ids, end, mask)
 
 
 class ModelRunner:
@@ -53,51 +65,73 @@ class ModelRunner:
         self.device = memory.k[0].device
         cfg = lm.model.config
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.group = self.heads // self.kv_heads  # query heads per K/V head (repeat_interleave order)
         self.scale = self.head_dim ** -0.5
         self.gqa = self.heads != self.kv_heads
 
     def _plan(self, seqs: list[SeqInput]) -> _Plan:
         bs, dev = self.memory.block_size, self.device
-        slots = torch.cat([slots_for(s.block_ids, s.start, s.end, bs) for s in seqs]).to(dev)
-        row, decode_rows, decode_ctx, prefills = 0, [], [], []
+        slots: list[int] = []
+        decode_rows, decode_tables, decode_lens, prefills = [], [], [], []
+        row = 0
         for s in seqs:
             n = len(s.token_ids)
-            ctx = slots_for(s.block_ids, 0, s.end, bs)
+            slots.extend(s.block_ids[p // bs] * bs + p % bs for p in range(s.start, s.end))
+            table = s.block_ids[:-(-s.end // bs)]
             if n == 1:
                 decode_rows.append(row)
-                decode_ctx.append(ctx)
+                decode_tables.append(table)
+                decode_lens.append(s.end)
             else:
                 mask = None
                 if s.start:  # query start+i sees keys 0..start+i
                     mask = (torch.arange(s.end)[None, :] <= (s.start + torch.arange(n))[:, None]).to(dev)
-                prefills.append((row, n, ctx.to(dev), mask))
+                prefills.append((row, n, torch.tensor(table, dtype=torch.long, device=dev), s.end, mask))
             row += n
-        d_rows = d_slots = d_mask = None
-        if decode_rows:
-            lmax = max(len(c) for c in decode_ctx)
-            d_slots = torch.zeros((len(decode_ctx), lmax), dtype=torch.long)  # slot 0: the null block
-            d_mask = torch.zeros((len(decode_ctx), 1, 1, lmax), dtype=torch.bool)
-            for i, c in enumerate(decode_ctx):
-                d_slots[i, : len(c)] = c
-                d_mask[i, 0, 0, : len(c)] = True
-            same = all(len(c) == lmax for c in decode_ctx)  # no padding: every key is attended, no mask
-            d_rows, d_slots = torch.tensor(decode_rows).to(dev), d_slots.to(dev)
-            d_mask = None if same else d_mask.to(dev)
-        return _Plan(slots, d_rows, d_slots, d_mask, prefills)
+        decode = self._plan_decode(decode_rows, decode_tables, decode_lens, row) if decode_rows else None
+        return _Plan(torch.tensor(slots, dtype=torch.long, device=dev), decode, prefills)
+
+    def _plan_decode(self, rows: list[int], tables: list[list[int]], lens: list[int], num_rows: int) -> _Decode:
+        bs, dev, mem = self.memory.block_size, self.device, self.memory
+        nblk = max(len(t) for t in tables)
+        blocks = torch.tensor([b for t in tables for b in (*t, *(0,) * (nblk - len(t)))], dtype=torch.long,
+                              device=dev)  # the null block (0) pads the shorter tables
+        mask = None
+        if any(n != nblk * bs for n in lens):  # padded keys: masked out (-inf), never attended
+            keep = torch.arange(nblk * bs)[None, :] < torch.tensor(lens)[:, None]  # [Rd, nblk * bs]
+            mask = torch.zeros(keep.shape, dtype=mem.k[0].dtype).masked_fill_(~keep, float("-inf"))
+            mask = mask[:, None, None, :].to(dev)
+        shape = (len(rows) * nblk, bs, mem.layout.num_kv_heads, mem.layout.head_dim)
+        in_order = rows == list(range(num_rows))
+        return _Decode(None if in_order else torch.tensor(rows, device=dev), blocks, nblk, mask,
+                       torch.empty(shape, dtype=mem.k[0].dtype, device=dev),
+                       torch.empty(shape, dtype=mem.k[0].dtype, device=dev))
+
+    def _attend_decode(self, layer: int, q: torch.Tensor, d: _Decode) -> torch.Tensor:
+        """Decode queries ``[Rd, heads, head_dim]`` over their block tables -> ``[Rd, heads, head_dim]``."""
+        rd = q.shape[0]
+        torch.index_select(self.memory.k[layer], 0, d.blocks, out=d.k_buf)
+        torch.index_select(self.memory.v[layer], 0, d.blocks, out=d.v_buf)
+        length = d.nblk * self.memory.block_size
+        k = d.k_buf.view(rd, length, self.kv_heads, self.head_dim).transpose(1, 2)  # [Rd, kv_heads, L, d]
+        v = d.v_buf.view(rd, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        # the group of query heads of K/V head j (heads j*G .. j*G+G-1) are G query rows for that head
+        qg = q.reshape(rd, self.kv_heads, self.group, self.head_dim)  # [Rd, kv_heads, G, d]
+        o = F.scaled_dot_product_attention(qg, k, v, attn_mask=d.mask, scale=self.scale)
+        return o.reshape(rd, self.heads, self.head_dim)
 
     def _attend(self, layer: int, q: torch.Tensor, plan: _Plan) -> torch.Tensor:
         """q ``[T, heads, head_dim]`` -> attention output ``[T, heads, head_dim]``."""
+        d = plan.decode
+        if d is not None and d.rows is None and not plan.prefills:  # a decode-only step: rows in order
+            return self._attend_decode(layer, q, d)
         out = torch.empty_like(q)
-        if plan.decode_rows is not None:
-            k, v = self.memory.gather(layer, plan.decode_slots)  # [Rd, Lmax, kv_heads, d]
-            qd = q[plan.decode_rows].unsqueeze(2)  # [Rd, heads, 1, d]
-            o = F.scaled_dot_product_attention(qd, k.transpose(1, 2), v.transpose(1, 2), attn_mask=plan.decode_mask,
-                                               scale=self.scale, enable_gqa=self.gqa)
-            if not plan.prefills:  # a decode-only step: the rows are the tokens, in order
-                return o.squeeze(2)
-            out[plan.decode_rows] = o.squeeze(2)
-        for row, n, ctx, mask in plan.prefills:
-            k, v = self.memory.gather(layer, ctx)  # [L, kv_heads, d]
+        if d is not None:
+            out[d.rows] = self._attend_decode(layer, q[d.rows], d)
+        kv_heads, hd = self.kv_heads, self.head_dim
+        for row, n, blocks, end, mask in plan.prefills:
+            k = self.memory.k[layer].index_select(0, blocks).view(-1, kv_heads, hd)[:end]  # [end, kv_heads, d]
+            v = self.memory.v[layer].index_select(0, blocks).view(-1, kv_heads, hd)[:end]
             qp = q[row:row + n].transpose(0, 1).unsqueeze(0)  # [1, heads, n, d]
             o = F.scaled_dot_product_attention(qp, k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0),
                                                attn_mask=mask, is_causal=mask is None, scale=self.scale,
@@ -111,7 +145,7 @@ class ModelRunner:
         (``all_logits``: ``[T, vocab]`` of every scheduled token, for tests)."""
         dev = self.device
         ids = torch.tensor([t for s in seqs for t in s.token_ids], dtype=torch.long, device=dev)  # [T]
-        positions = torch.cat([torch.arange(s.start, s.end) for s in seqs]).to(dev)  # [T]
+        positions = torch.tensor([p for s in seqs for p in range(s.start, s.end)], dtype=torch.long, device=dev)
         with self.lm.lock:
             plan = self._plan(seqs)
             x = self.body.embed_tokens(ids)[None]  # [1, T, hidden]
@@ -130,5 +164,6 @@ class ModelRunner:
                     row += len(s.token_ids)
                     if s.wants_logits:
                         ends.append(row - 1)
-                x = x[:, torch.tensor(ends, dtype=torch.long, device=dev)]
+                if ends != list(range(t)):
+                    x = x[:, torch.tensor(ends, dtype=torch.long, device=dev)]
             return self.model.lm_head(self.body.norm(x))[0]
