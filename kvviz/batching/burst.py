@@ -1,75 +1,48 @@
-"""A burst of concurrent requests of the three kinds a serving engine batches: a prefill from scratch,
-prefills of prompts whose prefix is cached, and decode steps. They start together (a barrier), go
-through the model's batching scheduler like every other forward pass, and are tagged ``demo``."""
+"""A burst of concurrent requests of the three kinds a serving engine batches, sent to the engine loop:
+prefills from scratch, prompts whose prefix is cached (their tails computed), and the decode steps that
+follow. They are admitted between the same two steps, and the result is the engine's own StepRecords of
+the steps that held at least one of them (measured, as the engine recorded them)."""
 
 from __future__ import annotations
 
-import threading
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
+from kvviz.engine import EngineLoop, RequestOutput, SamplingParams, StepRecord
 
-from kvviz.model.batching import PassRecord, batch_origin
-from kvviz.model.block_store import KVStore
-from kvviz.model.kvstore import prefill_cached
-from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import forward_request, prefill, scheduler_for
-from kvviz.model.tokens import tokenize
-
-DEMO_TAG = "demo"
+BURST_PREFIX = "burst"
 
 
 @dataclass(frozen=True)
 class BurstResult:
-    """The passes the burst's requests rode in (only passes holding at least one of them)."""
+    """The burst's request ids (``prefix`` + index), their final outputs and the steps they ran in."""
 
-    requests: int
-    passes: list[PassRecord]
+    prefix: str
+    outputs: list[RequestOutput]
+    steps: list[StepRecord]
+
+    @property
+    def requests(self) -> int:
+        return len(self.outputs)
 
     @property
     def shared(self) -> int:
-        """The burst's requests that shared their pass with at least one other request."""
-        return sum(sum(1 for i in p.items if i.tag == DEMO_TAG) for p in self.passes if p.batch_size > 1)
+        """Steps of the burst that held more than one request."""
+        return sum(1 for s in self.steps if s.num_requests > 1)
 
 
-def run_burst(lm: LoadedModel, owner: str, system: str, questions: Sequence[str], fresh: str,
-              decode_steps: int = 6) -> BurstResult:
-    """Cache ``system`` + the first question, then at once: ``fresh`` from scratch, each question after
-    the cached system prompt, and ``decode_steps`` greedy decode steps after the cached prompt."""
-    store = KVStore(budget_bytes=2**30)
-    ids = [list(tokenize(system + q, model_name=lm.source.key).ids) for q in questions]
-    fresh_ids = list(tokenize(fresh, model_name=lm.source.key).ids)
-    sched = scheduler_for(lm)
-    before = max((p.pass_id for p in sched.history()), default=0)
-    errors: list[BaseException] = []
-    with batch_origin(DEMO_TAG, owner):
-        seed = prefill_cached(lm, ids[0], store=store)  # the cached prefix the others reuse
-    gate = threading.Barrier(len(ids) + 2)
-
-    def worker(fn) -> None:
-        try:
-            with batch_origin(DEMO_TAG, owner):
-                gate.wait()
-                fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised below in the caller
-            errors.append(exc)
-
-    def decode() -> None:
-        cache = lm.new_cache([(k.unsqueeze(0), v.unsqueeze(0)) for k, v in zip(seed.keys, seed.values, strict=True)])
-        token = int(torch.argmax(seed.last_logits))
-        for _ in range(decode_steps):
-            cache, logits, _ = forward_request(lm, [token], cache)
-            token = int(torch.argmax(logits))
-
-    jobs = [lambda: prefill(lm, token_ids=fresh_ids, max_tokens=len(fresh_ids)), decode]
-    jobs += [lambda q=q: prefill_cached(lm, q, store=store, save=False) for q in ids]
-    threads = [threading.Thread(target=worker, args=(job,)) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    passes = [p for p in sched.history() if p.pass_id > before and any(i.tag == DEMO_TAG for i in p.items)]
-    return BurstResult(1 + 1 + len(ids) + decode_steps, passes)
+def run_burst(loop: EngineLoop, token_ids: Sequence[list[int]], cached: list[int], new_tokens: int = 8,
+              owner: str = "") -> BurstResult:
+    """Run ``cached`` (one token) so its blocks are in the prefix cache, then submit every prompt of
+    ``token_ids`` at once, each generating ``new_tokens`` greedy tokens; wait for all of them."""
+    prefix = f"{BURST_PREFIX}-{owner or secrets.token_hex(4)}-{secrets.token_hex(3)}-"
+    loop.submit(prefix + "cache", cached, SamplingParams(max_tokens=1), client="batching").result()
+    first = loop.call(lambda e: e.steps[-1].step if e.steps else -1)
+    params = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
+    streams = loop.submit_many([(f"{prefix}{i}", list(ids), params) for i, ids in enumerate(token_ids)],
+                               client="batching")
+    outputs = [s.result() for s in streams]
+    steps = loop.call(lambda e: [s for s in e.steps if s.step > first])
+    mine = [s for s in steps if any(i.request_id.startswith(prefix) for i in s.items)]
+    return BurstResult(prefix, outputs, mine)

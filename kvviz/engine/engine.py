@@ -31,8 +31,24 @@ KVEventCallback = Callable[[KVEventBatch], None]
 
 
 @dataclass(frozen=True)
+class StepItem:
+    """One request's part of a step: ``num_tokens`` computed from position ``start`` (the ``start`` tokens
+    before them were read from its blocks, computed earlier or hit in the prefix cache). ``kind``:
+    ``decode`` (one token after the prompt), ``cached`` (a prompt's tail after a prefix-cache hit) or
+    ``scratch`` (a prompt with no prefix-cache hit; its later chunks read its own earlier ones)."""
+
+    request_id: str
+    client: str
+    kind: str
+    start: int
+    num_tokens: int
+    num_cached_tokens: int
+
+
+@dataclass(frozen=True)
 class StepRecord:
-    """What one step computed, for the engine view's timeline."""
+    """What one step computed, for the timelines (engine view, batching page): measured wall time of the
+    step (schedule, forward, sampling, stop checks) and each request's part of it."""
 
     step: int
     prefill_tokens: int
@@ -40,6 +56,8 @@ class StepRecord:
     num_requests: int
     preempted: tuple[str, ...]
     duration_s: float
+    started_at: float = 0.0  # time.time() when the step began
+    items: tuple[StepItem, ...] = ()
 
 
 def engine_supports(lm) -> str | None:
@@ -56,7 +74,8 @@ class LLMEngine:
     def __init__(self, lm, config: EngineConfig | None = None) -> None:
         why_not = engine_supports(lm)
         if why_not is not None:
-            raise CodedError(why_not, "engine_unsupported_model", model=lm.info.name)
+            raise CodedError(why_not, "engine_unsupported_model", model=lm.info.name,
+                             architecture=lm.info.architecture or "?")
         self.lm, self.config = lm, config or EngineConfig()
         self.tokenizer = lm.tokenizer
         info = lm.info
@@ -145,12 +164,12 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         """One scheduler step; outputs of the requests that produced tokens, finished or were aborted."""
         outputs, self._pending = self._pending, []
-        started = time.monotonic()
+        wall, started = time.time(), time.monotonic()
         plan = self.scheduler.schedule()
         if plan.chunks:
             outputs.extend(self._run(plan))
         duration = time.monotonic() - started
-        self._record(plan, duration)
+        self._record(plan, duration, wall)
         total = plan.num_batched_tokens
         for c in plan.chunks:  # each request's share of the step's time, by its scheduled tokens
             m = c.request.metrics
@@ -219,10 +238,13 @@ class LLMEngine:
                              req.finish_reason, req.num_prompt_tokens, max(req.num_cached_tokens, 0),
                              req.num_preemptions, req.metrics)
 
-    def _record(self, plan: SchedulerOutput, duration: float) -> None:
+    def _record(self, plan: SchedulerOutput, duration: float, wall: float) -> None:
         decode = sum(1 for c in plan.chunks if c.is_decode)
         prefill = plan.num_batched_tokens - decode
-        self.steps.append(StepRecord(plan.step, prefill, decode, len(plan.chunks), tuple(plan.preempted), duration))
+        items = tuple(StepItem(c.request.request_id, c.request.client, _kind(c), c.start, c.num_tokens,
+                               max(c.request.num_cached_tokens, 0)) for c in plan.chunks)
+        self.steps.append(StepRecord(plan.step, prefill, decode, len(plan.chunks), tuple(plan.preempted), duration,
+                                     wall, items))
         if len(self.steps) > 2 * MAX_STEP_RECORDS:
             del self.steps[:-MAX_STEP_RECORDS]
 
@@ -311,6 +333,12 @@ MAX_STEP_RECORDS = 512
 MAX_EVENTS = 20000
 
 
+def _kind(chunk) -> str:
+    if chunk.is_decode:
+        return "decode"
+    return "cached" if chunk.request.num_cached_tokens > 0 else "scratch"
+
+
 def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> int | None:
     """Where the earliest stop string starts in ``text`` (searching only where a new match can be)."""
     if not stops:
@@ -319,4 +347,4 @@ def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> int | None:
     return min(found) if found else None
 
 
-__all__ = ["LLMEngine", "StepRecord", "engine_supports", "RequestStatus"]
+__all__ = ["LLMEngine", "StepItem", "StepRecord", "engine_supports", "RequestStatus"]

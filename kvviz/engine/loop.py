@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kvviz.engine.engine import LLMEngine
@@ -94,6 +94,28 @@ class EngineLoop:
         if item.error is not None:
             raise item.error
         return item.stream
+
+    def submit_many(self, requests: Sequence[tuple[str, list[int], SamplingParams | None]], *,
+                    client: str = "") -> list[RequestStream]:
+        """Queue several (request id, prompt token ids, params) at once: the loop thread adds them all
+        between the same two steps, so they start in the same step. On a CodedError for one of them the
+        others are aborted and the error is raised."""
+        items = [_Intake(rid, ids, params, {"cache_salt": None, "priority": 0, "client": client},
+                         RequestStream(self, rid)) for rid, ids, params in requests]
+        with self._intake_lock:
+            if self._closed:
+                raise RuntimeError("the engine loop is closed")
+            self._intake.extend(items)
+        self._work.set()
+        for item in items:
+            item.done.wait()
+        failed = [item.error for item in items if item.error is not None]
+        if failed:
+            for item in items:
+                if item.error is None:
+                    self.abort(item.request_id)
+            raise failed[0]
+        return [item.stream for item in items]
 
     def abort(self, request_id: str) -> None:
         with self._lock:

@@ -1,5 +1,6 @@
-"""The batching timeline: the last forward passes, each bar split request by request into the prefix it
-reused, the tokens it computed (coloured by kind of work) and the padding a padded batch would add."""
+"""The batching timeline: the engine's last steps (or, for the room until it runs on the engine, the old
+scheduler's passes), each bar split request by request into the tokens it read from its blocks, the tokens
+it computed (coloured by kind of work) and the padding a padded batch would add."""
 
 from __future__ import annotations
 
@@ -51,24 +52,58 @@ def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure
     """Horizontal bars, one per pass (oldest at the bottom): per request its reused prefix (grey), its
     computed tokens (by kind) and the padding to the pass's longest request (hatched, not computed);
     beside it the pass's measured time. ``passes`` are ``PassRecord``-like (pass_id, ms, items)."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.76, 0.24], horizontal_spacing=0.03)
-    segs: dict[str, dict[str, list]] = {k: {"y": [], "x": [], "base": [], "cd": [], "lw": []}
-                                        for k in ("reused", *KIND_COLOURS, "padding")}
-    labels = []
+    rows = []
     for record in passes:
-        label = pass_label(record)
-        labels.append(label)
-        longest = max((i.new_tokens for i in record.items), default=0)
-        offset = 0
         n = len(record.items)
+        reqs = []
         for idx, item in enumerate(record.items, start=1):
             name = T.REQUEST_LABEL.format(i=idx, n=n, who=_who(item, viewer), tag=T.TAGS.get(item.tag, item.tag),
                                           wait=item.wait_ms)
-            width = 2.5 if viewer is not None and item.owner == viewer else 0.5
-            kind = request_kind(item.past_tokens, item.new_tokens)
-            pad = longest - item.new_tokens
-            for key, tokens, what in (("reused", item.past_tokens, T.FIG_REUSED), (kind, item.new_tokens, kind_names()[kind]),
-                                      ("padding", pad, T.FIG_PADDING)):
+            mine = viewer is not None and item.owner == viewer
+            reqs.append((name, mine, item.past_tokens, request_kind(item.past_tokens, item.new_tokens),
+                         item.new_tokens))
+        rows.append((pass_label(record), record.ms, (record.pass_id, record.batch_size), reqs))
+    return _timeline(rows, T.FIG_TIME_HOVER)
+
+
+def padding_tokens(step: Any) -> int:
+    """Tokens a padded batch would add to a step: every request padded to the step's longest computed part."""
+    longest = max((i.num_tokens for i in step.items), default=0)
+    return sum(longest - i.num_tokens for i in step.items)
+
+
+def step_timeline(steps: Sequence[Any], mine: str | None = None) -> go.Figure:
+    """The engine's steps (``StepRecord``s, oldest at the bottom) drawn as ``pass_timeline``: per request
+    the tokens read from its blocks (grey), the tokens computed in the step by kind (``StepItem.kind``), the
+    padding a padded batch would add; beside it the step's measured time. Requests whose id starts with
+    ``mine`` are outlined."""
+    rows = []
+    for record in steps:
+        reqs = []
+        for item in record.items:
+            own = mine is not None and item.request_id.startswith(mine)
+            who = T.WHO_YOU if own else (item.client or T.WHO_OTHER)
+            reqs.append((T.STEP_REQUEST_LABEL.format(id=item.request_id, who=who), own, item.start, item.kind,
+                         item.num_tokens))
+        rows.append((T.FIG_STEP_LABEL.format(id=record.step, n=record.num_requests), record.duration_s * 1000.0,
+                     (record.step, record.num_requests), reqs))
+    return _timeline(rows, T.FIG_STEP_TIME_HOVER)
+
+
+def _timeline(rows: Sequence[tuple[str, float, tuple[int, int], list[tuple[str, bool, int, str, int]]]],
+              time_hover: str) -> go.Figure:
+    """rows: (label, ms, (id, requests), [(request name, outlined, reused tokens, kind, computed tokens)])."""
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.76, 0.24], horizontal_spacing=0.03)
+    segs: dict[str, dict[str, list]] = {k: {"y": [], "x": [], "base": [], "cd": [], "lw": []}
+                                        for k in ("reused", *KIND_COLOURS, "padding")}
+    kinds = kind_names()
+    for label, _, _, reqs in rows:
+        longest = max((r[4] for r in reqs), default=0)
+        offset = 0
+        for name, outlined, reused, kind, computed in reqs:
+            width = 2.5 if outlined else 0.5
+            for key, tokens, what in (("reused", reused, T.FIG_REUSED), (kind, computed, kinds[kind]),
+                                      ("padding", longest - computed, T.FIG_PADDING)):
                 if tokens <= 0:
                     continue
                 seg = segs[key]
@@ -78,7 +113,7 @@ def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure
                 seg["cd"].append((name, what, tokens))
                 seg["lw"].append(width)
                 offset += tokens
-    names = {"reused": T.FIG_REUSED, "padding": T.FIG_PADDING, **kind_names()}
+    names = {"reused": T.FIG_REUSED, "padding": T.FIG_PADDING, **kinds}
     colours = {"reused": REUSED_GREY, "padding": "white", **KIND_COLOURS}
     for key, seg in segs.items():
         fig.add_bar(
@@ -87,13 +122,13 @@ def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure
                         pattern=dict(shape="/" if key == "padding" else "", fgcolor=MUTED)),
             hovertemplate=T.FIG_SEGMENT_HOVER, showlegend=True, row=1, col=1,
         )
-    fig.add_bar(y=labels, x=[r.ms for r in passes], orientation="h", name=T.FIG_TIME_TITLE, marker_color=MUTED,
-                customdata=[(r.pass_id, r.batch_size) for r in passes], hovertemplate=T.FIG_TIME_HOVER,
-                showlegend=False, row=1, col=2)
+    labels = [r[0] for r in rows]
+    fig.add_bar(y=labels, x=[r[1] for r in rows], orientation="h", name=T.FIG_TIME_TITLE, marker_color=MUTED,
+                customdata=[r[2] for r in rows], hovertemplate=time_hover, showlegend=False, row=1, col=2)
     fig.update_layout(barmode="overlay", bargap=0.25)
     fig.update_yaxes(categoryorder="array", categoryarray=labels, tickfont=dict(size=12), automargin=True)
     fig.update_xaxes(title_text=T.FIG_TOKENS, gridcolor=FREE_GREY, tickfont=dict(size=12), row=1, col=1)
     fig.update_xaxes(title_text=T.FIG_MS, gridcolor=FREE_GREY, tickfont=dict(size=12), row=1, col=2)
-    height = max(300, 170 + 30 * len(passes))
+    height = max(300, 170 + 30 * len(rows))
     # no title inside the figure (the page heads it): the three-row legend needs the top margin
     return base_layout(fig, height, None, top=100, legend=dict(LEGEND_ABOVE_LEFT, y=1.01, font=dict(size=12)))

@@ -8,7 +8,7 @@ import secrets
 import pandas as pd
 import streamlit as st
 
-from kvviz.engine import SamplingParams, get_engine_loop
+from kvviz.engine import SamplingParams
 from kvviz.engine.view import BURST_NEW_TOKENS, burst_prompts, engine_view
 from kvviz.mirror.events import usable_blocks
 from kvviz.model.tokens import token_pieces, tokenize
@@ -16,12 +16,13 @@ from kvviz.server.embedded import api_url, recent_requests
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import engine_view as F
 from kvviz_app.i18n import texts
+from kvviz_app.views.engine import engine_loop_or_stop
 
 T = texts("engine_view")
 
 ui.page_header(T.TITLE, T.INTRO)
 lm = ui.get_model()
-loop = get_engine_loop()
+loop = engine_loop_or_stop()
 engine = loop.engine
 st.caption(T.SIZES.format(blocks=engine.num_blocks, bs=engine.block_size,
                           tokens=usable_blocks(engine.num_blocks) * engine.block_size, mib=engine.kv_cache_bytes / 2**20,

@@ -11,6 +11,11 @@ SIZES = (
     "{blocks:,} blocks of {bs} tokens ({tokens:,} tokens, block 0 is the null block), {mib:.1f} MiB of K/V "
     "measured from the tensors, {block_kib:.1f} KiB per block."
 )
+UNSUPPORTED = (
+    "This page runs kvviz's engine, which serves Llama-family models on its native decoder; {model} "
+    "({architecture}) runs through transformers, so the engine refuses it. The pages that only prefill "
+    "(Overview, Edit, the calculator) work with it; start kvviz with a Llama-family model to use this page."
+)
 BURST_HEADER = "Send a burst"
 BURST_INTRO = (
     "Sends six prompts at once: four share a long system prompt, two are different. Each generates "

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from tiny_llm import greedy_reference, tiny_lm
 
 from kvviz.engine import EngineConfig, EngineLoop, LLMEngine, SamplingParams
+from kvviz.mirror.errors import CodedError
 
 
 def test_streams_from_threads_and_abort():
@@ -89,5 +91,23 @@ def test_submissions_during_a_step_share_the_next_step():
         assert all(s.result().finished for s in streams.values())
         late_steps = [r for r in engine.steps if r.prefill_tokens >= 15]
         assert late_steps and late_steps[0].num_requests >= 5  # the five late prompts in one step
+    finally:
+        loop.close()
+
+
+def test_submit_many_starts_every_request_in_the_same_step():
+    lm = tiny_lm(seed=4)
+    loop = EngineLoop(LLMEngine(lm, EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256)))
+    try:
+        streams = loop.submit_many([(f"m{i}", [3 + i, 4, 5, 6, 7], SamplingParams(max_tokens=3)) for i in range(4)],
+                                   client="t")
+        assert all(s.result().finished for s in streams)
+        firsts = {min(r.step for r in loop.engine.steps if any(i.request_id == f"m{k}" for i in r.items))
+                  for k in range(4)}
+        assert len(firsts) == 1
+        assert {i.client for r in loop.engine.steps for i in r.items} == {"t"}
+        with pytest.raises(CodedError):  # one bad prompt: none of them stays in the engine
+            loop.submit_many([("ok", [1, 2], None), ("bad", [], None)])
+        assert loop.wait_idle(30) and not loop.engine.requests
     finally:
         loop.close()

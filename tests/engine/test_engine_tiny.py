@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny_llm import VOCAB, greedy_reference, reference_logits, tiny_lm
 
-from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
+from kvviz.engine import EngineConfig, LLMEngine, SamplingParams, engine_supports
 from kvviz.mirror.errors import CodedError
 from kvviz.mirror.kv_events import AllBlocksCleared, BlockStored
 
@@ -275,3 +275,41 @@ def test_priority_policy_preempts_the_lowest_priority_and_admits_the_highest_fir
     assert prio["e"].metrics.first_scheduled_time < prio["d"].metrics.first_scheduled_time
     with pytest.raises(CodedError):
         EngineConfig(scheduling_policy="lifo")
+
+
+def test_step_records_say_what_each_request_computed(lm):
+    """StepRecord.items: a prompt from scratch, the tail of a prompt whose prefix is cached (the tokens
+    before it read from blocks), then decode steps; a later chunk of a long prompt keeps its own kind."""
+    engine = engine_with(lm, 64, budget=12)
+    ids = _prompts(5, 1, shared=14)[0]
+    engine.add_request("a", ids, SamplingParams(max_tokens=1))
+    drain(engine)
+    engine.add_request("b", ids[:12] + [7, 8, 9], SamplingParams(max_tokens=3, ignore_eos=True))
+    engine.add_request("c", list(range(1, 20)), SamplingParams(max_tokens=2, ignore_eos=True))
+    drain(engine)
+    items = [(s.step, i.request_id, i.kind, i.start, i.num_tokens) for s in engine.steps for i in s.items]
+    first_a = [x for x in items if x[1] == "a"]
+    assert len(first_a) >= 2 and all(x[2] == "scratch" for x in first_a) and first_a[1][3] == 12  # chunks of 12
+    b = [x for x in items if x[1] == "b"]
+    assert b[0][2:] == ("cached", 12, 3) and [x[2] for x in b[1:]] == ["decode", "decode"]
+    c = [x for x in items if x[1] == "c"]
+    assert c[0][2] == "scratch" and c[0][3] == 0 and c[-1][2] == "decode"
+    for s in engine.steps:
+        assert s.prefill_tokens + s.decode_tokens == sum(i.num_tokens for i in s.items)
+        assert s.decode_tokens == sum(i.num_tokens for i in s.items if i.kind == "decode")
+        assert s.started_at > 0 and s.duration_s >= 0
+
+
+def test_another_architecture_is_refused_with_a_coded_error(lm):
+    """A model loaded through transformers (not the native Llama decoder) is refused, naming the model and
+    its architecture; the tiny model's own weights are untouched by the attempt."""
+    import dataclasses
+
+    other = dataclasses.replace(lm, info=dataclasses.replace(lm.info, backend="transformers", name="tiny-gpt2",
+                                                              architecture="GPT2LMHeadModel"))
+    assert engine_supports(lm) is None and "GPT2LMHeadModel" in engine_supports(other)
+    with pytest.raises(CodedError) as err:
+        LLMEngine(other, EngineConfig(block_size=BS, kv_cache_bytes=40 * BS * TOKEN_BYTES))
+    assert err.value.code == "engine_unsupported_model"
+    assert err.value.params == {"model": "tiny-gpt2", "architecture": "GPT2LMHeadModel"}
+    assert "tiny-gpt2" in str(err.value) and "native" in str(err.value)

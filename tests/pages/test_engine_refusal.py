@@ -1,0 +1,43 @@
+"""A model the engine refuses (another architecture, loaded through transformers) stops only the pages that
+need the engine, with the refusal worded on the page, never a traceback (the engine pages call
+``engine_loop_or_stop``)."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from kvviz.mirror.errors import CodedError
+from kvviz_app.i18n import texts
+
+T = texts("engine_view")
+
+
+def _page() -> None:
+    import streamlit as st
+
+    from kvviz_app.views.engine import engine_loop_or_stop
+
+    engine_loop_or_stop()
+    st.write("the engine ran")
+
+
+def test_the_engines_refusal_is_shown_and_the_page_stops(monkeypatch):
+    params = {"model": "gpt2", "architecture": "GPT2LMHeadModel"}
+
+    def refuse():
+        raise CodedError("the engine runs the native Llama decoder", "engine_unsupported_model", **params)
+
+    monkeypatch.setattr("kvviz_app.views.engine.get_engine_loop", refuse)
+    at = AppTest.from_function(_page, default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [T.UNSUPPORTED.format(**params)]
+    assert not any("the engine ran" in m.value for m in at.markdown)
+
+
+def test_other_engine_errors_are_not_swallowed(monkeypatch):
+    def broken():
+        raise CodedError("KV budget too small", "bad_engine_setting", name="kv_cache_bytes", value="1", high=1)
+
+    monkeypatch.setattr("kvviz_app.views.engine.get_engine_loop", broken)
+    at = AppTest.from_function(_page, default_timeout=60).run()
+    assert at.exception and "KV budget too small" in at.exception[0].message
