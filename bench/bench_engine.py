@@ -28,6 +28,10 @@ TTFT_TOKENS, TTFT_CACHED = 1024, 1008
 SOAK_REQUESTS, SOAK_IN_FLIGHT, SOAK_WARM = 2000, 64, 200
 
 
+def _say(what: str) -> None:
+    print(f"[bench_engine] {time.strftime('%H:%M:%S')} {what} (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
 def _prompt(lm, n: int, salt: int) -> list[int]:
     """``n`` real-text token ids, different for each ``salt`` from the first token on."""
     text = f"Note {salt}. The cache keeps the keys and values of every token it has seen. " * (n // 8 + 8)
@@ -121,10 +125,12 @@ def run(results: dict) -> None:
     _decode_rate(engine, [one], SamplingParams(max_tokens=8, ignore_eos=True))  # warm-up
     _hf_rate(hf, one[:32])
     engine_rates, hf_rates, rates_16 = [], [], []
-    for _ in range(ROUNDS):  # alternated, so a busy neighbour slows both alike
+    for r in range(ROUNDS):  # alternated, so a busy neighbour slows both alike
         engine_rates.append(_decode_rate(engine, [one], params))
         hf_rates.append(_hf_rate(hf, one))
         rates_16.append(_decode_rate(engine, [_prompt(lm, PROMPT_TOKENS, s) for s in range(STREAMS)], params))
+        _say(f"round {r + 1}: engine {engine_rates[-1]:.2f}, transformers {hf_rates[-1]:.2f}, "
+             f"16 streams {rates_16[-1]:.2f} tok/s")
     d1, h1, d16 = (statistics.median(x) for x in (engine_rates, hf_rates, rates_16))
     results["decode_1_tok_s"] = round(d1, 2)
     results["decode_1_tok_s_runs"] = [round(x, 2) for x in engine_rates]
@@ -143,6 +149,7 @@ def run(results: dict) -> None:
         uncached.append(_ttft_ms(engine, long, first))
         other = long[:TTFT_CACHED] + _prompt(lm, TTFT_TOKENS - TTFT_CACHED, 200 + r)
         cached.append(_ttft_ms(engine, other, first))  # its first 1,008 tokens are the previous prompt's
+    _say(f"TTFT uncached {uncached} ms, cached {cached} ms")
     results["ttft_uncached_1024_ms"] = round(statistics.median(uncached), 1)
     results["ttft_cached_1008_of_1024_ms"] = round(statistics.median(cached), 1)
     results["ttft_cached_ratio"] = round(statistics.median(cached) / statistics.median(uncached), 4)
@@ -152,6 +159,7 @@ def run(results: dict) -> None:
     results["kv_expected_bytes"] = engine.num_blocks * engine.block_size * mem.layout.bytes_per_token
     results["kv_num_blocks"] = engine.num_blocks
 
+    _say("soak")
     growth, free, aborted = _soak(engine, lm, SamplingParams)
     results["soak_requests"] = SOAK_REQUESTS
     results["soak_aborted"] = aborted
