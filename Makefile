@@ -69,4 +69,4 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench-results.json
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

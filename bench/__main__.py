@@ -13,6 +13,7 @@ import importlib
 import json
 import pkgutil
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -40,6 +41,25 @@ class _Recorder(dict):
         if key not in self.set_keys:
             self.set_keys.append(key)
         super().__setitem__(key, value)
+
+
+class _LoadSampler:
+    """The highest 1-minute load average seen while a module runs (sampled every few seconds)."""
+
+    def __init__(self) -> None:
+        self.highest = (load_average() or [0.0])[0]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(5.0):
+            self.highest = max(self.highest, (load_average() or [0.0])[0])
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return max(self.highest, (load_average() or [0.0])[0])
 
 
 def _previous(names: list[str], everything: bool) -> dict:
@@ -71,6 +91,7 @@ def main(argv: list[str]) -> int:
         module = importlib.import_module(f"bench.{name}")
         start, started, load_start = time.perf_counter(), utc_now(), load_average()
         results.mark()
+        sampler = _LoadSampler()
         print(f"[bench] {name} ...", flush=True)
         ok = True
         try:
@@ -80,9 +101,10 @@ def main(argv: list[str]) -> int:
             ok = False
             traceback.print_exc()
         seconds = time.perf_counter() - start
+        load_max = sampler.stop()
         print(f"[bench] {name} done in {seconds:.1f} s", flush=True)
         stored["modules"][name] = {"started": started, "seconds": round(seconds, 1), "load_start": load_start,
-                                   "load_end": load_average(), "ok": ok, "keys": list(results.set_keys)}
+                                   "load_end": load_average(), "load_max": load_max, "ok": ok, "keys": list(results.set_keys)}
         targets.extend(getattr(module, "TARGETS", []))
     measured = {k: results[k] for m in modules for k in stored["modules"][m]["keys"]}
     width = max((len(k) for k in measured), default=10)

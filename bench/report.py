@@ -35,7 +35,7 @@ def _fmt(value: object) -> str:
     if isinstance(value, bool) or value is None:
         return "—" if value is None else str(value).lower()
     if isinstance(value, float):
-        return f"{value:,.4g}"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:,.4g}"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, list):
@@ -69,6 +69,8 @@ def render(data: dict) -> str:
     for name, run in sorted(data.get("modules", {}).items()):
         module = importlib.import_module(f"bench.{name}")
         load = " -> ".join(f"{_fmt(run.get(k, [None])[0])}" for k in ("load_start", "load_end"))
+        if run.get("load_max") is not None:
+            load += f" (highest {_fmt(run['load_max'])})"
         lines += ["", f"## {name}", "", _summary(module), "",
                   f"Run started {run.get('started', '?')}, {_fmt(run.get('seconds'))} s, 1-minute load average "
                   f"{load} on {_fmt(m.get('cores'))} cores" + ("" if run.get("ok", True) else "; **the run failed**")
