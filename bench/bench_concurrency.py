@@ -18,16 +18,6 @@ steps: compute without waiting), ``concurrent_wait_p50_ms`` (time in the engine'
 ``concurrent_spam_max_ms``, ``concurrent_wall_s``, ``concurrent_throughput_rps`` (the twenty sessions'
 prompts / wall time), ``concurrent_batch_mean`` (mean over the prompts of the most requests one of their
 engine steps computed), ``concurrent_steps`` (engine steps during the run).
-
-Batching, in the same run (the scheduler's own runner, median of 5 interleaved rounds):
-``batched_8x16_ms`` (eight requests of 16 new tokens over their cached 512-token prefixes in one
-packed pass), ``sequential_8x16_ms`` (the same eight one by one), ``batching_speedup`` (their ratio),
-``single_16_ms`` (one such request through the scheduler, its maximum wait included) beside
-``single_16_direct_ms`` (the same request as a plain model call, no scheduler), and
-``matmul_batched_8x16_ms``, ``matmul_sequential_8x16_ms``, ``matmul_8x16_speedup``: the same comparison
-for the weight matrix products alone (every layer's projections
-and the LM head on 8 x 16 rows one by one vs 128 rows at once, real weights): the most batching can save
-on this machine, since attention over each prefix, K/V copies and the rest are per-request work.
 """
 
 from __future__ import annotations
@@ -54,12 +44,7 @@ TARGETS = [
     ("concurrent_invariants_ok", "room and pool invariants hold after the run", lambda r: r["concurrent_invariants_ok"]),
     ("concurrent_cross_session_blocks", "sessions reuse each other's blocks", lambda r: r["concurrent_cross_session_blocks"] > 0),
     ("concurrent_p95_ms", "20 sessions x 3 prompts on the engine: p95 <= 1.0 s", lambda r: r["concurrent_p95_ms"] <= 1000),
-    ("batching_speedup", "sequential_8x16_ms / batched_8x16_ms >= 3", lambda r: r["batching_speedup"] >= 3),
 ]
-BATCH_REQUESTS = 8
-BATCH_NEW_TOKENS = 16
-BATCH_PREFIX_TOKENS = 512
-BATCH_ROUNDS = 5
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -70,7 +55,6 @@ def _percentile(values: list[float], q: float) -> float:
 
 def run(results: dict) -> None:
     run_room(results)
-    run_batching(results)
 
 
 def run_room(results: dict) -> None:
@@ -169,81 +153,6 @@ def run_room(results: dict) -> None:
     results["concurrent_steps"] = loop.stats().num_steps - steps0
     for e in errors[:5]:
         print(f"[bench] concurrency error: {e}")
-
-
-def run_batching(results: dict, lm=None) -> None:
-    """``batched_8x16_ms`` vs ``sequential_8x16_ms`` and the lone request's latency (module docstring)."""
-    import random
-    import weakref
-
-    from kvviz.model import load_model, prefill  # sets OMP_WAIT_POLICY before torch loads
-    from kvviz.model.prefill import _run_batch, forward_request
-
-    lm = lm or load_model()
-    ref = weakref.ref(lm)
-    rng = random.Random(0)
-    prompts = [[rng.randrange(100, 20000) for _ in range(BATCH_PREFIX_TOKENS + BATCH_NEW_TOKENS)]
-               for _ in range(BATCH_REQUESTS)]
-    prefixes = []
-    for ids in prompts:
-        head = prefill(lm, token_ids=ids[:BATCH_PREFIX_TOKENS], max_tokens=BATCH_PREFIX_TOKENS)
-        prefixes.append([(k.to(lm.device).unsqueeze(0), v.to(lm.device).unsqueeze(0))
-                         for k, v in zip(head.keys, head.values, strict=True)])
-
-    def payloads() -> list:  # fresh caches over the same prefix tensors (a cache never writes into them)
-        return [(ids[BATCH_PREFIX_TOKENS:], lm.new_cache(data)) for ids, data in zip(prompts, prefixes, strict=True)]
-
-    def timed(fn) -> float:
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1000.0
-
-    batched, sequential, single, direct, mm_batched, mm_sequential = [], [], [], [], [], []
-    products = {rows: _weight_products(lm, rows, heads) for rows, heads in
-                ((BATCH_NEW_TOKENS, 1), (BATCH_REQUESTS * BATCH_NEW_TOKENS, BATCH_REQUESTS))}
-    _run_batch(ref, payloads())  # warm-up
-    for _ in range(BATCH_ROUNDS):
-        batched.append(timed(lambda: _run_batch(ref, payloads())))
-        sequential.append(timed(lambda: [_run_batch(ref, [p]) for p in payloads()]))
-        mm_batched.append(timed(products[BATCH_REQUESTS * BATCH_NEW_TOKENS]))
-        mm_sequential.append(timed(lambda: [products[BATCH_NEW_TOKENS]() for _ in range(BATCH_REQUESTS)]))
-        one = payloads()[0]
-        single.append(timed(lambda one=one: forward_request(lm, one[0], one[1])))
-        one = payloads()[0]
-        direct.append(timed(lambda one=one: _run_batch(ref, [one])))
-    results["batched_8x16_ms"] = round(statistics.median(batched), 1)
-    results["sequential_8x16_ms"] = round(statistics.median(sequential), 1)
-    results["batching_speedup"] = round(statistics.median(sequential) / statistics.median(batched), 2)
-    results["matmul_batched_8x16_ms"] = round(statistics.median(mm_batched), 1)
-    results["matmul_sequential_8x16_ms"] = round(statistics.median(mm_sequential), 1)
-    results["matmul_8x16_speedup"] = round(statistics.median(mm_sequential) / statistics.median(mm_batched), 2)
-    results["single_16_ms"] = round(statistics.median(single), 1)
-    results["single_16_direct_ms"] = round(statistics.median(direct), 1)
-
-
-def _weight_products(lm, rows: int, head_rows: int):
-    """A callable multiplying ``rows`` random activations by every weight matrix of every decoder layer,
-    and ``head_rows`` of them by the LM head: a pass's weight work alone, with nothing per request."""
-    import torch
-    import torch.nn.functional as F
-
-    device, dtype = lm.device, lm.torch_dtype
-    pairs = []
-    for layer in lm.model.model.layers:
-        for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.o_proj,
-                  layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj):
-            pairs.append((torch.randn(rows, m.weight.shape[1], device=device, dtype=dtype), m.weight))
-    head = lm.model.lm_head.weight
-    pairs.append((torch.randn(head_rows, head.shape[1], device=device, dtype=dtype), head))
-
-    def run() -> None:
-        with torch.inference_mode():
-            for x, w in pairs:
-                F.linear(x, w)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-
-    return run
 
 
 if __name__ == "__main__":  # the room part alone: python -m bench.bench_concurrency

@@ -3,22 +3,21 @@
 Invariants: the captured K and V are the model's own cache tensors (one pair per layer, shaped
 ``[kv_heads, tokens, head_dim]``, detached, on the CPU, in the compute dtype); ``kv_bytes_measured``
 is the sum of numel x element size over exactly those tensors; the caller's prefix tensors are never
-modified; every forward pass goes through the model's batching scheduler (``scheduler_for``), which
-runs it, alone or packed with other sessions' requests, under the model's lock.
+modified; every forward pass runs alone under the model's lock (``LoadedModel.lock``, which the engine's
+steps hold too). Batching of many requests is the engine's (``kvviz.engine``).
 """
 
 from __future__ import annotations
 
 import inspect
-import threading
-import weakref
+import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from kvviz.model.batching import BatchScheduler, Completed, settings_from_env
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import MAX_TOKENS_CEILING, InputError
 from kvviz.model.tokens import Tokenized, token_pieces, tokenize, tokenize_ids
@@ -33,7 +32,7 @@ class PrefillResult:
     keys: list[torch.Tensor]  # per layer [kv_heads, tokens, head_dim]
     values: list[torch.Tensor]
     last_logits: torch.Tensor  # [vocab], float32, CPU
-    prefill_ms: float  # compute: the forward pass on the computed tokens (this request's share when batched)
+    prefill_ms: float  # compute: the forward pass on the computed tokens
     kv_bytes_measured: int
     kv_bytes_per_token: float
     device: str
@@ -44,9 +43,9 @@ class PrefillResult:
     reused_tokens: int = 0  # tokens whose K/V came from a given prefix (prefill_continue)
     model_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-    wait_ms: float = 0.0  # queued for the model before the pass
-    pass_ms: float = 0.0  # the whole forward pass it rode in
-    batch_size: int = 1  # requests in that pass
+    wait_ms: float = 0.0  # waiting for the model's lock before the pass
+    pass_ms: float = 0.0  # the forward pass (= prefill_ms: every pass runs alone)
+    batch_size: int = 1  # requests in that pass (always 1)
 
     @property
     def num_tokens(self) -> int:
@@ -93,19 +92,15 @@ def _sync(device: torch.device) -> None:
 
 @dataclass(frozen=True)
 class ForwardTiming:
-    """How one request's forward pass was served: ``compute_ms`` its share of the pass by new tokens
-    (the whole pass when alone), ``wait_ms`` queued before it, ``pass_ms`` the pass, ``batch_size``."""
+    """How one forward call was served: ``compute_ms`` the pass (it runs alone, under the model's lock),
+    ``wait_ms`` waiting for that lock (an engine step or another page's pass), ``pass_ms`` = compute_ms,
+    ``batch_size`` 1, ``pass_id`` a process-wide counter."""
 
     compute_ms: float
     wait_ms: float
     pass_ms: float
     batch_size: int
     pass_id: int
-
-    @classmethod
-    def of(cls, done: Completed) -> ForwardTiming:
-        return cls(round(done.share_ms, 3), round(done.wait_ms, 3), round(done.pass_ms, 3), done.batch_size,
-                   done.pass_id)
 
 
 def _one_pass(lm: LoadedModel, new_ids: list[int], cache: Any) -> tuple[Any, torch.Tensor]:
@@ -121,79 +116,34 @@ def _one_pass(lm: LoadedModel, new_ids: list[int], cache: Any) -> tuple[Any, tor
     return result_cache, out.logits[0, -1].detach().float().cpu()
 
 
-def _run_batch(lm_ref: weakref.ref, payloads: list[tuple[list[int], Any]]) -> list[Any]:
-    """The scheduler's runner: one pass for all payloads (native decoder) or one plain call each; per
-    payload (cache, logits) or its own exception. A failed packed pass is undone and rerun one by one,
-    so only the request at fault gets the error."""
-    lm = lm_ref()
-    if lm is None:
-        raise RuntimeError("the model was unloaded")
-    with lm.lock, torch.inference_mode():
-        _sync(lm.device)
-        outs: list[Any] | None = None
-        if len(payloads) > 1 and lm.packs_batches:
-            saved = [[(la.keys, la.values) for la in cache.layers] for _, cache in payloads]
-            try:
-                logits = lm.model.forward_batch([ids for ids, _ in payloads], [c for _, c in payloads])
-                outs = [(cache, logits[i].detach().float().cpu()) for i, (_, cache) in enumerate(payloads)]
-            except Exception:  # noqa: BLE001 - undo, then find the request at fault below
-                for (_, cache), layers in zip(payloads, saved, strict=True):
-                    for la, (k, v) in zip(cache.layers, layers, strict=True):
-                        la.keys, la.values = k, v
-        if outs is None:
-            outs = []
-            for ids, cache in payloads:
-                try:
-                    outs.append(_one_pass(lm, ids, cache))
-                except Exception as exc:  # noqa: BLE001 - raised in that caller only
-                    outs.append(exc)
-        _sync(lm.device)
-    return outs
-
-
-_SCHEDULERS: dict[int, BatchScheduler] = {}
-_SCHEDULERS_LOCK = threading.Lock()
-
-
-def scheduler_for(lm: LoadedModel) -> BatchScheduler:
-    """The model's batching scheduler, one per loaded model and process, shared by every session (token
-    budget and maximum wait from ``KVVIZ_BATCH_TOKENS`` / ``KVVIZ_BATCH_WAIT_MS``). The transformers
-    backend runs one request a pass."""
-    with _SCHEDULERS_LOCK:
-        sched = _SCHEDULERS.get(id(lm))
-        if sched is None:
-            tokens, wait_s = settings_from_env()
-            native = lm.packs_batches
-            ref = weakref.ref(lm)
-            sched = BatchScheduler(lambda payloads: _run_batch(ref, payloads), max_tokens=tokens,
-                                   max_wait_s=wait_s, max_requests=64 if native else 1)
-            _SCHEDULERS[id(lm)] = sched
-            weakref.finalize(lm, _drop_scheduler, id(lm))
-        return sched
-
-
-def _drop_scheduler(key: int) -> None:
-    with _SCHEDULERS_LOCK:
-        sched = _SCHEDULERS.pop(key, None)
-    if sched is not None:
-        sched.close()
+_PASSES = itertools.count(1)
 
 
 def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None,
                     on_queued: Callable[[Any], None] | None = None) -> tuple[Any, torch.Tensor, ForwardTiming]:
-    """Run ``new_ids`` through the model after ``cache`` (None = empty) via the scheduler; (cache, last
-    logits, timing). The caller's origin (``batching.batch_origin``) tags the request; ``on_queued(cache)``
-    runs once it is queued (the cache its pass will fill)."""
+    """Run ``new_ids`` through the model after ``cache`` (None = empty) in one pass of its own, under the
+    model's lock (so an engine step and this pass never overlap); (cache, last logits, timing).
+    ``on_queued(cache)`` runs before waiting for the lock, with the cache the pass will fill."""
     past = cache.get_seq_length() if cache is not None else 0
     max_pos = lm.info.max_position_embeddings
     if max_pos and past + len(new_ids) > max_pos:
         raise InputError(f"{past + len(new_ids):,} tokens exceed the model's {max_pos:,} positions")
+    if not new_ids:
+        raise InputError("at least one token must be computed")
     if cache is None:
         cache = lm.new_cache()
-    queued = None if on_queued is None else (lambda: on_queued(cache))
-    done = scheduler_for(lm).submit((list(new_ids), cache), len(new_ids), past, on_queued=queued)
-    result_cache, logits = done.result
-    return result_cache, logits, ForwardTiming.of(done)
+    if on_queued is not None:
+        on_queued(cache)
+    queued = time.perf_counter()
+    with lm.lock, torch.inference_mode():
+        _sync(lm.device)
+        started = time.perf_counter()
+        result_cache, logits = _one_pass(lm, list(new_ids), cache)
+        _sync(lm.device)
+        done = time.perf_counter()
+    compute = round((done - started) * 1000.0, 3)
+    return result_cache, logits, ForwardTiming(compute, round((started - queued) * 1000.0, 3), compute, 1,
+                                               next(_PASSES))
 
 
 def _forward(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, float]:
@@ -329,4 +279,4 @@ def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_va
     return _result(lm, tok, keys, values, logits, timing, reused=p)
 
 
-__all__ = ["ForwardTiming", "PrefillResult", "forward_request", "kv_bytes", "scheduler_for", "prefill", "prefill_continue", "token_pieces"]
+__all__ = ["ForwardTiming", "PrefillResult", "forward_request", "kv_bytes", "prefill", "prefill_continue", "token_pieces"]
