@@ -129,7 +129,7 @@ def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None,
     if max_pos and past + len(new_ids) > max_pos:
         raise InputError(f"{past + len(new_ids):,} tokens exceed the model's {max_pos:,} positions")
     if not new_ids:
-        raise InputError("at least one token must be computed")
+        raise InputError("at least one token must be computed", "no_tokens")
     if cache is None:
         cache = lm.new_cache()
     if on_queued is not None:
