@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvviz.mirror.errors import CodedError
+from kvviz.mirror.hashing import DEFAULT_SEED
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 from kvviz.mirror.limits import block_size as check_block_size
 from kvviz.model.settings import kv_cache_bytes_default
@@ -36,6 +37,7 @@ class EngineConfig:
     max_model_len: int | None = None
     enable_chunked_prefill: bool = True
     hash_name: str = "sha256"
+    hash_seed: str | None = DEFAULT_SEED  # the NONE_HASH seed, as PYTHONHASHSEED (None: vLLM's resolution)
     scheduling_policy: str = "fcfs"  # vLLM's policies: "fcfs" or "priority" (lower value first, then arrival)
     device: str | None = None
     dtype: str | None = None

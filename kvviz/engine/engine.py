@@ -83,7 +83,7 @@ class LLMEngine:
         bs = self.config.block_size
         num_blocks = num_blocks_for(self.config.kv_cache_bytes, bs, layout)
         self.memory = PagedKVMemory(num_blocks, bs, layout, lm.device, lm.torch_dtype)
-        self.manager = KVCacheManager(num_blocks, bs, hash_name=self.config.hash_name)
+        self.manager = KVCacheManager(num_blocks, bs, hash_name=self.config.hash_name, seed=self.config.hash_seed)
         self.pool = self.manager.block_pool
         self.events = self.manager.events
         self.scheduler = Scheduler(self.config, self.manager)
@@ -198,8 +198,10 @@ class LLMEngine:
         tokens = self.sampler.sample(logits, [r.sampling_params for r in reqs], [r.generator for r in reqs])
         now = time.monotonic()
         outputs = []
-        for req, token in zip(reqs, tokens, strict=True):
+        for row, (req, token) in enumerate(zip(reqs, tokens, strict=True)):
             outputs.append(self._append_token(req, token, now))
+            if req.sampling_params.return_logits:
+                outputs[-1].logits = logits[row].detach().float().cpu()
         return outputs
 
     def _append_token(self, req: Request, token: int, now: float) -> RequestOutput:

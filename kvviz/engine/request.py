@@ -123,6 +123,7 @@ class RequestOutput:
     num_cached_tokens: int
     num_preemptions: int
     metrics: RequestMetrics
+    logits: torch.Tensor | None = None  # [vocab] float32 on the CPU, when SamplingParams.return_logits
 
 
 @dataclass(frozen=True)
