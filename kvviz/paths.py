@@ -20,7 +20,7 @@ class Step:
 PATHS: dict[str, tuple[Step, ...]] = {
     "workshop": (
         Step("kvviz_app/page_scripts/home.py", "home", 3),
-        Step("kvviz_app/page_scripts/edit.py", "edit", 8, {"mode": "preset", "preset": "cat_window"}),
+        Step("kvviz_app/page_scripts/edit.py", "edit", 8, {"mode": "preset", "preset": "cat_tail"}),
         Step("kvviz_app/page_scripts/calculator.py", "calculator", 6, {"mode": "preset", "preset": "llama-2-7b", "tokens": "1000",
                                                       "batch": "100"}),
         Step("kvviz_app/page_scripts/paging.py", "paging", 5),
@@ -32,7 +32,7 @@ PATHS: dict[str, tuple[Step, ...]] = {
     ),
     "self": (
         Step("kvviz_app/page_scripts/home.py", "home", 5),
-        Step("kvviz_app/page_scripts/edit.py", "edit", 10, {"mode": "preset", "preset": "cat_window"}),
+        Step("kvviz_app/page_scripts/edit.py", "edit", 10, {"mode": "preset", "preset": "cat_tail"}),
         Step("kvviz_app/page_scripts/calculator.py", "calculator", 8, {"mode": "preset", "preset": "llama-2-7b"}),
         Step("kvviz_app/page_scripts/calculator.py", "calculator_gqa", 4, {"mode": "preset", "preset": "llama-3-8b"}),
         Step("kvviz_app/page_scripts/paging.py", "paging", 8),

@@ -40,14 +40,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     check_model_option(args.model)
     from kvviz.edit.inputs import edit_inputs
     from kvviz.edit.report import cli_summary, run_reuse_experiment
+    from kvviz.mirror.errors import CodedError
     from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
 
     try:
         # the one check of the experiment's inputs, before paying for a model load
         inputs = edit_inputs(args.a, args.b, args.block_size, args.hash, args.seed, args.max_tokens)
-        edit, proof = run_reuse_experiment(load_model(args.model), inputs)
-    except (InputError, ModelLoadError, ValueError) as exc:
+        experiment = run_reuse_experiment(load_model(args.model), inputs)
+    except (InputError, ModelLoadError, ValueError, CodedError) as exc:
         raise CliError(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from exc
-    for notice in edit.notices:
+    for notice in experiment.edit.notices:
         print(f"notice: {notice}", file=sys.stderr)
-    return cli_summary(edit, proof)
+    return cli_summary(experiment)

@@ -1,21 +1,16 @@
 """The "edit one character" experiment, shared by the page, the CLI and the benchmark.
 
-Two steps, so the page can show the engine's answer before the slower proof:
+Three steps, so the page can show the engine's answer first:
 
-``run_edit`` (fast; what an engine does): tokenize A and B, compare their block chains
-(``compare_prompts``), make sure A's blocks are in the process-wide KV store, then prefill B through
-the store, computing only the tokens B cannot reuse. Measured: ``reuse_prefill_ms``.
+``run_edit`` (what the engine does): tokenize A and B, compare their block chains (``compare_prompts``,
+the core's rule), then send A and then B through kvviz's serving engine (``kvviz.edit.engine_run``):
+B reuses A's cached blocks, and the engine says how many tokens it reused and which physical blocks
+B's block table shares with A's. Both requests carry a cache salt derived from A, so blocks cached by
+other pages or sessions never count as B's reuse; when B's own blocks are still cached from an earlier
+run (the engine would reuse more than A alone gives), A and B run again under the next salt.
 
-``run_proof`` (the real-tensor proof): a full prefill of B (measured ``full_prefill_ms``); the next-token
-logits of the reuse path against the full prefill (reuse is exact up to float noise); per-layer,
-per-position K/V differences between A and B (exactly zero before the first changed token; layer 0
-unchanged after it where a token kept its id and position); and the wrong reuse: B continued from
-A's K/V for the blocks whose own tokens are equal but whose prefix changed.
-
-Invariant of the difference maps: A's K/V are computed over exactly B's length (A cut or padded at
-the end; causal attention means padding never reaches a real position), so both prompts go through
-identical tensor shapes and any difference comes from the tokens alone, not from float rounding
-that depends on the sequence length.
+``time_edit`` (kvviz.model.edit_timing): B under a fresh salt (a real full recompute) against B on a
+freshly cached prefix, several times each. ``run_proof`` (kvviz.edit.proof): the real-tensor proof.
 """
 
 from __future__ import annotations
@@ -24,17 +19,21 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from kvviz.edit.diffs import CharEdit, TokenEdit, char_diff, kept_chars, piece_text, token_diff
+from kvviz.edit.engine_run import (
+    EngineInfo,
+    EngineRequestRun,
+    engine_info,
+    engine_loop_for,
+    run_prompt,
+    salt_for,
+)
 from kvviz.edit.inputs import LABEL_A, LABEL_B, EditInputs
 from kvviz.mirror.errors import CodedLine
-from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, init_none_hash
-from kvviz.model.block_store import KVStore, model_key, store_block_hashes
-from kvviz.model.kvstore import get_kv_store, prefill_cached
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill
 from kvviz.model.settings import InputError, max_tokens_default
@@ -44,7 +43,7 @@ from kvviz.sim.compare import PromptComparison, compare_prompts
 
 @dataclass(frozen=True)
 class EditReport:
-    """What an engine reuses when B follows A, measured through the KV store (plain data, picklable)."""
+    """What the engine reused when B followed A (plain data, picklable)."""
 
     text_a: str
     text_b: str
@@ -62,19 +61,13 @@ class EditReport:
     model_name: str
     device: str
     dtype: str
-    # A: was it already in the store?
-    a_hit_blocks: int
-    a_computed_tokens: int
-    a_prefill_ms: float
-    # B through the store: only its non-reused part is computed
-    store_reused_tokens: int
-    store_computed_tokens: int
-    reuse_prefill_ms: float
-    edit_ms: float
-    store_stats: dict
-    next_token_id_reuse: int
+    # the two engine requests: A (the earlier one) and B (on A's cached blocks)
+    run_a: EngineRequestRun
+    run_b: EngineRequestRun
+    engine: EngineInfo
+    cache_salt: str
+    edit_ms: float  # wall time of both requests, waiting included
     next_token_reuse: str
-    logits_reuse: np.ndarray = field(repr=False)
     # characters of A / B that the kept tokens cover (None: the prompt was not cut)
     kept_chars_a: int | None = None
     kept_chars_b: int | None = None
@@ -88,6 +81,24 @@ class EditReport:
         if self.char_edit.identical or not kept or self.char_edit.start < min(kept):
             return None
         return min(kept)
+
+    @property
+    def engine_reused_tokens(self) -> int:
+        """Tokens of B the engine took from its cache (vLLM's ``num_cached_tokens``)."""
+        return self.run_b.num_cached_tokens
+
+    @property
+    def shared_blocks(self) -> int:
+        """Leading entries of B's block table that are A's physical blocks (the engine's hit)."""
+        return self.engine_reused_tokens // self.block_size
+
+    @property
+    def logits_reuse(self) -> np.ndarray | None:
+        return self.run_b.logits
+
+    @property
+    def next_token_id_reuse(self) -> int:
+        return self.run_b.next_token_id
 
     @property
     def num_tokens_a(self) -> int:
@@ -117,6 +128,11 @@ class EditReport:
     @property
     def identical(self) -> bool:
         return self.ids_a == self.ids_b
+
+
+def model_key(lm: LoadedModel) -> str:
+    """The namespace of a model's results: the same tokens give other K/V in another model, device or dtype."""
+    return f"{lm.source.key}|{lm.info.device}|{lm.info.dtype}"
 
 
 _FULL_CACHE: OrderedDict[tuple[str, tuple[int, ...]], PrefillResult] = OrderedDict()
@@ -180,50 +196,39 @@ def _tokenize_pair(lm: LoadedModel, text_a: str, text_b: str, max_tokens: int | 
     return tok_a, tok_b
 
 
-def _ensure_in_store(lm: LoadedModel, ids: list[int], block_size: int, store: KVStore,
-                     hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> tuple[int, int, float]:
-    """Put A's full blocks in the store (as an engine that served A holds them), keyed with the page's
-    algorithm and seed. Returns (blocks already stored, tokens computed now, forward ms)."""
-    hashes = store_block_hashes(ids, block_size, hash_name=hash_name, seed=seed)
-    key = model_key(lm)
-    stored = store.peek(key, hashes)
-    if stored >= len(hashes):
-        store.lookup(key, hashes)  # touch: A is in use again
-        return stored, 0, 0.0
-    if stored == 0:
-        full = full_prefill(lm, ids)
-        store.put(key, hashes, full.keys, full.values, ids, block_size, device=lm.device,
-                  none_hash=init_none_hash(hash_name, seed))
-        return 0, len(ids), full.prefill_ms
-    cached = prefill_cached(lm, ids, block_size, store=store, hash_name=hash_name, seed=seed)
-    return stored, cached.computed_tokens, cached.forward_ms
+_GENERATION: OrderedDict[tuple, int] = OrderedDict()
+_GENERATION_SIZE = 256
 
 
-def run_edit(lm: LoadedModel, inputs: EditInputs, store: KVStore | None = None) -> EditReport:
-    """The engine's view of the edit: compare the chains, then prefill B on top of A's stored blocks in
-    ``store`` (the process-wide one when None). ``inputs`` passed ``edit_inputs``, so only tokenizing
-    can still raise (InputError)."""
+def _salt(lm: LoadedModel, ids_a: list[int], inputs: EditInputs, bump: bool) -> str:
+    """The salt A and B run under: one per A (and settings), the next one when ``bump``."""
+    key = (model_key(lm), tuple(ids_a), inputs.block_size, inputs.hash_name, inputs.seed)
+    with _FULL_LOCK:
+        gen = _GENERATION.get(key, 0) + (1 if bump else 0)
+        _GENERATION[key] = gen
+        _GENERATION.move_to_end(key)
+        while len(_GENERATION) > _GENERATION_SIZE:
+            _GENERATION.popitem(last=False)
+    return salt_for(*key, gen)
+
+
+def run_edit(lm: LoadedModel, inputs: EditInputs) -> EditReport:
+    """A then B through the engine (see the module docstring). ``inputs`` passed ``edit_inputs``, so only
+    tokenizing (InputError) or the engine (CodedError, e.g. an unsupported model) can still raise."""
     text_a, text_b, max_tokens = inputs.text_a, inputs.text_b, inputs.max_tokens
     block_size, hash_name, seed = inputs.block_size, inputs.hash_name, inputs.seed
-    store = get_kv_store() if store is None else store
     tok_a, tok_b = _tokenize_pair(lm, text_a, text_b, max_tokens)
     ids_a, ids_b = list(tok_a.ids), list(tok_b.ids)
     comparison = compare_prompts(ids_a, ids_b, block_size=block_size, hash_name=hash_name, seed=seed)
-    a_hits, a_computed, a_ms = _ensure_in_store(lm, ids_a, block_size, store, hash_name, seed)
+    loop, shared = engine_loop_for(lm, block_size, hash_name, seed)
     start = time.perf_counter()
-    if comparison.reused_tokens == 0:
-        # nothing to reuse: the store path would be a plain full prefill; share the remembered one
-        full_b = full_prefill(lm, ids_b)
-        store.put(model_key(lm), store_block_hashes(ids_b, block_size, hash_name=hash_name, seed=seed), full_b.keys,
-                  full_b.values, ids_b, block_size, device=lm.device, none_hash=init_none_hash(hash_name, seed))
-        logits, b_reused, b_computed, b_ms = full_b.last_logits, 0, len(ids_b), full_b.prefill_ms
-    else:
-        cached_b = prefill_cached(lm, ids_b, block_size, store=store, max_reuse_tokens=comparison.reused_tokens,
-                                  hash_name=hash_name, seed=seed)
-        logits, b_reused, b_computed = cached_b.last_logits, cached_b.reused_tokens, cached_b.computed_tokens
-        b_ms = cached_b.forward_ms
+    for bump in (False, True):
+        salt = _salt(lm, ids_a, inputs, bump)
+        run_a = run_prompt(loop, ids_a, salt, block_table=True)
+        run_b = run_prompt(loop, ids_b, salt, logits=True, block_table=True)
+        if run_b.num_cached_tokens <= comparison.reused_tokens:
+            break  # else B's own blocks were cached by an earlier run: A alone must be what B reuses
     edit_ms = (time.perf_counter() - start) * 1000.0
-    next_id = int(torch.argmax(logits))
     notices = [CodedLine(f"{label}: {tok.notice}", getattr(tok.notice, "code", ""), label=label,
                          **getattr(tok.notice, "params", {}))
                for label, tok in (("A", tok_a), ("B", tok_b)) if tok.notice]
@@ -244,17 +249,12 @@ def run_edit(lm: LoadedModel, inputs: EditInputs, store: KVStore | None = None) 
         model_name=lm.info.name,
         device=lm.info.device,
         dtype=lm.info.dtype,
-        a_hit_blocks=a_hits,
-        a_computed_tokens=a_computed,
-        a_prefill_ms=round(a_ms, 3),
-        store_reused_tokens=b_reused,
-        store_computed_tokens=b_computed,
-        reuse_prefill_ms=b_ms,
+        run_a=run_a,
+        run_b=run_b,
+        engine=engine_info(loop, shared),
+        cache_salt=salt,
         edit_ms=round(edit_ms, 3),
-        store_stats=store.stats().as_dict(),
-        next_token_id_reuse=next_id,
-        next_token_reuse=piece_text(lm, next_id),
-        logits_reuse=logits.numpy().astype(np.float32, copy=True),
+        next_token_reuse=piece_text(lm, run_b.next_token_id),
         kept_chars_a=kept_chars(lm, text_a, tok_a),
         kept_chars_b=kept_chars(lm, text_b, tok_b),
         max_tokens=tok_b.max_tokens,

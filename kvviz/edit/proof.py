@@ -1,5 +1,6 @@
-"""The real-tensor proof of an edit: full prefill of B, reuse vs full logits, K/V difference maps
-and the wrong reuse (B continued from A's K/V whose prefix changed)."""
+"""The real-tensor proof of an edit: the engine's next-token logits for B on A's blocks against a full
+recompute, K/V difference maps of A and B (plain full prefills of the model, same shapes) and the wrong
+reuse (B continued from A's K/V whose prefix changed)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,20 @@ import torch
 
 from kvviz.edit.diffs import piece_text
 from kvviz.edit.experiment import EditReport, full_prefill
-from kvviz.model.edit_timing import time_full_vs_reuse
-from kvviz.model.kvstore import reusable_blocks
+from kvviz.edit.timing import EditTiming
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
-from kvviz.sim.timing_compare import TimingComparison
 
 #: The wrong reuse computes at most this many separate runs of changed blocks (one model call each).
 MAX_COMPUTED_RUNS = 8
 #: Layers from this index on count as "deep" for ``deep_layers_changed_after_edit``.
 FIRST_DEEP_LAYER = 1
-#: The keys ``python -m kvviz reuse --json`` prints, in order.
+
+
+def reusable_blocks(num_tokens: int, block_size: int, hit_blocks: int) -> int:
+    """Hit blocks an engine may use: at most ``(num_tokens - 1) // block_size`` (the last prompt token is
+    always computed, for the next-token logits)."""
+    return max(0, min(hit_blocks, (num_tokens - 1) // block_size))
 
 
 # ----------------------------------------------------------------------------- the proof
@@ -58,9 +62,7 @@ class ProofReport:
     position ``p``, for ``p < min(len A, len B)``.
     """
 
-    full_prefill_ms: float
-    reuse_prefill_ms: float
-    logits_max_abs_diff_reuse: float
+    logits_max_abs_diff_reuse: float  # engine, B on A's blocks vs B recomputed (None: no logits)
     next_token_id_full: int
     next_token_full: str
     heat_k: np.ndarray = field(repr=False)
@@ -72,25 +74,14 @@ class ProofReport:
     layer0_after_max_abs_diff: float | None = None
     deep_after_max_abs_diff: float | None = None
     wrong_reuse: WrongReuse | None = None
-    a_full_prefill_ms: float = 0.0
-    timing: TimingComparison | None = None  # repeated timings of both sides (None: nothing reused)
+    reference: str = "engine"  # what the reused B's logits are compared with: "engine" (B recomputed
+    # under a fresh salt) or "model" (a plain full prefill, when nothing is reused and there is no timing)
 
     @property
     def layer0_unchanged_after_edit(self) -> bool | None:
         if self.layer0_after_max_abs_diff is None:
             return None
         return self.layer0_after_max_abs_diff == 0.0
-
-    @property
-    def speedup(self) -> float | None:
-        """Median full prefill of B / median prefill of B on the reused K/V; None when nothing is reused
-        or the difference is within the noise (never below 1)."""
-        return self.timing.speedup if self.timing is not None else None
-
-    @property
-    def saved_ms(self) -> float | None:
-        """Median time the reuse saved; None when nothing is reused or it is within the noise (never < 0)."""
-        return self.timing.saved_ms if self.timing is not None else None
 
     @property
     def deep_layers_changed_after_edit(self) -> bool | None:
@@ -207,8 +198,9 @@ def _wrong_reuse(lm: LoadedModel, edit: EditReport, a_full: PrefillResult, b_ful
     )
 
 
-def run_proof(lm: LoadedModel, edit: EditReport) -> ProofReport:
-    """Full prefills, K/V difference maps, reuse exactness and the wrong reuse for one edit."""
+def run_proof(lm: LoadedModel, edit: EditReport, timing: EditTiming | None = None) -> ProofReport:
+    """K/V difference maps, reuse exactness and the wrong reuse for one edit; the reused B's logits are
+    compared with ``timing``'s first full recompute on the engine when there is one."""
     ids_a, ids_b = edit.ids_a, edit.ids_b
     nb = len(ids_b)
     b_full = full_prefill(lm, ids_b)
@@ -225,15 +217,12 @@ def run_proof(lm: LoadedModel, edit: EditReport) -> ProofReport:
     after = [] if first is None else [p for p in range(first + 1, n) if ids_a[p] == ids_b[p]]
     layer0_after = float(both[0, after].max()) if after else None
     deep_after = float(both[FIRST_DEEP_LAYER:, after].max()) if after and both.shape[0] > FIRST_DEEP_LAYER else None
-    logits_full = b_full.last_logits
-    logits_reuse = torch.from_numpy(edit.logits_reuse)
+    engine_ref = timing is not None and timing.full_logits is not None
+    logits_full = torch.from_numpy(timing.full_logits) if engine_ref else b_full.last_logits.float()
+    logits_reuse = torch.from_numpy(edit.logits_reuse) if edit.logits_reuse is not None else logits_full
     next_full = int(torch.argmax(logits_full))
     wrong = _wrong_reuse(lm, edit, a_full, b_full)
-    # timed last, after every other forward pass of the proof
-    timing = time_full_vs_reuse(lm, ids_b, b_full.keys, b_full.values, edit.reused_tokens)
     return ProofReport(
-        full_prefill_ms=timing.slow_median_ms if timing else b_full.prefill_ms,
-        reuse_prefill_ms=timing.fast_median_ms if timing else edit.reuse_prefill_ms,
         logits_max_abs_diff_reuse=float((logits_full - logits_reuse).abs().max()),
         next_token_id_full=next_full,
         next_token_full=piece_text(lm, next_full),
@@ -246,8 +235,7 @@ def run_proof(lm: LoadedModel, edit: EditReport) -> ProofReport:
         layer0_after_max_abs_diff=layer0_after,
         deep_after_max_abs_diff=deep_after,
         wrong_reuse=wrong,
-        a_full_prefill_ms=a_full.prefill_ms,
-        timing=timing,
+        reference="engine" if engine_ref else "model",
     )
 
 

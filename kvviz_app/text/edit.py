@@ -170,43 +170,47 @@ M_RECOMPUTE = "To recompute"
 M_RECOMPUTE_HELP = "Tokens of B that go through the model: the changed block and everything after it."
 M_SAVED = "Tokens not recomputed"
 M_SAVED_HELP = (
-    "Reused tokens / B's tokens. The milliseconds below are measured: the median full prefill of B minus "
-    "the median of B computed on top of the reused K/V, each timed several times on this machine; shown "
-    "only when the two sets of timings do not overlap."
+    "Tokens the engine reused / B's tokens. The milliseconds below are measured on the engine: the median "
+    "compute of B recomputed in full minus the median compute of B on its reused prefix, each timed "
+    "several times; shown only when the two sets of timings do not overlap."
 )
 M_SAVED_VALUE = "{pct:.0f}%"
 M_SAVED_MS = "{ms:,.0f} ms saved"
 TOKENS_UNIT = "{n:,} tokens"
-M_REUSE_MS = "Measured: B on top of the reused K/V"
+M_REUSE_MS = "Measured: B on its reused blocks"
 M_REUSE_MS_HELP = (
-    "Median wall time of the model computing only B's non-reused tokens, on top of the K/V of the reused "
-    "blocks (forward pass only)."
+    "Median compute of the engine request for B when the blocks it shares with A are cached: the engine "
+    "computes only the other tokens (first scheduled step to first token; queue waiting not counted)."
 )
-M_FULL_MS = "Measured: full prefill of B"
-M_FULL_MS_HELP = "Median wall time of the model computing every token of B from scratch (forward pass only)."
+M_FULL_MS = "Measured: B recomputed in full"
+M_FULL_MS_HELP = (
+    "Median compute of the engine request for B under a fresh cache salt, so nothing is cached and every "
+    "token is computed (first scheduled step to first token; queue waiting not counted)."
+)
 M_SPEEDUP = "{x:.1f}× faster"
 M_WITHIN_NOISE = "within the noise"
 MS_MEDIAN = "{ms:,.1f} ms"
 TIMING_NOTE = (
-    "Medians of {runs} timed runs each, alternating the two; spread (slowest − fastest run): full prefill "
-    "{full_spread:,.1f} ms, on the reused K/V {reuse_spread:,.1f} ms."
+    "Medians of {runs} engine requests each, alternating the two; spread (slowest − fastest): full "
+    "{full_spread:,.1f} ms, on the reused blocks {reuse_spread:,.1f} ms. Compute only: the requests also "
+    "waited {wait:,.1f} ms (median) in the engine's queue, not counted."
 )
 TIMING_NOISE = (
-    "Too short to measure a difference on this machine: the timings of the full prefill and of the "
-    "prefill on the reused K/V overlap (medians {full:,.1f} ms and {reuse:,.1f} ms over {runs} runs each). "
+    "Too short to measure a difference on this machine: the timings of B recomputed in full and of B on "
+    "its reused blocks overlap (medians {full:,.1f} ms and {reuse:,.1f} ms over {runs} runs each). "
     "Longer prompts, or an edit nearer their end, show the saving."
 )
-REUSE_STORE_NOTE = (
-    "B computed {computed:,} token(s) on top of {reused:,} reused token(s) from the K/V store (A was "
-    "{a_state})."
+TIMING_RUNNING = "Timing B on the engine: recomputed in full, and on its reused blocks, several times each…"
+ENGINE_NOTE = (
+    "On kvviz's engine: A ran first ({a_state}); then B reused {reused:,} token(s), its block table "
+    "starting with A's physical blocks {shared}, and computed {computed:,} token(s) in {ms:,.0f} ms."
 )
-A_STATE_STORED = "already in the store"
-A_STATE_COMPUTED = "computed now in {ms:,.0f} ms and stored"
-A_STATE_PARTIAL = "partly in the store; its missing {tokens:,} tokens were computed in {ms:,.0f} ms"
-STORE_DISABLED = "The K/V store is disabled (KVVIZ_KVSTORE_MB=0): nothing can be reused between prompts."
-STORE_SHORT = (
-    "The K/V store held fewer of A's blocks than the chains allow (its budget is smaller than the prompt), "
-    "so B reused {store:,} tokens instead of {chain:,}."
+A_STATE_CACHED = "all but its last {tokens:,} token(s) already cached, computed in {ms:,.0f} ms"
+A_STATE_COMPUTED = "computed now in {ms:,.0f} ms"
+ENGINE_SHARED_NONE = "(none)"
+ENGINE_SHORT = (
+    "The engine reused {engine:,} tokens where the chains allow {chain:,}: some of A's blocks were evicted "
+    "before B ran (the engine needed their memory for other requests)."
 )
 
 # --- 4. the chains ---------------------------------------------------------------------------------
@@ -245,8 +249,8 @@ PROOF_INTRO = (
     "token position, the largest difference between A's and B's tensors (over all KV heads and "
     "dimensions). Grey cells are **exactly zero**."
 )
-EDIT_RUNNING = "Looking up A's blocks in the K/V store and prefilling B's tail on the real model…"
-PROOF_RUNNING = "Running the full prefills and the wrong-reuse experiment on the real model…"
+EDIT_RUNNING = "Sending A, then B, through kvviz's engine on the real model…"
+PROOF_RUNNING = "Running the full prefills of the K/V maps and the wrong-reuse experiment on the real model…"
 KV_LABEL = "Tensor"
 KV_K = "K (keys)"
 KV_V = "V (values)"
@@ -274,15 +278,16 @@ PROOF_PAD_NOTE = (
 )
 REUSE_EXACT_HEADER = "Reuse is exact"
 REUSE_EXACT = (
-    "Continuing B from the {reused:,} reused tokens' K/V gives next-token logits within **{diff}** of B's "
-    "full prefill: float noise. Both predict {token}."
+    "On the engine, B computed on the {reused:,} reused tokens' blocks gives next-token logits within "
+    "**{diff}** of B recomputed in full: float noise. Both predict {token}."
 )
 REUSE_IDENTICAL = (
-    "Continuing B from the {reused:,} reused tokens' K/V gives **bit-identical** next-token logits to B's "
-    "full prefill (max difference 0). Both predict {token}."
+    "On the engine, B computed on the {reused:,} reused tokens' blocks gives **bit-identical** next-token "
+    "logits to B recomputed in full (max difference 0). Both predict {token}."
 )
 REUSE_EXACT_NONE = (
-    "Nothing was reused (the first block changed), so the reuse path *is* a full prefill: difference {diff}."
+    "Nothing was reused (the first block changed), so the engine computed B in full: against the model's "
+    "plain full prefill its logits differ by {diff}."
 )
 WRONG_HEADER = "Reuse the invalidated blocks anyway?"
 WRONG_INTRO = (
@@ -313,18 +318,23 @@ WRONG_NONE = (
     "there is nothing to reuse wrongly. Presets «Кот сидит на окне» and «на зелёном» have some."
 )
 
-# --- the K/V store ---------------------------------------------------------------------------------
-STORE_HEADER = "kvviz's own K/V store"
-STORE_INTRO = (
-    "kvviz keeps the captured K/V of every full block it has computed, keyed by the block's chained "
-    "hash, shared by every session in this process, under a memory budget with LRU eviction. That is why "
-    "editing the end of a long prompt is fast here: B computes only its tail."
+# --- the engine ------------------------------------------------------------------------------------
+ENGINE_HEADER = "The engine that ran A and B"
+ENGINE_INTRO = (
+    "kvviz's serving engine holds every block's K and V in one paged memory; a prefix hit is a block table "
+    "pointing at blocks another request filled. The Edit page's requests carry a cache salt of their own, "
+    "so blocks cached by other pages never count as B's reuse (the chains above are drawn without it)."
 )
-STORE_BLOCKS = "Blocks stored"
-STORE_BYTES = "Memory used"
-STORE_BUDGET = "of {budget}"
-STORE_HITS = "Block hits"
-STORE_EVICTIONS = "Evictions"
+ENGINE_SHARED = "The process-wide engine (the one every page and the API use), block size {block_size}."
+ENGINE_OWN = (
+    "An engine started for block size {block_size} and hash {hash} over the same model: an engine's block "
+    "size and hash are fixed when it starts (vLLM's --block-size)."
+)
+ENGINE_BLOCKS = "Blocks"
+ENGINE_BYTES = "K/V memory"
+ENGINE_USAGE = "In use now"
+ENGINE_HIT_RATE = "Prefix-cache hits"
+ENGINE_HIT_VALUE = "{hits:,} of {queries:,} tokens"
 
 # --- figures ---------------------------------------------------------------------------------------
 FIG_TOKENS_A = "A (original)"

@@ -1,5 +1,5 @@
 """The sentences and table rows the "Edit one character" page shows for an edit and its proof, built
-from the reports (no Streamlit): markdown-literal user text, the change description, the store state,
+from the reports (no Streamlit): markdown-literal user text, the change description, the engine's run,
 the chain table and the proof's facts. Numbers go through the ``fmt`` the page passes in (its locale)."""
 
 from __future__ import annotations
@@ -111,16 +111,18 @@ def identical_message(edit: EditReport) -> str:
                                     block_size=cmp.block_size)
 
 
-def store_note(edit: EditReport) -> str:
-    """How B went through the KV store, and whether A was stored already, computed now, or partly."""
-    if edit.a_computed_tokens == 0:
-        a_state = T.A_STATE_STORED
-    elif edit.a_hit_blocks == 0:
-        a_state = T.A_STATE_COMPUTED.format(ms=edit.a_prefill_ms)
+def engine_note(edit: EditReport) -> str:
+    """How A and B went through the engine: A cached or computed, B's reuse and shared block ids."""
+    a = edit.run_a
+    if a.num_cached_tokens:
+        a_state = T.A_STATE_CACHED.format(tokens=a.num_computed_tokens, ms=a.compute_ms)
     else:
-        a_state = T.A_STATE_PARTIAL.format(tokens=edit.a_computed_tokens, ms=edit.a_prefill_ms)
-    return T.REUSE_STORE_NOTE.format(computed=edit.store_computed_tokens, reused=edit.store_reused_tokens,
-                                     a_state=a_state)
+        a_state = T.A_STATE_COMPUTED.format(ms=a.compute_ms)
+    shared = edit.run_b.block_ids[:edit.shared_blocks]
+    ids = ", ".join(f"#{b}" for b in shared[:8]) + (" …" if len(shared) > 8 else "")
+    return T.ENGINE_NOTE.format(a_state=a_state, reused=edit.engine_reused_tokens,
+                                shared=ids or T.ENGINE_SHARED_NONE, computed=edit.run_b.num_computed_tokens,
+                                ms=edit.run_b.compute_ms)
 
 
 def chain_table_rows(cmp: PromptComparison) -> list[dict[str, object]]:
@@ -158,12 +160,13 @@ def proof_facts(edit: EditReport, proof: ProofReport, fmt: Fmt) -> list[str]:
     return [prefix, layer0]
 
 
-def reuse_exact(cmp: PromptComparison, proof: ProofReport, fmt: Fmt) -> str:
-    """The sentence on the correct reuse: its next-token logits against the full prefill."""
-    if cmp.reused_tokens and proof.logits_max_abs_diff_reuse == 0:
-        return T.REUSE_IDENTICAL.format(reused=cmp.reused_tokens, token=tok(proof.next_token_full))
-    if cmp.reused_tokens:
-        return T.REUSE_EXACT.format(reused=cmp.reused_tokens, diff=fmt(proof.logits_max_abs_diff_reuse),
+def reuse_exact(edit: EditReport, proof: ProofReport, fmt: Fmt) -> str:
+    """The sentence on the correct reuse: the engine's next-token logits against B recomputed in full."""
+    reused = edit.engine_reused_tokens
+    if reused and proof.logits_max_abs_diff_reuse == 0:
+        return T.REUSE_IDENTICAL.format(reused=reused, token=tok(proof.next_token_full))
+    if reused:
+        return T.REUSE_EXACT.format(reused=reused, diff=fmt(proof.logits_max_abs_diff_reuse),
                                     token=tok(proof.next_token_full))
     return T.REUSE_EXACT_NONE.format(diff=fmt(proof.logits_max_abs_diff_reuse))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from tiny_llm import reference_logits, tiny_lm
 
-from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
+from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 
 BS = 4
 TOKEN_BYTES = 2 * 2 * 2 * 8 * 4

@@ -1,5 +1,6 @@
-"""The "edit one character" experiment on the real model: the rules the page teaches, checked on
-captured tensors (short prompts), the CLI's keys, presets, and bad input."""
+"""The "edit one character" experiment on the real model and kvviz's engine: the rules the page teaches,
+checked on the engine's counts and block tables and on captured tensors (short prompts), the CLI's keys,
+presets, and bad input."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from kvviz.edit.inputs import EditInputs, edit_inputs
 from kvviz.edit.presets import load_edit_presets
 from kvviz.edit.report import CLI_KEYS, cli_summary, run_reuse_experiment
 from kvviz.model import InputError, load_model, tokenize
-from kvviz.model.block_store import KVStore
 from kvviz.sim.compare import compare_prompts
 
 pytestmark = pytest.mark.model
@@ -39,14 +39,9 @@ def lm():
 
 
 @pytest.fixture(scope="module")
-def store():
-    return KVStore(budget_bytes=256 * 2**20)
-
-
-@pytest.fixture(scope="module")
-def early_edit(lm, store):
+def early_edit(lm):
     """One letter early in the prompt, same token count: a miss, then invalidated blocks."""
-    return run_reuse_experiment(lm, edit_inputs(SENTENCE, BAT, 4), store=store)
+    return run_reuse_experiment(lm, edit_inputs(SENTENCE, BAT, 4))
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -76,7 +71,7 @@ def test_replace_char_and_diffs():
 
 
 def test_prefix_is_bit_identical_and_layer0_survives_the_edit(early_edit, lm):
-    edit, proof = early_edit
+    edit, proof = early_edit.edit, early_edit.proof
     first = edit.first_changed_token
     assert first == 1 and edit.token_edit.shift == 0
     n = min(edit.num_tokens_a, edit.num_tokens_b)
@@ -94,42 +89,61 @@ def test_prefix_is_bit_identical_and_layer0_survives_the_edit(early_edit, lm):
 
 
 def test_wrong_reuse_diverges_far_beyond_float_noise(early_edit):
-    edit, proof = early_edit
+    edit, proof = early_edit.edit, early_edit.proof
     statuses = [b.status for b in edit.comparison.blocks]
     assert statuses[0] == "miss" and "invalidated" in statuses
     wrong = proof.wrong_reuse
     assert wrong is not None and wrong.blocks and all(statuses[i] == "invalidated" for i in wrong.blocks)
     assert wrong.logits_max_abs_diff > 0.05 and wrong.kl > 0
     assert wrong.logits_max_abs_diff > 50 * max(proof.logits_max_abs_diff_reuse, 1e-4)
-    summary = cli_summary(edit, proof)
+    summary = cli_summary(early_edit)
     assert tuple(summary) == CLI_KEYS
     assert summary["next_token_changed_wrong_reuse"] == wrong.next_token_changed
 
 
-def test_tail_edit_reuses_whole_blocks_and_reuse_is_exact(lm, store):
+def test_tail_edit_reuses_whole_blocks_and_reuse_is_exact(lm):
     b = SENTENCE[:-1] + "!"
-    edit, proof = run_reuse_experiment(lm, edit_inputs(SENTENCE, b, 4), store=store)
+    x = run_reuse_experiment(lm, edit_inputs(SENTENCE, b, 4))
+    edit, proof = x.edit, x.proof
     n = edit.num_tokens_b
     cmp = compare_prompts(tokenize(SENTENCE).ids, tokenize(b).ids, block_size=4)
     assert edit.reused_tokens == cmp.reused_tokens == ((n - 1) // 4) * 4 > 0
-    assert edit.store_reused_tokens == edit.reused_tokens  # the store delivered exactly those blocks
-    assert edit.recomputed_tokens == edit.store_computed_tokens == n - edit.reused_tokens
-    assert proof.logits_max_abs_diff_reuse < 1e-3
+    assert edit.engine_reused_tokens == edit.reused_tokens  # the engine reused exactly those blocks
+    assert edit.run_b.num_computed_tokens == n - edit.reused_tokens
+    # B's block table starts with A's physical blocks, then blocks of its own
+    shared = edit.shared_blocks
+    assert edit.run_b.block_ids[:shared] == edit.run_a.block_ids[:shared] and shared == edit.reused_tokens // 4
+    assert len(edit.run_b.block_ids) == -(-n // 4)
+    assert not set(edit.run_b.block_ids[shared:]) & set(edit.run_a.block_ids[:shared])
+    assert proof.reference == "engine" and proof.logits_max_abs_diff_reuse < 1e-3
     assert proof.next_token_id_full == edit.next_token_id_reuse
     assert proof.wrong_reuse is None  # nothing after the edit: no invalidated block
-    assert proof.full_prefill_ms > 0 and edit.reuse_prefill_ms > 0
     assert edit.reused_share == edit.reused_tokens / n
-    timing = proof.timing
-    assert timing is not None and len(timing.slow_ms) >= 3 and len(timing.fast_ms) >= 3
-    assert proof.full_prefill_ms == timing.slow_median_ms and proof.reuse_prefill_ms == timing.fast_median_ms
-    if timing.measured:  # a measured saving is positive, its speed-up above 1; otherwise neither exists
-        assert proof.saved_ms > 0 and proof.speedup > 1
+    timing = x.timing
+    c = timing.comparison
+    assert len(c.slow_ms) >= 3 and len(c.fast_ms) >= 3 and min(c.slow_ms + c.fast_ms) > 0
+    assert set(timing.full_cached_tokens) == {0}  # a fresh salt: the full side recomputes everything
+    assert set(timing.reuse_cached_tokens) == {edit.reused_tokens}
+    assert x.full_prefill_ms == c.slow_median_ms and x.reuse_prefill_ms == c.fast_median_ms
+    if c.measured:  # a measured saving is positive, its speed-up above 1; otherwise neither exists
+        assert c.saved_ms > 0 and c.speedup > 1
     else:
-        assert proof.saved_ms is None and proof.speedup is None
+        assert c.saved_ms is None and c.speedup is None
 
 
-def test_identical_prompts_reuse_all_but_the_last_token(lm, store):
-    edit, proof = run_reuse_experiment(lm, edit_inputs(SENTENCE, SENTENCE, 4), store=store)
+def test_an_earlier_b_never_counts_as_reuse(lm):
+    """Running the same edit twice: the engine's count stays what A alone gives (B's own blocks, cached
+    by the first run, are not reused: the second run goes under the next salt)."""
+    b = SENTENCE.replace("mat", "hat")  # its own full blocks follow the edit
+    first = run_edit(lm, edit_inputs(SENTENCE, b, 4))
+    second = run_edit(lm, edit_inputs(SENTENCE, b, 4))
+    assert first.engine_reused_tokens == second.engine_reused_tokens == first.comparison.reused_tokens
+    assert second.cache_salt != first.cache_salt
+
+
+def test_identical_prompts_reuse_all_but_the_last_token(lm):
+    x = run_reuse_experiment(lm, edit_inputs(SENTENCE, SENTENCE, 4))
+    edit, proof = x.edit, x.proof
     n = edit.num_tokens_b
     assert edit.identical and edit.first_changed_token is None
     assert edit.reused_tokens == ((n - 1) // 4) * 4 and edit.recomputed_tokens >= 1
@@ -137,25 +151,26 @@ def test_identical_prompts_reuse_all_but_the_last_token(lm, store):
     assert proof.deep_layers_changed_after_edit is None and proof.prefix_max_abs_diff == 0.0
 
 
-def test_nothing_in_common_and_shifted_tokens(lm, store):
-    edit, proof = run_reuse_experiment(lm, edit_inputs("Hello there.", "Goodbye, my dear friend, see you soon.", 4),
-                                       store=store)
+def test_nothing_in_common_and_shifted_tokens(lm):
+    x = run_reuse_experiment(lm, edit_inputs("Hello there.", "Goodbye, my dear friend, see you soon.", 4))
+    edit, proof = x.edit, x.proof
+    assert x.timing is None and edit.engine_reused_tokens == 0 and proof.reference == "model"
     assert edit.first_changed_token == 0 and edit.reused_tokens == 0
     assert edit.reused_share == 0.0
     assert all(b.status in ("miss", "partial") for b in edit.comparison.blocks)
     assert proof.wrong_reuse is None and proof.prefix_max_abs_diff is None
 
 
-def test_bad_and_unusual_input(lm, store):
+def test_bad_and_unusual_input(lm):
     with pytest.raises(InputError, match="original prompt"):
-        run_edit(lm, edit_inputs("   ", "x"), store=store)
+        run_edit(lm, edit_inputs("   ", "x"))
     with pytest.raises(InputError, match="edited prompt"):
-        run_edit(lm, edit_inputs("x", "\n\t"), store=store)
+        run_edit(lm, edit_inputs("x", "\n\t"))
     with pytest.raises(ValueError):
-        run_edit(lm, edit_inputs("a", "b", hash_name="md5"), store=store)
-    long = run_edit(lm, edit_inputs(SENTENCE * 3, BAT * 3, max_tokens=8), store=store)
+        run_edit(lm, edit_inputs("a", "b", hash_name="md5"))
+    long = run_edit(lm, edit_inputs(SENTENCE * 3, BAT * 3, max_tokens=8))
     assert long.num_tokens_a == long.num_tokens_b == 8 and len(long.notices) == 2
-    odd = run_edit(lm, edit_inputs("שלום 👋 \x07 مرحبا", "שלום 👋 \x08 مرحبا", 2), store=store)
+    odd = run_edit(lm, edit_inputs("שלום 👋 \x07 مرحبا", "שלום 👋 \x08 مرحبا", 2))
     assert odd.first_changed_token is not None and odd.num_tokens_b > 3
     offsets = token_char_offsets(lm, SENTENCE, 3)
     assert offsets[0] == 0 and SENTENCE[offsets[1]:].startswith(" cat")
@@ -177,6 +192,11 @@ def test_presets_do_what_their_descriptions_say():
     assert {b.status for b in cat.blocks} == {"hit", "miss", "invalidated", "partial"}
     green = compare_prompts(*ids["on_green"], block_size=presets["on_green"].block_size)
     assert "invalidated" in {b.status for b in green.blocks}  # the same «на зелёном» tokens, other prefix
+    # the hero default (issue 27 item 6): the same one-letter edit near the end and at the start
+    assert list(presets)[:2] == ["cat_tail", "cat_start"] and presets["cat_tail"].a == presets["cat_start"].a
+    hero_tail, hero_start = compare_prompts(*ids["cat_tail"]), compare_prompts(*ids["cat_start"])
+    assert len(ids["cat_tail"][0]) > 200 and hero_tail.reused_tokens >= 0.9 * len(ids["cat_tail"][1])
+    assert hero_start.reused_tokens == 0 and len(ids["cat_tail"][0]) == len(ids["cat_tail"][1])
     glyph = ids["homoglyph"]
     assert presets["homoglyph"].a.replace("Кo", "Ко") == presets["homoglyph"].a  # looks the same
     assert len(glyph[0]) != len(glyph[1])  # but the token count changes

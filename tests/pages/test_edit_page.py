@@ -19,6 +19,7 @@ T = texts("edit")
 pytestmark = pytest.mark.model
 
 PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "edit.py")
+T_PRESET_TITLES = {p.id: p.title for p in load_edit_presets()}
 SENTENCE = "The cat sat on the mat and looked at the rain falling on the street."
 
 
@@ -39,11 +40,13 @@ def at() -> AppTest:
 
 
 def test_default_preset_shows_the_whole_story(at):
-    preset = {p.id: p for p in load_edit_presets()}["cat_window"]
+    preset = {p.id: p for p in load_edit_presets()}["cat_tail"]
     cmp = compare_prompts(tokenize(preset.a).ids, tokenize(preset.b).ids, block_size=preset.block_size)
     assert tokens(at, T.M_COMMON) == cmp.common_prefix_tokens
-    assert tokens(at, T.M_REUSED) == cmp.reused_tokens > 0
+    # issue 27 item 6: the hero default is a long prompt edited near its end, most of it reused
+    assert tokens(at, T.M_REUSED) == cmp.reused_tokens >= 0.9 * len(cmp.blocks) * preset.block_size - 16
     assert tokens(at, T.M_RECOMPUTE) == cmp.recompute_tokens
+    assert "On kvviz's engine" in texts(at.caption)  # the counts are the engine's (issue 23)
     values = {m.label: m.value for m in at.metric}
     assert values[T.M_FULL_MS].endswith(" ms") and values[T.M_REUSE_MS].endswith(" ms")
     md = texts(at.markdown)
@@ -51,6 +54,16 @@ def test_default_preset_shows_the_whole_story(at):
     assert T.REUSE_EXACT_HEADER in md and T.WRONG_HEADER in md
     assert len(at.get("plotly_chart")) == 3  # tokens, chains, heatmap
     assert not at.error
+
+
+def test_the_same_edit_at_the_start_is_one_click_away(at):
+    """The other face of the lesson: the next preset edits the same prompt's first word: nothing reused."""
+    options = at.selectbox(key="edit_preset").options
+    assert options[:2] == [T_PRESET_TITLES["cat_tail"], T_PRESET_TITLES["cat_start"]]
+    at.selectbox(key="edit_preset").set_value("cat_start").run()
+    assert not at.exception and tokens(at, T.M_REUSED) == 0
+    assert T.NOTHING_COMMON in texts(at.info) or tokens(at, T.M_COMMON) < 16
+    at.selectbox(key="edit_preset").set_value("cat_tail").run()
 
 
 def test_change_one_character_then_block_size(at):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from kvviz.edit.timing import EditTiming
 from kvviz.sim.timing_compare import compare_samples
 from kvviz_app.i18n import texts
 
@@ -64,11 +65,16 @@ def test_identical_long_prompt_sentence_carries_the_metrics(at):
     assert f"reuses the {reused:,} tokens" in info and f"recomputes the other {recompute:,}" in info
 
 
+def canned(comparison):
+    """``time_edit`` answering with these samples (the page's sentences are what is tested here)."""
+    return lambda *a, **k: EditTiming(comparison, (1.0,), (1.0,), (0,), (0,), -1)
+
+
 def test_overlapping_timings_print_no_saving(at, monkeypatch):
-    import kvviz.edit.proof as R
+    import kvviz.edit.report as R
 
     noisy = compare_samples([230, 380, 250, 400, 240], [367, 240, 390, 235, 260])
-    monkeypatch.setattr(R, "time_full_vs_reuse", lambda *a, **k: noisy)
+    monkeypatch.setattr(R, "time_edit", canned(noisy))
     a = "A unique sentence for the noisy timing test, about twenty eight tokens long, ending here."
     free(at, a, a[:-1] + "!")
     assert tokens(at, T.M_REUSED) > 0
@@ -79,10 +85,10 @@ def test_overlapping_timings_print_no_saving(at, monkeypatch):
 
 
 def test_measured_saving_is_positive_and_speedup_above_one(at, monkeypatch):
-    import kvviz.edit.proof as R
+    import kvviz.edit.report as R
 
     clear = compare_samples([100, 104, 98, 101, 99], [20, 22, 19, 21, 25])
-    monkeypatch.setattr(R, "time_full_vs_reuse", lambda *a, **k: clear)
+    monkeypatch.setattr(R, "time_edit", canned(clear))
     a = "Another unique sentence, for the clear timing test, long enough to fill a few blocks of tokens."
     free(at, a, a[:-1] + "?")
     assert metric(at, T.M_SAVED).delta == T.M_SAVED_MS.format(ms=79)
@@ -125,3 +131,11 @@ def test_russian_prompt_gets_a_measured_tokens_per_letter_note(at):
     assert T.CYRILLIC_NOTE.format(tokens=ru_tokens, letters=ru_letters, ru=ru_tokens / ru_letters,
                                   en_tokens=en_tokens, en_letters=en_letters, en=en_tokens / en_letters,
                                   ratio=(ru_tokens / ru_letters) / (en_tokens / en_letters)) in info
+
+
+def test_an_emoji_prompt_gets_no_tokens_per_letter_note(at):
+    """Issue 27 item 8: a prompt of emoji with a few Cyrillic letters printed "14.33 tokens per Cyrillic
+    letter"; a ratio over the letters present means nothing there, so no note is shown."""
+    a = "🙂🎉🚀🔥 кот 🐱🐈😺😸😹 рыба 🐟🐠🐡🦈 " * 3
+    free(at, a, a[:-2] + "🐳 ")
+    assert "tokens per Cyrillic letter" not in texts(at.info)
