@@ -37,6 +37,7 @@ with st.form("home_prefill"):
     text = st.text_area(T.TRY_LABEL, value=T.TRY_DEFAULT, height=110)
     run = st.form_submit_button(T.TRY_BUTTON, type="primary")
 if run:
+    from kvviz.edit.diffs import piece_text
     from kvviz.model import prefill
 
     try:
@@ -48,7 +49,7 @@ if run:
             "bytes": result.kv_bytes_measured,
             "per_token": result.kv_bytes_per_token,
             "ms": result.prefill_ms,
-            "next": lm.tokenizer.decode([int(result.last_logits.argmax())]),
+            "next": piece_text(lm, int(result.last_logits.argmax())),  # <0xD0> for a partial byte, as on Edit
             "pieces": result.pieces,
             "notice": result.notice,
         }
