@@ -55,9 +55,9 @@ def run(results: dict) -> None:
     if not Path(CHROMIUM).exists():
         print(f"[bench] bench_edit: {CHROMIUM} not found; the Edit page keys are not measured")
         return
-    from kvviz.core.compare import compare_prompts
     from kvviz.edit.presets import load_edit_presets
     from kvviz.model import tokenize
+    from kvviz.sim.compare import compare_prompts
     from kvviz.text import edit as T
 
     presets = {p.id: p for p in load_edit_presets()}
