@@ -25,7 +25,7 @@ def _open_edit_page(browser, base_url):
 def test_edit_page_story_in_the_browser(app_server, browser):
     page = _open_edit_page(browser, app_server)
     try:
-        preset = {p.id: p for p in load_edit_presets()}["cat_window"]
+        preset = {p.id: p for p in load_edit_presets()}["cat_tail"]
         cmp = compare_prompts(tokenize(preset.a).ids, tokenize(preset.b).ids, block_size=preset.block_size)
         metrics = metric_values(page)
         assert metrics[T.M_REUSED] == f"{cmp.reused_tokens} tokens"
