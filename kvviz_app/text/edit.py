@@ -63,7 +63,8 @@ SEED_HELP = (
 )
 SETTINGS_NOTE = (
     "The hash function and seed change the hashes you see, not what matches: matching compares whole "
-    "token prefixes. kvviz's own K/V store keys blocks with this same algorithm and seed."
+    "token prefixes. kvviz's engine runs A and B with this block size, algorithm and seed (the "
+    "process-wide engine when they are its own, else an engine started for them)."
 )
 
 # --- input problems ---------------------------------------------------------------------------------
