@@ -58,7 +58,8 @@ def run(results: dict) -> None:
     from kvviz.edit.presets import load_edit_presets
     from kvviz.model import tokenize
     from kvviz.sim.compare import compare_prompts
-    from kvviz.text import edit as T
+    from kvviz_app.i18n import texts
+    T = texts("edit")
 
     presets = {p.id: p for p in load_edit_presets()}
     start_cmp = compare_prompts(tokenize(presets["cat_start"].a).ids, tokenize(presets["cat_start"].b).ids)

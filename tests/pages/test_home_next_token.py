@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.text import home as T
+from kvviz_app.i18n import texts
+
+T = texts("home")
+
 
 pytestmark = pytest.mark.model
 
