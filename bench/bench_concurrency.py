@@ -12,7 +12,8 @@ thousands of one-token prompts and rapid resets with a wrong presenter key: they
 Keys: ``concurrent_sessions``, ``concurrent_requests``, ``concurrent_p50_ms``, ``concurrent_p95_ms``
 (wall time of each ``room_prefill`` call: tokenizing, waiting in the engine's queue, the step and the
 room's records), ``concurrent_max_ms``, ``concurrent_compute_p50_ms`` (each prompt's share of its engine
-steps: compute without waiting), ``concurrent_wait_p50_ms`` (time in the engine's queue),
+steps: compute without waiting), ``concurrent_wait_p50_ms`` (the rest of each prompt's time to its first
+token: the step already running, the engine's queue, the other prompts' share of its step),
 ``concurrent_errors`` (exceptions + refused prompts of the twenty sessions), ``concurrent_hit_rate``,
 ``concurrent_cross_session_blocks``, ``concurrent_invariants_ok``, ``concurrent_spam_refused``,
 ``concurrent_spam_max_ms``, ``concurrent_wall_s``, ``concurrent_throughput_rps`` (the twenty sessions'

@@ -33,8 +33,9 @@ class Admission:
     (``RequestOutput.num_cached_tokens``); ``token_ids`` the (possibly cut) prompt.
 
     Timing of its prefill on the engine (None when refused): ``compute_ms``, the prompt's share of the
-    engine steps that computed it (step time x its share of the step's tokens); ``wait_ms``, queued before
-    its first step; ``latency_ms``, submit to first token as the caller saw it; ``step_requests``, the most
+    engine steps that computed it (step time x its share of the step's tokens); ``wait_ms``, the rest of
+    ``latency_ms`` (submit to first token as the caller saw it): the step already running, the queue, and the
+    other prompts' share of its step; ``step_requests``, the most
     requests one of its steps computed (1: alone). ``first_token_id``: the token the engine sampled."""
 
     ok: bool
@@ -88,7 +89,7 @@ class FeedEntry:
     salted: bool
     age_s: float
     prefill_ms: float | None  # the prompt's share of its engine steps' time (compute, not waiting)
-    wait_ms: float | None = None  # time queued in the engine before its first step
+    wait_ms: float | None = None  # the rest of its time to the first token (running step, queue, others' share)
     step_requests: int = 0  # the most requests one of its engine steps computed (prompts sent together share one)
 
 

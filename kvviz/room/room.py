@@ -37,7 +37,7 @@ from kvviz.engine import EngineLoop, RequestOutput, SamplingParams, get_engine_l
 from kvviz.engine.loop import started_engine_loop
 from kvviz.mirror.errors import CodedError
 from kvviz.mirror.hashing import BlockHashRecord, hash_request_blocks, validate_token_ids
-from kvviz.mirror.kv_events import AllBlocksCleared, KVEventBatch
+from kvviz.mirror.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvviz.room.limits import RoomLimits
 from kvviz.room.rate_limit import TokenBucket
 from kvviz.room.records import (
@@ -71,7 +71,7 @@ class Room:
         self._engine = engine
         self._engine_lock = threading.Lock()
         self._subscribed: EngineLoop | None = None
-        self._clears = self._clears_seen = 0  # engine resets seen by the KV-event callback / applied
+        self._cached: set[bytes] = set()  # the engine's cached hashes, kept by its KV events (see _on_kv_events)
         self._prefix = f"room-{secrets.token_hex(4)}-"  # request ids: no session id (the engine page shows them)
         self._sent = 0
         self._chains: OrderedDict[tuple[str, str], tuple] = OrderedDict()  # (request id, salt) -> two chains
@@ -101,20 +101,32 @@ class Room:
         with self._engine_lock:
             loop = self._engine if self._engine is not None else get_engine_loop()
             if self._subscribed is not loop:
-                loop.call(lambda engine: engine.subscribe_kv_events(self._on_kv_events))
+                loop.call(self._subscribe)
                 self._engine = self._subscribed = loop
             return loop
 
-    def _on_kv_events(self, batch: KVEventBatch) -> None:
-        """Called by the engine after a step (under the loop's lock): count prefix-cache resets only."""
-        if any(isinstance(e, AllBlocksCleared) for e in batch.events):
-            self._clears += 1
+    def _subscribe(self, engine) -> None:
+        """Between two steps: mirror the pool's cached hashes, then follow its KV events."""
+        with self._lock:
+            self._cached = set(engine.pool.cached_block_hash_to_block)
+            engine.subscribe_kv_events(self._on_kv_events)
 
-    def _sync_clears(self, now: float) -> None:
-        """Apply a reset of the engine's prefix cache made elsewhere (the API's /reset_prefix_cache)."""
-        if self._clears != self._clears_seen:
-            self._clears_seen = self._clears
-            self._clear(now)
+    def _on_kv_events(self, batch: KVEventBatch) -> None:
+        """Called by the engine after each step that changed its prefix cache (under the loop's lock, so
+        before the step's outputs reach anyone): keep the mirror of cached hashes, drop evicted hashes'
+        origins, and reset the room when the engine's cache was reset (by the room, or the API's
+        /reset_prefix_cache)."""
+        with self._lock:
+            for e in batch.events:
+                if isinstance(e, BlockStored):
+                    self._cached.update(e.block_hashes)
+                elif isinstance(e, BlockRemoved):
+                    for h in e.block_hashes:
+                        self._cached.discard(h)
+                        self._origins.pop(h, None)
+                elif isinstance(e, AllBlocksCleared):
+                    self._cached.clear()
+                    self._clear(self._clock())
 
     def _clear(self, now: float) -> None:
         self._fresh_state(now)
@@ -124,11 +136,6 @@ class Room:
         self._evictions_base = self._engine.engine.pool.num_evictions if self._engine is not None else 0
         self.generation += 1
         self._resets += 1
-
-    def _prune(self, pool) -> None:
-        """Drop the origins of hashes the engine's pool no longer caches (evicted, by anyone)."""
-        for h in [h for h in self._origins if pool.get_cached_block(h) is None]:
-            del self._origins[h]
 
     # ------------------------------------------------------------------ sessions
 
@@ -179,7 +186,6 @@ class Room:
 
     def session_view(self, session_id: str) -> SessionView:
         with self._lock:
-            self._sync_clears(self._clock())
             s = self._session(session_id)
             return SessionView(s.session_id, s.salt_mode, s.cache_salt, s.team_salt, s.prompts, s.prompt_tokens,
                                s.hit_tokens, s.blocks_from_others, s.last)
@@ -199,7 +205,6 @@ class Room:
         back with ``ok`` False and a one-line ``error``."""
         with self._lock:
             now = self._clock()
-            self._sync_clears(now)
             if not isinstance(session_id, str) or session_id not in self._sessions:
                 return self._refuse(session_id, CodedError("unknown room session (idle too long, or never joined)",
                                                            "unknown_session"))
@@ -231,7 +236,7 @@ class Room:
         if out.finish_reason == "abort":
             with self._lock:
                 return self._refuse(session_id, CodedError("the engine aborted the prompt", "engine_abort"))
-        return self.loop.call(lambda engine: self._record(engine, ticket, out, latency_ms))
+        return self._record(self.loop.engine, ticket, out, latency_ms)
 
     def _refuse(self, session_id: object, error: CodedError, retry_after: float = 0.0) -> Admission:
         self._refused += 1
@@ -240,18 +245,16 @@ class Room:
                          error_params=dict(error.params), at=self._clock(), retry_after_s=round(retry_after, 2))
 
     def _record(self, engine, ticket: tuple, out: RequestOutput, latency_ms: float) -> Admission:
-        """The room's records of a prompt the engine finished (between two steps, under both locks)."""
+        """The room's records of a prompt the engine finished (the mirror of cached hashes already holds the
+        blocks its step cached, unless a later step evicted them)."""
         session_id, tokens, before, truncated, salt, salt_mode, generation = ticket
         with self._lock:
             now = self._clock()
-            self._sync_clears(now)
-            self._prune(engine.pool)
-            hashes = engine.manager.request_block_hashes(tokens, salt)
-            blocks = self._outcomes(session_id, tokens, hashes, engine.block_size, out.num_cached_tokens,
-                                    engine.pool, now)
+            hashes = engine.manager.request_block_hashes(tokens, salt)  # pure: the hasher, no pool state
+            blocks = self._outcomes(session_id, tokens, hashes, engine.block_size, out.num_cached_tokens, now)
             m = out.metrics
             compute = round(m.compute_share_s * 1000.0, 3)
-            wait = round((m.queue_wait_s or 0.0) * 1000.0, 3)
+            wait = round(max(0.0, latency_ms - compute), 3)  # the rest of its wall time: running step, queue, others
             self._seq += 1
             adm = Admission(
                 ok=True, session_id=session_id, prompt_no=self._seq, request_id=out.request_id, token_ids=tokens,
@@ -280,7 +283,7 @@ class Room:
             self._timings.append((adm.hit_tokens > 0, compute, wait))
             return adm
 
-    def _outcomes(self, sid: str, tokens: tuple[int, ...], hashes: list, bs: int, hit_tokens: int, pool,
+    def _outcomes(self, sid: str, tokens: tuple[int, ...], hashes: list, bs: int, hit_tokens: int,
                   now: float) -> tuple[BlockOutcome, ...]:
         """Per logical block: reused (with its anonymised origin), computed now, or partial. Records the
         origin of newly cached hashes (only those the pool caches) and counts hits by other sessions."""
@@ -293,7 +296,7 @@ class Room:
                 continue
             h = hashes[index]
             origin = self._origins.get(h)
-            cached = pool.get_cached_block(h) is not None
+            cached = h in self._cached
             if index < num_hit:
                 if origin is None:  # another client's block, or one a prompt of the same step has not reported
                     origin = BlockOrigin(None, now)
@@ -339,9 +342,10 @@ class Room:
         return chains
 
     def cached_flags(self, block_hashes: Sequence[bytes | None]) -> list[bool]:
-        """Whether the engine's pool caches each hash now (one look between two steps)."""
-        hashes = list(block_hashes)
-        return self.loop.call(lambda e: [h is not None and e.pool.get_cached_block(h) is not None for h in hashes])
+        """Whether the engine's pool caches each hash now (the room's mirror of it, kept by the KV events)."""
+        self.loop  # noqa: B018 - subscribed (and the mirror filled) on first use
+        with self._lock:
+            return [h is not None and h in self._cached for h in block_hashes]
 
     def is_cached(self, block_hash: bytes | None) -> bool:
         return self.cached_flags([block_hash])[0]
@@ -353,26 +357,22 @@ class Room:
     # ------------------------------------------------------------------ views
 
     def totals(self) -> RoomTotals:
-        return self.loop.call(self._totals)
-
-    def _totals(self, engine) -> RoomTotals:
+        engine = self.loop.engine
         with self._lock:
             now = self._clock()
-            self._sync_clears(now)
-            self._prune(engine.pool)
             window = self.limits.active_window_s
             active = [s for s in self._sessions.values() if now - s.last_seen <= window]
             hits = [ms for hit, ms, _ in self._timings if hit]
             misses = [ms for hit, ms, _ in self._timings if not hit]
             waits = [w for _, _, w in self._timings if w is not None]
-            pool = engine.pool
+            pool = engine.pool  # num_evictions: one int read (the engine's lock is not needed for it)
             return RoomTotals(
                 sessions_active=len(active), sessions_total=len(self._sessions),
                 salted_sessions=sum(1 for s in active if s.cache_salt is not None),
                 prompts=self._prompts, prompt_tokens=self._prompt_tokens, hit_tokens=self._hit_tokens,
                 cross_session_hits=self._cross_hits,
                 shared_blocks=sum(1 for o in self._origins.values() if o.hits_by_others),
-                cached_blocks=sum(len(d) for d in pool.cached_block_hash_to_block.values()),
+                cached_blocks=len(self._cached),
                 num_blocks=engine.num_blocks, block_size=engine.block_size,
                 evictions=pool.num_evictions - self._evictions_base,
                 refused=self._refused, truncated=self._truncated, resets=self._resets, since_s=now - self._since,
@@ -386,7 +386,6 @@ class Room:
         """The most recent prompts, newest first, anonymised for ``viewer`` (no text, no session ids)."""
         with self._lock:
             now = self._clock()
-            self._sync_clears(now)
             entries = list(self._feed)[-limit:][::-1]
             return [FeedEntry(e["prompt_no"], YOU if e["session_id"] == viewer else OTHER, e["num_tokens"],
                               e["hit_tokens"], e["from_others"], e["salted"], now - e["at"], e["prefill_ms"],
@@ -412,7 +411,6 @@ class Room:
         loop = self.loop if self._engine is not None or started_engine_loop() is not None else None
         if loop is None:  # no engine yet: nothing is cached
             with self._lock:
-                self._clears_seen = self._clears
                 self._clear(now)
             dropped: int | None = 0
         else:
@@ -446,9 +444,7 @@ class Room:
             dropped = sum(len(d) for d in engine.pool.cached_block_hash_to_block.values())
             if not engine.reset_prefix_cache():
                 return None
-            self._clears_seen = self._clears  # our own reset (the callback counted it): applied here
-            self._clear(self._clock())
-            return dropped
+            return dropped  # the engine's AllBlocksCleared event reset the room (_on_kv_events)
 
     # ------------------------------------------------------------------ invariants
 
@@ -458,12 +454,12 @@ class Room:
 
     def _check(self, engine) -> None:
         with self._lock:
-            self._sync_clears(self._clock())
             pool = engine.pool
             pool.check_invariants()
             running = [rid for rid in engine.requests if rid.startswith(self._prefix)]
             assert not running, f"room requests still in the engine: {running}"
-            stale = [h for h in self._origins if pool.get_cached_block(h) is None]
+            assert self._cached == set(pool.cached_block_hash_to_block), "the mirror of cached hashes drifted"
+            stale = [h for h in self._origins if h not in self._cached]
             assert not stale, f"{len(stale)} origins of hashes the pool no longer caches"
             assert 0 <= self._hit_tokens <= self._prompt_tokens
             assert self._cross_hits * engine.block_size <= self._hit_tokens

@@ -81,7 +81,8 @@ M_ROOM_TIMING_VALUE = "{hit} / {miss} ms"
 M_ROOM_TIMING_HELP = (
     "Measured in this room: median compute time (each prompt's share of the engine steps that ran its "
     "prefill, without its wait in the queue) of prompts that reused blocks ({n_hit}) vs prompts that reused "
-    "none ({n_miss}). Median wait in the engine's queue: {wait} ms. Different lengths are mixed here; the "
+    "none ({n_miss}). Median wait (the rest of the time to the first token): {wait} ms. Different lengths "
+    "are mixed here; the "
     "side-channel page compares like with like."
 )
 NO_TIMING = "n/a"
@@ -120,7 +121,8 @@ M_PREFILL_VALUE = "{compute:,.0f} / {wait:,.0f} ms"
 M_PREFILL_HELP = (
     "Measured on the engine ({computed} tokens computed, {reused} read from the prefix cache). Compute: "
     "your prompt's share of the engine step that ran its prefill (the step's time x your share of its "
-    "tokens; {step} prompt(s) in that step). Wait: time in the engine's queue before that step. Prompts "
+    "tokens; {step} prompt(s) in that step). Wait: the rest of the time to your first token (the step "
+    "already running when you sent it, the engine's queue, the other prompts' share of your step). Prompts "
     "sent together share one step, and a prefix one of them computes there is a hit for the others. "
     "Only compute says what a cache hit saves."
 )
@@ -257,9 +259,9 @@ GAME = "The attacker game"
 GAME_INTRO = (
     "A victim session sent a prompt from a known template with one secret field. The attacker knows the "
     "template and a list of candidates; for each candidate it sends the template's first blocks once and "
-    "times it. The fastest candidate is its guess. Each round starts from an empty private room, picks a "
-    "new secret at random, and probes every candidate exactly once (a second probe would hit the "
-    "attacker's own blocks)."
+    "times it, alone on the engine. The fastest candidate is its guess. Each round runs in a fresh "
+    "namespace of the shared engine (an empty cache between victim and attacker), picks a new secret at "
+    "random, and probes every candidate exactly once (a second probe would hit the attacker's own blocks)."
 )
 GAME_TEMPLATE_LABEL = "Template (known to the attacker)"
 GAME_CANDIDATES_LABEL = "Candidates for the secret field"
