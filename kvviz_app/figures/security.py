@@ -135,7 +135,10 @@ def timing_figure(results: Sequence[object]) -> go.Figure:
         ))
     fig.update_layout(violinmode="group", violingap=0.25)
     fig.update_yaxes(title_text=T.FIG_LATENCY_AXIS, type="log", gridcolor=FREE_GREY)
-    return _layout(fig, 420, T.SC_RESULTS)
+    fig = _layout(fig, 440, T.SC_RESULTS)
+    # the legend below the plot: above it, a long (Russian) title ran into it at 1024 px
+    return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="center", x=0.5),
+                             margin_b=70)
 
 
 def game_figure(results: Sequence[object]) -> go.Figure:
