@@ -28,6 +28,9 @@ T = texts("edit")
 _CODES = {"a": 0, "hit": 1, "miss": 2, "invalidated": 3, "partial": 4, "changed": 5}
 
 
+EDGE_ROOM = 0.35  # cells
+
+
 def token_strip_figure(
     pieces_a: Sequence[str],
     ids_a: Sequence[int],
@@ -117,7 +120,9 @@ def token_strip_figure(
         height=70 + 21 * len(z) + 40, margin={"l": 60, "r": 10, "t": 10, "b": 10}, clickmode="event+select",
         dragmode=False, plot_bgcolor="#ffffff",
         legend={"orientation": "h", "y": -0.01, "yanchor": "top", "x": 0, "font": {"size": 12}},
-        xaxis={"range": [-0.5, width - 0.5], "showticklabels": False, "showgrid": False, "zeroline": False,
+        # a third of a cell of room on both sides: a wide cell text (⟨D0⟩→К is wider than a cell at 1024 px)
+        # overflows its cell, and in the first and last column the plot area would clip it
+        xaxis={"range": [-0.5 - EDGE_ROOM, width - 0.5 + EDGE_ROOM], "showticklabels": False, "showgrid": False, "zeroline": False,
                "fixedrange": True},
         yaxis={"autorange": "reversed", "tickvals": list(range(len(z))), "ticktext": ylabels, "showgrid": False,
                "zeroline": False, "tickfont": {"size": 12, "family": FONT}, "fixedrange": True},
