@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
-from kvviz.workload.trace import Encoder, Progress, WorkloadError, WorkloadTrace, parse_trace
+from kvviz.workload.trace import BadLines, Encoder, Progress, WorkloadError, WorkloadTrace, parse_trace
 
 TokenizerLoader = Callable[[], Any]
 MAX_PROMPT_CHARS = 1_000_000
@@ -84,7 +84,7 @@ def lazy_encoder(tokenizer: TokenizerLoader = default_tokenizer) -> Encoder:
 def load_trace(data: bytes | str, block_size: int | None = None,
                tokenizer: TokenizerLoader = default_tokenizer,
                hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED,
-               progress: Callable[[Progress], None] | None = None) -> WorkloadTrace:
+               progress: Callable[[Progress], None] | None = None, bad: BadLines | None = None) -> WorkloadTrace:
     """Parse every line kind; the tokenizer is loaded at the first prompt or messages line; ``progress``
-    as ``parse_trace``'s."""
-    return parse_trace(data, block_size, lazy_encoder(tokenizer), hash_name, seed, progress)
+    and ``bad`` (count and skip bad lines) as ``parse_trace``'s."""
+    return parse_trace(data, block_size, lazy_encoder(tokenizer), hash_name, seed, progress, bad=bad)

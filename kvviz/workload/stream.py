@@ -15,7 +15,6 @@ import io
 import time
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +22,20 @@ import numpy as np
 
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.workload.columns import TraceColumns
-from kvviz.workload.trace import Encoder, LineReader, Progress, TraceBuilder, WorkloadError, decode_line
+from kvviz.workload.trace import (
+    BadLines,
+    Encoder,
+    LineReader,
+    Progress,
+    TraceBuilder,
+    WorkloadError,
+    decode_line,
+)
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".txt", ".ndjson")
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")
 MAX_ID = 2**63 - 1
-KEEP_BAD = 5
 TABLE_COLUMNS = ("timestamp", "input_length", "output_length", "hash_ids", "token_ids", "prompt", "messages")
-
-
-@dataclass
-class BadLines:
-    """Lines skipped as bad: how many, and the first few as ``(file, line, English message)``."""
-
-    count: int = 0
-    first: list[tuple[str, int, str]] = field(default_factory=list)
-
-    def add(self, where: str, exc: WorkloadError) -> None:
-        self.count += 1
-        if len(self.first) < KEEP_BAD:
-            self.first.append((where, int(exc.params.get("line", 0)), str(exc)))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"count": self.count, "first": [{"file": f, "line": n, "error": e} for f, n, e in self.first]}
 
 
 class ColumnsBuilder(TraceBuilder):
@@ -404,10 +394,5 @@ def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder 
         tick(0, force=True)
     builder = reader.builder
     if builder is None or builder.num_requests == 0:  # type: ignore[attr-defined]
-        if bad.count:
-            where, _, first = bad.first[0]
-            first = f"{where}: {first}" if len(files) > 1 else first
-            raise WorkloadError(f"no line of the trace is usable: all {bad.count:,} lines are bad "
-                                f"(the first: {first})", "all_bad", count=bad.count, first=first)
-        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
+        raise bad.nothing_usable(len(files) > 1)
     return builder.finish(), bad  # type: ignore[attr-defined]

@@ -268,6 +268,39 @@ def decode_line(text: str | bytes, number: int) -> dict[str, Any]:
     return obj
 
 
+KEEP_BAD = 5
+
+
+@dataclass
+class BadLines:
+    """Lines skipped as bad: how many, and the first few as ``(file, line, English message)`` with their
+    errors (for words in another language)."""
+
+    count: int = 0
+    first: list[tuple[str, int, str]] = field(default_factory=list)
+    errors: list[WorkloadError] = field(default_factory=list)
+
+    def add(self, where: str, exc: WorkloadError) -> None:
+        self.count += 1
+        if len(self.first) < KEEP_BAD:
+            self.first.append((where, int(exc.params.get("line", 0)), str(exc)))
+            self.errors.append(exc)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "first": [{"file": f, "line": n, "error": e} for f, n, e in self.first]}
+
+    def nothing_usable(self, name_files: bool = False) -> WorkloadError:
+        """The error of a trace with no usable line: every line bad (``all_bad``), or none at all."""
+        if not self.count:
+            return WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
+        where, _, first = self.first[0]
+        first = f"{where}: {first}" if name_files else first
+        exc = WorkloadError(f"no line of the trace is usable: all {self.count:,} lines are bad "
+                            f"(the first: {first})", "all_bad", count=self.count, first=first)
+        exc.first_error = self.errors[0]  # type: ignore[attr-defined]  # its own words in another language
+        return exc
+
+
 @dataclass
 class Progress:
     """How far a read is: ``done`` of ``total`` units (lines of an in-memory trace; bytes of files, or table
@@ -288,10 +321,11 @@ class Progress:
         return (self.total - self.done) / self.rate if self.rate > 0 and self.total > self.done else None
 
 
-def iter_lines(data: bytes | str, tick: Callable[[int, int], None] | None = None,
-               ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line; WorkloadError naming the first bad line;
-    ``tick(lines done, lines in all)`` every 512 lines."""
+def iter_lines(data: bytes | str, tick: Callable[[int, int], None] | None = None, strict: bool = True,
+               ) -> Iterator[tuple[int, Any]]:
+    """``(line number, object)`` for each non-blank line; WorkloadError naming the first bad line (or, not
+    ``strict``, that error yielded in the object's place); ``tick(lines done, lines in all)`` every 512
+    lines."""
     if isinstance(data, bytes):
         if len(data) > MAX_TRACE_BYTES:
             raise WorkloadError(f"the trace is {len(data):,} bytes (at most {MAX_TRACE_BYTES:,})", "too_big",
@@ -310,7 +344,12 @@ def iter_lines(data: bytes | str, tick: Callable[[int, int], None] | None = None
         if not text:
             continue
         any_line = True
-        yield number, decode_line(text, number)
+        try:
+            yield number, decode_line(text, number)
+        except WorkloadError as exc:
+            if strict:
+                raise
+            yield number, exc
     if not any_line:
         raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
 
@@ -378,9 +417,11 @@ class LineReader:
 
 def parse_trace(data: bytes | str, block_size: int | None = None, encode: Encoder | None = None,
                 hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED,
-                progress: Callable[[Progress], None] | None = None, every_s: float = 0.25) -> WorkloadTrace:
+                progress: Callable[[Progress], None] | None = None, every_s: float = 0.25,
+                bad: BadLines | None = None) -> WorkloadTrace:
     """Parse a JSONL trace held in memory (see ``LineReader`` for the block size and line kinds); the first
-    bad line is the error. ``progress`` gets the lines read, requests, rate and ETA at most every
+    bad line is the error, or with ``bad`` each bad line is counted there and skipped (a trace with no
+    usable line is still an error). ``progress`` gets the lines read, requests, rate and ETA at most every
     ``every_s`` seconds while it reads."""
     reader = LineReader(lambda size: TraceBuilder(size, hash_name, seed), block_size, encode)
     state = Progress("lines", 0)
@@ -395,8 +436,17 @@ def parse_trace(data: bytes | str, block_size: int | None = None, encode: Encode
             state.requests = reader.builder.trace.num_requests if reader.builder is not None else 0
             progress(state)
 
-    for number, obj in iter_lines(data, tick if progress is not None else None):
-        reader.add(number, obj)
-    if reader.builder is None:
-        raise WorkloadError("the trace is empty: expected JSON Lines, one request a line", "empty")
+    lines = iter_lines(data, tick if progress is not None else None, strict=bad is None)
+    for number, obj in lines:
+        if isinstance(obj, WorkloadError):
+            bad.add("", obj)  # type: ignore[union-attr]
+            continue
+        try:
+            reader.add(number, obj)
+        except WorkloadError as exc:
+            if bad is None:
+                raise
+            bad.add("", exc)
+    if reader.builder is None or not reader.builder.trace.num_requests:
+        raise (bad or BadLines()).nothing_usable()
     return reader.builder.trace

@@ -21,7 +21,7 @@ from kvviz.workload.load import load_trace
 from kvviz.workload.pool import PoolReplay, replay_block_pool
 from kvviz.workload.report import curve, parse_capacities, report, timeline, top_prefixes, trace_stats
 from kvviz.workload.reuse_distance import WorkloadProfile, analyze, distance_histogram, log_grid, replay_lru
-from kvviz.workload.trace import Progress, WorkloadError, WorkloadTrace
+from kvviz.workload.trace import BadLines, Progress, WorkloadError, WorkloadTrace
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import workload as F
 from kvviz_app.i18n import texts, tr
@@ -35,13 +35,15 @@ CONFIG_OPTION = "config.json"
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _trace(digest: str, block_size: int | None, model: str, _data: bytes, _progress) -> WorkloadTrace:
+def _trace(digest: str, block_size: int | None, model: str, _data: bytes,
+           _progress) -> tuple[WorkloadTrace, BadLines]:
     def tokenizer():
         from kvviz.model.loader import load_tokenizer
 
         return load_tokenizer(model)
 
-    return load_trace(_data, block_size, tokenizer, progress=_progress)
+    bad = BadLines()  # counted and skipped, as the CLI does by default
+    return load_trace(_data, block_size, tokenizer, progress=_progress, bad=bad), bad
 
 
 def _show_progress(bar, p: Progress) -> None:
@@ -92,12 +94,15 @@ model_name = ui.selected_model_name()
 bar = st.empty()  # lines read, rate and ETA while a trace is read (its first time: then it is cached)
 try:
     with st.spinner(T.TOKENIZING):
-        trace = _trace(digest, block_size, model_name, data, lambda p: _show_progress(bar, p))
+        trace, bad_lines = _trace(digest, block_size, model_name, data, lambda p: _show_progress(bar, p))
 except WorkloadError as exc:
     bar.empty()
     st.error(T.BAD_TRACE.format(error=T.trace_error(exc)), icon=":material/error:")
     st.stop()
 bar.empty()
+if bad_lines.count:
+    st.warning(T.BAD_LINES.format(count=bad_lines.count, shown=len(bad_lines.errors))
+               + "".join(f"\n- {T.trace_error(e)}" for e in bad_lines.errors), icon=":material/warning:")
 if source == "example":
     first, last = trace.requests[0].timestamp_ms or 0, trace.requests[-1].timestamp_ms or 0
     c[1].caption(T.EXAMPLE_NOTE.format(requests=trace.num_requests, minutes=(last - first) / 60000))

@@ -48,6 +48,7 @@ UPLOAD_WAITING = "Upload a trace to analyse it, or pick the bundled example."
 BLOCK_SIZE = "Block size (tokens)"
 BLOCK_SIZE_HELP = "0 = automatic: 512 for Mooncake hash_ids lines, 16 otherwise."
 BAD_TRACE = "This trace cannot be analysed: {error}"
+BAD_LINES = "Bad lines skipped: {count:,} (the numbers below are the other lines'); the first {shown}:"
 TOKENIZING = "Tokenizing prompt and chat lines with the model's tokenizer..."
 
 MODEL = "Model (for bytes)"
@@ -262,6 +263,9 @@ def trace_error(t: Texts, exc: Exception) -> str:
     def adjust(code: str, params: dict[str, Any]) -> str:
         if code in ("not_id_list", "not_object"):
             params["kind"] = TC.JSON_KINDS.get(params["kind"], params["kind"])
+        first = getattr(exc, "first_error", None)
+        if code == "all_bad" and first is not None:  # the first bad line in the view's language too
+            params["first"] = trace_error(t, first)
         return ""
 
     return TJ.coded_words(exc, t.TRACE_ERRORS, adjust)

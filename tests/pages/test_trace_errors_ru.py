@@ -110,7 +110,12 @@ def test_russian_traffic_page_words_a_bad_upload_in_russian():
         at.radio(key="wl_source").set_value("upload").run()
         at.file_uploader(key="wl_upload").upload("t.jsonl", b'{"hash_ids": [1], "input_length": 5}\n{oops',
                                                  "application/json").run()
-    assert not at.exception
-    errors = [str(e.value) for e in at.error]
-    assert len(errors) == 1 and "строка 2: некорректный JSON" in errors[0], errors
-    assert "line 2" not in errors[0] and "not valid" not in errors[0]
+    assert not at.exception and not at.error
+    warnings = [str(w.value) for w in at.warning]  # a bad line is counted and skipped, in Russian
+    assert len(warnings) == 1 and "строка 2: некорректный JSON" in warnings[0], warnings
+    assert "line 2" not in warnings[0] and "not valid" not in warnings[0] and "Skipped" not in warnings[0]
+    with use_lang("ru"):
+        at.file_uploader(key="wl_upload").upload("t.jsonl", b'{oops\n[1]', "application/json").run()
+    errors = [str(e.value) for e in at.error]  # every line bad: one error, the first line's words in Russian
+    assert len(errors) == 1 and "строка 1: некорректный JSON" in errors[0], errors
+    assert "line 1" not in errors[0] and "not valid" not in errors[0]

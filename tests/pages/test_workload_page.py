@@ -56,7 +56,7 @@ def upload_page() -> AppTest:
 @pytest.mark.parametrize(("content", "fragment"), [
     (b"", "the trace is empty"),
     (b"\xff\x00\x01garbage", "not UTF-8"),
-    (b'{"hash_ids": [1], "input_length": 5}\n{oops', "line 2: not valid JSON"),
+    (b'{oops\n{"hash_ids": [1], "input_length": -5}', "all 2 lines are bad (the first: line 1: not valid JSON"),
     (b'{"hash_ids": [1], "input_length": -5}', "line 1: 'input_length' must be in 0.."),
     (b'{"hash_ids": [1, 2], "input_length": "x"}', "line 1: 'input_length' must be an integer"),
     (b'[' * 100_000 + b']' * 100_000, "line 1: not valid JSON"),
@@ -67,6 +67,16 @@ def test_workload_page_bad_uploads_name_the_line(upload_page, content, fragment)
     errors = [str(e.value) for e in upload_page.error]
     assert len(errors) == 1 and fragment in errors[0] and errors[0].startswith(T.BAD_TRACE.split("{")[0])
     assert not upload_page.metric
+
+
+def test_workload_page_counts_bad_lines_and_analyses_the_rest(upload_page):
+    content = b'{"hash_ids": [1], "input_length": 5}\n{oops\n{"hash_ids": [1], "input_length": 5}\n'
+    upload_page.file_uploader(key="wl_upload").upload("t.jsonl", content, "application/json").run()
+    assert not upload_page.exception and not upload_page.error
+    warnings = [str(w.value) for w in upload_page.warning]
+    assert len(warnings) == 1 and warnings[0].startswith(T.BAD_LINES.format(count=1, shown=1))
+    assert "line 2: not valid JSON" in warnings[0]
+    assert {m.label: m.value for m in upload_page.metric}[T.M_REQUESTS] == "2"
 
 
 def test_workload_page_upload_of_token_ids():
