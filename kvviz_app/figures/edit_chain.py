@@ -152,17 +152,22 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=T.FIG_CHAIN_A,
                              marker={"size": 12, "symbol": "square", "color": A_COLOR}))
 
-    height = 170 + 30 * len(rows)
+    # one short line per chain header (a wrapped header climbed into the legend in Russian at 1024 px);
+    # what B's labels mean is the caption under the chart (FIG_CHAIN_B_KEY)
+    header_b = T.FIG_CHAIN_B_SHORT
+    # the headers hang from the plot area's top edge (the legend sits right above it), over 1.8 rows of room
+    y_top = 1.8
+    height = 185 + 30 * len(rows)
     fig.update_layout(
         height=height, margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="#ffffff",
         xaxis={"range": [-0.03, 2.0], "visible": False, "fixedrange": True},
-        yaxis={"range": [-(len(rows) - 0.4), 1.3], "visible": False, "fixedrange": True},
+        yaxis={"range": [-(len(rows) - 0.4), y_top], "visible": False, "fixedrange": True},
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 12}},
         annotations=[
-            {"x": 0.0, "y": 0.5, "xref": "x", "yref": "y", "text": f"<b>{T.FIG_CHAIN_A}</b>", "showarrow": False,
-             "xanchor": "left", "yanchor": "bottom"},
-            {"x": B_X, "y": 0.5, "xref": "x", "yref": "y", "text": f"<b>{wrap_title(T.FIG_CHAIN_B, 40)}</b>",
-             "showarrow": False, "xanchor": "left", "yanchor": "bottom", "align": "left"},
+            {"x": 0.0, "y": 1, "xref": "x", "yref": "paper", "text": f"<b>{T.FIG_CHAIN_A}</b>", "showarrow": False,
+             "xanchor": "left", "yanchor": "top"},
+            {"x": B_X, "y": 1, "xref": "x", "yref": "paper", "text": f"<b>{header_b}</b>",
+             "showarrow": False, "xanchor": "left", "yanchor": "top", "align": "left"},
         ],
     )
     steps = [i for i in idx if fc is not None and i >= fc]
@@ -193,12 +198,16 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
     summary = T.FIG_CASCADE_SUMMARY.format(
         first=fc, miss=counts.get("miss", 0), invalidated=counts.get("invalidated", 0),
         partial=counts.get("partial", 0), hits=fc)
+    title = wrap_title(summary, 64)
+    # Plotly lifts a multi-line title anchored at the top by its extra lines: pad it down by them; the
+    # margin holds the padded title (about 18 px a line; Russian wraps to more lines) and the legend (36 px)
+    lines = title.count("<br>") + 1
+    pad = 10 + 18 * (lines - 1)
+    top = pad + 18 * lines + 36
     fig.update_layout(
-        title={"text": wrap_title(summary, 64), "font": {"size": 13}, "x": 0.01, "y": 1, "yref": "container",
-               "yanchor": "top", "pad": {"t": 10}},
-        # t: the two-line title (about 46 px) and the legend (about 20 px) above the plot, no empty band, so
-        # the whole figure fits under the controls on a 1024x768 projector in presenter mode
-        margin={"l": 10, "r": 10, "t": 100, "b": 70},
+        title={"text": title, "font": {"size": 13}, "x": 0.01, "y": 1, "yref": "container",
+               "yanchor": "top", "pad": {"t": pad}},
+        margin={"l": 10, "r": 10, "t": top, "b": 70},
         height=height + 90,
         updatemenus=[{
             "type": "buttons", "direction": "left", "x": 0.0, "y": -0.01, "xanchor": "left", "yanchor": "top",

@@ -145,6 +145,7 @@ def chains(edit: EditReport, picture) -> None:
     ui.hash_reference()
     ui_present.picture(picture, F.chain_figure(edit.comparison), width="stretch", key="edit_chain_chart",
                        config={"displayModeBar": False})
+    st.caption(T.FIG_CHAIN_B_KEY)
     with st.expander(T.CHAIN_TABLE):
         st.dataframe(pd.DataFrame(E.chain_table_rows(edit.comparison)), hide_index=True, width="stretch")
 
