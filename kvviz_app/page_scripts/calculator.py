@@ -81,25 +81,64 @@ def _preset_input() -> tuple[ModelShape, Preset, None]:
     return preset.shape(), preset, None
 
 
+#: The typed fields: widget key -> (label name in kvviz.text.calculator, lowest, highest, default). The fields
+#: have no min/max of their own: the browser would keep an out-of-range number in the field (a red icon)
+#: and never send it, so the page would go on computing from the previous value. Here every number
+#: reaches the page and an out-of-range one is refused in words, with nothing computed from it.
+TYPED_FIELDS = {
+    "calc_layers": ("TYPED_LAYERS", 1, kvsize.MAX_LAYERS, 32),
+    "calc_heads": ("TYPED_HEADS", 1, kvsize.MAX_HEADS, 32),
+    "calc_kv_heads": ("TYPED_KV_HEADS", 1, kvsize.MAX_HEADS, 8),
+    "calc_head_dim": ("TYPED_HEAD_DIM", 1, kvsize.MAX_HEAD_DIM, 128),
+    "calc_d_model": ("TYPED_D_MODEL", 0, kvsize.MAX_D_MODEL, 0),
+    "calc_window": ("TYPED_WINDOW", 1, kvsize.MAX_WINDOW, 4096),
+    "calc_rank": ("TYPED_RANK", 1, kvsize.MAX_HEAD_DIM, 512),
+    "calc_rope": ("TYPED_ROPE", 0, kvsize.MAX_HEAD_DIM, 64),
+}
+
+
+def _number(where, key: str, disabled: bool = False) -> int:
+    name, _low, _high, default = TYPED_FIELDS[key]
+    return int(where.number_input(getattr(T, name), value=default, step=1, key=key, disabled=disabled))
+
+
+def _out_of_range(values: dict[str, int]) -> str | None:
+    """The first typed number outside its field's range, as one line in the session's language."""
+    for key, value in values.items():
+        name, low, high, _default = TYPED_FIELDS[key]
+        try:
+            kvsize.check_count(key, value, low=low, high=high)
+        except KVSizeError:
+            return T.TYPED_OUT_OF_RANGE.format(field=getattr(T, name), value=ui.loc(f"{value:,}"),
+                                               low=ui.loc(f"{low:,}"), high=ui.loc(f"{high:,}"))
+    return None
+
+
 def _typed_input() -> ModelShape | None:
-    c = st.columns(5)
-    layers = c[0].number_input(T.TYPED_LAYERS, 1, kvsize.MAX_LAYERS, 32, key="calc_layers")
-    heads = c[1].number_input(T.TYPED_HEADS, 1, kvsize.MAX_HEADS, 32, key="calc_heads")
-    kv_heads = c[2].number_input(T.TYPED_KV_HEADS, 1, kvsize.MAX_HEADS, 8, key="calc_kv_heads")
-    head_dim = c[3].number_input(T.TYPED_HEAD_DIM, 1, kvsize.MAX_HEAD_DIM, 128, key="calc_head_dim")
-    d_model = c[4].number_input(T.TYPED_D_MODEL, 0, kvsize.MAX_D_MODEL, 0, key="calc_d_model")
-    c = st.columns([1, 1, 1, 1])
+    c = st.columns(5, vertical_alignment="bottom")  # the fields in one line under labels of 1-3 lines
+    values = {key: _number(c[i], key) for i, key in enumerate(list(TYPED_FIELDS)[:5])}
+    # three columns a row: at 1024 px a quarter column split in two broke "qk_rope_head_dim" mid-word
+    c = st.columns(3)
     sliding = c[0].checkbox(T.TYPED_SLIDING, key="calc_sliding")
-    window = c[1].number_input(T.TYPED_WINDOW, 1, 1 << 30, 4096, key="calc_window", disabled=not sliding)
-    mla = c[2].checkbox(T.TYPED_MLA, key="calc_mla")
-    c2 = c[3].columns(2)
-    rank = c2[0].number_input(T.TYPED_RANK, 1, kvsize.MAX_HEAD_DIM, 512, key="calc_rank", disabled=not mla)
-    rope = c2[1].number_input(T.TYPED_ROPE, 0, kvsize.MAX_HEAD_DIM, 64, key="calc_rope", disabled=not mla)
+    if sliding:
+        values["calc_window"] = _number(c[1], "calc_window")
+    else:
+        _number(c[1], "calc_window", disabled=True)
+    c = st.columns(3)
+    mla = c[0].checkbox(T.TYPED_MLA, key="calc_mla")
+    for i, key in enumerate(("calc_rank", "calc_rope"), start=1):
+        if mla:
+            values[key] = _number(c[i], key)
+        else:
+            _number(c[i], key, disabled=True)
+    if refused := _out_of_range(values):
+        st.error(refused, icon=":material/error:")
+        return None
     try:
         return kvsize.shape_from_counts(
-            T.TYPED_NAME, int(layers), int(kv_heads), int(head_dim), heads=int(heads),
-            d_model=int(d_model) or None, window=int(window) if sliding else None,
-            kv_lora_rank=int(rank) if mla else None, qk_rope_head_dim=int(rope) if mla else None,
+            T.TYPED_NAME, values["calc_layers"], values["calc_kv_heads"], values["calc_head_dim"],
+            heads=values["calc_heads"], d_model=values["calc_d_model"] or None, window=values.get("calc_window"),
+            kv_lora_rank=values.get("calc_rank"), qk_rope_head_dim=values.get("calc_rope"),
         )
     except KVSizeError as exc:
         st.error(T.INPUT_ERROR.format(error=TC.size_error(exc)), icon=":material/error:")

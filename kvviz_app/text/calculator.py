@@ -42,6 +42,10 @@ CONFIG_EMPTY = "Upload or paste a config.json, or load one of the examples."
 CONFIG_ERROR = "Cannot use this config: {error}"
 UPLOAD_WINS = "Using the uploaded file {name}; clear it to use the pasted text."
 INPUT_ERROR = "These numbers do not describe a model: {error}"
+TYPED_OUT_OF_RANGE = (
+    "{field}: {value} is out of range; type a whole number from {low} to {high}. "
+    "Nothing below is computed until then."
+)
 CONFIG_READ = "Read as **{family}** (model_type `{model_type}`)."
 CONFIG_NOTES = "What kvviz read from the config"
 CONFIG_DTYPE = "The config declares {dtype} weights; the KV cache normally uses the same dtype."

@@ -145,3 +145,18 @@ def test_real_model_bytes_match_the_formula(at):
     assert not at.exception
     assert not at.error, [e.value for e in at.error]
     assert any("Exact match" in s.value for s in at.success)
+
+
+@pytest.mark.parametrize("layers", [0, -5, 10**12])
+def test_an_out_of_range_typed_number_is_refused_not_replaced_by_the_old_one(at, layers):
+    """Issue 27 item 8: the field's value reaches the page, which refuses it in words and computes nothing
+    (before, the widget kept the out-of-range number while the results still used 32 layers)."""
+    at.radio(key="calc_mode").set_value("typed").run()
+    at.number_input(key="calc_layers").set_value(layers).run()
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any("Layers" in e and f"{layers:,}" in e for e in errors), errors
+    assert "KV per token" not in metrics(at) and not at.latex
+    at.number_input(key="calc_layers").set_value(48).run()
+    assert not at.error
+    assert metrics(at)["KV per token"] == "192 KiB"  # 48 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
