@@ -122,6 +122,9 @@ _METRIC_WRAP_CSS = (
     " [data-testid='stTable'] th, [data-testid='stTable'] td, [data-testid='stTable'] th *,"
     " [data-testid='stTable'] td * {white-space: normal !important; overflow-wrap: anywhere !important;"
     " word-break: break-word; min-width: 0 !important;}"
+    # a header keeps its words whole ("Block", not "Blo" / "ck" beside a column of long token runs)
+    " [data-testid='stTable'] th, [data-testid='stTable'] th * {overflow-wrap: break-word !important;"
+    " word-break: normal !important;}"
     " [data-testid='stTable'] table {width: 100% !important; table-layout: auto;}"
     # ui_table.wrapping_table: words stay whole (a short column keeps its header on one line)
     " [class*='st-key-wordwrap_'] [data-testid='stTable'] th, [class*='st-key-wordwrap_'] [data-testid='stTable'] td,"

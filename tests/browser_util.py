@@ -337,3 +337,73 @@ def screenshot(page: Any, name: str, full_page: bool = True) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
     return path
+
+
+#: Runs in the page with a CSS selector: the words (runs of non-space characters) inside the matched,
+#: visible elements that the browser split over two or more lines ("kv_lora_r" / "ank").
+_SPLIT_WORDS_JS = r"""
+(selector) => {
+  const split = [];
+  document.querySelectorAll(selector).forEach((el) => {
+    if (el.offsetParent === null) return;
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const re = /[^\s\u200b]+/g;
+      let m;
+      while ((m = re.exec(node.data)) !== null) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (lines.size > 1) split.push(m[0]);
+      }
+    }
+  });
+  return split;
+}
+"""
+
+
+def split_words(page: Any, selector: str) -> list[str]:
+    """Words inside ``selector``'s visible elements that wrap mid-word over two or more lines."""
+    return page.evaluate(_SPLIT_WORDS_JS, selector)
+
+
+#: Runs in the page: for each Plotly chart, the chart texts that a dashed shape's edge runs through
+#: (a dashed band drawn across bar labels). A text wholly inside or outside the shape is fine.
+_DASHED_CROSSINGS_JS = r"""
+() => {
+  const found = [];
+  document.querySelectorAll('[data-testid="stPlotlyChart"], .stPlotlyChart').forEach((chart, ci) => {
+    const edges = [];
+    chart.querySelectorAll('.shapelayer path').forEach((p) => {
+      const dash = p.style.strokeDasharray || p.getAttribute('stroke-dasharray') || '';
+      if (!dash || dash === 'none') return;
+      const b = p.getBoundingClientRect();
+      if (b.width === 0 && b.height === 0) return;
+      edges.push({x0: b.left, x1: b.left, y0: b.top, y1: b.bottom}, {x0: b.right, x1: b.right, y0: b.top, y1: b.bottom},
+                 {x0: b.left, x1: b.right, y0: b.top, y1: b.top}, {x0: b.left, x1: b.right, y0: b.bottom, y1: b.bottom});
+    });
+    chart.querySelectorAll('svg text').forEach((t) => {
+      const label = (t.textContent || '').trim();
+      if (!label || t.closest('.hoverlayer')) return;
+      const tb = t.getBoundingClientRect();
+      if (tb.width === 0 || tb.height === 0) return;
+      const inner = {left: tb.left + 1, right: tb.right - 1, top: tb.top + 2, bottom: tb.bottom - 2};
+      for (const e of edges) {
+        const vertical = e.x0 === e.x1;
+        const crosses = vertical
+          ? e.x0 > inner.left && e.x0 < inner.right && Math.min(e.y1, inner.bottom) - Math.max(e.y0, inner.top) > 0
+          : e.y0 > inner.top && e.y0 < inner.bottom && Math.min(e.x1, inner.right) - Math.max(e.x0, inner.left) > 0;
+        if (crosses) { found.push(`chart ${ci}: "${label.slice(0, 30)}"`); break; }
+      }
+    });
+  });
+  return found;
+}
+"""
+
+
+def dashed_crossings(page: Any) -> list[str]:
+    """Chart texts that a dashed shape's edge runs through, named by chart index and text."""
+    return page.evaluate(_DASHED_CROSSINGS_JS)

@@ -48,15 +48,20 @@ def waste_figure(results: dict[str, LayoutResult]) -> go.Figure:
             insidetextanchor="middle",
             hovertemplate=T.HOVER_WASTE.format(kind=T.KIND_LABELS[kind], help=T.KIND_HELP[kind]),
         )
+    # The paper's band gets a row of its own under the two bars: drawn across the bars, its dashed edges ran
+    # through their share labels (7.3%, 10.9%) at 1024 px. A trace with no width makes the row.
     low, high = PAPER_UTILISATION_BAND
-    fig.add_vrect(x0=low, x1=high, fillcolor="rgba(0,0,0,0)", line=dict(color=INK, width=1.5, dash="dash"),
-                  layer="above")
-    fig.add_annotation(x=(low + high) / 2, y=1.0, yref="paper", yanchor="bottom", showarrow=False,
+    fig.add_bar(y=[T.PAPER_ROW.replace(" (", "<br>(")], x=[0], orientation="h", showlegend=False, hoverinfo="skip",
+                marker_color="rgba(0,0,0,0)")
+    row = len(LAYOUTS)  # category rows are numbered 0, 1, ... from the first
+    fig.add_shape(type="rect", xref="x", yref="y", x0=low, x1=high, y0=row - 0.35, y1=row + 0.35, layer="above",
+                  fillcolor="rgba(22,163,74,0.18)", line=dict(color=INK, width=1.5, dash="dash"))
+    fig.add_annotation(x=high, y=row, xref="x", yref="y", xanchor="left", xshift=6, showarrow=False,
                        text=T.PAPER_BAND.format(low=low, high=high), font=dict(size=12))
     fig.update_layout(barmode="stack", xaxis=dict(range=[0, 1], tickformat=".0%"),
                       yaxis=dict(autorange="reversed"), uniformtext=dict(minsize=12, mode="hide"))
     # Room below the axis for a legend of two or three rows (Russian labels wrap at 1024-1400 px).
-    fig = _layout(fig, 310, T.WASTE_TITLE)
+    fig = _layout(fig, 350, T.WASTE_TITLE)
     fig.update_layout(legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left",
                                   traceorder="normal"),
                       margin=dict(b=110))

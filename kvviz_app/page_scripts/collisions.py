@@ -24,7 +24,7 @@ from kvviz.security.collisions import (
     none_hash_demo,
     python_hash_facts,
 )
-from kvviz_app import ui, ui_chart, ui_present
+from kvviz_app import ui, ui_chart, ui_present, ui_table
 from kvviz_app.figures import security as F
 from kvviz_app.i18n import texts
 
@@ -79,10 +79,12 @@ st.markdown(T.NONE_HASH_TEXT)
 sample = tokenize(DEFAULT_PROMPT_B, model_name=lm.source.key).ids
 demo = _none_demo(tuple(sample))
 cols = T.NONE_COLUMNS
-st.table(pd.DataFrame([{  # an HTML table: it wraps, a data grid scrolled sideways at 1024 px in Russian
+# an HTML table that wraps between words: a data grid scrolled sideways at 1024 px in Russian, and a
+# table free to break anywhere split its header "Block" into "Blo" / "ck"
+ui_table.wrapping_table(pd.DataFrame([{
     cols["setting"]: T.NONE_ROWS[k], cols["root"]: short_hash(demo.roots[k], 16),
     cols["block0"]: short_hash(demo.chains[k][0], 16), cols["last"]: short_hash(demo.chains[k][-1], 16),
-} for k in T.NONE_ROWS]).set_index(cols["setting"]))
+} for k in T.NONE_ROWS]), key="col_none")
 st.caption(T.NONE_VERDICT.format(same=T.YES if demo.seeded_equal else T.NO,
                                  differ=T.YES if demo.random_all_differ else T.NO))
 

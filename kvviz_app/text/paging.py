@@ -107,7 +107,8 @@ KIND_HELP = {
     "external": "free slots split into holes too small for the next request",
     "free": "free and usable",
 }
-PAPER_BAND = "paper: earlier systems {low:.1%}-{high:.1%}"
+PAPER_ROW = "Earlier systems (paper)"
+PAPER_BAND = "token states: {low:.1%}-{high:.1%}"
 LAYOUT_LABELS = {"contiguous": "Contiguous", "paged": "Paged"}
 
 # --- layout picture -------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""At the projector's 1024 px, in English and Russian: widget labels and table headers wrap between
+words, never inside one ("kv_lora_r" / "ank", "Blo" / "ck"), and a chart's dashed band runs through no
+label (issue 27 item 9)."""
+
+from __future__ import annotations
+
+import pytest
+from browser_util import (
+    PAGE_TIMEOUT_MS,
+    assert_no_errors,
+    dashed_crossings,
+    open_page,
+    screenshot,
+    split_words,
+    wait_idle,
+    wait_settled,
+)
+
+pytestmark = pytest.mark.browser
+
+LABELS = '[data-testid="stWidgetLabel"] p, [data-testid="stCheckbox"] p, [data-testid="stMetricLabel"] p'
+HEADERS = '[data-testid="stTable"] th, [data-testid="stDataFrame"] [role="columnheader"]'
+
+
+def _open(browser, base, path, lang, width=1024):
+    sep = "&" if "?" in path else "?"
+    page = open_page(browser, base, f"{path}{sep}lang={lang}", width=width, height=900)
+    page.locator('[data-testid="stMain"] h1').first.wait_for()
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stSpinner\"]')", timeout=PAGE_TIMEOUT_MS)
+    wait_idle(page)
+    wait_settled(page)
+    return page
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+@pytest.mark.parametrize("path", ["calculator?mode=typed&mla=1&sliding=1", "collisions"])
+def test_labels_and_table_headers_wrap_between_words(app_server, browser, path, lang):
+    page = _open(browser, app_server, path, lang)
+    try:
+        assert_no_errors(page)
+        split = split_words(page, f"{LABELS}, {HEADERS}")
+        screenshot(page, f"words-{path.split('?')[0]}-{lang}-1024")
+        assert not split, f"{path} ({lang}) at 1024 px splits these words: {split}"
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_the_papers_dashed_band_runs_through_no_bar_label(app_server, browser, lang):
+    page = _open(browser, app_server, "paging", lang)
+    try:
+        page.locator(".shapelayer path").first.wait_for(state="attached")
+        crossed = dashed_crossings(page)
+        screenshot(page, f"paging-band-{lang}-1024")
+        assert not crossed, f"the dashed band crosses {crossed}"
+    finally:
+        page.close()
