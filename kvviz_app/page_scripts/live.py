@@ -98,7 +98,7 @@ with st.container(border=True):
     ep, replay = st.session_state.get(K_EP, DEFAULT_EP), st.session_state.get(K_REPLAY) or None
     demo = D.running_demo(ep)
     if demo is not None:
-        st.success(T.DEMO_RUNNING.format(endpoint=ep, batches=demo.seq), icon=":material/play_circle:")
+        st.success(T.DEMO_RUNNING.format(endpoint=ep), icon=":material/play_circle:")
     else:
         st.caption(T.DEMO_TEXT.format(blocks=D.DEMO_NUM_BLOCKS, bs=D.DEMO_BLOCK_SIZE, hash=D.DEFAULT_HASH,
                                       users=D.DEMO_USERS, endpoint=ep, replay=replay or "-"))
@@ -145,6 +145,8 @@ def _live() -> None:
     recent = view.samples[-RATE_WINDOW_S:]
     rate = sum(x.stored + x.removed + x.cleared for x in recent) / len(recent) if recent else 0.0
     media = view.media
+    if (demo := D.running_demo(config.endpoint)) is not None:  # read with the metrics, so they agree
+        st.caption(T.DEMO_PUBLISHED.format(n=demo.seq))
     cols = st.columns(4)
     cols[0].metric(T.M_STATUS, T.STATUS_WORD[view.status])
     cols[1].metric(T.M_BATCHES, ui.loc(f"{s['batches']:,}"), help=T.M_BATCHES_HELP)

@@ -1,5 +1,7 @@
 """Strings of the Live engine page (kvviz_app/page_scripts/live.py)."""
 
+from kvviz.i18n.plural import Plural
+
 TITLE = "Live engine"
 INTRO = (
     "Watch a real engine's prefix cache. vLLM started with `--kv-events-config` publishes every block it "
@@ -44,7 +46,12 @@ DEMO_TEXT = (
     "vLLM's wire format on {endpoint} (replay {replay}). Every browser connected here sees the same engine."
 )
 DEMO_START = "Start the demo engine"
-DEMO_RUNNING = "Demo engine running on {endpoint}: {batches:,} batches published."
+DEMO_RUNNING = "Demo engine running on {endpoint}."
+# Under the live numbers (refreshed with them): what the demo sent, beside the Batches it applied here.
+DEMO_PUBLISHED = Plural(
+    "The demo engine has published {n:,} batch so far; Batches counts those kvviz applied here.",
+    "The demo engine has published {n:,} batches so far; Batches counts those kvviz applied here.",
+)
 DEMO_NOT_LOCAL = "The demo engine binds on this machine only: use a tcp://127.0.0.1:PORT endpoint to start it."
 DEMO_FAILED = "Could not start the demo engine: {error}"
 DEMO_PROMPT_HINT = "Try the demo's first system prompt:"

@@ -4,6 +4,7 @@ same (process-wide) demo engine."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -44,6 +45,25 @@ def _wait_batches(page, n: int) -> None:
         page.wait_for_timeout(500)
 
 
+#: In one pass over the page, so both come from the same refresh: the demo's "published" line and the
+#: Batches metric.
+_PUBLISHED_AND_BATCHES_JS = r"""
+(label) => {
+  const line = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].map((c) => c.innerText)
+    .find((t) => t.includes('Batches'));
+  const metric = [...document.querySelectorAll('[data-testid="stMetric"]')].find(
+    (m) => m.querySelector('[data-testid="stMetricLabel"]').innerText.trim() === label);
+  return [line || '', metric ? metric.querySelector('[data-testid="stMetricValue"]').innerText.trim() : ''];
+}
+"""
+
+
+def _published_and_applied(page) -> tuple[str, int, int]:
+    line, value = page.evaluate(_PUBLISHED_AND_BATCHES_JS, T.M_BATCHES)
+    published = re.search(r"published ([\d,]+) batch", line)
+    return line, int(published.group(1).replace(",", "")) if published else -1, int(value.replace(",", "") or 0)
+
+
 def test_live_page_with_the_demo_engine(app_server, browser):
     port = free_port(2)
     page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/live.py", wait_text=T.DEMO_HEADER, width=1400, height=1600)
@@ -53,6 +73,10 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         page.get_by_role("button", name=T.DEMO_START).click()
         page.get_by_text(T.DEMO_RUNNING.split("{")[0].strip()).first.wait_for(timeout=WAIT_S * 1000)
         _wait_batches(page, 10)
+        # issue 27 item 8: the banner said "1 batches published" (its count taken when the demo started)
+        # beside a Batches metric of 130; the demo's count now refreshes with the metric
+        line, published, applied = _published_and_applied(page)
+        assert published >= applied >= 10 and f"{published:,} batches" in line, line
         page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for(timeout=WAIT_S * 1000)
         page.get_by_text(T.TREES_HEADER).first.wait_for()
         page.get_by_role("button", name=T.USE_DEMO_PROMPT).click()
