@@ -3,10 +3,10 @@ table, each scorer's pick for a prompt given as token ids, bad replica lists as 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from apptest_util import until
 from live_testpub import WirePublisher, free_port
 from streamlit.testing.v1 import AppTest
 
@@ -18,7 +18,6 @@ T = texts("fleet")
 L = texts("live")
 
 PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
-WAIT_S = 40
 
 
 def _fleet_mode(app: AppTest) -> AppTest:
@@ -28,16 +27,6 @@ def _fleet_mode(app: AppTest) -> AppTest:
 
 def _button(app: AppTest, label: str):
     return next(b for b in app.button if b.label == label)
-
-
-def _until(app: AppTest, cond) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        app.run()
-        if cond(app):
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not met")
 
 
 def test_three_replicas_health_and_routing() -> None:
@@ -56,7 +45,7 @@ def test_three_replicas_health_and_routing() -> None:
         _button(app, T.FLEET_CONNECT).click().run()
         specs = app.session_state["lf_fleet"]
         cols = T.HEALTH_COLS
-        _until(app, lambda a: a.dataframe and list(a.dataframe[0].value[cols["blocks"]]) == [1, 3, 2])
+        until(app, lambda a: a.dataframe and list(a.dataframe[0].value[cols["blocks"]]) == [1, 3, 2])
         health = app.dataframe[0].value
         assert list(health[cols["name"]]) == ["a", "b", "c"] and list(health[cols["errors"]]) == [0, 0, 0]
         app.text_area(key="lf_prompt").set_value(",".join(map(str, tokens)))

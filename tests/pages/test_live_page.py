@@ -3,10 +3,10 @@ numbers and trees, "is my prompt cached?" against them, and the demo engine star
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from apptest_util import until
 from live_testpub import WirePublisher, free_port
 from streamlit.testing.v1 import AppTest
 
@@ -19,7 +19,6 @@ C = texts("common")
 T = texts("live")
 
 PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
-WAIT_S = 40
 
 
 def _button(app: AppTest, label: str):
@@ -28,16 +27,6 @@ def _button(app: AppTest, label: str):
 
 def _metrics(app: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in app.metric}
-
-
-def _until(app: AppTest, cond) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        app.run()
-        if cond(app):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"condition not met; metrics {_metrics(app)}")
 
 
 def _connect(app: AppTest, port: int, replay: int | None) -> None:
@@ -75,7 +64,7 @@ def test_events_from_a_publisher_and_a_prompt_check() -> None:
     app = AppTest.from_file(PAGE, default_timeout=60).run()
     try:
         _connect(app, port, port + 1)
-        _until(app, lambda a: _metrics(a).get(T.M_BATCHES) == "2")
+        until(app, lambda a: _metrics(a).get(T.M_BATCHES) == "2", describe=_metrics)
         m = _metrics(app)
         assert m[T.M_BLOCKS] == "3" and m[T.M_TOKENS] == "48" and m[T.M_MEDIA] == "2 / 1"
         assert m[T.M_REPLAYED] == "2" and m[T.M_MISSED] == "0 / 0"
@@ -112,7 +101,7 @@ def test_vllm_033_fields_shown_and_a_salted_prompt_matches() -> None:
     app = AppTest.from_file(PAGE, default_timeout=60).run()
     try:
         _connect(app, port, port + 1)
-        _until(app, lambda a: _metrics(a).get(T.M_BATCHES) == "1")
+        until(app, lambda a: _metrics(a).get(T.M_BATCHES) == "1", describe=_metrics)
         trees, stores = app.dataframe[0].value, app.dataframe[1].value
         assert list(trees[T.COL_WHERE]) == ["CPU/REMOTE"] and list(trees[T.COL_SESSION]) == ["chat-9"]
         row = stores.iloc[0]
@@ -162,7 +151,7 @@ def test_demo_engine_started_from_the_page() -> None:
         app.run()
         _button(app, T.DEMO_START).click().run()
         assert not app.exception and D.running_demo(ep) is not None
-        _until(app, lambda a: int(_metrics(a).get(T.M_BATCHES, "0").replace(",", "")) >= 5)
+        until(app, lambda a: int(_metrics(a).get(T.M_BATCHES, "0").replace(",", "")) >= 5, describe=_metrics)
         _button(app, T.USE_DEMO_PROMPT).click().run()
         _button(app, T.CHECK).click().run()
         assert not app.exception and not app.error
