@@ -308,15 +308,18 @@ def assert_no_errors(page: Any) -> None:
     assert not found, f"error boxes on the page: {found}"
 
 
+#: Every st.metric's label and value, read in one pass: counting the metrics and then reading each one
+#: raced a rerun that removed one in between (a wait of PAGE_TIMEOUT_MS for an element that was gone).
+_METRICS_JS = r"""
+() => Object.fromEntries([...document.querySelectorAll('[data-testid="stMetric"]')].map((m) => [
+  (m.querySelector('[data-testid="stMetricLabel"]') || {innerText: ''}).innerText.trim(),
+  (m.querySelector('[data-testid="stMetricValue"]') || {innerText: ''}).innerText.trim()]))
+"""
+
+
 def metric_values(page: Any) -> dict[str, str]:
-    """{label: value} of every st.metric on the page."""
-    metrics = page.locator('[data-testid="stMetric"]')
-    out = {}
-    for i in range(metrics.count()):
-        m = metrics.nth(i)
-        out[m.locator('[data-testid="stMetricLabel"]').inner_text().strip()] = (
-            m.locator('[data-testid="stMetricValue"]').inner_text().strip())
-    return out
+    """{label: value} of every st.metric on the page, as one snapshot."""
+    return page.evaluate(_METRICS_JS)
 
 
 def wait_for_metrics(page: Any, ready: Any, timeout_s: float = 60) -> dict[str, str]:

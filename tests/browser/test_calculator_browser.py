@@ -19,6 +19,10 @@ def _in(lang: str, name: str) -> str:
         return getattr(T, name)
 
 
+_NO_METRIC_JS = """(label) => ![...document.querySelectorAll('[data-testid="stMetricLabel"]')]
+  .some((m) => m.innerText.trim() === label)"""
+
+
 def _alerts(page) -> str:
     return " ".join(page.locator('[data-testid="stAlertContentError"]').all_inner_texts())
 
@@ -35,6 +39,8 @@ def test_a_typed_layer_count_out_of_range_is_refused_in_words(app_server, browse
             field.fill(typed)
             field.press("Enter")
             page.locator('[data-testid="stAlertContentError"]', has_text=shown).first.wait_for()
+            # the results of the last good number leave the page (they stayed, from 32 layers, before)
+            page.wait_for_function(_NO_METRIC_JS, arg=per_token)
             wait_idle(page)
             text = _alerts(page)
             assert _in(lang, "TYPED_LAYERS") in text and all(n in text for n in limits), text
