@@ -81,7 +81,7 @@ def _preset_input() -> tuple[ModelShape, Preset, None]:
     return preset.shape(), preset, None
 
 
-#: The typed fields: widget key -> (label name in kvviz.text.calculator, lowest, highest, default). The fields
+#: The typed fields: widget key -> (label name in kvviz_app.text.calculator, lowest, highest, default). The fields
 #: have no min/max of their own: the browser would keep an out-of-range number in the field (a red icon)
 #: and never send it, so the page would go on computing from the previous value. Here every number
 #: reaches the page and an out-of-range one is refused in words, with nothing computed from it.

@@ -1,6 +1,6 @@
 """Strings of the Live engine page (kvviz_app/page_scripts/live.py)."""
 
-from kvviz.i18n.plural import Plural
+from kvviz.util.plural import Plural
 
 TITLE = "Live engine"
 INTRO = (
