@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from fractions import Fraction
 from typing import Any
 
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
@@ -162,7 +161,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             raise CliError(f"--budget-gib must be a positive number, got {gib}")
         if gib > 1 << 30:
             raise CliError(f"--budget-gib {gib:g} is absurd (the limit is {1 << 30:,} GiB)")
-        budget = int(Fraction(gib) * units.GIB)
+        budget = kv_capacity.gib_bytes(gib)
         out["capacity"] = kv_capacity.capacity(shape, dtype, budget, tokens, block_size).to_dict()
     if args.max_len is not None:
         out["paging"] = kv_capacity.paging_comparison(shape, dtype, tokens, args.max_len, batch, block_size).to_dict()

@@ -20,6 +20,7 @@ from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.config_words import size_error
 from kvviz.sim import kv_formula, kvsize
 from kvviz.sim.hf_config import load_config_file
+from kvviz.sim.kv_capacity import budget_blocks, gib_bytes
 from kvviz.sim.kvsize import KVSizeError
 from kvviz.sim.presets import get_preset
 from kvviz.util.units import format_bytes
@@ -49,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ttl-seconds", type=float, help="also report a TTL policy (needs timestamps)")
     p.add_argument("--preset", help="model preset: adds capacity_bytes (see `bytes --list-presets`)")
     p.add_argument("--config", metavar="FILE", help="a Hugging Face config.json: adds capacity_bytes")
+    p.add_argument("--budget-gib", type=float, metavar="G",
+                   help="with a model: the blocks G GiB of KV hold, the null block left out (as `bytes --budget-gib`)")
     p.add_argument("--dtype", help=f"KV dtype for bytes: {', '.join(kvsize.DTYPES)} (default fp16)")
     p.add_argument("--sample-rate", type=float, metavar="R",
                    help="sampled mode: keep blocks whose id hashes under R (0 < R <= 1), SHARDS-style")
@@ -123,6 +126,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if ttl is not None and (not math.isfinite(ttl) or not 0 < ttl <= MAX_TTL_SECONDS):
         raise CliError(f"--ttl-seconds must be a positive number of seconds (at most {MAX_TTL_SECONDS:,})")
     bpt = _bytes_per_token(args)
+    if args.budget_gib is not None and bpt is None:
+        raise CliError("--budget-gib needs a model: --preset NAME or --config FILE")
+    if args.budget_gib is not None and not (math.isfinite(args.budget_gib) and 0 < args.budget_gib <= 1 << 30):
+        raise CliError(f"--budget-gib must be a positive number of GiB (at most {1 << 30:,})")
     _check_sampling(args, ttl)
     replicas, policies = _routing_args(args)
     if args.engine is not None or args.address is not None:
@@ -146,6 +153,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out.update(sampled=False, sample_rate=1.0, hit_rate_error=0.0)
         if replicas:
             out["routing"] = routing_report(cols, replicas, policies, capacities)
+        if args.budget_gib is not None:  # the workload page's "budget" mark: the same blocks
+            out["budget"] = budget_blocks(bpt, gib_bytes(args.budget_gib), cols.block_size).to_dict()
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from kvviz.mirror.events import usable_blocks
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE, MAX_BLOCK_SIZE
 from kvviz.sim.kv_formula import bytes_per_layer_per_token, bytes_per_token, exact_request_bytes, total_bytes
 from kvviz.sim.kvsize import MAX_BATCH, MAX_TOKENS, KVSizeError, ModelShape, check_count
@@ -39,9 +40,56 @@ def null_block_bytes(shape: ModelShape, dtype: str, block_size: int = DEFAULT_BL
     return math.ceil(bytes_per_token(shape, dtype) * block_size)
 
 
-def usable_budget(shape: ModelShape, dtype: str, budget_bytes: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
-    """The part of ``budget_bytes`` that can hold tokens: the budget less the null block (never negative)."""
-    return max(0, budget_bytes - null_block_bytes(shape, dtype, block_size))
+def gib_bytes(gib: float | Fraction) -> int:
+    """``gib`` GiB in whole bytes, exactly for the number given (the calculator, the workload page and the CLI
+    turn a typed GiB budget into bytes here)."""
+    return int(Fraction(gib) * GIB)
+
+
+@dataclass(frozen=True)
+class BudgetBlocks:
+    """A KV budget cut into blocks as vLLM sizes its pool: whole blocks only (``budget // bytes_per_block``),
+    and of those, all but the null block can hold tokens (kvviz.mirror.events.usable_blocks)."""
+
+    budget_bytes: int
+    block_size: int
+    bytes_per_block: Fraction
+    num_blocks: int
+    """Blocks in the pool, the null block (block 0) included."""
+    usable_blocks: int
+    """Blocks that can ever hold tokens: ``num_blocks`` less the null block (0 for an empty pool)."""
+
+    @property
+    def usable_bytes(self) -> Fraction:
+        return self.usable_blocks * self.bytes_per_block
+
+    @property
+    def token_slots(self) -> int:
+        return self.usable_blocks * self.block_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"budget_bytes": self.budget_bytes, "block_size": self.block_size,
+                "bytes_per_block": as_number(self.bytes_per_block), "num_blocks": self.num_blocks,
+                "usable_blocks": self.usable_blocks, "token_slots": self.token_slots}
+
+
+def budget_blocks(bytes_per_token: int | Fraction, budget_bytes: int, block_size: int = DEFAULT_BLOCK_SIZE) -> BudgetBlocks:
+    """``budget_bytes`` of KV memory as a pool of blocks of ``block_size`` tokens at ``bytes_per_token``: the one
+    "GiB budget -> blocks, with the null block" rule of the calculator, the workload page and the CLI."""
+    budget_bytes = check_count("budget bytes", budget_bytes, low=0, high=1 << 60)
+    block_size = check_count("block_size", block_size, high=1 << 20)  # a trace's blocks: Mooncake's are 512
+    per_block = Fraction(bytes_per_token) * block_size
+    if per_block <= 0:
+        raise KVSizeError("a block of no bytes cannot divide a budget", "no_kv")
+    num = int(budget_bytes // per_block)
+    return BudgetBlocks(budget_bytes, block_size, per_block, num, usable_blocks(num) if num else 0)
+
+
+def usable_budget(shape: ModelShape, dtype: str, budget_bytes: int, block_size: int = DEFAULT_BLOCK_SIZE) -> Fraction:
+    """The part of ``budget_bytes`` that can hold tokens: its whole blocks less the null block (0 when the
+    model has no KV)."""
+    bpt = bytes_per_token(shape, dtype)
+    return budget_blocks(bpt, budget_bytes, block_size).usable_bytes if bpt else Fraction(budget_bytes)
 
 
 def paged_request_bytes(shape: ModelShape, dtype: str, tokens: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
@@ -109,6 +157,10 @@ class Capacity:
     """The same request allocated in whole blocks."""
     null_block_bytes: int
     """The block the engine reserves (block 0): no token is ever stored in it."""
+    num_blocks: int | None
+    """Whole blocks in the budget, the null block included (None when bytes/token is 0)."""
+    usable_blocks: int | None
+    """``num_blocks`` less the null block: the blocks that hold tokens."""
     max_tokens: int | None
     """Token slots in the budget less the null block, if every KV layer holds every token (None when
     bytes/token is 0)."""
@@ -129,6 +181,8 @@ class Capacity:
             "request_bytes": self.request_bytes,
             "request_bytes_paged": self.request_bytes_paged,
             "null_block_bytes": self.null_block_bytes,
+            "num_blocks": self.num_blocks,
+            "usable_blocks": self.usable_blocks,
             "max_tokens": self.max_tokens,
             "max_requests": self.max_requests,
             "max_context": self.max_context,
@@ -149,6 +203,7 @@ def capacity(
     bpt = bytes_per_token(shape, dtype)
     paged = paged_request_bytes(shape, dtype, context_tokens, block_size)
     usable = usable_budget(shape, dtype, budget_bytes, block_size)
+    blocks = budget_blocks(bpt, budget_bytes, block_size) if bpt else None
     return Capacity(
         budget_bytes=budget_bytes,
         context_tokens=context_tokens,
@@ -158,6 +213,8 @@ def capacity(
         request_bytes=math.ceil(exact_request_bytes(shape, dtype, context_tokens)),
         request_bytes_paged=paged,
         null_block_bytes=null_block_bytes(shape, dtype, block_size),
+        num_blocks=blocks.num_blocks if blocks else None,
+        usable_blocks=blocks.usable_blocks if blocks else None,
         max_tokens=int(usable // bpt) if bpt else None,
         max_requests=usable // paged if paged else None,
         max_context=max_context(shape, dtype, budget_bytes, block_size),
@@ -266,7 +323,7 @@ def budget_rows(
     per_request = paged_request_bytes(shape, dtype, tokens, block_size)
     rows = []
     for gib in budgets_gib:
-        budget = int(Fraction(gib) * GIB)
+        budget = gib_bytes(gib)
         max_requests = usable_budget(shape, dtype, budget, block_size) // per_request if per_request else None
         rows.append(
             BudgetRow(

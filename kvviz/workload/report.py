@@ -141,10 +141,9 @@ def ttl_summary(profile: WorkloadProfile) -> dict[str, Any] | None:
 def report(trace: WorkloadTrace | TraceColumns, profile: WorkloadProfile, capacities: list[int] | None = None,
            bytes_per_token: Fraction | None = None) -> dict[str, Any]:
     """The CLI's JSON object (and the page's download)."""
-    total = profile.input_tokens
     out = trace_stats(trace, profile)
     out["hit_tokens_infinite"] = profile.hit_tokens_infinite
-    out["hit_rate_infinite"] = profile.hit_tokens_infinite / total if total else 0.0
+    out["hit_rate_infinite"] = profile.hit_rate_infinite
     out["capacity_for_50pct_of_max_blocks"] = profile.capacity_for(0.5)
     out["capacity_for_90pct_of_max_blocks"] = profile.capacity_for(0.9)
     points = curve(profile, capacities, bytes_per_token)

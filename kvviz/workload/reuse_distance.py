@@ -58,6 +58,12 @@ class WorkloadProfile:
     def hit_tokens_infinite(self) -> int:
         return int(self.hits_at[-1])
 
+    @property
+    def hit_rate_infinite(self) -> float:
+        """The infinite cache's hit rate: hit tokens over input tokens (0 for an empty trace); the page and
+        the CLI's ``hit_rate_infinite`` read it here."""
+        return self.hit_tokens_infinite / self.input_tokens if self.input_tokens else 0.0
+
     def hit_tokens(self, capacity: int, ttl: bool = False) -> int:
         """Hit tokens with an LRU cache of ``capacity`` blocks (with the TTL when ``ttl``)."""
         series = self.ttl_hits_at if ttl else self.hits_at

@@ -334,7 +334,7 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     if kv_formula.bytes_per_token(shape, dtype) == 0:
         st.info(T.NO_KV)
         return
-    budget = int(Fraction(gib) * units.GIB)
+    budget = kv_capacity.gib_bytes(gib)
     cap = kv_capacity.capacity(shape, dtype, budget, tokens, int(block))
     stat_row([
         (T.C_MAX_TOKENS, ui.loc(f"{cap.max_tokens:,}") if cap.max_tokens is not None else "-", None, T.C_MAX_TOKENS_HELP),

@@ -13,6 +13,7 @@ import streamlit as st
 
 from kvviz.sim import kv_formula, kvsize
 from kvviz.sim.hf_config import parse_config_text
+from kvviz.sim.kv_capacity import budget_blocks, gib_bytes
 from kvviz.sim.kvsize import KVSizeError
 from kvviz.sim.presets import PRESETS, get_preset
 from kvviz.util.units import format_bytes
@@ -156,7 +157,7 @@ c[0].metric(T.M_REQUESTS, ui.fmt_count(profile.num_requests))
 c[1].metric(T.M_TOKENS, ui.fmt_count(profile.input_tokens), help=ui.loc(f"{profile.input_tokens:,}"))
 c[2].metric(T.M_BLOCKS, ui.fmt_count(profile.unique_blocks),
             help=T.M_BLOCKS_HELP.format(touched=profile.num_block_accesses))
-infinite_rate = profile.hit_tokens_infinite / profile.input_tokens if profile.input_tokens else 0.0
+infinite_rate = profile.hit_rate_infinite
 c = st.columns(3)
 c[0].metric(T.M_INFINITE, ui.loc(f"{infinite_rate:.1%}"), help=T.M_INFINITE_HELP)
 c50, c90 = profile.capacity_for(0.5), profile.capacity_for(0.9)
@@ -169,7 +170,7 @@ unit = st.radio(T.AXIS_UNIT, units, format_func=T.AXIS_UNITS.get, horizontal=Tru
 mark_caps = list(marks)
 budget_cap = None
 if budget > 0 and bpt is not None:
-    budget_cap = int(Fraction(int(budget * (1 << 30))) // (bpt * bs))
+    budget_cap = budget_blocks(bpt, gib_bytes(budget), bs).usable_blocks  # the null block left out
     if budget_cap >= 1:
         mark_caps.append(budget_cap)
 points = curve(profile, sorted(set(grid + mark_caps + [c for c in (c50, c90) if c > 0])), bpt)

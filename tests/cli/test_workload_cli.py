@@ -160,3 +160,18 @@ def test_routing_section(capsys):
                                                                   "unknown policy")):
         code, _, err = _run(capsys, "--trace", str(EXAMPLE_PATH), *argv, "--json")
         assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_workload_and_bytes_print_the_same_budget_blocks(capsys, tmp_path):
+    """One rule for "G GiB -> blocks, the null block left out": `bytes` and `workload` agree (issue 22)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps({"token_ids": list(range(50)) + [i]}) for i in range(30)))
+    args = ["--preset", "deepseek-v3", "--budget-gib", "24", "--block-size", "16", "--json"]
+    assert main(["bytes", *args]) == 0
+    capacity = json.loads(capsys.readouterr().out)["capacity"]
+    assert main(["workload", "--trace", str(trace), *args]) == 0
+    budget = json.loads(capsys.readouterr().out)["budget"]
+    assert budget["usable_blocks"] == capacity["usable_blocks"] == capacity["num_blocks"] - 1 > 0
+    assert budget["num_blocks"] == capacity["num_blocks"]
+    assert main(["workload", "--trace", str(trace), "--budget-gib", "24"]) == 2  # needs a model
+    assert "--budget-gib needs a model" in capsys.readouterr().err
