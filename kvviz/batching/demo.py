@@ -8,3 +8,9 @@ DEMO_PROMPT = (
 )
 DEMO_QUESTIONS = ("Question: what is a block?", "Question: why salt a cache?", "Question: what is evicted first?")
 DEMO_FRESH = "A new conversation nobody has cached yet: summarise paged attention in two sentences, please. " * 2
+
+
+def fresh_prompt(tag: str) -> str:
+    """``DEMO_FRESH`` behind a per-burst tag: its first block differs from every earlier burst's, so it
+    is computed from scratch each time (the same text again would hit the previous burst's blocks)."""
+    return f"Conversation {tag}. {DEMO_FRESH}"

@@ -101,7 +101,7 @@ def _timeline(rows: Sequence[tuple[str, float, tuple[int, int], list[tuple[str, 
         longest = max((r[4] for r in reqs), default=0)
         offset = 0
         for name, outlined, reused, kind, computed in reqs:
-            width = 2.5 if outlined else 0.5
+            width = 1.5 if outlined else 0.5
             for key, tokens, what in (("reused", reused, T.FIG_REUSED), (kind, computed, kinds[kind]),
                                       ("padding", longest - computed, T.FIG_PADDING)):
                 if tokens <= 0:
@@ -111,13 +111,15 @@ def _timeline(rows: Sequence[tuple[str, float, tuple[int, int], list[tuple[str, 
                 seg["x"].append(tokens)
                 seg["base"].append(offset)
                 seg["cd"].append((name, what, tokens))
-                seg["lw"].append(width)
+                # an outline would cover a segment of a few tokens (a decode step): those get none
+                seg["lw"].append(width if tokens >= 4 or key in ("reused", "padding") else 0)
                 offset += tokens
     names = {"reused": T.FIG_REUSED, "padding": T.FIG_PADDING, **kinds}
     colours = {"reused": REUSED_GREY, "padding": "white", **KIND_COLOURS}
     for key, seg in segs.items():
         fig.add_bar(
             y=seg["y"], x=seg["x"], base=seg["base"], orientation="h", name=names[key], customdata=seg["cd"],
+            width=0.4 if key in ("reused", "padding") else 0.75,  # computed tokens stand out, full height
             marker=dict(color=colours[key], line=dict(color=INK if key != "padding" else MUTED, width=seg["lw"]),
                         pattern=dict(shape="/" if key == "padding" else "", fgcolor=MUTED)),
             hovertemplate=T.FIG_SEGMENT_HOVER, showlegend=True, row=1, col=1,

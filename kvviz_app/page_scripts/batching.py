@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.batching.burst import run_burst
-from kvviz.batching.demo import DEMO_FRESH, DEMO_PROMPT, DEMO_QUESTIONS
+from kvviz.batching.demo import DEMO_PROMPT, DEMO_QUESTIONS, fresh_prompt
 from kvviz.model.tokens import tokenize
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import batching as F
@@ -38,7 +38,7 @@ st.caption(T.SETTINGS.format(tokens=cfg.max_num_batched_tokens, seqs=cfg.max_num
 st.subheader(T.DEMO_HEADER)
 st.markdown(T.DEMO_INTRO.format(new=NEW_TOKENS))
 if st.button(T.DEMO_BUTTON, type="primary", icon=":material/bolt:", key="batching_burst"):
-    prompts = [tokenize(DEMO_FRESH).ids] + [tokenize(DEMO_PROMPT + q).ids for q in DEMO_QUESTIONS]
+    prompts = [tokenize(fresh_prompt(secrets.token_hex(4))).ids] + [tokenize(DEMO_PROMPT + q).ids for q in DEMO_QUESTIONS]
     with st.spinner(T.DEMO_RUNNING):
         burst = run_burst(loop, prompts, tokenize(DEMO_PROMPT + DEMO_QUESTIONS[0]).ids, NEW_TOKENS, owner=sid)
     st.session_state["batching_prefix"] = burst.prefix

@@ -30,7 +30,7 @@ def test_each_request_is_split_and_padding_is_only_what_a_padded_batch_adds():
     assert list(reused.x) == [512, 300] and list(reused.base) == [0, 512 + 16 + 24 + 40]
     assert list(by_name[T.FIG_SCRATCH].x) == [40, 40] and list(by_name[T.FIG_DECODE].x) == [1]
     assert list(by_name[T.FIG_PADDING].x) == [24, 39]
-    assert list(by_name[T.FIG_CACHED].marker.line.width) == [2.5]  # the viewer's request is outlined
+    assert list(by_name[T.FIG_CACHED].marker.line.width) == [1.5]  # the viewer's request is outlined
     times = [t for t in fig.data if t.name == T.FIG_TIME_TITLE][0]
     assert list(times.x) == [120.0, 300.0]
     assert list(fig.layout.yaxis.categoryarray) == ["#1 · 1 req", "#2 · 3 req"]
@@ -63,8 +63,8 @@ def test_engine_steps_are_split_by_what_each_request_computed():
     assert list(by_name[T.FIG_REUSED].x) == [48, 300, 40]
     assert list(by_name[T.FIG_REUSED].base) == [0, 48 + 9 + 3, 48 + 9 + 3 + 300 + 1 + 11]
     assert list(by_name[T.FIG_SCRATCH].x) == [40, 12] and list(by_name[T.FIG_CACHED].x) == [9]
-    assert list(by_name[T.FIG_DECODE].x) == [1] and list(by_name[T.FIG_DECODE].marker.line.width) == [0.5]
-    assert list(by_name[T.FIG_CACHED].marker.line.width) == [2.5]  # the burst's own requests are outlined
+    assert list(by_name[T.FIG_DECODE].x) == [1] and list(by_name[T.FIG_DECODE].marker.line.width) == [0]
+    assert list(by_name[T.FIG_CACHED].marker.line.width) == [1.5]  # the burst's own requests are outlined
     assert list(by_name[T.FIG_PADDING].x) == [3, 11] and padding_tokens(steps[1]) == 3 + 11
     times = [t for t in fig.data if t.name == T.FIG_TIME_TITLE][0]
     assert list(times.x) == [90.0, 200.0]
