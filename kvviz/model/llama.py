@@ -22,9 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kvviz.model import packing
-from kvviz.model.kv_cache import KVCache, KVCacheLayer, LenderFailed
-from kvviz.model.packing import PackPlan
+from kvviz.model.kv_cache import KVCache, KVCacheLayer
 
 _SUPPORTED_MODEL_TYPES = ("llama",)
 
@@ -149,6 +147,15 @@ class RotaryEmbedding(nn.Module):
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
+def causal_mask(past: int, n: int, device: torch.device) -> torch.Tensor | None:
+    """``n`` new queries after ``past`` cached positions: ``[n, past + n]`` bool, query past+i sees keys
+    0..past+i. With no past SDPA's ``is_causal`` is that mask (None here); with a past its top-left
+    alignment is not, so the mask is explicit; one query sees everything (None)."""
+    if not past or n <= 1:
+        return None
+    return torch.arange(past + n, device=device)[None, :] <= (past + torch.arange(n, device=device))[:, None]
+
+
 class Attention(nn.Module):
     """Grouped-query self-attention with rotary positions; K/V heads shared by groups of query heads."""
 
@@ -186,16 +193,6 @@ class Attention(nn.Module):
         out = self._attend(q, k, v, mask, layer_cache)
         return self.o_proj(out.transpose(1, 2).reshape(batch, n, self.heads * self.head_dim))
 
-    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: PackPlan,
-                       caches: list[KVCacheLayer]) -> torch.Tensor:
-        """Several requests packed along the tokens of ``x`` ``[1, T, hidden]``: the projections run once on
-        all T tokens, attention once for all requests, each over its own cache (``kvviz.model.packing``)."""
-        _, t, _ = x.shape
-        q, k, v = self._qkv(x, cos, sin)
-        flat_k, flat_v = packing.gather_kv(plan, caches, k, v)
-        out = packing.attend(plan, q, flat_k, flat_v, caches, self.head_dim ** -0.5, self.heads != self.kv_heads)
-        return self.o_proj(out.transpose(0, 1).reshape(1, t, self.heads * self.head_dim))
-
 
 class MLP(nn.Module):
     """down(silu(gate(x)) * up(x))."""
@@ -225,11 +222,6 @@ class DecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, layer_cache)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def forward_packed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, plan: PackPlan,
-                       caches: list[KVCacheLayer]) -> torch.Tensor:
-        x = x + self.self_attn.forward_packed(self.input_layernorm(x), cos, sin, plan, caches)
-        return x + self.mlp(self.post_attention_layernorm(x))
-
 
 class LlamaBody(nn.Module):
     """Embedding, decoder layers and the final norm (``model.*`` in transformers' parameter names)."""
@@ -257,62 +249,28 @@ class NativeLlamaForCausalLM(nn.Module):
     def get_input_embeddings(self) -> Embedding:
         return self.model.embed_tokens
 
-    def new_cache(self, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None, *, lender: KVCache | None = None,
-                  lent_tokens: int = 0) -> KVCache:
-        """An empty cache, one holding the given per-layer (K, V) ``[1, kv_heads, P, head_dim]``, or one
-        borrowing ``lender``'s first ``lent_tokens`` positions."""
-        return KVCache(self.config.num_hidden_layers, data, lender=lender, lent_tokens=lent_tokens)
+    def new_cache(self, data: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> KVCache:
+        """An empty cache, or one holding the given per-layer (K, V) ``[1, kv_heads, P, head_dim]``."""
+        return KVCache(self.config.num_hidden_layers, data)
 
     def forward(self, input_ids: torch.Tensor, past_key_values: KVCache | None = None, use_cache: bool = True,
                 logits_to_keep: int = 0) -> SimpleNamespace:
         if use_cache and past_key_values is None:
             past_key_values = self.new_cache()
         cache = past_key_values if use_cache else None
-        if cache is not None:
-            cache.take_loan()
         past = cache.get_seq_length() if cache is not None else 0
         n = input_ids.shape[1]
         device = input_ids.device
         positions = torch.arange(past, past + n, device=device)
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions, x.dtype)
-        mask = packing.causal_mask(past, n, device)
+        mask = causal_mask(past, n, device)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
         x = self.model.norm(x)
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
         return SimpleNamespace(logits=self.lm_head(x), past_key_values=cache)
-
-    def forward_batch(self, input_ids: list[list[int]], caches: list[KVCache]) -> torch.Tensor:
-        """Several requests in one forward pass: request i continues ``caches[i]`` (its own prefix K/V,
-        any length, grown by its new K/V) with ``input_ids[i]`` at its own rotary positions. The new
-        tokens are packed into one sequence, so every linear layer reads its weights once for all of them
-        and no padding is computed; attention runs once a layer for all requests (``kvviz.model.packing``).
-        Returns each request's last-token logits ``[requests, vocab]``."""
-        if len(input_ids) != len(caches) or not input_ids or any(len(ids) == 0 for ids in input_ids):
-            raise ValueError("forward_batch needs one cache and at least one new token per request")
-        device = self.model.embed_tokens.weight.device
-        in_pass = {id(cache): i for i, cache in enumerate(caches)}
-        loans: dict[int, tuple[int, int]] = {}  # borrower -> (its lender in this pass, tokens)
-        for i, cache in enumerate(caches):
-            if cache.on_loan and id(cache.lender) in in_pass and cache.lender.lender is None:
-                loans[i] = (in_pass[id(cache.lender)], cache.lent_tokens)
-            else:
-                cache.take_loan()
-        pasts = [cache.get_seq_length() for cache in caches]
-        news = [len(ids) for ids in input_ids]
-        if any(tokens > pasts[j] + news[j] for j, tokens in loans.values()):
-            raise LenderFailed("a prompt borrows more tokens than its lender computes")
-        packed = torch.tensor([[t for ids in input_ids for t in ids]], dtype=torch.long, device=device)
-        x = self.model.embed_tokens(packed)
-        plan = packing.plan_pass(pasts, news, device, x.dtype, loans=loans)
-        positions = torch.cat([torch.arange(p, p + n, device=device) for p, n in zip(pasts, news, strict=True)])
-        cos, sin = self.model.rotary_emb(positions, x.dtype)
-        for i, layer in enumerate(self.model.layers):
-            x = layer.forward_packed(x, cos, sin, plan, [cache.layers[i] for cache in caches])
-        last = torch.tensor([s + n - 1 for s, n in zip(plan.starts, news, strict=True)], device=device)
-        return self.lm_head(self.model.norm(x[0, last]))
 
 
 def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLlamaForCausalLM:

@@ -105,16 +105,6 @@ class LoadedModel:
 
         return DynamicCache(data, config=self.model.config) if data else DynamicCache(config=self.model.config)
 
-    @property
-    def packs_batches(self) -> bool:
-        """True when the model runs several requests in one packed pass (``forward_batch``: the native
-        decoder), where one request's cache may also borrow another's prefix (``KVCache(lender=...)``)."""
-        return hasattr(self.model, "forward_batch")
-
-    def borrowing_cache(self, lender: Any, tokens: int) -> Any:
-        """A cache whose first ``tokens`` positions are ``lender``'s (see ``llama.KVCache``); native only."""
-        return self.model.new_cache(lender=lender, lent_tokens=tokens)
-
 
 # ----------------------------------------------------------------------------- hub and folder errors
 

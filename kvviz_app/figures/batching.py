@@ -1,6 +1,5 @@
-"""The batching timeline: the engine's last steps (or, for the room until it runs on the engine, the old
-scheduler's passes), each bar split request by request into the tokens it read from its blocks, the tokens
-it computed (coloured by kind of work) and the padding a padded batch would add."""
+"""The batching timeline: the engine's last steps, each bar split request by request into the tokens it read
+from its blocks, the tokens it computed (coloured by kind of work) and the padding a padded batch would add."""
 
 from __future__ import annotations
 
@@ -26,44 +25,12 @@ T = texts("batching")
 
 REUSED_GREY = "#d1d5db"
 KIND_COLOURS = {"scratch": ORANGE, "cached": BLUE, "decode": PURPLE}
+
+
 def kind_names() -> dict[str, str]:
     """The legend name of each kind of computed tokens, in the session's language (read per call: a
     module-level dict would keep the language of whichever session imported this module first)."""
     return {"scratch": T.FIG_SCRATCH, "cached": T.FIG_CACHED, "decode": T.FIG_DECODE}
-
-
-def request_kind(past_tokens: int, new_tokens: int) -> str:
-    """``decode`` (one token after a prefix), ``cached`` (a prompt's tail after a cached prefix) or
-    ``scratch`` (nothing before it)."""
-    if past_tokens <= 0:
-        return "scratch"
-    return "decode" if new_tokens == 1 else "cached"
-
-
-def pass_label(record: Any) -> str:
-    return T.FIG_PASS_LABEL.format(id=record.pass_id, n=record.batch_size)
-
-
-def _who(item: Any, viewer: str | None) -> str:
-    return T.WHO_YOU if viewer is not None and item.owner == viewer else T.WHO_OTHER
-
-
-def pass_timeline(passes: Sequence[Any], viewer: str | None = None) -> go.Figure:
-    """Horizontal bars, one per pass (oldest at the bottom): per request its reused prefix (grey), its
-    computed tokens (by kind) and the padding to the pass's longest request (hatched, not computed);
-    beside it the pass's measured time. ``passes`` are ``PassRecord``-like (pass_id, ms, items)."""
-    rows = []
-    for record in passes:
-        n = len(record.items)
-        reqs = []
-        for idx, item in enumerate(record.items, start=1):
-            name = T.REQUEST_LABEL.format(i=idx, n=n, who=_who(item, viewer), tag=T.TAGS.get(item.tag, item.tag),
-                                          wait=item.wait_ms)
-            mine = viewer is not None and item.owner == viewer
-            reqs.append((name, mine, item.past_tokens, request_kind(item.past_tokens, item.new_tokens),
-                         item.new_tokens))
-        rows.append((pass_label(record), record.ms, (record.pass_id, record.batch_size), reqs))
-    return _timeline(rows, T.FIG_TIME_HOVER)
 
 
 def padding_tokens(step: Any) -> int:
@@ -73,7 +40,7 @@ def padding_tokens(step: Any) -> int:
 
 
 def step_timeline(steps: Sequence[Any], mine: str | None = None) -> go.Figure:
-    """The engine's steps (``StepRecord``s, oldest at the bottom) drawn as ``pass_timeline``: per request
+    """Horizontal bars, one per engine step (``StepRecord``s, oldest at the bottom): per request
     the tokens read from its blocks (grey), the tokens computed in the step by kind (``StepItem.kind``), the
     padding a padded batch would add; beside it the step's measured time. Requests whose id starts with
     ``mine`` are outlined."""

@@ -59,16 +59,12 @@ FIG_SCRATCH = "computed: prefill from scratch"
 FIG_CACHED = "computed: tail of a cached prompt"
 FIG_DECODE = "computed: decode step"
 FIG_PADDING = "padding a padded batch would add (packed here: not computed)"
-FIG_PASS_LABEL = "#{id} · {n} req"
 FIG_STEP_LABEL = "step {id} · {n} req"
 FIG_SEGMENT_HOVER = "%{customdata[0]}<br>%{customdata[1]}: %{customdata[2]:,} tokens<extra></extra>"
-FIG_TIME_HOVER = "pass #%{customdata[0]}: %{x:,.0f} ms, requests: %{customdata[1]}<extra></extra>"
 FIG_STEP_TIME_HOVER = "step %{customdata[0]}: %{x:,.0f} ms, requests: %{customdata[1]}<extra></extra>"
-REQUEST_LABEL = "request {i} of {n} ({who}, {tag}); waited {wait:,.0f} ms"
 WHO_YOU = "yours"
 WHO_OTHER = "another session's"
 STEP_REQUEST_LABEL = "{id} ({who})"
-TAGS = {"room": "room", "edit": "edit page", "probe": "side-channel probe", "demo": "burst", "other": "page"}
 
 TABLE = "Step by step"
 TABLE_COLUMNS = {"step": "Step", "ago": "Started", "ms": "Time (ms)", "requests": "Requests",
@@ -76,11 +72,6 @@ TABLE_COLUMNS = {"step": "Step", "ago": "Started", "ms": "Time (ms)", "requests"
                  "kinds": "Kinds", "preempted": "Preempted"}
 KIND_NAMES = {"scratch": "from scratch", "cached": "cached prompt", "decode": "decode"}
 
-ROOM_HEADER = "Batching: the model's last forward passes"
-ROOM_CAPTION = (
-    "Your prompts and everyone else's share the model's forward passes; the Continuous batching page "
-    "explains the picture."
-)
 
 # Values with their units (a translated template writes the number the session's way).
 MEAN_VALUE = "{mean:.1f}"
