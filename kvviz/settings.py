@@ -4,7 +4,7 @@
 ``monkeypatch.setenv``, is parsed afresh) and never writes ``os.environ``. Each field has its default; a
 variable that is set but invalid leaves the default in the field and its one-line English error in
 ``Settings.errors`` under the variable's name: the reader decides whether that is fatal (``KVVIZ_MAX_TOKENS``)
-or a note (``KVVIZ_KVSTORE_MB``).
+or a note (``KVVIZ_KV_CACHE_MIB``).
 """
 
 from __future__ import annotations
@@ -20,11 +20,6 @@ from types import MappingProxyType
 #: Default and ceiling for the number of tokens one prefill may process.
 DEFAULT_MAX_TOKENS = 2048
 MAX_TOKENS_CEILING = 32768
-#: The batching scheduler: token budget of one pass (0 = one request a pass) and the longest wait.
-DEFAULT_BATCH_TOKENS = 512
-DEFAULT_BATCH_WAIT_MS = 4.0
-#: The process-wide K/V store of the edit page (MiB; 0 disables it).
-DEFAULT_KVSTORE_MB = 512.0
 #: The engine's K/V memory budget (vLLM sizes its KV cache from free GPU memory; kvviz from this), MiB.
 DEFAULT_KV_CACHE_MIB = 256
 MAX_KV_CACHE_MIB = 1 << 20
@@ -32,7 +27,6 @@ MAX_KV_CACHE_MIB = 1 << 20
 #: Every variable ``settings()`` reads (the record's fields say what each one means).
 NAMES = (
     "KVVIZ_CACHE_DIR", "KVVIZ_MODEL", "KVVIZ_DEVICE", "KVVIZ_DTYPE", "KVVIZ_BACKEND", "KVVIZ_MAX_TOKENS",
-    "KVVIZ_BATCH_TOKENS", "KVVIZ_BATCH_WAIT_MS", "KVVIZ_KVSTORE_MB",
     "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
     "KVVIZ_API", "KVVIZ_API_HOST", "KVVIZ_API_PORT", "KVVIZ_API_KEY", "KVVIZ_API_MAX_WAITING",
     "KVVIZ_KV_EVENTS_ENDPOINT",
@@ -55,9 +49,6 @@ class Settings:
     dtype: str | None
     backend: str | None
     max_tokens: int  # KVVIZ_MAX_TOKENS: 1..MAX_TOKENS_CEILING
-    batch_tokens: int  # KVVIZ_BATCH_TOKENS: 0..65536
-    batch_wait_s: float  # KVVIZ_BATCH_WAIT_MS: 0..1000 ms, in seconds here
-    kvstore_budget_bytes: int  # KVVIZ_KVSTORE_MB: 0..1048576 MiB
     presenter_key: str | None  # KVVIZ_PRESENTER_KEY (None: the room generates one)
     kv_cache_bytes: int  # KVVIZ_KV_CACHE_MIB: the engine's K/V memory, 1..1,048,576 MiB (whole MiB)
     hf_hub_offline: bool  # HF_HUB_OFFLINE: 1/true/yes/on
@@ -102,13 +93,6 @@ def parse(env: Mapping[str, str]) -> Settings:
             max_tokens = DEFAULT_MAX_TOKENS
             errors["KVVIZ_MAX_TOKENS"] = (f"KVVIZ_MAX_TOKENS={raw['KVVIZ_MAX_TOKENS']!r} is not a valid token limit "
                                           f"(1..{MAX_TOKENS_CEILING:,})")
-    batch_tokens = number("KVVIZ_BATCH_TOKENS", DEFAULT_BATCH_TOKENS, 0, 65536,
-                          "KVVIZ_BATCH_TOKENS={raw!r} is not a token budget (0..65536)")
-    wait_ms = number("KVVIZ_BATCH_WAIT_MS", DEFAULT_BATCH_WAIT_MS, 0, 1000,
-                     "KVVIZ_BATCH_WAIT_MS={raw!r} is not a wait in ms (0..1000)")
-    kvstore_mb = number("KVVIZ_KVSTORE_MB", DEFAULT_KVSTORE_MB, 0, 1_048_576,
-                        f"KVVIZ_KVSTORE_MB={{raw!r}} is not a size in MiB (0..1048576); "
-                        f"using {DEFAULT_KVSTORE_MB:g} MiB")
     kv_cache_mib = DEFAULT_KV_CACHE_MIB
     if raw["KVVIZ_KV_CACHE_MIB"]:
         text = raw["KVVIZ_KV_CACHE_MIB"]
@@ -138,9 +122,6 @@ def parse(env: Mapping[str, str]) -> Settings:
         dtype=raw["KVVIZ_DTYPE"] or None,
         backend=raw["KVVIZ_BACKEND"] or None,
         max_tokens=max_tokens,
-        batch_tokens=int(batch_tokens),
-        batch_wait_s=wait_ms / 1000.0,
-        kvstore_budget_bytes=int(kvstore_mb * 2**20),
         presenter_key=raw["KVVIZ_PRESENTER_KEY"] or None,
         kv_cache_bytes=kv_cache_mib << 20,
         hf_hub_offline=raw["HF_HUB_OFFLINE"].lower() in _TRUE,

@@ -19,26 +19,22 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_defaults_when_nothing_is_set():
     s = S.parse({})
     assert s.model is None and s.device is None and s.dtype is None and s.backend is None
-    assert s.max_tokens == 2048 and s.batch_tokens == 512 and s.batch_wait_s == 0.004
-    assert s.kvstore_budget_bytes == 512 * 2**20
+    assert s.max_tokens == 2048
     assert s.presenter_key is None and not s.hf_hub_offline
     assert s.kv_cache_bytes == 256 * 2**20
     assert s.cache_dir == Path.home() / ".cache" / "kvviz" and dict(s.errors) == {}
 
 
 def test_valid_values_are_parsed_and_stripped():
-    s = S.parse({"KVVIZ_MODEL": " someone/model ", "KVVIZ_MAX_TOKENS": "100", "KVVIZ_BATCH_TOKENS": "64",
-                 "KVVIZ_BATCH_WAIT_MS": "2.5", "KVVIZ_KVSTORE_MB": "1.5",
+    s = S.parse({"KVVIZ_MODEL": " someone/model ", "KVVIZ_MAX_TOKENS": "100", "KVVIZ_KV_CACHE_MIB": "64",
                  "KVVIZ_PRESENTER_KEY": " k ", "HF_HUB_OFFLINE": "TRUE",
                  "KVVIZ_CACHE_DIR": "/tmp/kv"})
-    assert (s.model, s.max_tokens, s.batch_tokens, s.batch_wait_s) == ("someone/model", 100, 64, 0.0025)
-    assert s.kvstore_budget_bytes == int(1.5 * 2**20)
+    assert (s.model, s.max_tokens, s.kv_cache_bytes) == ("someone/model", 100, 64 * 2**20)
     assert s.presenter_key == "k" and s.hf_hub_offline and s.cache_dir == Path("/tmp/kv") and not s.errors
 
 
 @pytest.mark.parametrize("name, bad", [
-    ("KVVIZ_MAX_TOKENS", "0"), ("KVVIZ_MAX_TOKENS", "1e3"), ("KVVIZ_BATCH_TOKENS", "lots"),
-    ("KVVIZ_BATCH_WAIT_MS", "-3"), ("KVVIZ_KVSTORE_MB", "nan"),
+    ("KVVIZ_MAX_TOKENS", "0"), ("KVVIZ_MAX_TOKENS", "1e3"), ("KVVIZ_MAX_TOKENS", "lots"),
     ("KVVIZ_KV_CACHE_MIB", "0"), ("KVVIZ_KV_CACHE_MIB", "1.5"),
 ])
 def test_an_invalid_value_keeps_the_default_and_names_the_variable(name, bad):
@@ -48,13 +44,13 @@ def test_an_invalid_value_keeps_the_default_and_names_the_variable(name, bad):
 
 
 def test_the_record_is_frozen_and_follows_a_changed_environment(monkeypatch):
-    monkeypatch.setenv("KVVIZ_BATCH_TOKENS", "64")
+    monkeypatch.setenv("KVVIZ_MAX_TOKENS", "64")
     first = S.settings()
-    assert S.settings() is first and first.batch_tokens == 64  # parsed once for one environment
+    assert S.settings() is first and first.max_tokens == 64  # parsed once for one environment
     with pytest.raises(dataclasses.FrozenInstanceError):
-        first.batch_tokens = 1  # type: ignore[misc]
-    monkeypatch.setenv("KVVIZ_BATCH_TOKENS", "32")
-    assert S.settings().batch_tokens == 32
+        first.max_tokens = 1  # type: ignore[misc]
+    monkeypatch.setenv("KVVIZ_MAX_TOKENS", "32")
+    assert S.settings().max_tokens == 32
 
 
 def test_importing_kvviz_writes_no_environment_variable():
