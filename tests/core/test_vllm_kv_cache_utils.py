@@ -3,7 +3,8 @@
 Read at vllm-project/vllm commit 002f10e0cfa1373a19a0d2756598a34b700d20e5 (with the NONE_HASH seed
 resolution of PR #51875 and ``FreeKVCacheBlockQueue.prepend_n``). Each test names the vLLM test it
 ports; expected digests are computed here with hashlib + pickle / a hand-rolled CBOR encoder, never
-with kvviz's hashing code. What kvviz does not model is skipped with the reason.
+with kvviz's hashing code. The vLLM tests of what kvviz does not model are named in docs/FIDELITY.md's
+"What kvviz does not model" (tests/core/test_fidelity_doc.py holds the list).
 """
 
 from __future__ import annotations
@@ -101,11 +102,6 @@ def test_none_hash_seed_deterministic_for_crypto(hash_fn):
     seed = resolve_none_hash_seed(hash_fn, None)
     assert seed == (DEFAULT_NONE_HASH_SEED, SEED_DEFAULT_CRYPTO) == resolve_none_hash_seed(hash_fn, None)
 
-
-@pytest.mark.skip(reason="kvviz has no P2P tier that reads the seed back (vLLM: test_get_none_hash_seed_reports_"
-                         "effective_seed); resolve_none_hash_seed already returns the seed in force")
-def test_get_none_hash_seed_reports_effective_seed():
-    pass
 
 
 # vLLM: test_kv_cache_block
@@ -245,12 +241,6 @@ def test_generate_block_hash_extra_keys_cache_salt():
     assert generate_block_hash_extra_keys(0, 5, mm_features=MM[:1], cache_salt="salt") == (("mm", "hash1", 0), salt)
 
 
-@pytest.mark.skip(reason="kvviz takes a block's prompt-embeds digest as given and does not hash tensors "
-                         "(vLLM: test_generate_block_hash_extra_keys_prompt_embeds*, "
-                         "..._different_prompt_embeds)")
-def test_generate_block_hash_extra_keys_prompt_embeds():
-    pass
-
 
 # vLLM: test_generate_block_hash_extra_keys_lora
 def test_generate_block_hash_extra_keys_lora():
@@ -269,12 +259,6 @@ def test_hash_block_tokens(hash_fn):
     assert hash_block_tokens(hash_fn, parent, tokens, extra) == EXPECTED[hash_fn]((parent, tokens, extra))
 
 
-@pytest.mark.skip(reason="kvviz hashes requests without multimodal placeholders (vLLM: "
-                         "test_request_block_hasher, test_hash_tokens_different_mm_input); its extra keys "
-                         "are tested above")
-def test_request_block_hasher():
-    pass
-
 
 # vLLM: test_hash_request_tokens_no_mm_inputs
 @pytest.mark.parametrize("hash_fn", ["sha256", "sha256_cbor"])
@@ -286,15 +270,4 @@ def test_hash_request_tokens_no_mm_inputs(hash_fn):
     assert blocks[1].hash == EXPECTED[hash_fn]((blocks[0].hash, (3, 4, 5), None))
 
 
-@pytest.mark.skip(reason="kvviz keeps cumulative prefix-cache counters, not vLLM's CachingMetrics window over "
-                         "the last N requests (vLLM: test_metrics, test_metrics_empty_stats); the counters "
-                         "are ported in test_vllm_prefix_caching.py")
-def test_metrics():
-    pass
 
-
-@pytest.mark.skip(reason="KV-cache sizing, hybrid groups, HiSparse, Mamba and worker configs are the "
-                         "calculator's, not the block manager's (vLLM: test_get_kv_cache_configs_*, "
-                         "test_hisparse_*, test_estimate_max_model_len, ...)")
-def test_kv_cache_configs():
-    pass

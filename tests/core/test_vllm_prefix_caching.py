@@ -6,14 +6,13 @@ unhashed blocks, PR #52076; block 0 is the null block). vLLM's ``make_kv_cache_c
 ``add_request``; ``manager.free(req)`` is ``free_request``. Block hashes are computed with
 hashlib + pickle, not kvviz's code. Each case would fail against kvviz's previous behaviour where
 that changed: block ids without the null block, append-all free order, NONE_HASH from seed "0".
+The vLLM tests of what kvviz does not model are named in docs/FIDELITY.md ("What kvviz does not model").
 """
 
 from __future__ import annotations
 
 import hashlib
 import pickle
-
-import pytest
 
 from kvviz.mirror.events import replay
 from kvviz.mirror.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
@@ -80,15 +79,6 @@ def test_prefill():
     assert m.block_pool.get_num_free_blocks() == 0 and queue(m) == []
 
 
-@pytest.mark.skip(reason="kvviz models one KV-cache group (vLLM: test_prefill_hybrid_model, "
-                         "test_prefill_hybrid_model_*, test_three_types_*)")
-def test_prefill_hybrid_model():
-    pass
-
-
-@pytest.mark.skip(reason="kvviz has no prompt logprobs (vLLM: test_prefill_plp)")
-def test_prefill_plp():
-    pass
 
 
 # vLLM: test_decode
@@ -242,14 +232,6 @@ def test_kv_cache_events():
     assert m.reset_prefix_cache()
     assert m.events[-1].kv_events == (AllBlocksCleared(),)
 
-
-@pytest.mark.skip(reason="kvviz models no LoRA loading, multimodal requests, EAGLE/speculative decoding, "
-                         "KV connectors, chunked prefill scheduling or prefix-caching-disabled mode (vLLM: "
-                         "test_mm_prefix_caching, test_kv_cache_events_with_lora, test_eagle_*, "
-                         "test_prefill_not_enough_free_blocks_with_computed_blocks's connector cases, "
-                         "test_basic_prefix_caching_disabled, test_maybe_evict_cached_block's groups)")
-def test_not_modelled():
-    pass
 
 
 # vLLM: test_prefill_not_enough_free_blocks_with_computed_blocks
