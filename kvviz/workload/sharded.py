@@ -10,7 +10,7 @@
   twice the spread of the partitions' estimates over sqrt(partitions) plus the distances' blur.
 
 Single process, ``partition_profile`` computes the same partitions from the same accesses: the cluster's
-result equals it (tests/core/test_workload_sharded.py).
+result equals it (tests/workload/test_workload_sharded.py).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def pytest_run(*args: str) -> tuple[int, Selection]:
 
 
 def test_selecting_nothing_fails_with_status_1_not_5(capsys: pytest.CaptureFixture) -> None:
-    code, probe = pytest_run("tests/core/test_limits.py", "-m", "no_such_marker")
+    code, probe = pytest_run("tests/mirror/test_limits.py", "-m", "no_such_marker")
     out = capsys.readouterr().out
     assert code == 1, out[-500:]
     assert "no tests were selected" in out and probe.deselected and not probe.selected
@@ -54,7 +54,8 @@ def test_fast_lane_leaves_out_model_and_browser_tests(capsys: pytest.CaptureFixt
 
 def test_tests_live_by_layer_with_unique_basenames():
     """tests/<layer>/test_*.py only, no __init__.py (so basenames must be unique across layers)."""
-    layers = {"core", "model", "engine", "server", "pages", "browser", "cli"}
+    layers = {"mirror", "sim", "util", "app", "live", "workload", "features", "repo", "model", "engine", "server",
+              "pages", "browser", "cli"}
     files = sorted((ROOT / "tests").rglob("test_*.py"))
     assert files and all(f.parent.parent == ROOT / "tests" and f.parent.name in layers for f in files), files
     names = [f.name for f in files]

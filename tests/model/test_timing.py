@@ -11,11 +11,10 @@ import pytest
 from kvviz.cli import main
 from kvviz.engine import get_engine_loop
 from kvviz.model import InputError, load_model, tokenize
-from kvviz.security.attacker import GameRound, attacker_game
+from kvviz.security.attacker import attacker_game
 from kvviz.security.collision_leak import collision_leak
 from kvviz.security.collisions import DEFAULT_PROMPT_A, DEFAULT_PROMPT_B, force_collision
 from kvviz.security.side_channel import measure_side_channel
-from kvviz.sim.separation import auc, threshold_accuracy
 
 pytestmark = pytest.mark.model
 
@@ -68,17 +67,6 @@ def test_attacker_game_structure_and_salt(loop):
         attacker_game(loop, rounds=1, candidates=["same", "same"])
     with pytest.raises(InputError):
         attacker_game(loop, rounds=1, template="A. " * 20 + "{secret}", candidates=CANDIDATES)  # secret past block 0
-
-
-def test_statistics():
-    assert auc([1, 2], [3, 4]) == 1.0 and auc([3, 4], [1, 2]) == 0.0 and auc([1], [1]) == 0.5
-    assert threshold_accuracy([1, 2], [3, 4]) == 1.0 and threshold_accuracy([1, 3], [2, 4]) == 0.75
-
-
-def test_game_round_median_of_the_other_candidates():
-    rnd = GameRound(round=0, salted=False, secret=1, latencies_ms=(9.0, 1.0, 4.0, 6.0), hit_blocks=(0, 1, 0, 0))
-    assert rnd.others_median_ms == 6.0  # median of 9, 4, 6: the secret's 1.0 is left out
-    assert GameRound(0, False, 0, (1.0, 3.0, 5.0), (1, 0, 0)).others_median_ms == 4.0
 
 
 def test_a_collision_serves_a_s_kv_to_b(lm):

@@ -85,7 +85,7 @@ def test_sessions_control_characters_are_just_text(sessions):
 
 
 def test_sessions_control_only_message_is_blank(sessions):
-    # The one blank rule (kvviz.util.blank.is_blank, tests/core/test_blank_rule.py): a message of nothing
+    # The one blank rule (kvviz.util.blank.is_blank, tests/util/test_blank_rule.py): a message of nothing
     # but control and zero-width characters is as empty as spaces, so it gets the clear one-line error.
     data = {"system": "Be brief.", "turns": [{"user": "\x00", "answer": "ok"}]}
     sessions.file_uploader(key="ss_upload").upload("ctrl0.json", json.dumps(data).encode(), "application/json").run()

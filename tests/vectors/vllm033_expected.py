@@ -1,5 +1,5 @@
 """Output of tests/vectors/vllm033_vectors.py (vLLM 0.33.0's formula applied without kvviz), pasted here as
-the known answers tests/core/test_vllm033_vectors.py and tests/cli/test_cli_hash_vllm033.py check."""
+the known answers tests/mirror/test_vllm033_vectors.py and tests/cli/test_cli_hash_vllm033.py check."""
 
 VECTORS = {
     'salt_bs1_sha256_cbor': ['9219b3328c5a182ecba9af42b7321598cf3dfb0eb2ab266f405340d83b0b296e'],

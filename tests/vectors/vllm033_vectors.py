@@ -7,7 +7,7 @@ extra_i = tuple(lora keys + mm keys + salt key + embeds key) or None, where the 
 ("lora", name, path) on every block, ("mm", identifier, offset - block_start) for each overlapping
 input, ("cache_salt", salt) on block 0 only and ("prompt_embeds", digest).
 
-Run: python tests/vectors/vllm033_vectors.py   (prints the table tests/core/test_vllm033_vectors.py holds)
+Run: python tests/vectors/vllm033_vectors.py   (prints the table tests/mirror/test_vllm033_vectors.py holds)
 """
 
 import hashlib

@@ -4,7 +4,7 @@ Read at vllm-project/vllm commit 002f10e0cfa1373a19a0d2756598a34b700d20e5 (with 
 resolution of PR #51875 and ``FreeKVCacheBlockQueue.prepend_n``). Each test names the vLLM test it
 ports; expected digests are computed here with hashlib + pickle / a hand-rolled CBOR encoder, never
 with kvviz's hashing code. The vLLM tests of what kvviz does not model are named in docs/FIDELITY.md's
-"What kvviz does not model" (tests/core/test_fidelity_doc.py holds the list).
+"What kvviz does not model" (tests/repo/test_fidelity_doc.py holds the list).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from kvviz.sim.radix_compare import compare_radix_pool
 from kvviz.sim.scenario import Scenario, ScenarioError, ScenarioStep
 from kvviz.sim.scenario_load import load_builtin, parse_scenario
 from kvviz.sim.scenario_play import play_scenario
-from tests.core.test_scenario import scenarios
+from tests.sim.test_scenario import scenarios
 
 
 def make(num_blocks: int, block_size: int, *steps: tuple) -> Scenario:

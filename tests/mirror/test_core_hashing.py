@@ -76,7 +76,7 @@ def test_none_hash_from_seed_string_like_pythonhashseed():
     # vLLM: NONE_HASH = hash_fn(os.getenv("PYTHONHASHSEED")), a string.
     assert init_none_hash(sha256_cbor, "0") == hashlib.sha256(cbor("0")).digest()
     assert init_none_hash("xxhash_cbor", "42") == xxhash.xxh3_128_digest(cbor("42"))
-    # No seed (PYTHONHASHSEED unset): vLLM's resolution, see tests/core/test_vllm_kv_cache_utils.py.
+    # No seed (PYTHONHASHSEED unset): vLLM's resolution, see tests/mirror/test_vllm_kv_cache_utils.py.
     assert init_none_hash(sha256_cbor, None) == hashlib.sha256(cbor("vllm-none-hash")).digest()
     with pytest.raises(ValueError):
         init_none_hash(sha256_cbor, 0)  # type: ignore[arg-type]

@@ -64,7 +64,7 @@ NOT_PORTED = [
     "test_eagle_*", "test_basic_prefix_caching_disabled", "test_prefill_not_enough_free_blocks_with_computed_blocks",
     "test_maybe_evict_cached_block",
 ]
-PORTS = ["tests/core/test_vllm_kv_cache_utils.py", "tests/core/test_vllm_prefix_caching.py"]
+PORTS = ["tests/mirror/test_vllm_kv_cache_utils.py", "tests/mirror/test_vllm_prefix_caching.py"]
 
 
 def test_every_test_left_out_is_named_in_the_not_modelled_section() -> None:
