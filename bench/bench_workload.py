@@ -38,11 +38,11 @@ import numpy as np
 
 from kvviz.workload.columns import as_columns, tile
 from kvviz.workload.gen import WorkloadGenConfig, generate
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.report import curve
 from kvviz.workload.reuse_distance import analyze, log_grid, replay_lru
 from kvviz.workload.sample import Sampler, rate_for_memory
 from kvviz.workload.stream import read_trace
-from kvviz.workload.trace import parse_trace
 
 NUM_REQUESTS = 10_000
 BLOCK_SIZE = 256

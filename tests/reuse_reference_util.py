@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from kvviz.workload.trace import WorkloadTrace, parse_trace
+from kvviz.workload.parse import parse_trace
+from kvviz.workload.trace import WorkloadTrace
 
 COLD = 0
 

@@ -26,9 +26,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from kvviz.workload.load import load_trace
+from kvviz.workload.parse import line_kind
 from kvviz.workload.pool import replay_block_pool
 from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.trace import MOONCAKE_BLOCK_SIZE, WorkloadError, iter_lines, line_kind
+from kvviz.workload.trace import MOONCAKE_BLOCK_SIZE, WorkloadError, iter_lines
 
 TOKEN_LOW, TOKEN_HIGH = 100, 49_000  # synthetic ids inside SmolLM2's vocabulary, clear of its special tokens
 MAX_WORKERS = 64

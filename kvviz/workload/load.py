@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
-from kvviz.workload.trace import BadLines, Encoder, Progress, WorkloadError, WorkloadTrace, parse_trace
+from kvviz.workload.parse import Encoder, parse_trace
+from kvviz.workload.trace import BadLines, Progress, WorkloadError, WorkloadTrace
 
 TokenizerLoader = Callable[[], Any]
 MAX_PROMPT_CHARS = 1_000_000

@@ -22,15 +22,8 @@ import numpy as np
 
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.workload.columns import TraceColumns
-from kvviz.workload.trace import (
-    BadLines,
-    Encoder,
-    LineReader,
-    Progress,
-    TraceBuilder,
-    WorkloadError,
-    decode_line,
-)
+from kvviz.workload.parse import Encoder, LineReader
+from kvviz.workload.trace import BadLines, Progress, TraceBuilder, WorkloadError, decode_line
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".txt", ".ndjson")
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")

@@ -7,8 +7,8 @@ import pytest
 from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
 from kvviz.workload.example import EXAMPLE_PATH
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.trace import parse_trace
 from kvviz_app.i18n import texts
 
 T = texts("workload")

@@ -11,8 +11,8 @@ import pytest
 
 from kvviz.cli import main
 from kvviz.workload.example import EXAMPLE_PATH
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.reuse_distance import analyze, replay_lru
-from kvviz.workload.trace import parse_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"num_requests", "input_tokens", "block_size", "num_block_accesses", "unique_blocks",

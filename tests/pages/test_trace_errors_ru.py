@@ -12,7 +12,8 @@ from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
 from kvviz.workload.load import load_trace
-from kvviz.workload.trace import ERROR_CODES, WorkloadError, parse_trace
+from kvviz.workload.parse import parse_trace
+from kvviz.workload.trace import ERROR_CODES, WorkloadError
 from kvviz_app.i18n import texts, use_lang
 from kvviz_app.i18n.catalog import gettext
 

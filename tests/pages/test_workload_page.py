@@ -9,8 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.workload.example import EXAMPLE_PATH
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.trace import parse_trace
 from kvviz_app.i18n import texts
 
 T = texts("workload")

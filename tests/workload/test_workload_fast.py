@@ -14,8 +14,9 @@ from reuse_reference_util import analyze_reference, tree_trace
 
 from kvviz.workload.columns import from_trace
 from kvviz.workload.gen import WorkloadGenConfig, generate
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.trace import WorkloadTrace, parse_trace
+from kvviz.workload.trace import WorkloadTrace
 
 
 def assert_same(trace: WorkloadTrace, ttl_s: float | None, track: tuple[int, ...] = (0, 2, 5)) -> None:

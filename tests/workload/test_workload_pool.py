@@ -7,10 +7,10 @@ import random
 
 import pytest
 
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.pool import replay_block_pool
 from kvviz.workload.report import curve, parse_capacities, top_prefixes
 from kvviz.workload.reuse_distance import analyze, replay_lru
-from kvviz.workload.trace import parse_trace
 
 
 def _token_trace(seed: int, block_size: int = 4, n: int = 60):

@@ -10,9 +10,9 @@ import pytest
 
 from kvviz.workload.columns import as_columns
 from kvviz.workload.example import EXAMPLE_PATH
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.reuse_distance import analyze, replay_lru
 from kvviz.workload.routing import POLICIES, route, routing_report
-from kvviz.workload.trace import parse_trace
 
 
 def _cols(lines, block_size=10):

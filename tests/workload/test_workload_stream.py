@@ -14,8 +14,9 @@ import zstandard
 
 from kvviz.workload.columns import from_trace
 from kvviz.workload.example import EXAMPLE_PATH
+from kvviz.workload.parse import parse_trace
 from kvviz.workload.stream import read_trace
-from kvviz.workload.trace import WorkloadError, parse_trace
+from kvviz.workload.trace import WorkloadError
 
 FIELDS = ("blocks", "offsets", "input_tokens", "lookup_blocks", "full_blocks", "output_tokens", "timestamps",
           "parent")

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from kvviz.workload.load import load_trace
-from kvviz.workload.trace import WorkloadError, parse_trace
+from kvviz.workload.parse import parse_trace
+from kvviz.workload.trace import WorkloadError
 
 
 class FakeTokenizer:

@@ -8,7 +8,8 @@ import pytest
 
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, hash_block_chain, init_none_hash
 from kvviz.workload.gen import WorkloadGenConfig, generate
-from kvviz.workload.trace import WorkloadError, parse_trace
+from kvviz.workload.parse import parse_trace
+from kvviz.workload.trace import WorkloadError
 
 
 def _jsonl(*objs) -> str:
