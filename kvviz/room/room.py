@@ -20,7 +20,8 @@ Invariants (``check_invariants``, after every call while no other client steps t
 Lock order: the engine loop's lock, then the room's; the room never waits for the engine holding its own.
 Bounded input: prompts are cut to ``max_prompt_tokens``; a token bucket per session and one for the room
 refuse floods before the engine; resets have a cool-down; the oldest idle session leaves beyond
-``max_sessions``. Limits live in ``limits``, records in ``records``, per-session state in ``session``.
+``max_sessions``. Limits live in ``limits``, records in ``records``, per-session state in ``session``,
+the bookkeeping of finished prompts in ``recording``.
 """
 
 from __future__ import annotations
@@ -33,18 +34,18 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from kvviz.engine import EngineLoop, RequestOutput, SamplingParams, get_engine_loop
+from kvviz.engine import EngineLoop, SamplingParams, get_engine_loop
 from kvviz.engine.loop import started_engine_loop
 from kvviz.mirror.errors import CodedError
 from kvviz.mirror.hashing import BlockHashRecord, hash_request_blocks, validate_token_ids
 from kvviz.mirror.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvviz.room.limits import RoomLimits
 from kvviz.room.rate_limit import TokenBucket
+from kvviz.room.recording import PromptRecords
 from kvviz.room.records import (
     OTHER,
     YOU,
     Admission,
-    BlockOutcome,
     FeedEntry,
     ResetResult,
     RoomTotals,
@@ -58,7 +59,7 @@ ROOM_PARAMS = SamplingParams(max_tokens=1)
 ROOM_CLIENT = "room"
 
 
-class Room:
+class Room(PromptRecords):
     """The room's sessions and bookkeeping over one engine loop (``engine``, or the process-wide one,
     created on first use). Every public method is thread safe; ``clock`` is injectable for tests."""
 
@@ -243,76 +244,6 @@ class Room:
         sid = session_id if isinstance(session_id, str) else ""
         return Admission(ok=False, session_id=sid, error=str(error), error_code=error.code,
                          error_params=dict(error.params), at=self._clock(), retry_after_s=round(retry_after, 2))
-
-    def _record(self, engine, ticket: tuple, out: RequestOutput, latency_ms: float) -> Admission:
-        """The room's records of a prompt the engine finished (the mirror of cached hashes already holds the
-        blocks its step cached, unless a later step evicted them)."""
-        session_id, tokens, before, truncated, salt, salt_mode, generation = ticket
-        with self._lock:
-            now = self._clock()
-            hashes = engine.manager.request_block_hashes(tokens, salt)  # pure: the hasher, no pool state
-            blocks = self._outcomes(session_id, tokens, hashes, engine.block_size, out.num_cached_tokens, now)
-            m = out.metrics
-            compute = round(m.compute_share_s * 1000.0, 3)
-            wait = round(max(0.0, latency_ms - compute), 3)  # the rest of its wall time: running step, queue, others
-            self._seq += 1
-            adm = Admission(
-                ok=True, session_id=session_id, prompt_no=self._seq, request_id=out.request_id, token_ids=tokens,
-                num_tokens_before_truncation=before, truncated=truncated, cache_salt=salt, salt_mode=salt_mode,
-                hit_tokens=out.num_cached_tokens, blocks=blocks, at=now, compute_ms=compute, wait_ms=wait,
-                latency_ms=round(latency_ms, 3), step_requests=m.max_step_requests,
-                first_token_id=out.token_ids[0] if out.token_ids else None,
-            )
-            from_others = adm.blocks_from_others
-            session = self._sessions.get(session_id)  # None when it left the room meanwhile
-            if session is not None and generation == self.generation:  # not a prompt from before a reset
-                session.prompts += 1
-                session.prompt_tokens += adm.num_tokens
-                session.hit_tokens += adm.hit_tokens
-                session.blocks_from_others += from_others
-                session.last = adm
-            self._prompts += 1
-            self._prompt_tokens += adm.num_tokens
-            self._hit_tokens += adm.hit_tokens
-            self._cross_hits += from_others
-            self._truncated += int(truncated)
-            self._feed.append({"prompt_no": adm.prompt_no, "session_id": session_id, "num_tokens": adm.num_tokens,
-                               "hit_tokens": adm.hit_tokens, "from_others": from_others, "salted": salt is not None,
-                               "at": now, "prefill_ms": compute, "wait_ms": wait,
-                               "step_requests": adm.step_requests})
-            self._timings.append((adm.hit_tokens > 0, compute, wait))
-            return adm
-
-    def _outcomes(self, sid: str, tokens: tuple[int, ...], hashes: list, bs: int, hit_tokens: int,
-                  now: float) -> tuple[BlockOutcome, ...]:
-        """Per logical block: reused (with its anonymised origin), computed now, or partial. Records the
-        origin of newly cached hashes (only those the pool caches) and counts hits by other sessions."""
-        num_hit = hit_tokens // bs
-        out: list[BlockOutcome] = []
-        for index, start in enumerate(range(0, len(tokens), bs)):
-            end = min(start + bs, len(tokens))
-            if end - start < bs:
-                out.append(BlockOutcome(index, start, end, "partial", None, None, None))
-                continue
-            h = hashes[index]
-            origin = self._origins.get(h)
-            cached = h in self._cached
-            if index < num_hit:
-                if origin is None:  # another client's block, or one a prompt of the same step has not reported
-                    origin = BlockOrigin(None, now)
-                    if cached:
-                        self._origins[h] = origin
-                who = YOU if origin.session_id == sid else OTHER
-                if who == OTHER:
-                    origin.hits_by_others += 1
-                out.append(BlockOutcome(index, start, end, "hit", h, who, origin.created_at))
-                continue
-            if cached and origin is None:
-                self._origins[h] = BlockOrigin(sid, now)
-            elif cached and origin.session_id is None:  # a prompt of the same step hit it before we reported
-                origin.session_id = sid
-            out.append(BlockOutcome(index, start, end, "computed", h, YOU, now))
-        return tuple(out)
 
     def peek(self, token_ids: Sequence[int], cache_salt: str | None = None) -> int:
         """Prompt tokens the engine would reuse now for ``token_ids`` under ``cache_salt`` (no change)."""
