@@ -32,6 +32,7 @@ from kvviz_app.i18n import texts
 from kvviz_app.views.room_labels import origin_label
 
 T = texts("security")
+TC = texts("collisions")
 
 STATUS_COLOURS = {"hit_other": GREEN, "hit_you": BLUE, "computed": ORANGE, "partial": "#d1d5db"}
 GROUP_COLOURS = {"cached": GREEN, "uncached": RED}
@@ -200,13 +201,13 @@ def hash_cost_figure(costs: Sequence[HashCost]) -> go.Figure:
     colours = [RED if c.unsafe else OUTLINE_GREY if c.name == "cbor_only" else BLUE for c in costs]
     fig = go.Figure(go.Bar(
         x=[c.ns_per_block for c in costs], y=[c.name for c in costs], orientation="h", marker_color=colours,
-        text=[T.FIG_NS.format(ns=c.ns_per_block) for c in costs], textposition="outside", showlegend=False,
-        hovertemplate=T.FIG_COST_HOVER, cliponaxis=False,
+        text=[TC.FIG_NS.format(ns=c.ns_per_block) for c in costs], textposition="outside", showlegend=False,
+        hovertemplate=TC.FIG_COST_HOVER, cliponaxis=False,
     ))
-    fig.update_xaxes(title_text=T.FIG_COST_AXIS, gridcolor=FREE_GREY,
+    fig.update_xaxes(title_text=TC.FIG_COST_AXIS, gridcolor=FREE_GREY,
                      range=[0, max((c.ns_per_block for c in costs), default=1) * 1.45])
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, 260, T.COST_TITLE)
+    return _layout(fig, 260, TC.COST_TITLE)
 
 
 def birthday_figure(bits_list: Sequence[int] = (16, 32, 64, 128, 256)) -> go.Figure:
@@ -216,14 +217,14 @@ def birthday_figure(bits_list: Sequence[int] = (16, 32, 64, 128, 256)) -> go.Fig
     palette = {16: OUTLINE_GREY, 32: AMBER, 64: RED, 128: BLUE, 256: GREEN}
     for bits in bits_list:
         fig.add_trace(go.Scatter(
-            x=ns, y=[birthday_probability(n, bits) for n in ns], mode="lines", name=T.FIG_BITS.format(bits=bits),
+            x=ns, y=[birthday_probability(n, bits) for n in ns], mode="lines", name=TC.FIG_BITS.format(bits=bits),
             line=dict(color=palette.get(bits, INK), width=2),
-            hovertemplate=T.FIG_BIRTHDAY_HOVER.format(bits=bits),
+            hovertemplate=TC.FIG_BIRTHDAY_HOVER.format(bits=bits),
         ))
-    fig.update_xaxes(type="log", title_text=T.FIG_BLOCKS_N, exponentformat="power", gridcolor=FREE_GREY,
+    fig.update_xaxes(type="log", title_text=TC.FIG_BLOCKS_N, exponentformat="power", gridcolor=FREE_GREY,
                      range=[0, math.log10(ns[-1])])
-    fig.update_yaxes(title_text=T.FIG_P_COLLISION, range=[0, 1.02], tickformat=".0%", gridcolor=FREE_GREY)
-    _layout(fig, 340, T.BIRTHDAY_TITLE)
+    fig.update_yaxes(title_text=TC.FIG_P_COLLISION, range=[0, 1.02], tickformat=".0%", gridcolor=FREE_GREY)
+    _layout(fig, 340, TC.BIRTHDAY_TITLE)
     fig.update_layout(legend=dict(orientation="v", yanchor="middle", y=0.5, xanchor="left", x=1.02))
     return fig
 

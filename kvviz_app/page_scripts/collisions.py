@@ -28,7 +28,8 @@ from kvviz_app import ui, ui_chart, ui_present, ui_table
 from kvviz_app.figures import security as F
 from kvviz_app.i18n import texts
 
-T = texts("security")
+T = texts("collisions")
+T_SEC = texts("security")
 
 BITS_OPTIONS = [8, 12, 16, 20]
 BLOCK = 16
@@ -66,7 +67,7 @@ facts = _py_facts()
 st.markdown(T.PY_HASH_INTRO.format(version=facts.python_version))
 cols = T.PY_COLUMNS
 st.dataframe(pd.DataFrame([{
-    cols["expr"]: r.expr, cols["run1"]: r.run1, cols["run2"]: r.run2, cols["same"]: T.YES if r.same else T.NO,
+    cols["expr"]: r.expr, cols["run1"]: r.run1, cols["run2"]: r.run2, cols["same"]: T_SEC.YES if r.same else T_SEC.NO,
 } for r in facts.rows]), hide_index=True, width="stretch")
 st.caption(T.PY_SEEDS.format(a=facts.seeds[0], b=facts.seeds[1]))
 st.markdown("\n".join(f"- `{r.expr}`: {T.PY_NOTES[r.expr]}" for r in facts.rows))
@@ -85,8 +86,8 @@ ui_table.wrapping_table(pd.DataFrame([{
     cols["setting"]: T.NONE_ROWS[k], cols["root"]: short_hash(demo.roots[k], 16),
     cols["block0"]: short_hash(demo.chains[k][0], 16), cols["last"]: short_hash(demo.chains[k][-1], 16),
 } for k in T.NONE_ROWS]), key="col_none")
-st.caption(T.NONE_VERDICT.format(same=T.YES if demo.seeded_equal else T.NO,
-                                 differ=T.YES if demo.random_all_differ else T.NO))
+st.caption(T.NONE_VERDICT.format(same=T_SEC.YES if demo.seeded_equal else T_SEC.NO,
+                                 differ=T_SEC.YES if demo.random_all_differ else T_SEC.NO))
 
 # ----------------------------------------------------------------------------- a forced collision
 st.subheader(T.FORCED)
@@ -143,7 +144,7 @@ if col is not None:
         c[1].markdown(f"{T.LEAK_SERVED}:")
         c[1].code(leak.served_text or "∅", language=None)
         st.caption(T.LEAK_METRICS.format(diff=leak.logits_max_abs_diff,
-                                         changed=T.YES if leak.next_token_changed else T.NO))
+                                         changed=T_SEC.YES if leak.next_token_changed else T_SEC.NO))
 
 # ----------------------------------------------------------------------------- costs
 st.subheader(T.COSTS)
