@@ -132,6 +132,14 @@ def _link(step: Step, label: str, icon: str | None = None) -> None:
         st.markdown(f"**{label}**")
 
 
+def start_here() -> None:
+    """The landing page's "start here": one line and a link to the Edit page, the first thing a newcomer sees
+    under the title (issue 27 item 10)."""
+    with st.container(border=True, key="kvviz_start_here"):
+        st.markdown(T.START_HERE)
+        _link(Step("kvviz_app/page_scripts/edit.py", "edit", 0), T.START_LINK, ":material/arrow_forward:")
+
+
 _PATH_CHOICE_KEY = "kvviz_path_choice"  # the landing page's path control (a widget key: dropped off that page)
 
 

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the repo root: page paths are rela
 _RESULT_KEY = "home_prefill_result"
 
 ui.page_header(T.TITLE, T.INTRO)
+ui_present.start_here()
 if ui_share.presenting():
     ui_present.join_panel()
 ui_present.paths_panel()

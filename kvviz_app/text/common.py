@@ -69,6 +69,10 @@ PAGE_BLURBS["kvviz_app/page_scripts/batching.py"] = (
     "Everyone's prompts share the model's forward passes: a timeline of the last passes, request by request, "
     "showing prefill from scratch, prefill of a cached prompt and decode steps packed into one pass."
 )
+PAGE_BLURBS["kvviz_app/page_scripts/glossary.py"] = (
+    "Every term on these pages in English and Russian, with the name vLLM or SGLang gives it in code, and "
+    "which engine behaviour kvviz mirrors and which it leaves out."
+)
 PAGE_BLURBS["kvviz_app/page_scripts/block_table.py"] = (
     "Requests arrive, decode and finish in a small block pool: block tables, ref_cnt, the LRU free queue "
     "and every eviction, replayed step by step from the block manager's events."

@@ -38,6 +38,12 @@ JOIN_LOOPBACK = (
 JOIN_QR_ALT = "QR code for {url}"
 
 # Guided paths
+# The landing page's first block: where a newcomer starts (the hero demo), before the guided paths.
+START_HERE = (
+    "**New here? Start with one character.** Change one letter of a prompt and see which of its cached "
+    "blocks the real model can still reuse, and why the rest must be computed again."
+)
+START_LINK = "Start here: Edit one character"
 PATHS_HEADER = "Guided paths"
 PATHS_INTRO = "An order through the pages, each step opened with its settings and one question to think about."
 PATH_LABEL = "Path"

@@ -19,3 +19,14 @@ def test_a_missing_page_script_is_a_start_up_error(monkeypatch):
     monkeypatch.setattr(navigation.T.module, "PAGES", [*navigation.T.module.PAGES, gone])
     with pytest.raises(navigation.MissingPageError, match="no_such_page.py"):
         navigation.routes()
+
+
+def test_every_page_but_the_landing_page_has_a_blurb_in_the_page_list():
+    """The landing page lists the pages with one line each; the glossary had none (issue 27 item 10)."""
+    from kvviz_app.i18n import texts
+
+    for lang in ("en", "ru"):
+        c = texts("common", lang)
+        pages = {path for path, _title, _icon in c.PAGES} - {"kvviz_app/page_scripts/home.py"}
+        assert pages == set(c.PAGE_BLURBS), (lang, pages ^ set(c.PAGE_BLURBS))
+        assert all(blurb.strip() for blurb in c.PAGE_BLURBS.values())
