@@ -250,10 +250,11 @@ _LAYOUT_SIGNATURE_JS = r"""
 """
 
 
-def wait_settled(page: Any, timeout_ms: int = 5000, interval_ms: int = 250, stable_polls: int = 3) -> None:
+def wait_settled(page: Any, timeout_ms: int = 60_000, interval_ms: int = 250, stable_polls: int = 3) -> None:
     """Wait until every chart is drawn and nothing on the page changes size for ``stable_polls``
     consecutive polls (charts draw, and redraw after a viewport change, a moment after the script ends).
-    Gives up quietly after ``timeout_ms``: the checks that follow report what is still wrong."""
+    Gives up quietly after ``timeout_ms``: the checks that follow report what is still wrong. The default
+    is long (a settled page returns at once): 5 s let a loaded machine measure a page still drawing."""
     deadline = time.monotonic() + timeout_ms / 1000
     last, same = None, 0
     while time.monotonic() < deadline:
@@ -322,7 +323,7 @@ def metric_values(page: Any) -> dict[str, str]:
     return page.evaluate(_METRICS_JS)
 
 
-def wait_for_metrics(page: Any, ready: Any, timeout_s: float = 60) -> dict[str, str]:
+def wait_for_metrics(page: Any, ready: Any, timeout_s: float = PAGE_TIMEOUT_MS / 1000) -> dict[str, str]:
     """Poll the page's metrics until ``ready(values)`` holds (a metric row is drawn, or redrawn after a
     rerun, a moment after the script ends) and return them; after ``timeout_s`` the last values, for the
     caller's assertion to show."""

@@ -44,7 +44,7 @@ def test_edit_page_story_in_the_browser(app_server, browser):
         title = chain.locator(".gtitle")
         page.wait_for_function(
             "([el, want]) => el && el.textContent.includes(want)",
-            arg=[title.element_handle(), f"Block #{last}"], timeout=30_000,
+            arg=[title.element_handle(), f"Block #{last}"],
         )
         screenshot(page, "edit-cascade-played")
 
@@ -54,7 +54,7 @@ def test_edit_page_story_in_the_browser(app_server, browser):
         tick = tokens_chart.locator(".ytick text", has_text="A t16").first.bounding_box()
         box = tokens_chart.locator(".xy .nsewdrag").first.bounding_box()
         page.mouse.click(box["x"] + box["width"] * 3.5 / 16, tick["y"] + tick["height"] / 2)
-        page.get_by_text(T.CHAR_POS_LABEL).first.wait_for(timeout=60_000)
+        page.get_by_text(T.CHAR_POS_LABEL).first.wait_for()
         wait_idle(page)
         main = page.locator('[data-testid="stMain"]')
         checked = main.locator('[data-testid="stRadio"] input[type="radio"]:checked').first

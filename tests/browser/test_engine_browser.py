@@ -37,14 +37,14 @@ def test_block_table_page_in_the_browser(app_server, browser):
         for k in (1, 2):  # each click is one step; wait for it before the next (a click that lands while
             # the previous rerun is still starting can be merged into it by Streamlit)
             page.get_by_role("button", name=T.FORWARD).click()
-            page.get_by_text(f"Step {k} of 15").first.wait_for(timeout=60_000)
+            page.get_by_text(f"Step {k} of 15").first.wait_for()
             wait_idle(page)
         assert metric_values(page)[T.COUNTERS["hit_tokens"][0]] == "64"
         page.get_by_role("button", name=T.PLAY).click()  # the fragment's timer advances the player
-        page.get_by_text("Step 4 of 15").first.wait_for(timeout=30_000)
+        page.get_by_text("Step 4 of 15").first.wait_for()
         page.get_by_role("button", name=T.PAUSE).click()
         # the run that shows Play again is the first one after Pause; a read before it can be stale
-        page.get_by_role("button", name=T.PLAY).wait_for(timeout=60_000)
+        page.get_by_role("button", name=T.PLAY).wait_for()
         wait_idle(page)
         paused = _step(page)
         time.sleep(2.5)

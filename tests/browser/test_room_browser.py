@@ -58,7 +58,7 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
         for attempt in range(3):  # a click that lands while the script reruns can be lost: retry
             a.get_by_role("button", name=T.RESET).click()
             try:
-                a.get_by_text("The room was reset").first.wait_for(timeout=30_000)
+                a.get_by_text("The room was reset").first.wait_for()
                 break
             except Exception:
                 if attempt == 2:
@@ -101,8 +101,8 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
             a.locator('[data-testid="stExpander"]').get_by_text(T.PRESENTER, exact=True).first.click()
             wait_idle(a)
         reset.click()
-        a.get_by_text("The room was reset").first.wait_for(timeout=30_000)
-        b.get_by_text(T.NO_PROMPT_YET).first.wait_for(timeout=30_000)  # the live fragment saw the reset
+        a.get_by_text("The room was reset").first.wait_for()
+        b.get_by_text(T.NO_PROMPT_YET).first.wait_for()  # the live fragment saw the reset
         assert_no_errors(b)
     finally:
         ctx_a.close()
