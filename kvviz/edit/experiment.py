@@ -1,10 +1,11 @@
 """The "edit one character" experiment, shared by the page, the CLI and the benchmark.
 
-Three steps, so the page can show the engine's answer first:
+Steps, so the page can draw each part as soon as its numbers exist:
 
-``run_edit`` (what the engine does): tokenize A and B, compare their block chains (``compare_prompts``,
-the core's rule), then send A and then B through kvviz's serving engine (``kvviz.edit.engine_run``):
-B reuses A's cached blocks, and the engine says how many tokens it reused and which physical blocks
+``plan_edit`` (no forward pass): tokenize A and B and compare their block chains (``compare_prompts``,
+the core's rule); the token strip and the hash chains need nothing more.
+``run_edit`` (what the engine does): on that plan, send A and then B through kvviz's serving engine
+(``kvviz.edit.engine_run``): B reuses A's cached blocks, and the engine says how many tokens it reused and which physical blocks
 B's block table shares with A's. Both requests carry a cache salt derived from A, so blocks cached by
 other pages or sessions never count as B's reuse; when B's own blocks are still cached from an earlier
 run (the engine would reuse more than A alone gives), A and B run again under the next salt.
@@ -19,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -42,8 +43,8 @@ from kvviz.sim.compare import PromptComparison, compare_prompts
 
 
 @dataclass(frozen=True)
-class EditReport:
-    """What the engine reused when B followed A (plain data, picklable)."""
+class EditPlan:
+    """A and B tokenized and their block chains compared: what hashing alone says (plain data, picklable)."""
 
     text_a: str
     text_b: str
@@ -61,13 +62,6 @@ class EditReport:
     model_name: str
     device: str
     dtype: str
-    # the two engine requests: A (the earlier one) and B (on A's cached blocks)
-    run_a: EngineRequestRun
-    run_b: EngineRequestRun
-    engine: EngineInfo
-    cache_salt: str
-    edit_ms: float  # wall time of both requests, waiting included
-    next_token_reuse: str
     # characters of A / B that the kept tokens cover (None: the prompt was not cut)
     kept_chars_a: int | None = None
     kept_chars_b: int | None = None
@@ -81,24 +75,6 @@ class EditReport:
         if self.char_edit.identical or not kept or self.char_edit.start < min(kept):
             return None
         return min(kept)
-
-    @property
-    def engine_reused_tokens(self) -> int:
-        """Tokens of B the engine took from its cache (vLLM's ``num_cached_tokens``)."""
-        return self.run_b.num_cached_tokens
-
-    @property
-    def shared_blocks(self) -> int:
-        """Leading entries of B's block table that are A's physical blocks (the engine's hit)."""
-        return self.engine_reused_tokens // self.block_size
-
-    @property
-    def logits_reuse(self) -> np.ndarray | None:
-        return self.run_b.logits
-
-    @property
-    def next_token_id_reuse(self) -> int:
-        return self.run_b.next_token_id
 
     @property
     def num_tokens_a(self) -> int:
@@ -128,6 +104,37 @@ class EditReport:
     @property
     def identical(self) -> bool:
         return self.ids_a == self.ids_b
+
+
+@dataclass(frozen=True, kw_only=True)
+class EditReport(EditPlan):
+    """The plan plus what the engine reused when B followed A (plain data, picklable)."""
+
+    # the two engine requests: A (the earlier one) and B (on A's cached blocks)
+    run_a: EngineRequestRun
+    run_b: EngineRequestRun
+    engine: EngineInfo
+    cache_salt: str
+    edit_ms: float  # wall time of both requests, waiting included
+    next_token_reuse: str
+
+    @property
+    def engine_reused_tokens(self) -> int:
+        """Tokens of B the engine took from its cache (vLLM's ``num_cached_tokens``)."""
+        return self.run_b.num_cached_tokens
+
+    @property
+    def shared_blocks(self) -> int:
+        """Leading entries of B's block table that are A's physical blocks (the engine's hit)."""
+        return self.engine_reused_tokens // self.block_size
+
+    @property
+    def logits_reuse(self) -> np.ndarray | None:
+        return self.run_b.logits
+
+    @property
+    def next_token_id_reuse(self) -> int:
+        return self.run_b.next_token_id
 
 
 def model_key(lm: LoadedModel) -> str:
@@ -212,27 +219,18 @@ def _salt(lm: LoadedModel, ids_a: list[int], inputs: EditInputs, bump: bool) -> 
     return salt_for(*key, gen)
 
 
-def run_edit(lm: LoadedModel, inputs: EditInputs) -> EditReport:
-    """A then B through the engine (see the module docstring). ``inputs`` passed ``edit_inputs``, so only
-    tokenizing (InputError) or the engine (CodedError, e.g. an unsupported model) can still raise."""
+def plan_edit(lm: LoadedModel, inputs: EditInputs) -> EditPlan:
+    """Tokenize A and B and compare their block chains (no forward pass). ``inputs`` passed ``edit_inputs``,
+    so only tokenizing (InputError) can still raise."""
     text_a, text_b, max_tokens = inputs.text_a, inputs.text_b, inputs.max_tokens
-    block_size, hash_name, seed = inputs.block_size, inputs.hash_name, inputs.seed
     tok_a, tok_b = _tokenize_pair(lm, text_a, text_b, max_tokens)
     ids_a, ids_b = list(tok_a.ids), list(tok_b.ids)
-    comparison = compare_prompts(ids_a, ids_b, block_size=block_size, hash_name=hash_name, seed=seed)
-    loop, shared = engine_loop_for(lm, block_size, hash_name, seed)
-    start = time.perf_counter()
-    for bump in (False, True):
-        salt = _salt(lm, ids_a, inputs, bump)
-        run_a = run_prompt(loop, ids_a, salt, block_table=True)
-        run_b = run_prompt(loop, ids_b, salt, logits=True, block_table=True)
-        if run_b.num_cached_tokens <= comparison.reused_tokens:
-            break  # else B's own blocks were cached by an earlier run: A alone must be what B reuses
-    edit_ms = (time.perf_counter() - start) * 1000.0
+    comparison = compare_prompts(ids_a, ids_b, block_size=inputs.block_size, hash_name=inputs.hash_name,
+                                 seed=inputs.seed)
     notices = [CodedLine(f"{label}: {tok.notice}", getattr(tok.notice, "code", ""), label=label,
                          **getattr(tok.notice, "params", {}))
                for label, tok in (("A", tok_a), ("B", tok_b)) if tok.notice]
-    return EditReport(
+    return EditPlan(
         text_a=text_a,
         text_b=text_b,
         ids_a=ids_a,
@@ -243,19 +241,39 @@ def run_edit(lm: LoadedModel, inputs: EditInputs) -> EditReport:
         comparison=comparison,
         token_edit=token_diff(ids_a, ids_b),
         char_edit=char_diff(text_a, text_b),
-        block_size=block_size,
-        hash_name=hash_name,
-        seed=seed,
+        block_size=inputs.block_size,
+        hash_name=inputs.hash_name,
+        seed=inputs.seed,
         model_name=lm.info.name,
         device=lm.info.device,
         dtype=lm.info.dtype,
+        kept_chars_a=kept_chars(lm, text_a, tok_a),
+        kept_chars_b=kept_chars(lm, text_b, tok_b),
+        max_tokens=tok_b.max_tokens,
+    )
+
+
+def run_edit(lm: LoadedModel, inputs: EditInputs, plan: EditPlan | None = None) -> EditReport:
+    """A then B through the engine (see the module docstring), on ``plan`` (``plan_edit`` of the same
+    inputs; made here when None). Tokenizing (InputError) or the engine (CodedError, e.g. an unsupported
+    model) can raise."""
+    plan = plan_edit(lm, inputs) if plan is None else plan
+    ids_a, ids_b, comparison = plan.ids_a, plan.ids_b, plan.comparison
+    loop, shared = engine_loop_for(lm, inputs.block_size, inputs.hash_name, inputs.seed)
+    start = time.perf_counter()
+    for bump in (False, True):
+        salt = _salt(lm, ids_a, inputs, bump)
+        run_a = run_prompt(loop, ids_a, salt, block_table=True)
+        run_b = run_prompt(loop, ids_b, salt, logits=True, block_table=True)
+        if run_b.num_cached_tokens <= comparison.reused_tokens:
+            break  # else B's own blocks were cached by an earlier run: A alone must be what B reuses
+    edit_ms = (time.perf_counter() - start) * 1000.0
+    return EditReport(
+        **{f.name: getattr(plan, f.name) for f in fields(EditPlan)},
         run_a=run_a,
         run_b=run_b,
         engine=engine_info(loop, shared),
         cache_salt=salt,
         edit_ms=round(edit_ms, 3),
         next_token_reuse=piece_text(lm, run_b.next_token_id),
-        kept_chars_a=kept_chars(lm, text_a, tok_a),
-        kept_chars_b=kept_chars(lm, text_b, tok_b),
-        max_tokens=tok_b.max_tokens,
     )

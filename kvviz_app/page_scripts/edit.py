@@ -28,7 +28,7 @@ lm = ui.get_model()
 
 # torch and plotly only after the model is up
 from kvviz.edit.diffs import char_diff, replace_char, token_char_offsets  # noqa: E402
-from kvviz.edit.experiment import EditReport, run_edit  # noqa: E402
+from kvviz.edit.experiment import EditPlan, EditReport, plan_edit, run_edit  # noqa: E402
 from kvviz.edit.inputs import EditInputs, edit_inputs  # noqa: E402
 from kvviz.edit.presets import EditPreset, load_edit_presets  # noqa: E402
 from kvviz.edit.proof import ProofReport, run_proof  # noqa: E402
@@ -188,12 +188,17 @@ if is_blank(text_b):
     st.stop()
 
 
-# ----------------------------------------------------------------------------- the engine's work (cached)
+# ----------------------------------------------------------------------------- hashing, then the engine (cached)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _run_edit(inputs: EditInputs, model: tuple[str, str, str], _lm, lang: str) -> EditReport:
-    return run_edit(_lm, inputs)  # lang: the report carries sentences of the session's language
+def _plan(inputs: EditInputs, model: tuple[str, str, str], _lm, lang: str) -> EditPlan:
+    return plan_edit(_lm, inputs)  # lang: the plan carries sentences of the session's language
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _run_edit(inputs: EditInputs, model: tuple[str, str, str], _lm, lang: str, _plan: EditPlan) -> EditReport:
+    return run_edit(_lm, inputs, _plan)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -207,30 +212,30 @@ def _run_proof(inputs: EditInputs, model: tuple[str, str, str], _lm, _edit: Edit
     return run_proof(_lm, _edit, _timing)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _letter_cost(text: str, model: str) -> tuple[int, int]:
-    from kvviz.model.tokens import letter_cost
-
-    return letter_cost(text, model_name=model)
-
-
 model_id = (lm.info.model_id, lm.info.device, lm.info.dtype)
 try:
     inputs = edit_inputs(text_a, text_b, block_size, hash_name, seed)  # the one check of the widgets' values
-    with st.spinner(T.EDIT_RUNNING):
-        edit = _run_edit(inputs, model_id, lm, current_lang())
+    plan = _plan(inputs, model_id, lm, current_lang())  # tokens and hashes only: no forward pass
 except (InputError, CodedError, ValueError) as exc:
     st.error(T.INPUT_ERROR.format(error=ui.error_text(exc)), icon=":material/error:")
     st.stop()
-cmp = edit.comparison
-if not ui_present.predict_edit(cmp, edit.char_edit.start, edit.num_tokens_b, (text_a, text_b, int(block_size))):
+if not ui_present.predict_edit(plan.comparison, plan.char_edit.start, plan.num_tokens_b, (text_a, text_b, int(block_size))):
     st.stop()  # the learner predicts first; the answers are below the Reveal button
 
-S.change(edit, text_a, text_b, _new_click)
-S.tokenizer_note(text_a, lambda text: _letter_cost(text, lm.source.key))
-saved_slot, timing_slot = S.reuse_counts(edit)
-S.chains(edit, PICTURE)
-# timed after the first charts are out: each timed run is an engine request of its own
+# drawn from hashing alone, before any engine request; the engine's counts fill the slot above the chains
+S.change(plan, text_a, text_b, _new_click)
+S.tokenizer_note(text_a, lm.source.key)
+reuse_slot = st.container()
+S.chains(plan, PICTURE)
+try:
+    with reuse_slot, st.spinner(T.EDIT_RUNNING):
+        edit = _run_edit(inputs, model_id, lm, current_lang(), plan)
+except (InputError, CodedError, ValueError) as exc:
+    reuse_slot.error(T.INPUT_ERROR.format(error=ui.error_text(exc)), icon=":material/error:")
+    st.stop()
+with reuse_slot:
+    saved_slot, timing_slot = S.reuse_counts(edit)
+# timed after the charts and the engine's counts are out: each timed run is an engine request of its own
 with timing_slot, st.spinner(T.TIMING_RUNNING):
     timing = _time(inputs, model_id, lm, edit)
 S.timing(edit, saved_slot, timing_slot, timing)

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from kvviz.edit.experiment import EditReport
+from kvviz.edit.experiment import EditPlan, EditReport
 from kvviz.edit.proof import ProofReport
 from kvviz.edit.rules import cyrillic_note_applies
 from kvviz.edit.timing import EditTiming
@@ -31,7 +31,7 @@ def fmt(x: float | None) -> str:
     return "0" if x == 0 else ui.loc(f"{x:.3g}")
 
 
-def change(edit: EditReport, text_a: str, text_b: str, new_click) -> None:
+def change(edit: EditPlan, text_a: str, text_b: str, new_click) -> None:
     """2 · what changed: notices, the change in words, the token strip and the tokenizer note."""
     st.subheader(T.STEP_CHANGE)
     cmp = edit.comparison
@@ -58,7 +58,7 @@ def change(edit: EditReport, text_a: str, text_b: str, new_click) -> None:
 
 
 @st.fragment
-def tokens(edit: EditReport, new_click) -> None:
+def tokens(edit: EditPlan, new_click) -> None:
     """The token strip (a fragment: its rows slider redraws only the strip; a click on one of A's tokens,
     ``new_click()`` true, reruns the whole page, which moves the one-character tools there)."""
     cmp, width = edit.comparison, F.TOKENS_PER_ROW
@@ -80,14 +80,22 @@ def tokens(edit: EditReport, new_click) -> None:
     st.caption(T.TOKENS_CAPTION.format(width=width, block_size=cmp.block_size))
 
 
-def tokenizer_note(text_a: str, letter_cost) -> None:
-    """The measured tokens-per-letter note, only for a prompt that is mostly Cyrillic letters."""
+@st.cache_data(show_spinner=False, max_entries=16)
+def _letter_cost(text: str, model: str) -> tuple[int, int]:
+    from kvviz.model.tokens import letter_cost
+
+    return letter_cost(text, model_name=model)
+
+
+def tokenizer_note(text_a: str, model: str) -> None:
+    """The measured tokens-per-letter note (``model``'s tokenizer), only for a prompt that is mostly
+    Cyrillic letters."""
     if not cyrillic_note_applies(text_a):
         return
     from kvviz.model.tokens import ENGLISH_SAMPLE
 
-    ru_tokens, ru_letters = letter_cost(text_a)
-    en_tokens, en_letters = letter_cost(ENGLISH_SAMPLE)
+    ru_tokens, ru_letters = _letter_cost(text_a, model)
+    en_tokens, en_letters = _letter_cost(ENGLISH_SAMPLE, model)
     ru, en = ru_tokens / ru_letters, en_tokens / en_letters
     st.info(T.CYRILLIC_NOTE.format(tokens=ru_tokens, letters=ru_letters, ru=ru, en_tokens=en_tokens,
                                    en_letters=en_letters, en=en, ratio=ru / en), icon=":material/translate:")
@@ -138,7 +146,7 @@ def timing(edit: EditReport, saved, slot, timing_: EditTiming | None) -> None:
                     icon=":material/timer_off:")
 
 
-def chains(edit: EditReport, picture) -> None:
+def chains(edit: EditPlan, picture) -> None:
     """4 · the two block chains and their table."""
     st.subheader(T.STEP_CHAIN)
     st.markdown(T.CHAIN_INTRO)
