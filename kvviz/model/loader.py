@@ -117,10 +117,11 @@ def _explain_load_error(source: ModelSource, exc: Exception) -> ModelLoadError:
     if "trust_remote_code" in lowered or "custom code" in lowered:
         return ModelLoadError(
             f"model {source.display_name!r} needs custom code (trust_remote_code), which kvviz never runs: "
-            "choose a model that transformers supports natively"
+            "choose a model that transformers supports natively", "needs_remote_code", name=repr(source.display_name),
         )
     if "unrecognized configuration class" in lowered or "automodelforcausallm" in lowered:
-        return ModelLoadError(f"model {source.display_name!r} is not a causal language model that transformers can load ({first})")
+        return ModelLoadError(f"model {source.display_name!r} is not a causal language model that transformers can load ({first})",
+                              "not_causal_lm", name=repr(source.display_name), detail=first)
     if source.kind == "hub":
         offline = settings().hf_hub_offline
         not_found = any(s in lowered for s in ("couldn't connect", "cannot find the requested files",
@@ -132,9 +133,11 @@ def _explain_load_error(source: ModelSource, exc: Exception) -> ModelLoadError:
             return ModelLoadError(
                 f"model {source.key!r} is not in the local Hugging Face cache and {mode}: download it once with "
                 f"`hf download {source.key}` on a machine with internet access, or pass a local model folder "
-                f"(KVVIZ_MODEL=/path/to/folder, --model /path/to/folder)"
+                f"(KVVIZ_MODEL=/path/to/folder, --model /path/to/folder)",
+                "not_cached_offline" if offline else "not_cached_unreachable", key=repr(source.key),
             )
-    return ModelLoadError(f"could not load model {source.display_name!r}: {type(exc).__name__}: {first}")
+    return ModelLoadError(f"could not load model {source.display_name!r}: {type(exc).__name__}: {first}", "load_failed",
+                          name=repr(source.display_name), kind=type(exc).__name__, detail=first)
 
 
 # ----------------------------------------------------------------------------- tokenizers
@@ -282,7 +285,8 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
             try:
                 model, tokenizer = _load_weights(str(model_dir), str(tok_dir), torch_dtype, device, backend)
             except Exception as exc:  # noqa: BLE001
-                raise ModelLoadError(f"the rebuilt cache in {model_dir.parent} does not load: {exc}") from exc
+                raise ModelLoadError(f"the rebuilt cache in {model_dir.parent} does not load: {exc}", "rebuilt_cache_broken",
+                                     folder=str(model_dir.parent), detail=str(exc)) from exc
         description = f"embedded GGUF Q4_1 ({EMBEDDED_PIP}), de-quantised to a safetensors copy in {model_dir.parent}"
     else:
         report(LoadStep("loading", {"name": source.display_name}), 0.3)
@@ -295,7 +299,8 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
     try:
         model = model.to(device)
     except Exception as exc:  # noqa: BLE001
-        raise ModelLoadError(f"could not move model {source.display_name!r} to {device}: {exc}") from exc
+        raise ModelLoadError(f"could not move model {source.display_name!r} to {device}: {exc}", "move_failed",
+                             name=repr(source.display_name), device=device, detail=str(exc)) from exc
     model.eval()
     model.requires_grad_(False)
     report(LoadStep("warming_up"), 0.96)
@@ -313,7 +318,8 @@ def _warm_up(model: Any, device: str) -> None:
         with torch.inference_mode():
             model(input_ids=torch.zeros((1, 2), dtype=torch.long, device=device), use_cache=False, logits_to_keep=1)
     except Exception as exc:  # noqa: BLE001
-        raise ModelLoadError(f"model {type(model).__name__} failed a test forward pass on {device}: {exc}") from exc
+        raise ModelLoadError(f"model {type(model).__name__} failed a test forward pass on {device}: {exc}", "warm_up_failed",
+                             model=type(model).__name__, device=device, detail=str(exc)) from exc
 
 
 def _model_info(model: Any, source: ModelSource, description: str, device: str, dtype: str,

@@ -44,8 +44,9 @@ class InputError(CodedError):
     and a code the app words where it has one."""
 
 
-class ModelLoadError(RuntimeError):
-    """A model could not be loaded; the message names the model and says what to do."""
+class ModelLoadError(CodedError, RuntimeError):
+    """A model could not be loaded: an English line that names the model and says what to do, and a code
+    the app words (still a RuntimeError for callers that catch one)."""
 
 
 def cache_dir() -> Path:
@@ -82,7 +83,8 @@ def normalise_backend(backend: str | None) -> str:
     """Canonical backend name (auto, native, transformers) or InputError."""
     key = str(backend or env_backend() or "auto").strip().lower()
     if key not in BACKENDS:
-        raise InputError(f"unknown backend {backend or key!r}: use one of {', '.join(BACKENDS)}")
+        raise InputError(f"unknown backend {backend or key!r}: use one of {', '.join(BACKENDS)}", "unknown_backend",
+                         name=repr(backend or key), choices=", ".join(BACKENDS))
     return key
 
 
@@ -90,16 +92,18 @@ def max_tokens_default() -> int:
     """``KVVIZ_MAX_TOKENS`` if set, else 2,048."""
     parsed = settings()
     if "KVVIZ_MAX_TOKENS" in parsed.errors:
-        raise InputError(parsed.errors["KVVIZ_MAX_TOKENS"])
+        raise InputError(parsed.errors["KVVIZ_MAX_TOKENS"], "bad_env_max_tokens", high=MAX_TOKENS_CEILING)
     return parsed.max_tokens
 
 
 def check_max_tokens(max_tokens: object) -> int:
     """Validate a token limit: an integer in 1..MAX_TOKENS_CEILING."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-        raise InputError(f"max_tokens must be an integer, got {max_tokens!r}")
+        raise InputError(f"max_tokens must be an integer, got {max_tokens!r}", "max_tokens_not_int",
+                         got=repr(max_tokens))
     if not 1 <= max_tokens <= MAX_TOKENS_CEILING:
-        raise InputError(f"max_tokens must be between 1 and {MAX_TOKENS_CEILING:,}, got {max_tokens:,}")
+        raise InputError(f"max_tokens must be between 1 and {MAX_TOKENS_CEILING:,}, got {max_tokens:,}",
+                         "max_tokens_range", high=MAX_TOKENS_CEILING, got=max_tokens)
     return max_tokens
 
 
@@ -107,14 +111,16 @@ def normalise_dtype(dtype: str) -> str:
     """Canonical dtype name (``float32``, ``bfloat16``, ``float16``) or InputError."""
     key = str(dtype).strip().lower().removeprefix("torch.")
     if key not in DTYPE_ALIASES:
-        raise InputError(f"unknown dtype {dtype!r}: use one of float32, bfloat16, float16")
+        raise InputError(f"unknown dtype {dtype!r}: use one of float32, bfloat16, float16", "unknown_model_dtype",
+                         name=repr(dtype), choices="float32, bfloat16, float16")
     return DTYPE_ALIASES[key]
 
 
 def check_count(name: str, value: object, lo: int, hi: int) -> int:
     """``value`` when it is an integer in ``lo..hi`` (an experiment's count argument), else ``InputError``."""
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InputError(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+        raise InputError(f"{name} must be an integer in {lo}..{hi}, got {value!r}", "count_range",
+                         name=name, low=lo, high=hi, got=repr(value))
     return value
 
 
@@ -122,5 +128,5 @@ def kv_cache_bytes_default() -> int:
     """The engine's K/V budget in bytes: ``KVVIZ_KV_CACHE_MIB`` (MiB, 1..1,048,576) if set, else 256 MiB."""
     parsed = settings()
     if "KVVIZ_KV_CACHE_MIB" in parsed.errors:
-        raise InputError(parsed.errors["KVVIZ_KV_CACHE_MIB"])
+        raise InputError(parsed.errors["KVVIZ_KV_CACHE_MIB"], "bad_env_kv_cache", high=MAX_KV_CACHE_MIB)
     return parsed.kv_cache_bytes

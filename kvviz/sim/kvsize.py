@@ -16,18 +16,15 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
+from kvviz.mirror.errors import CodedError
 
-class KVSizeError(ValueError):
+
+class KVSizeError(CodedError):
     """A user-facing error about a model description or a size request; its message is one line.
 
     ``code`` and ``params`` say the same for a view to word in its language (``code`` is "" for an
     error that has only its English line); the view's words are in kvviz_app.text.calculator_config.
     """
-
-    def __init__(self, message: str, code: str = "", **params: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.params = params
 
 
 # ---------------------------------------------------------------------------------------------

