@@ -148,7 +148,8 @@ def routing_capacity_figure(rows: Sequence[dict], single: Sequence[tuple[int, fl
                                      y=[r["hit_rate"] for r in mine], name=label, mode="lines+markers",
                                      line=dict(color=ROUTE_COLORS[policy], width=2),
                                      hovertemplate="C=%{x:,}: %{y:.1%}<extra></extra>"))
-    fig.update_xaxes(title=T.ROUTE_CAP_X, type="log", gridcolor=PALE_GREY)
+    # dtick 1: a label per power of ten only (Plotly's small "2" and "5" labels are below 12 px)
+    fig.update_xaxes(title=T.ROUTE_CAP_X, type="log", dtick=1, gridcolor=PALE_GREY)
     fig.update_yaxes(title=T.CURVE_Y, tickformat=".0%", rangemode="tozero", gridcolor=PALE_GREY)
     below = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0)
     return base_layout(fig, 400, T.ROUTE_CAP_TITLE.format(n=replicas), legend=below,
