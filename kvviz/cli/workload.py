@@ -29,7 +29,7 @@ from kvviz.workload.report import parse_capacities, report
 from kvviz.workload.reuse_distance import analyze
 from kvviz.workload.routing import MAX_REPLICAS, POLICIES, routing_report
 from kvviz.workload.sample import analyze_sampled, rate_for_memory, sampled_report
-from kvviz.workload.stream import BadLines, Progress, read_trace
+from kvviz.workload.stream import BadLines, Progress, estimated_accesses, read_trace, sample_trace
 from kvviz.workload.trace import WorkloadError
 
 MAX_TTL_SECONDS = 10**9
@@ -136,15 +136,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return _run_sharded(args, capacities, bpt, ttl, replicas)
     show, close = _progress_printer(args.progress)
     try:
+        rate = args.sample_rate
+        if args.memory_mb is not None:  # before reading: the accesses bound the distinct blocks
+            rate = rate_for_memory(args.memory_mb, estimated_accesses(args.trace))
+        if rate is not None and rate < 1.0 and not replicas:  # streamed: only the kept accesses are held
+            profile, bad = sample_trace(args.trace, rate, args.block_size, lazy_encoder(), not args.strict, show)
+            close()
+            out = sampled_report(profile, capacities, bpt)
+            if args.budget_gib is not None:
+                out["budget"] = budget_blocks(bpt, gib_bytes(args.budget_gib), profile.block_size).to_dict()
+            return _with_bad_lines(out, args, bad)
         cols, bad = read_trace(args.trace, args.block_size, lazy_encoder(), not args.strict, show)
         close()
         if ttl is not None and not cols.has_timestamps:
             missing = int(np.flatnonzero(np.isnan(cols.timestamps))[0])
             raise WorkloadError(f"--ttl-seconds needs a timestamp on every line (request {missing + 1} has none)",
                                 "ttl_needs_timestamps", request=missing + 1)
-        rate = args.sample_rate
-        if args.memory_mb is not None:
-            rate = rate_for_memory(args.memory_mb, cols.num_blocks)
         if rate is not None and rate < 1.0:
             out = sampled_report(analyze_sampled(cols, rate), capacities, bpt)
         else:

@@ -23,6 +23,7 @@ import numpy as np
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
 from kvviz.workload.columns import TraceColumns
 from kvviz.workload.parse import Encoder, LineReader
+from kvviz.workload.sample import SampledProfile, Sampler
 from kvviz.workload.trace import BadLines, Progress, TraceBuilder, WorkloadError, decode_line
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".txt", ".ndjson")
@@ -114,6 +115,45 @@ class ColumnsBuilder(TraceBuilder):
                             offsets=np.frombuffer(self.offsets, np.int64).copy(),
                             timestamps=np.frombuffer(self.stamps, np.float64).copy(), parent=parent,
                             labels=labels, kinds=set(self.kinds), **cols)
+
+
+class PieceBuilder(ColumnsBuilder):
+    """ColumnsBuilder's checks, handing its requests on in pieces (``drain``) with each access's sampling key
+    (the Mooncake id, or a token block's 48-bit label), nothing interned: it holds one piece at a time."""
+
+    def __init__(self, block_size: int, hash_name: str = DEFAULT_HASH, seed: str | None = DEFAULT_SEED) -> None:
+        super().__init__(block_size, hash_name, seed)
+        self.drained = 0
+
+    @property
+    def num_requests(self) -> int:
+        return self.drained + len(self.stamps)
+
+    @property
+    def buffered(self) -> int:
+        """Accesses held since the last ``drain``."""
+        return len(self.raw)
+
+    def add_token_ids(self, tokens: list[int], obj: dict[str, Any], line: int, kind: str = "token_ids") -> None:
+        hashes = self.hash_tokens(tokens, line, kind)
+        ts, out = self.check_meta(obj, line, self.num_requests)
+        self.raw.extend(int.from_bytes(h[:6], "big") for h in hashes)  # == int(label, 16), label = hex[:12]
+        self._request(len(self.raw), len(tokens), (len(tokens) - 1) // self.block_size, len(hashes), out, ts, kind)
+
+    def drain(self) -> tuple[TraceColumns, np.ndarray] | None:
+        """The requests added since the last drain as columns (block i = access i) and their keys; then empty."""
+        if not len(self.stamps):
+            return None
+        keys = np.frombuffer(self.raw, np.int64)
+        cols = {k: np.frombuffer(v, np.int64) for k, v in self.cols.items()}
+        piece = TraceColumns(block_size=self.block_size, blocks=np.arange(len(keys), dtype=np.int64),
+                             offsets=np.frombuffer(self.offsets, np.int64),
+                             timestamps=np.frombuffer(self.stamps, np.float64), parent=np.zeros(0, np.int32),
+                             labels=keys, kinds=set(self.kinds), **cols)
+        self.drained += len(self.stamps)
+        self.raw, self.offsets, self.stamps = array("q"), array("q", [0]), array("d")
+        self.cols = {k: array("q") for k in self.cols}
+        return piece, keys
 
 
 def intern_first_seen(raw: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -240,14 +280,17 @@ def hash_table_bad(batch: Any, block_size: int, last_ts: float | None) -> tuple[
                  np.where(out_null, 0, outputs).astype(np.int64), stamps)
 
 
-def _table_batches(path: Path) -> Iterator[Any]:
+TABLE_BATCH_ROWS = 65536
+
+
+def _table_batches(path: Path, rows: int = TABLE_BATCH_ROWS) -> Iterator[Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if path.suffix.lower() == ".parquet":
         table = pq.ParquetFile(path)
         names = table.schema_arrow.names
-        yield from table.iter_batches(batch_size=65536, columns=[c for c in TABLE_COLUMNS if c in names])
+        yield from table.iter_batches(batch_size=rows, columns=[c for c in TABLE_COLUMNS if c in names])
     else:
         reader = pa.ipc.open_file(path)
         for i in range(reader.num_record_batches):
@@ -265,14 +308,14 @@ def _is_mooncake_table(batch: Any) -> bool:
 
 
 def read_table(path: Path, reader: LineReader, on_bad: Callable[[WorkloadError], None],
-               tick: Callable[[int], None]) -> None:
+               tick: Callable[[int], None], batch_rows: int = TABLE_BATCH_ROWS) -> None:
     """Add a Parquet or Arrow file to ``reader``: Mooncake tables as arrays (``hash_table_bad`` picks the
     rows the row reader must judge; the rest go in whole runs), any other table a row at a time."""
     import pyarrow as pa
 
     number = 0
     try:
-        for batch in _table_batches(path):
+        for batch in _table_batches(path, batch_rows):
             if not _is_mooncake_table(batch):
                 for row in batch.to_pylist():
                     number += 1
@@ -347,6 +390,81 @@ def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder 
                skip_bad: bool = False, progress: Callable[[Progress], None] | None = None,
                every_s: float = 0.5) -> tuple[TraceColumns, BadLines]:
     """Stream the trace at ``path`` (a file or a directory) into columns; see the module docstring."""
+    builder, bad = _stream(path, ColumnsBuilder, block_size, encode, skip_bad, progress, every_s)
+    return builder.finish(), bad
+
+
+SAMPLE_PIECE_ACCESSES = 1 << 20
+"""Accesses read before a piece is sampled and dropped (8 bytes a key while buffered)."""
+SAMPLE_BATCH_ROWS = 4096
+"""Parquet rows decoded at a time while sampling (Arrow holds one batch's ids)."""
+
+
+def sample_trace(path: str | Path, rate: float, block_size: int | None = None, encode: Encoder | None = None,
+                 skip_bad: bool = False, progress: Callable[[Progress], None] | None = None,
+                 every_s: float = 0.5, salt: int = 0,
+                 piece: int = SAMPLE_PIECE_ACCESSES,
+                 batch_rows: int = SAMPLE_BATCH_ROWS) -> tuple[SampledProfile, BadLines]:
+    """The trace at ``path`` sampled as it streams: every ``piece`` accesses (and at each file's end) the
+    buffered requests go through the spatial sample and only the kept accesses stay; the same profile as
+    ``analyze_sampled(read_trace(path)[0], rate, salt)``."""
+    sampler = Sampler(rate, salt)
+
+    def flush(builder: PieceBuilder, force: bool) -> None:
+        if force or builder.buffered >= piece:
+            got = builder.drain()
+            if got is not None:
+                sampler.add(*got)
+
+    builder, bad = _stream(path, PieceBuilder, block_size, encode, skip_bad, progress, every_s, flush, batch_rows)
+    flush(builder, True)
+    return sampler.finish(), bad
+
+
+MIN_JSONL_BYTES_PER_ACCESS = 4
+"""A cheap bound for --memory-mb: a JSONL block access takes at least this many bytes ("12, ")."""
+COMPRESSION_FACTOR = 8
+"""Assumed decompressed bytes per byte of a .gz/.zst file, for the same bound."""
+
+
+def estimated_accesses(path: str | Path) -> int:
+    """An upper estimate of the trace's block accesses read without reading it: Parquet metadata's count of
+    ``hash_ids`` values (or its uncompressed bytes), else the file's bytes / ``MIN_JSONL_BYTES_PER_ACCESS``
+    (x ``COMPRESSION_FACTOR`` when compressed)."""
+    total = 0
+    for f in trace_files(path):
+        if f.suffix.lower() == ".parquet":
+            total += _parquet_accesses(f)
+            continue
+        size = f.stat().st_size * (COMPRESSION_FACTOR if f.suffix.lower() in (".gz", ".zst") else 1)
+        total += size // MIN_JSONL_BYTES_PER_ACCESS + 1
+    return total
+
+
+def _parquet_accesses(path: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (pa.ArrowException, OSError):
+        return path.stat().st_size // MIN_JSONL_BYTES_PER_ACCESS + 1
+    ids = raw = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            col = group.column(c)
+            raw += col.total_uncompressed_size
+            if col.path_in_schema.split(".")[0] == "hash_ids":
+                ids += col.num_values
+    return ids if ids else raw // MIN_JSONL_BYTES_PER_ACCESS + 1
+
+
+def _stream(path: str | Path, make: Callable[[int], ColumnsBuilder], block_size: int | None,
+            encode: Encoder | None, skip_bad: bool, progress: Callable[[Progress], None] | None, every_s: float,
+            flush: Callable[[Any, bool], None] | None = None,
+            batch_rows: int = TABLE_BATCH_ROWS) -> tuple[Any, BadLines]:
+    """Every line of the trace's files through one builder (``flush(builder, False)`` between chunks)."""
     files = trace_files(path)
     tables = [_kind(f) == "table" for f in files]
     unit = "rows" if all(tables) else "bytes"
@@ -354,11 +472,13 @@ def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder 
     state = Progress(unit, total)
     start = last = time.perf_counter()
     base = 0
-    reader = LineReader(ColumnsBuilder, block_size, encode)
+    reader = LineReader(make, block_size, encode)
     bad = BadLines()
 
     def tick(done: int, force: bool = False) -> None:
         nonlocal last
+        if flush is not None and reader.builder is not None:
+            flush(reader.builder, force)
         now = time.perf_counter()
         if progress is not None and (force or now - last >= every_s):
             last = now
@@ -376,7 +496,7 @@ def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder 
             bad.add(where, exc)
 
         if is_table:
-            read_table(f, reader, on_bad, tick)
+            read_table(f, reader, on_bad, tick, batch_rows)
         else:
             for number, line in _jsonl_lines(f, tick):
                 try:
@@ -388,4 +508,4 @@ def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder 
     builder = reader.builder
     if builder is None or builder.num_requests == 0:  # type: ignore[attr-defined]
         raise bad.nothing_usable(len(files) > 1)
-    return builder.finish(), bad  # type: ignore[attr-defined]
+    return builder, bad

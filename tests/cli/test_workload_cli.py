@@ -175,3 +175,24 @@ def test_workload_and_bytes_print_the_same_budget_blocks(capsys, tmp_path):
     assert budget["num_blocks"] == capacity["num_blocks"]
     assert main(["workload", "--trace", str(trace), "--budget-gib", "24"]) == 2  # needs a model
     assert "--budget-gib needs a model" in capsys.readouterr().err
+
+
+def test_sampled_mode_streams_with_the_whole_trace_numbers(capsys, tmp_path):
+    """--sample-rate samples the trace as it is read: the same JSON as sampling the whole trace's columns;
+    --memory-mb picks its rate before reading, from the file's size (an upper bound on its accesses)."""
+    from kvviz.workload.sample import analyze_sampled, rate_for_memory, sampled_report
+    from kvviz.workload.stream import estimated_accesses, read_trace
+
+    cols, _ = read_trace(EXAMPLE_PATH)
+    code, out, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--sample-rate", "0.3", "--json")
+    want = json.loads(json.dumps(sampled_report(analyze_sampled(cols, 0.3))))
+    assert code == 0 and out == want | {"bad_lines": out["bad_lines"]}
+    argv = ("--trace", str(EXAMPLE_PATH), "--preset", "llama-3-8b", "--budget-gib", "2", "--json")
+    code, budget, _ = _run(capsys, *argv, "--sample-rate", "0.3")
+    assert code == 0 and budget["budget"] == _run(capsys, *argv)[1]["budget"]
+    rate = rate_for_memory(0.01, estimated_accesses(EXAMPLE_PATH))
+    assert 0 < rate < 1 and estimated_accesses(EXAMPLE_PATH) >= cols.num_accesses
+    code, low, err = _run(capsys, "--trace", str(EXAMPLE_PATH), "--memory-mb", "0.01", "--progress", "--json")
+    assert code == 0 and low["sampled"] is True and low["sample_rate"] == rate
+    assert low["hit_rate_infinite"] == sampled_report(analyze_sampled(cols, rate))["hit_rate_infinite"]
+    assert "requests" in err  # progress still on stderr
