@@ -394,9 +394,9 @@ def read_trace(path: str | Path, block_size: int | None = None, encode: Encoder 
     return builder.finish(), bad
 
 
-SAMPLE_PIECE_ACCESSES = 1 << 20
+SAMPLE_PIECE_ACCESSES = 1 << 18
 """Accesses read before a piece is sampled and dropped (8 bytes a key while buffered)."""
-SAMPLE_BATCH_ROWS = 4096
+SAMPLE_BATCH_ROWS = 1024
 """Parquet rows decoded at a time while sampling (Arrow holds one batch's ids)."""
 
 
