@@ -39,8 +39,10 @@ def kv_heatmap_figure(heat: np.ndarray, which: str, first_changed: int | None) -
     if first_changed is not None and first_changed < positions:
         fig.add_shape(type="line", x0=first_changed - 0.5, x1=first_changed - 0.5, y0=-0.5, y1=layers - 0.5,
                       line={"color": CHANGED_COLOR, "width": 2, "dash": "dash"})
+        # the label reads away from the nearer edge: an edit near the end would run it into the colour bar
+        side = "left" if first_changed < positions / 2 else "right"
         fig.add_annotation(x=first_changed - 0.5, y=-0.5, yanchor="bottom", text=T.FIG_FIRST_CHANGE,
-                           showarrow=False, font={"color": CHANGED_COLOR, "size": 12}, xanchor="left")
+                           showarrow=False, font={"color": CHANGED_COLOR, "size": 12}, xanchor=side)
     fig.update_layout(
         title={"text": T.FIG_HEAT_TITLE.format(which=which), "font": {"size": 14}},
         height=170 + 11 * layers, margin={"l": 60, "r": 10, "t": 60, "b": 50}, plot_bgcolor="#ffffff",
