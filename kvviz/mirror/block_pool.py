@@ -142,6 +142,11 @@ class BlockPool:
         self.emit(EventKind.ALLOCATE, request_id, popped, code, {"count": len(popped), "tokens": num_tokens},
                   num_tokens=num_tokens, positions=positions or range(len(popped)))
 
+    def cached_hash_counts(self) -> dict[BlockHash, int]:
+        """Each cached hash -> how many blocks hold it (a prefix computed twice before either copy was
+        cached is held twice; a BlockRemoved takes away one copy)."""
+        return {h: len(blocks) for h, blocks in self.cached_block_hash_to_block.items()}
+
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
         """Drop ``block``'s hash and its entry in the hash map; False when it held none."""
         if block.block_hash is None:

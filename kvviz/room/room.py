@@ -31,7 +31,7 @@ import secrets
 import statistics
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 
 from kvviz.engine import EngineLoop, SamplingParams, get_engine_loop
@@ -72,7 +72,7 @@ class Room(PromptRecords):
         self._engine = engine
         self._engine_lock = threading.Lock()
         self._subscribed: EngineLoop | None = None
-        self._cached: set[bytes] = set()  # the engine's cached hashes, kept by its KV events (see _on_kv_events)
+        self._cached: Counter[bytes] = Counter()  # cached hash -> blocks holding it, kept by the KV events
         self._prefix = f"room-{secrets.token_hex(4)}-"  # request ids: no session id (the engine page shows them)
         self._sent = 0
         self._chains: OrderedDict[tuple[str, str], tuple] = OrderedDict()  # (request id, salt) -> two chains
@@ -109,22 +109,22 @@ class Room(PromptRecords):
     def _subscribe(self, engine) -> None:
         """Between two steps: mirror the pool's cached hashes, then follow its KV events."""
         with self._lock:
-            self._cached = set(engine.pool.cached_block_hash_to_block)
+            self._cached = Counter(engine.pool.cached_hash_counts())
             engine.subscribe_kv_events(self._on_kv_events)
 
     def _on_kv_events(self, batch: KVEventBatch) -> None:
-        """Called by the engine after each step that changed its prefix cache (under the loop's lock, so
-        before the step's outputs reach anyone): keep the mirror of cached hashes, drop evicted hashes'
-        origins, and reset the room when the engine's cache was reset (by the room, or the API's
-        /reset_prefix_cache)."""
+        """After each step that changed the prefix cache (under the loop's lock, before its outputs reach
+        anyone): keep the mirror, drop evicted hashes' origins, reset the room when the engine's cache was."""
         with self._lock:
             for e in batch.events:
                 if isinstance(e, BlockStored):
-                    self._cached.update(e.block_hashes)
+                    self._cached.update(e.block_hashes)  # one more block holding each
                 elif isinstance(e, BlockRemoved):
-                    for h in e.block_hashes:
-                        self._cached.discard(h)
-                        self._origins.pop(h, None)
+                    for h in e.block_hashes:  # one block fewer; the hash is gone with its last block
+                        self._cached[h] -= 1
+                        if self._cached[h] <= 0:
+                            del self._cached[h]
+                            self._origins.pop(h, None)
                 elif isinstance(e, AllBlocksCleared):
                     self._cached.clear()
                     self._clear(self._clock())
@@ -303,7 +303,7 @@ class Room(PromptRecords):
                 prompts=self._prompts, prompt_tokens=self._prompt_tokens, hit_tokens=self._hit_tokens,
                 cross_session_hits=self._cross_hits,
                 shared_blocks=sum(1 for o in self._origins.values() if o.hits_by_others),
-                cached_blocks=len(self._cached),
+                cached_blocks=self._cached.total(),
                 num_blocks=engine.num_blocks, block_size=engine.block_size,
                 evictions=pool.num_evictions - self._evictions_base,
                 refused=self._refused, truncated=self._truncated, resets=self._resets, since_s=now - self._since,
@@ -389,7 +389,7 @@ class Room(PromptRecords):
             pool.check_invariants()
             running = [rid for rid in engine.requests if rid.startswith(self._prefix)]
             assert not running, f"room requests still in the engine: {running}"
-            assert self._cached == set(pool.cached_block_hash_to_block), "the mirror of cached hashes drifted"
+            assert self._cached == Counter(pool.cached_hash_counts()), "the mirror of cached hashes drifted"
             stale = [h for h in self._origins if h not in self._cached]
             assert not stale, f"{len(stale)} origins of hashes the pool no longer caches"
             assert 0 <= self._hit_tokens <= self._prompt_tokens
