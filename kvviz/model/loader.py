@@ -135,6 +135,7 @@ def _explain_load_error(source: ModelSource, exc: Exception) -> ModelLoadError:
                 f"`hf download {source.key}` on a machine with internet access, or pass a local model folder "
                 f"(KVVIZ_MODEL=/path/to/folder, --model /path/to/folder)",
                 "not_cached_offline" if offline else "not_cached_unreachable", key=repr(source.key),
+                command=f"hf download {source.key}",
             )
     return ModelLoadError(f"could not load model {source.display_name!r}: {type(exc).__name__}: {first}", "load_failed",
                           name=repr(source.display_name), kind=type(exc).__name__, detail=first)

@@ -211,11 +211,11 @@ INPUT_ERRORS = {
                           "model that transformers supports natively."),
     "not_causal_lm": "Model {name} is not a causal language model that transformers can load ({detail}).",
     "not_cached_offline": ("Model {key} is not in the local Hugging Face cache and the hub is offline "
-                           "(HF_HUB_OFFLINE=1): download it once on a machine with internet access, or give a "
-                           "local model folder."),
+                           "(HF_HUB_OFFLINE=1): download it once with `{command}` on a machine with internet "
+                           "access, or give a local model folder."),
     "not_cached_unreachable": ("Model {key} is not in the local Hugging Face cache and could not be fetched "
-                               "from the hub: download it once on a machine with internet access, or give a "
-                               "local model folder."),
+                               "from the hub: download it once with `{command}` on a machine with internet "
+                               "access, or give a local model folder."),
     "load_failed": "Could not load model {name}: {kind}: {detail}",
     "rebuilt_cache_broken": "The rebuilt cache in {folder} does not load: {detail}",
     "move_failed": "Could not move model {name} to {device}: {detail}",
