@@ -4,7 +4,7 @@ upload is one clear message naming the line."""
 from __future__ import annotations
 
 import pytest
-from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
+from browser_util import assert_no_errors, open_via_nav, screenshot, wait_for_metrics, wait_idle
 
 from kvviz.workload.example import EXAMPLE_PATH
 from kvviz.workload.parse import parse_trace
@@ -23,7 +23,8 @@ def test_workload_page_in_the_browser(app_server, browser, width):
     try:
         page.locator('[data-testid="stPlotlyChart"]').nth(4).wait_for()
         wait_idle(page)
-        metrics = metric_values(page)
+        # the metric row is drawn a metric at a time: wait until both are there (the limit only ends a hang)
+        metrics = wait_for_metrics(page, lambda v: T.M_BLOCKS in v and T.M_INFINITE in v)
         assert metrics[T.M_BLOCKS] == f"{profile.unique_blocks:,}"
         assert metrics[T.M_INFINITE] == f"{profile.hit_tokens_infinite / profile.input_tokens:.1%}"
         assert page.locator(".main-svg").count() >= 5
