@@ -223,10 +223,14 @@ def open_via_nav(browser: Any, base_url: str, path: str, wait_text: str | None =
 
 
 def wait_idle(page: Any, timeout_ms: int = PAGE_TIMEOUT_MS) -> None:
-    """Wait until the script run finished (no 'running' status widget)."""
+    """Wait until the script run finished: the app root's run state (``data-test-script-state``) is no
+    longer starting or running, and no status widget says 'Running' (the toolbar's minimal mode has none)."""
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " || !document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.match(/Running|Stop/)",
+        "() => { const app = document.querySelector('[data-testid=\"stApp\"]');"
+        " const state = app ? app.getAttribute('data-test-script-state') : null;"
+        " if (['initial', 'running', 'rerunRequested', 'stopRequested'].includes(state)) return false;"
+        " const w = document.querySelector('[data-testid=\"stStatusWidget\"]');"
+        " return !w || !w.innerText.match(/Running|Stop/); }",
         timeout=timeout_ms,
     )
 
