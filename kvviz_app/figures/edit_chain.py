@@ -64,7 +64,7 @@ def chain_rows(comparison: PromptComparison, max_rows: int = 24) -> list[ChainRo
 
 def _gap_text(comparison: PromptComparison, gap: Sequence[int]) -> str:
     counts = Counter(comparison.blocks[i].status for i in gap)
-    summary = ", ".join(f"{c} {s}" for s, c in counts.items())
+    summary = ", ".join(f"{T.STATUS_LABELS[s]}: {c}" for s, c in counts.items())  # "label: count" reads in any language
     return T.FIG_GAP.format(count=len(gap), summary=summary)
 
 
