@@ -11,6 +11,8 @@ from kvviz.mirror import limits
 # ----------------------------------------------------------------------------- presets
 
 
+#: The preset the Edit page opens on, also drawn on the landing page (an edit near the end of a long prompt).
+DEFAULT_PRESET_ID = "cat_tail"
 PRESETS_PATH = Path(__file__).resolve().parents[2] / "assets" / "edit_presets.json"
 
 

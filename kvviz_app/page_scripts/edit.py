@@ -14,7 +14,6 @@ from kvviz_app.i18n import current_lang, texts, tr
 T = texts("edit")
 
 BLOCK_SIZES = [b for b in limits.BLOCK_SIZE_CHOICES if b <= 128]  # typed BlockSize values
-DEFAULT_PRESET = "cat_tail"
 MODES = ["preset", "char", "free"]  # widget values are codes; labels via _mode_label
 K_MODE, K_PRESET, K_TEXT, K_POS, K_REPL = "edit_mode", "edit_preset", "edit_char_text", "edit_char_pos", "edit_char_repl"
 K_FREE_A, K_FREE_B, K_BLOCK, K_HASH, K_SEED = "edit_free_a", "edit_free_b", "edit_block_size", "edit_hash", "edit_seed"
@@ -30,6 +29,7 @@ lm = ui.get_model()
 from kvviz.edit.diffs import char_diff, replace_char, token_char_offsets  # noqa: E402
 from kvviz.edit.experiment import EditPlan, EditReport, plan_edit, run_edit  # noqa: E402
 from kvviz.edit.inputs import EditInputs, edit_inputs  # noqa: E402
+from kvviz.edit.presets import DEFAULT_PRESET_ID as DEFAULT_PRESET  # noqa: E402
 from kvviz.edit.presets import EditPreset, load_edit_presets  # noqa: E402
 from kvviz.edit.proof import ProofReport, run_proof  # noqa: E402
 from kvviz.edit.report import time_report  # noqa: E402

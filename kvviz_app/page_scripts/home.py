@@ -17,6 +17,32 @@ T = texts("home")
 
 ROOT = Path(__file__).resolve().parents[2]  # the repo root: page paths are relative to app.py
 _RESULT_KEY = "home_prefill_result"
+LANDING_CHAIN_ROWS = 9  # the head, the change and the tail: short enough for the first screen below the text
+
+
+
+@st.cache_data(show_spinner=False)
+def _default_edit():
+    """The Edit page's default preset, hashed (no forward pass): its tokens and its two block chains."""
+    from kvviz.edit.presets import DEFAULT_PRESET_ID, load_edit_presets
+    from kvviz.model import tokenize
+    from kvviz.sim.compare import compare_prompts
+
+    preset = {p.id: p for p in load_edit_presets()}[DEFAULT_PRESET_ID]
+    return compare_prompts(tokenize(preset.a).ids, tokenize(preset.b).ids, block_size=preset.block_size)
+
+
+def _landing_chain() -> None:
+    """The lesson in one picture: the Edit page's first example as two block chains (rows left out in the
+    middle are one gap row), with the numbers the chart shows."""
+    from kvviz_app.figures.edit_chain import chain_figure
+
+    cmp = _default_edit()
+    ui_present.chart(chain_figure(cmp, max_rows=LANDING_CHAIN_ROWS), width="stretch", key="home_chain_chart",
+                     config={"displayModeBar": False})
+    st.caption(T.PICTURE_CAPTION.format(tokens=cmp.num_tokens_b, blocks=len(cmp.blocks), size=cmp.block_size,
+                                        reused=cmp.reused_blocks, first=cmp.first_changed_token))
+
 
 ui.page_header(T.TITLE, T.INTRO)
 ui_present.start_here()
@@ -26,6 +52,9 @@ ui_present.paths_panel()
 
 st.subheader(T.TEACHES_HEADER)
 st.markdown("\n".join(f"- {line}" for line in T.TEACHES))
+
+st.subheader(T.PICTURE_HEADER)
+_landing_chain()
 
 st.subheader(T.CARD_HEADER)
 st.markdown(T.CARD_INTRO)

@@ -10,6 +10,14 @@ INTRO = (
     "running on this machine."
 )
 
+PICTURE_HEADER = "One character, two chains"
+PICTURE_CAPTION = (
+    "The Edit page's first example, hashed here: prompts A and B have {tokens:,} tokens and differ in one "
+    "letter at token {first:,}. Each row is a block of {size} tokens. B's first {reused:,} of {blocks:,} "
+    "blocks hash exactly as A's, so an engine reuses their K/V; from the block holding the edit on, every "
+    "hash differs and those tokens are computed again."
+)
+
 TEACHES_HEADER = "What you will see"
 TEACHES = [
     "**What is cached.** Prefill reads the whole prompt in one compute-bound pass and leaves one K and "
