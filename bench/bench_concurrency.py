@@ -19,6 +19,11 @@ token: the step already running, the engine's queue, the other prompts' share of
 ``concurrent_spam_max_ms``, ``concurrent_wall_s``, ``concurrent_throughput_rps`` (the twenty sessions'
 prompts / wall time), ``concurrent_batch_mean`` (mean over the prompts of the most requests one of their
 engine steps computed), ``concurrent_steps`` (engine steps during the run).
+
+``busy_thread_compute_ms`` / ``quiet_compute_ms``: the compute of one 263-token prefill on the engine
+(median of 3, fresh cache salts) with a thread running pure Python beside it / without;
+``busy_thread_ratio`` is their quotient. The busy thread also takes one of the cores, so about 2 is the
+floor on 2 cores; with Python's 5 ms GIL switch interval it was 15-20 (``ENGINE_SWITCH_INTERVAL_S``).
 """
 
 from __future__ import annotations
@@ -45,7 +50,10 @@ TARGETS = [
     ("concurrent_invariants_ok", "room and pool invariants hold after the run", lambda r: r["concurrent_invariants_ok"]),
     ("concurrent_cross_session_blocks", "sessions reuse each other's blocks", lambda r: r["concurrent_cross_session_blocks"] > 0),
     ("concurrent_p95_ms", "20 sessions x 3 prompts on the engine: p95 <= 1.0 s", lambda r: r["concurrent_p95_ms"] <= 1000),
+    ("busy_thread_ratio", "a prefill beside a busy Python thread <= 3x its quiet compute",
+     lambda r: r["busy_thread_ratio"] <= 3.0),
 ]
+BUSY_RUNS = 3
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -56,6 +64,42 @@ def _percentile(values: list[float], q: float) -> float:
 
 def run(results: dict) -> None:
     run_room(results)
+    run_busy_thread(results)
+
+
+def _prefill_compute_ms(loop, ids: list[int]) -> float:
+    from kvviz.edit.engine_run import fresh_salt, run_prompt
+
+    return run_prompt(loop, ids, fresh_salt()).compute_ms
+
+
+def run_busy_thread(results: dict) -> None:
+    """One prefill's compute with and without a pure-Python thread beside the engine (module docstring)."""
+    from kvviz.edit.presets import DEFAULT_PRESET_ID, load_edit_presets
+    from kvviz.engine import get_engine_loop
+    from kvviz.model import tokenize
+
+    loop = get_engine_loop()
+    ids = tokenize({p.id: p for p in load_edit_presets()}[DEFAULT_PRESET_ID].a).ids
+    _prefill_compute_ms(loop, ids)  # warm-up
+    quiet = [_prefill_compute_ms(loop, ids) for _ in range(BUSY_RUNS)]
+    stop = threading.Event()
+
+    def busy() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+
+    thread = threading.Thread(target=busy, daemon=True)
+    thread.start()
+    try:
+        loaded = [_prefill_compute_ms(loop, ids) for _ in range(BUSY_RUNS)]
+    finally:
+        stop.set()
+        thread.join()
+    results["quiet_compute_ms"] = round(statistics.median(quiet), 1)
+    results["busy_thread_compute_ms"] = round(statistics.median(loaded), 1)
+    results["busy_thread_ratio"] = round(statistics.median(loaded) / statistics.median(quiet), 2)
 
 
 def run_room(results: dict) -> None:

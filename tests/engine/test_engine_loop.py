@@ -114,3 +114,20 @@ def test_submit_many_starts_every_request_in_the_same_step():
         assert loop.wait_idle(30) and not loop.engine.requests
     finally:
         loop.close()
+
+
+def test_an_engine_loop_shortens_the_gil_switch_interval():
+    """A step's many short torch calls each give the GIL up: at Python's 5 ms default, a thread running
+    Python beside the loop made each wait up to 5 ms (kvviz.engine.loop.ENGINE_SWITCH_INTERVAL_S)."""
+    import sys
+
+    from kvviz.engine.loop import ENGINE_SWITCH_INTERVAL_S
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)  # Python's default, whatever an earlier test left
+    loop = EngineLoop(LLMEngine(tiny_lm(seed=5), EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256)))
+    try:
+        assert sys.getswitchinterval() <= ENGINE_SWITCH_INTERVAL_S
+    finally:
+        loop.close()
+        sys.setswitchinterval(min(before, ENGINE_SWITCH_INTERVAL_S))
