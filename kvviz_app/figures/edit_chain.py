@@ -36,6 +36,16 @@ class ChainRow:
     gap: tuple[int, ...] = ()
 
 
+ROW_PX = 30  # one block row
+FIXED_PX = 275  # the title, legend, headers and Play controls: a figure is FIXED_PX + ROW_PX x rows tall
+
+
+def rows_fitting(height_px: int) -> int:
+    """The most rows a chain figure draws in ``height_px`` without squeezing them (6 at the least: the
+    head, a gap, the row before the change, the change, the tail)."""
+    return max(6, (height_px - FIXED_PX) // ROW_PX)
+
+
 def chain_rows(comparison: PromptComparison, max_rows: int = 24) -> list[ChainRow]:
     """Rows to draw: every block when they fit, else the head, the blocks around and after the first
     change (as many as fit) and the last two, with gap rows standing for the blocks left out."""
@@ -157,7 +167,7 @@ def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
     header_b = T.FIG_CHAIN_B_SHORT
     # the headers hang from the plot area's top edge (the legend sits right above it), over 1.8 rows of room
     y_top = 1.8
-    height = 185 + 30 * len(rows)
+    height = FIXED_PX - 90 + ROW_PX * len(rows)  # the Play controls' 90 px are added below
     fig.update_layout(
         height=height, margin={"l": 10, "r": 10, "t": 70, "b": 10}, plot_bgcolor="#ffffff",
         xaxis={"range": [-0.03, 2.0], "visible": False, "fixedrange": True},

@@ -151,8 +151,10 @@ def chains(edit: EditPlan, picture) -> None:
     st.subheader(T.STEP_CHAIN)
     st.markdown(T.CHAIN_INTRO)
     ui.hash_reference()
-    ui_present.picture(picture, F.chain_figure(edit.comparison), width="stretch", key="edit_chain_chart",
-                       config={"displayModeBar": False})
+    # on the projector the key picture has KEY_PICTURE_MAX_HEIGHT: as many rows as fit there unsqueezed
+    rows = 24 if picture is None else F.rows_fitting(ui_present.KEY_PICTURE_MAX_HEIGHT)
+    ui_present.picture(picture, F.chain_figure(edit.comparison, max_rows=rows), width="stretch",
+                       key="edit_chain_chart", config={"displayModeBar": False})
     st.caption(T.FIG_CHAIN_B_KEY)
     with st.expander(T.CHAIN_TABLE):
         st.dataframe(pd.DataFrame(E.chain_table_rows(edit.comparison)), hide_index=True, width="stretch")

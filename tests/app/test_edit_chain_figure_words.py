@@ -28,3 +28,19 @@ def test_the_gap_row_names_statuses_in_russian():
 def test_the_gap_row_in_english_counts_each_status():
     gap = _gap_text("en")
     assert "hit: 15" in gap and "invalidated: 4" in gap, gap
+
+
+def test_the_presenter_key_picture_keeps_its_rows_unsqueezed():
+    """In presenter mode the chain is the key picture, capped at KEY_PICTURE_MAX_HEIGHT: a 17-block chain
+    drawn with every row was squeezed to 14 px a row (its headers on the first row); it draws as many rows
+    as fit, 30 px each."""
+    from kvviz_app.figures.edit_chain import ROW_PX, rows_fitting
+    from kvviz_app.ui_present import KEY_PICTURE_MAX_HEIGHT
+
+    a = list(range(1, 272))
+    b = a[:250] + [9999] + a[251:]  # 17 blocks of 16, the edit in block 15
+    rows = rows_fitting(KEY_PICTURE_MAX_HEIGHT)
+    fig = chain_figure(compare_prompts(a, b, block_size=16), max_rows=rows)
+    drawn = -fig.layout.yaxis.range[0] + 0.4  # the y axis spans the drawn rows
+    assert fig.layout.height <= KEY_PICTURE_MAX_HEIGHT
+    assert drawn <= rows and (fig.layout.height - 275) / drawn >= ROW_PX - 0.5
