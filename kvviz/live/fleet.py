@@ -137,10 +137,11 @@ class Fleet:
             sub.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop every replica's subscriber, waiting up to ``timeout_s`` for each (the registry's call)."""
         for sub in self.subscribers.values():
             if sub.alive:
-                sub.stop()
+                sub.stop(timeout_s=timeout_s)
 
     @property
     def alive(self) -> bool:

@@ -142,3 +142,19 @@ def test_names_positions_and_dp_ranks() -> None:
     assert [(r.name, r.endpoint, r.replay_endpoint) for r in got] == [
         ("0/dp0", "tcp://127.0.0.1:5557", "tcp://127.0.0.1:5558"), ("0/dp1", "tcp://127.0.0.1:5558", "tcp://127.0.0.1:5559"),
         ("b/dp0", "tcp://127.0.0.1:6000", "tcp://127.0.0.1:6001"), ("b/dp1", "tcp://127.0.0.1:6001", "tcp://127.0.0.1:6002")]
+
+
+def test_a_third_shared_fleet_stops_the_least_recently_used_one() -> None:
+    """The process keeps MAX_SHARED_FLEETS fleets; watching one more stops the oldest (the registry called
+    ``Fleet.stop(timeout_s=...)``, which Fleet did not take: the page raised a TypeError)."""
+    from kvviz.live.fleet import MAX_SHARED_FLEETS, shared_fleet, stop_shared_fleet
+
+    lists = [parse_replicas([f"r{i}=tcp://127.0.0.1:{free_port()}"]) for i in range(MAX_SHARED_FLEETS + 1)]
+    fleets = []
+    try:
+        for specs in lists:
+            fleets.append(shared_fleet(specs))
+        assert not fleets[0].alive and all(f.alive for f in fleets[1:])
+    finally:
+        for specs in lists[1:]:
+            stop_shared_fleet(specs)
