@@ -10,11 +10,12 @@ import streamlit as st
 from kvviz.live.fleet import FLEET_MAX_BLOCKS, STALE_AFTER_S, Fleet, parse_replicas, shared_fleet
 from kvviz.mirror.hashing import HASH_FUNCTIONS, get_hash_fn, hash_block_chain, init_none_hash
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
-from kvviz_app import ui, ui_chart
+from kvviz_app import ui, ui_chart, ui_table
 from kvviz_app.figures import fleet as F
 from kvviz_app.i18n import texts
 
 T = texts("fleet")
+L = texts("live")
 
 K_SPECS, K_DP, K_FLEET, K_ERR = "lf_specs", "lf_dp", "lf_fleet", "lf_error"
 K_PROMPT, K_TOK, K_TOKNAME, K_HASH, K_SEED, K_BS, K_SALT = (
@@ -57,12 +58,15 @@ def _health(fleet: Fleet) -> None:
     healths = fleet.healths()
     cols = T.HEALTH_COLS
     st.markdown(f"**{T.HEALTH_HEADER}**")
-    st.dataframe(pd.DataFrame([{
-        cols["name"]: h.name, cols["status"]: T.STATUS_STALE if h.stale else h.status,
+    rows = [{
+        cols["name"]: h.name, cols["status"]: T.STATUS_STALE if h.stale else L.STATUS_WORD.get(h.status, h.status),
         cols["last_seq"]: "—" if h.last_seq is None else h.last_seq, cols["gaps"]: h.gaps_filled,
         cols["errors"]: h.decode_errors, cols["blocks"]: h.blocks_held, cols["prefixes"]: h.distinct_prefixes,
-        cols["churn"]: ui.loc(f"{h.churn_per_s:,.1f}"), cols["pod"]: h.pod or "—"} for h in healths]),
-        hide_index=True, width="stretch")
+        cols["churn"]: ui.loc(f"{h.churn_per_s:,.1f}"), cols["pod"]: h.pod or "—"} for h in healths]
+    if not any(h.pod for h in healths):  # the pod column only when a replica's topic names one
+        for row in rows:
+            del row[cols["pod"]]
+    ui_table.wrapping_table(pd.DataFrame(rows), key="fleet_health")  # a grid of nine columns scrolled at 1024 px
     index = fleet.cluster_index()
     st.caption(T.CLUSTER_LINE.format(distinct=len(index), shared=sum(1 for v in index.values() if len(v) > 1))
                + " " + T.STALE_NOTE.format(seconds=STALE_AFTER_S, cap=FLEET_MAX_BLOCKS))
@@ -103,11 +107,12 @@ def _route_view(fleet: Fleet) -> None:
         col.metric(T.PICKS[key], name or T.PICK_NONE, help=T.PICK_HELP.format(
             blocks=view.prefix_blocks, total=len(digests), name=name) if view else None)
     rc = T.ROUTE_COLS
-    st.dataframe(pd.DataFrame([{
+    # an HTML table whose headers wrap: seven columns fit 1024 px without scrolling sideways
+    ui_table.wrapping_table(pd.DataFrame([{
         rc["name"]: s.name, rc["prefix"]: s.prefix_blocks, rc["llmd"]: ui.loc(f"{s.longest_prefix:,.1f}"),
         rc["load"]: v.load_blocks, rc["prefill"]: ui.loc(f"{s.prefill_blocks:,.2f}"),
         rc["dynamo"]: ui.loc(f"{s.overlap_cost:,.2f}"), rc["live"]: T.YES if s.live else T.NO}
-        for s, v in zip(result.scores, views, strict=True)]), hide_index=True, width="stretch")
+        for s, v in zip(result.scores, views, strict=True)]), key="fleet_scores")
     best = [[_best_medium(m) for m in v.held] for v in views]
     ui_chart.plotly_chart(F.heat_strip_figure([v.name for v in views], best, [v.prefix_blocks for v in views],
                                               [not v.live for v in views], result.picks["longest_prefix"], bs,
@@ -161,7 +166,7 @@ def render() -> None:
     st.subheader(T.FLEET_HEADER)
     st.markdown(T.FLEET_INTRO)
     st.text_area(T.REPLICAS, key=K_SPECS, placeholder=T.REPLICAS_PLACEHOLDER, help=T.REPLICAS_HELP, height=110)
-    c = st.columns([2, 2, 1, 2])
+    c = st.columns([2, 2, 2, 1])  # the Russian "Stop" label needs the third column wide
     c[0].number_input(T.FLEET_DP, 1, 8, 1, key=K_DP)
     c[1].button(T.FLEET_CONNECT, on_click=_connect, type="primary", width="stretch")
     c[2].button(T.FLEET_DISCONNECT, on_click=_disconnect, width="stretch", disabled=K_FLEET not in st.session_state)

@@ -43,7 +43,8 @@ def prefix_columns_figure(columns: Sequence[tuple[str, Sequence[tuple[str, int]]
                            font=dict(color=GREEN, size=13))
     fig.update_layout(barmode="stack", bargap=0.35)
     fig.update_yaxes(title=labels["axis"], rangemode="tozero")
-    return base_layout(fig, 340, title)
+    # the pick's mark sits on the plot's top edge: room for it under the title (they overlapped at 1024 px)
+    return base_layout(fig, 340, title, title_top=72 if pick in names else 48)
 
 
 def heat_strip_figure(names: Sequence[str], held: Sequence[Sequence[str | None]], prefix_blocks: Sequence[int],

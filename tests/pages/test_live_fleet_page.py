@@ -45,9 +45,11 @@ def test_three_replicas_health_and_routing() -> None:
         _button(app, T.FLEET_CONNECT).click().run()
         specs = app.session_state["lf_fleet"]
         cols = T.HEALTH_COLS
-        until(app, lambda a: a.dataframe and list(a.dataframe[0].value[cols["blocks"]]) == [1, 3, 2])
-        health = app.dataframe[0].value
+        until(app, lambda a: a.table and list(a.table[0].value[cols["blocks"]]) == [1, 3, 2])
+        health = app.table[0].value
         assert list(health[cols["name"]]) == ["a", "b", "c"] and list(health[cols["errors"]]) == [0, 0, 0]
+        assert set(health[cols["status"]]) <= set(L.STATUS_WORD.values())  # words, not the subscriber's codes
+        assert cols["pod"] not in health.columns  # no replica names a pod: no column of dashes
         app.text_area(key="lf_prompt").set_value(",".join(map(str, tokens)))
         app.radio(key="lf_tok").set_value("ids")
         app.number_input(key="lf_load_b").set_value(50)
@@ -57,6 +59,8 @@ def test_three_replicas_health_and_routing() -> None:
         picks = {m.label: m.value for m in app.metric}
         # llm-d: b holds 3 leading blocks. Dynamo: b = 1 + (50 + 4) = 55, c = 2 + 4 = 6, a = 3 + 4 = 7 -> c.
         assert picks == {T.PICKS["longest_prefix"]: "b", T.PICKS["overlap_cost"]: "c", T.PICKS["round_robin"]: "a"}
+        scores = app.table[1].value  # the score table: words whole, no sideways scroll at 1024 px
+        assert list(scores.iloc[:, 0]) == ["a", "b", "c"] and list(scores.iloc[:, 1]) == [1, 3, 2]
         _button(app, T.ROUTE_CHECK).click().run()  # the next prompt: round-robin moves on
         assert {m.label: m.value for m in app.metric}[T.PICKS["round_robin"]] == "b"
         assert len(app.get("plotly_chart")) >= 2  # the prefix columns and the heat strip
