@@ -83,25 +83,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--endpoint: no room for {args.replicas} replicas above its port ({exc})") from None
     tokenize = _tokenizer(args.synthetic, args.seed)
     demos: list[DemoPublisher] = []
-    try:
-        for i in range(args.replicas):
-            fleet = args.replicas > 1
-            pub = offset_endpoint_port(endpoint, 2 * i) if fleet else endpoint
-            rep = offset_endpoint_port(endpoint, 2 * i + 1) if fleet else replay
-            topic = args.topic or (f"kv@demo-{i}@{DEMO_MODEL}" if fleet else "")
-            demos.append(DemoPublisher(pub, rep, topic=topic, seed=args.seed + i, interval_s=args.interval,
-                                       form=FORM_ARRAY if args.array_like else args.form,
-                                       replay_layout=args.replay_layout, int_hashes=args.int_hashes,
-                                       tokenize=tokenize, max_batches=args.max_batches).start())
-    except ValueError as exc:
-        for demo in demos:
-            demo.stop()
-        raise CliError(str(exc)) from None
-    if not args.json:
-        for demo in demos:
-            print(f"publishing on {demo.endpoint} (replay {demo.replay_endpoint}); Ctrl-C to stop", flush=True)
-    deadline = None if args.seconds is None else time.monotonic() + args.seconds
-    try:
+    try:  # Ctrl-C at any point from the first start() on stops every publisher and reports
+        try:
+            for i in range(args.replicas):
+                fleet = args.replicas > 1
+                pub = offset_endpoint_port(endpoint, 2 * i) if fleet else endpoint
+                rep = offset_endpoint_port(endpoint, 2 * i + 1) if fleet else replay
+                topic = args.topic or (f"kv@demo-{i}@{DEMO_MODEL}" if fleet else "")
+                demos.append(DemoPublisher(pub, rep, topic=topic, seed=args.seed + i, interval_s=args.interval,
+                                           form=FORM_ARRAY if args.array_like else args.form,
+                                           replay_layout=args.replay_layout, int_hashes=args.int_hashes,
+                                           tokenize=tokenize, max_batches=args.max_batches))
+                demos[-1].start()
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        if not args.json:
+            for demo in demos:
+                print(f"publishing on {demo.endpoint} (replay {demo.replay_endpoint}); Ctrl-C to stop", flush=True)
+        deadline = None if args.seconds is None else time.monotonic() + args.seconds
         while all(d.alive for d in demos) and (deadline is None or time.monotonic() < deadline):
             time.sleep(0.1)
     except KeyboardInterrupt:

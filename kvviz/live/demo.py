@@ -197,12 +197,14 @@ class DemoPublisher(Worker):
             if self._router is not None:
                 self._serve_replay()
             now = time.monotonic()
-            if now >= next_step and (self.max_batches is None or self.seq < self.max_batches):
+            publishing = self.max_batches is None or self.seq < self.max_batches
+            if publishing and now >= next_step:
                 events = self.workload.step()
                 if events:
                     self.publish(events)
                 next_step = now + self.interval_s
-            self._sleep(min(0.02, next_step - time.monotonic()))
+            # past its last batch the loop only serves replay: poll every 20 ms (it used to spin)
+            self._sleep(min(0.02, next_step - time.monotonic()) if publishing else 0.02)
 
     def _close(self) -> None:
         self._ctx.destroy(linger=0)

@@ -216,3 +216,44 @@ def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture, args: list[
 def test_publish_demo_bad_input(capsys: pytest.CaptureFixture, args: list[str]) -> None:
     assert main(["publish-demo", "--synthetic", *args]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_ctrl_c_right_after_the_demo_starts_still_stops_and_reports(capsys: pytest.CaptureFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C that lands while publish-demo is still starting (its publisher already sending: a fast
+    watcher had its batches and the test sent SIGINT) stops the publisher and reports, as a later Ctrl-C
+    does; it used to escape the CLI with the publisher's sockets open, and the process hung at exit."""
+    import kvviz.cli.publish_demo as cli
+
+    started: list[DemoPublisher] = []
+    real_start = DemoPublisher.start
+
+    def start_then_ctrl_c(self):
+        started.append(real_start(self))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.DemoPublisher, "start", start_then_ctrl_c)
+    port = free_port(2)
+    assert main(["publish-demo", "--endpoint", f"tcp://127.0.0.1:{port}", "--synthetic", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["endpoint"] == f"tcp://127.0.0.1:{port}"
+    assert started and not any(d.alive for d in started)
+
+
+def test_a_demo_past_its_last_batch_waits_instead_of_spinning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ``max_batches`` the publisher only serves replay: its loop sleeps between polls (it spun,
+    burning a core, which slowed everything beside it on a loaded machine)."""
+    calls = []
+    real = DemoPublisher._serve_replay
+    monkeypatch.setattr(DemoPublisher, "_serve_replay", lambda self: (calls.append(1), real(self))[1])
+    port = free_port(2)
+    demo = DemoPublisher(f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}", interval_s=0.001,
+                         tokenize=synthetic_tokenizer(0), max_batches=3).start()
+    try:
+        stopped = threading.Event()
+        while demo.seq < 3 and demo.alive:
+            stopped.wait(0.01)
+        calls.clear()
+        stopped.wait(0.5)  # half a second past the last batch: polls at most every 20 ms
+        assert len(calls) <= 50, len(calls)
+    finally:
+        demo.stop()
