@@ -163,13 +163,20 @@ def test_demo_publisher_end_to_end_in_process(capsys: pytest.CaptureFixture) -> 
     assert [b["cached"] for b in out["prompt_block_status"]] == expected
 
 
+def _default_ctrl_c() -> None:
+    """In the child before exec: Ctrl-C acts as in a terminal. A runner started in the background by a
+    non-interactive shell ignores SIGINT and its children inherit that, so Python never installs its
+    handler and the demo ran on to --seconds (the test timed out in such a run)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_demo_publisher_cli_end_to_end() -> None:
     """Both CLIs as processes: watch gets the demo's 30 batches; Ctrl-C ends the demo, which then reports."""
     port = free_port(2)
     demo = subprocess.Popen(
         [sys.executable, "-m", "kvviz", "publish-demo", "--endpoint", f"tcp://127.0.0.1:{port}", "--synthetic",
          "--array-like", "--interval", "0.01", "--max-batches", "30", "--seconds", "120", "--json"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_ctrl_c)
     try:
         watch = subprocess.run(
             [sys.executable, "-m", "kvviz", "watch", "--endpoint", f"tcp://127.0.0.1:{port}", "--replay-endpoint",
