@@ -52,6 +52,24 @@ def _send(page) -> dict[str, str]:
     return values
 
 
+def _reset(page) -> None:
+    """The presenter's Reset, until the page says the room was reset: the live fragment reruns the page
+    every few seconds, and a click that lands during a rerun is lost (or the Presenter box has closed)."""
+    for attempt in range(3):
+        reset = page.get_by_role("button", name=T.RESET)
+        if not reset.is_visible():  # the Presenter box closed on a later rerun
+            page.locator('[data-testid="stExpander"]').get_by_text(T.PRESENTER, exact=True).first.click()
+            wait_idle(page)
+        reset.click()
+        try:
+            page.get_by_text("The room was reset").first.wait_for(timeout=60_000)
+            return
+        except Exception:
+            if attempt == 2:
+                screenshot(page, "room-reset-debug")
+                raise
+
+
 def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # noqa: F811
     ctx_a, a = _open(browser, app_server)
     ctx_b, b = _open(browser, app_server)
@@ -61,15 +79,7 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
         a.get_by_label(T.PRESENTER_KEY, exact=True).fill(os.environ.get("KVVIZ_PRESENTER_KEY", PRESENTER_KEY))
         a.get_by_label(T.PRESENTER_KEY, exact=True).press("Enter")
         wait_idle(a)
-        for attempt in range(3):  # a click that lands while the script reruns can be lost: retry
-            a.get_by_role("button", name=T.RESET).click()
-            try:
-                a.get_by_text("The room was reset").first.wait_for()
-                break
-            except Exception:
-                if attempt == 2:
-                    screenshot(a, "room-reset-debug")
-                    raise
+        _reset(a)
         wait_idle(a)
         first = _send(a)
         assert first[T.M_FROM_OTHERS] == "0" and first[T.M_COMPUTED] == first[T.M_TOKENS]
@@ -103,12 +113,7 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
 
         # issue 27 item 10: the presenter (A) resets; B's page drops its old "Your last prompt" by itself
         assert b.get_by_text(T.NO_PROMPT_YET).count() == 0
-        reset = a.get_by_role("button", name=T.RESET)
-        if not reset.is_visible():  # the Presenter box closed on a later rerun
-            a.locator('[data-testid="stExpander"]').get_by_text(T.PRESENTER, exact=True).first.click()
-            wait_idle(a)
-        reset.click()
-        a.get_by_text("The room was reset").first.wait_for()
+        _reset(a)
         b.get_by_text(T.NO_PROMPT_YET).first.wait_for()  # the live fragment saw the reset
         assert_no_errors(b)
     finally:
