@@ -58,14 +58,13 @@ def _health(fleet: Fleet) -> None:
     healths = fleet.healths()
     cols = T.HEALTH_COLS
     st.markdown(f"**{T.HEALTH_HEADER}**")
+    show_pod = any(h.pod for h in healths)  # the pod column only when a replica's topic names one
     rows = [{
         cols["name"]: h.name, cols["status"]: T.STATUS_STALE if h.stale else L.STATUS_WORD.get(h.status, h.status),
         cols["last_seq"]: "—" if h.last_seq is None else h.last_seq, cols["gaps"]: h.gaps_filled,
         cols["errors"]: h.decode_errors, cols["blocks"]: h.blocks_held, cols["prefixes"]: h.distinct_prefixes,
-        cols["churn"]: ui.loc(f"{h.churn_per_s:,.1f}"), cols["pod"]: h.pod or "—"} for h in healths]
-    if not any(h.pod for h in healths):  # the pod column only when a replica's topic names one
-        for row in rows:
-            del row[cols["pod"]]
+        cols["churn"]: ui.loc(f"{h.churn_per_s:,.1f}"), **({cols["pod"]: h.pod or "—"} if show_pod else {})}
+        for h in healths]
     ui_table.wrapping_table(pd.DataFrame(rows), key="fleet_health")  # a grid of nine columns scrolled at 1024 px
     index = fleet.cluster_index()
     st.caption(T.CLUSTER_LINE.format(distinct=len(index), shared=sum(1 for v in index.values() if len(v) > 1))

@@ -4,7 +4,7 @@ two block chains with the cascade animation (``edit_chain``) and the per-layer K
 
 from __future__ import annotations
 
-from kvviz_app.figures.edit_chain import ChainRow, chain_figure, chain_rows, rows_fitting
+from kvviz_app.figures.edit_chain import MAX_ROWS, ChainRow, chain_figure, chain_rows, rows_fitting
 from kvviz_app.figures.edit_common import (
     A_COLOR,
     A_LIGHT,
@@ -28,6 +28,6 @@ from kvviz_app.figures.edit_tokens import token_strip_figure
 
 __all__ = [
     "A_COLOR", "A_LIGHT", "B_X", "BOUNDARY_COLOR", "CHANGED_COLOR", "FONT", "STATUS_COLORS", "STATUS_LIGHT",
-    "TOKENS_PER_ROW", "UNCHECKED_COLOR", "ZERO_COLOR", "ChainRow", "byte_hover", "cell_piece", "chain_figure",
+    "TOKENS_PER_ROW", "UNCHECKED_COLOR", "ZERO_COLOR", "MAX_ROWS", "ChainRow", "byte_hover", "cell_piece", "chain_figure",
     "chain_rows", "rows_fitting", "first_changed_block", "hover_piece", "kv_heatmap_figure", "show_piece", "token_strip_figure",
 ]

@@ -36,6 +36,7 @@ class ChainRow:
     gap: tuple[int, ...] = ()
 
 
+MAX_ROWS = 24  # rows drawn on the page (longer chains keep their head, the change and the tail)
 ROW_PX = 30  # one block row
 FIXED_PX = 275  # the title, legend, headers and Play controls: a figure is FIXED_PX + ROW_PX x rows tall
 
@@ -46,7 +47,7 @@ def rows_fitting(height_px: int) -> int:
     return max(6, (height_px - FIXED_PX) // ROW_PX)
 
 
-def chain_rows(comparison: PromptComparison, max_rows: int = 24) -> list[ChainRow]:
+def chain_rows(comparison: PromptComparison, max_rows: int = MAX_ROWS) -> list[ChainRow]:
     """Rows to draw: every block when they fit, else the head, the blocks around and after the first
     change (as many as fit) and the last two, with gap rows standing for the blocks left out."""
     n = len(comparison.blocks)
@@ -78,7 +79,7 @@ def _gap_text(comparison: PromptComparison, gap: Sequence[int]) -> str:
     return T.FIG_GAP.format(count=len(gap), summary=summary)
 
 
-def chain_figure(comparison: PromptComparison, max_rows: int = 24) -> go.Figure:
+def chain_figure(comparison: PromptComparison, max_rows: int = MAX_ROWS) -> go.Figure:
     """A's chain (left) and B's chain (right), one row per block, coloured by B's status, with an
     animation (Play / slider) that walks B's lookup from the first changed block to the end."""
     blocks = comparison.blocks

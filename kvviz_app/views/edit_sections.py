@@ -152,7 +152,7 @@ def chains(edit: EditPlan, picture) -> None:
     st.markdown(T.CHAIN_INTRO)
     ui.hash_reference()
     # on the projector the key picture has KEY_PICTURE_MAX_HEIGHT: as many rows as fit there unsqueezed
-    rows = 24 if picture is None else F.rows_fitting(ui_present.KEY_PICTURE_MAX_HEIGHT)
+    rows = F.MAX_ROWS if picture is None else F.rows_fitting(ui_present.KEY_PICTURE_MAX_HEIGHT)
     ui_present.picture(picture, F.chain_figure(edit.comparison, max_rows=rows), width="stretch",
                        key="edit_chain_chart", config={"displayModeBar": False})
     st.caption(T.FIG_CHAIN_B_KEY)

@@ -34,7 +34,7 @@ def test_the_presenter_key_picture_keeps_its_rows_unsqueezed():
     """In presenter mode the chain is the key picture, capped at KEY_PICTURE_MAX_HEIGHT: a 17-block chain
     drawn with every row was squeezed to 14 px a row (its headers on the first row); it draws as many rows
     as fit, 30 px each."""
-    from kvviz_app.figures.edit_chain import ROW_PX, rows_fitting
+    from kvviz_app.figures.edit_chain import FIXED_PX, ROW_PX, rows_fitting
     from kvviz_app.ui_present import KEY_PICTURE_MAX_HEIGHT
 
     a = list(range(1, 272))
@@ -43,4 +43,4 @@ def test_the_presenter_key_picture_keeps_its_rows_unsqueezed():
     fig = chain_figure(compare_prompts(a, b, block_size=16), max_rows=rows)
     drawn = -fig.layout.yaxis.range[0] + 0.4  # the y axis spans the drawn rows
     assert fig.layout.height <= KEY_PICTURE_MAX_HEIGHT
-    assert drawn <= rows and (fig.layout.height - 275) / drawn >= ROW_PX - 0.5
+    assert drawn <= rows and (fig.layout.height - FIXED_PX) / drawn >= ROW_PX - 0.5
