@@ -156,6 +156,36 @@ def causal_mask(past: int, n: int, device: torch.device) -> torch.Tensor | None:
     return torch.arange(past + n, device=device)[None, :] <= (past + torch.arange(n, device=device))[:, None]
 
 
+class Fused:
+    """One weight ``[sum(outs), in]`` whose row blocks are the weights of several projections of the same
+    input (vLLM's QKVParallelLinear, MergedColumnParallelLinear): one GEMM instead of several.
+
+    Invariant: it is used only while each projection's weight is still its view (same storage, same
+    place); a moved or replaced weight falls back to the separate projections."""
+
+    def __init__(self, parts: list[Linear]) -> None:
+        self.weight = torch.cat([p.weight for p in parts])  # [sum(outs), in]
+        self.sizes = [p.weight.shape[0] for p in parts]
+        start = 0
+        for p, size in zip(parts, self.sizes, strict=True):
+            p.weight = nn.Parameter(self.weight[start:start + size], requires_grad=False)  # a view: no copy
+            start += size
+        self._ptrs = [p.weight.data_ptr() for p in parts]
+
+    def applies(self, parts: list[Linear]) -> bool:
+        return [p.weight.data_ptr() for p in parts] == self._ptrs
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return F.linear(x, self.weight).split(self.sizes, dim=-1)
+
+
+def _project(fused: Fused | None, parts: list[Linear], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each projection of ``x``: through the fused weight while it applies, else one by one."""
+    if fused is not None and fused.applies(parts):
+        return fused(x)
+    return tuple(p(x) for p in parts)
+
+
 class Attention(nn.Module):
     """Grouped-query self-attention with rotary positions; K/V heads shared by groups of query heads."""
 
@@ -166,13 +196,18 @@ class Attention(nn.Module):
         self.k_proj = Linear(cfg.hidden_size, self.kv_heads * self.head_dim)
         self.v_proj = Linear(cfg.hidden_size, self.kv_heads * self.head_dim)
         self.o_proj = Linear(self.heads * self.head_dim, cfg.hidden_size)
+        self.qkv: Fused | None = None  # set by ``fuse`` once the weights are loaded
+
+    def fuse(self) -> None:
+        self.qkv = Fused([self.q_proj, self.k_proj, self.v_proj])
 
     def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Q, K (both rotated) and V of ``x`` ``[batch, n, hidden]``, each ``[batch, heads, n, head_dim]``."""
         batch, n, _ = x.shape
-        q = self.q_proj(x).view(batch, n, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = _project(self.qkv, [self.q_proj, self.k_proj, self.v_proj], x)
+        q = q.reshape(batch, n, self.heads, self.head_dim).transpose(1, 2)
+        k = k.reshape(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.reshape(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
@@ -202,9 +237,14 @@ class MLP(nn.Module):
         self.gate_proj = Linear(cfg.hidden_size, cfg.intermediate_size)
         self.up_proj = Linear(cfg.hidden_size, cfg.intermediate_size)
         self.down_proj = Linear(cfg.intermediate_size, cfg.hidden_size)
+        self.gate_up: Fused | None = None  # set by ``fuse`` once the weights are loaded
+
+    def fuse(self) -> None:
+        self.gate_up = Fused([self.gate_proj, self.up_proj])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = _project(self.gate_up, [self.gate_proj, self.up_proj], x)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):
@@ -245,6 +285,12 @@ class NativeLlamaForCausalLM(nn.Module):
         self.model = LlamaBody(cfg)
         self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size)
         self.lm_head.weight = self.model.embed_tokens.weight  # tied, as in the checkpoint
+
+    def fuse_projections(self) -> None:
+        """Q/K/V and gate/up of every layer become one weight each (views keep transformers' names)."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse()
+            layer.mlp.fuse()
 
     def get_input_embeddings(self) -> Embedding:
         return self.model.embed_tokens
@@ -295,4 +341,5 @@ def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLl
     model.load_state_dict(state, strict=True, assign=True)
     model.lm_head.weight = model.model.embed_tokens.weight
     model.model.rotary_emb.to(target)
+    model.fuse_projections()
     return model

@@ -32,6 +32,7 @@ def tiny_lm(seed: int = 0, layers: int = 2, heads: int = 4, kv_heads: int = 2, h
     state["lm_head.weight"] = state["model.embed_tokens.weight"]
     model.load_state_dict(state, strict=True, assign=True)
     model.lm_head.weight = model.model.embed_tokens.weight
+    model.fuse_projections()  # as load_native_llama does: the engine runs the fused Q/K/V and gate/up
     model.eval().requires_grad_(False)
     info = ModelInfo(name="tiny-llama", source="random", num_layers=layers, num_heads=heads, num_kv_heads=kv_heads,
                      head_dim=head_dim, d_model=heads * head_dim, vocab_size=vocab,

@@ -95,6 +95,26 @@ def test_same_logits_and_kv_in_one_pass_and_after_a_prefix(pair, ids, split):
     assert tail.past_key_values.get_seq_length() == len(ids)
 
 
+def test_fused_projections_are_views_and_a_replaced_weight_falls_back(pair):
+    hf, native = pair
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    attn, mlp = native.model.layers[0].self_attn, native.model.layers[0].mlp
+    parts = [attn.q_proj, attn.k_proj, attn.v_proj]
+    assert attn.qkv is not None and attn.qkv.applies(parts) and mlp.gate_up.applies([mlp.gate_proj, mlp.up_proj])
+    assert parts[1].weight.untyped_storage().data_ptr() == attn.qkv.weight.untyped_storage().data_ptr()  # no copy
+    fused = _run(native, ids).logits
+    assert (fused - _run(hf, ids).logits).abs().max().item() <= TOL
+    saved = attn.k_proj.weight
+    try:  # a replaced weight (a move, an edit): the layer computes with it, not with the stale fused copy
+        attn.k_proj.weight = torch.nn.Parameter(saved.detach().clone() * 2, requires_grad=False)
+        assert not attn.qkv.applies(parts)
+        changed = _run(native, ids).logits
+        assert (changed - fused).abs().max().item() > 1e-3
+    finally:
+        attn.k_proj.weight = saved
+    assert attn.qkv.applies(parts)
+
+
 def test_cache_grows_into_new_tensors_and_never_writes_the_prefix(pair):
     _, native = pair
     first = _run(native, [1, 2, 3, 4])
