@@ -38,11 +38,11 @@ def run_burst(loop: EngineLoop, token_ids: Sequence[list[int]], cached: list[int
     ``token_ids`` at once, each generating ``new_tokens`` greedy tokens; wait for all of them."""
     prefix = f"{BURST_PREFIX}-{owner or secrets.token_hex(4)}-{secrets.token_hex(3)}-"
     loop.submit(prefix + "cache", cached, SamplingParams(max_tokens=1), client="batching").result()
-    first = loop.call(lambda e: e.steps[-1].step if e.steps else -1)
+    first = loop.read(lambda e: e.steps[-1].step if e.steps else -1)
     params = SamplingParams(max_tokens=new_tokens, ignore_eos=True)
     streams = loop.submit_many([(f"{prefix}{i}", list(ids), params) for i, ids in enumerate(token_ids)],
                                client="batching")
     outputs = [s.result() for s in streams]
-    steps = loop.call(lambda e: [s for s in e.steps if s.step > first])
+    steps = loop.read(lambda e: [s for s in e.steps if s.step > first])
     mine = [s for s in steps if any(i.request_id.startswith(prefix) for i in s.items)]
     return BurstResult(prefix, outputs, mine)

@@ -143,10 +143,10 @@ def run_prompt(loop, ids: list[int], cache_salt: str | None, *, logits: bool = F
     from kvviz.engine import SamplingParams
 
     request_id = f"edit-{uuid.uuid4().hex[:12]}"
-    since = loop.call(_next_seq) if block_table else 0
+    since = loop.read(_next_seq) if block_table else 0
     out = loop.submit(request_id, list(ids), SamplingParams(max_tokens=1, return_logits=logits),
                       cache_salt=cache_salt, client="edit").result()
-    table = loop.call(lambda e: _block_table(e, request_id, since)) if block_table else ()
+    table = loop.read(lambda e: _block_table(e, request_id, since)) if block_table else ()
     m = out.metrics
     first = m.first_scheduled_time if m.first_scheduled_time is not None else m.arrival_time
     token_time = m.first_token_time if m.first_token_time is not None else first

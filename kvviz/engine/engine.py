@@ -1,7 +1,9 @@
 """LLMEngine: the synchronous step loop (vLLM v1's ``LLMEngine`` + ``EngineCore`` in one object).
 
 ``step`` = schedule (``Scheduler``) -> forward (``ModelRunner`` over ``PagedKVMemory``) -> sample -> detokenize
--> stop checks -> free finished requests -> publish the step's vLLM KV events. Invariant: the block pool,
+-> stop checks -> free finished requests -> publish the step's vLLM KV events; ``begin_step``,
+``execute_step`` and ``finish_step`` are its three parts (vLLM's schedule, execute_model,
+update_from_output), so a serving loop can let readers in during the forward pass. Invariant: the block pool,
 free queue, block hashes and events are the core ``KVCacheManager``'s; the K/V live only in the paged memory.
 """
 
@@ -58,6 +60,18 @@ class StepRecord:
     duration_s: float
     started_at: float = 0.0  # time.time() when the step began
     items: tuple[StepItem, ...] = ()
+
+
+@dataclass
+class StepWork:
+    """A begun step: its schedule, what the forward pass computes, outputs already due (aborts), and when
+    it began (``time.time()`` and ``time.monotonic()``)."""
+
+    plan: SchedulerOutput
+    seqs: list[SeqInput]
+    outputs: list[RequestOutput]
+    wall: float
+    started: float
 
 
 def engine_supports(lm) -> str | None:
@@ -163,13 +177,35 @@ class LLMEngine:
     # -- the step -------------------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         """One scheduler step; outputs of the requests that produced tokens, finished or were aborted."""
+        work = self.begin_step()
+        return self.finish_step(work, self.execute_step(work))
+
+    def begin_step(self) -> StepWork:
+        """The step's first part: schedule it (block allocation, prefix hits, preemption) and fix what the
+        forward pass reads. Changes the engine's state."""
         outputs, self._pending = self._pending, []
         wall, started = time.time(), time.monotonic()
         plan = self.scheduler.schedule()
-        if plan.chunks:
-            outputs.extend(self._run(plan))
-        duration = time.monotonic() - started
-        self._record(plan, duration, wall)
+        seqs = [SeqInput(c.token_ids, c.start, self.manager.block_ids(c.request.request_id), c.samples)
+                for c in plan.chunks]
+        return StepWork(plan, seqs, outputs, wall, started)
+
+    def execute_step(self, work: StepWork) -> torch.Tensor | None:
+        """The forward pass of a begun step: writes the scheduled tokens' K/V into their blocks and returns
+        the logits it samples from (every chunk's rows while ``chunk_logits`` records them). Reads only
+        ``work`` and the K/V memory, so the engine's state may be read meanwhile (``EngineLoop.read``)."""
+        if not work.seqs:
+            return None
+        return self.runner.execute(work.seqs, all_logits=self.chunk_logits is not None)
+
+    def finish_step(self, work: StepWork, logits: torch.Tensor | None) -> list[RequestOutput]:
+        """The step's last part: sample, detokenize, stop checks, free finished requests, record the step
+        and publish its KV events. Changes the engine's state."""
+        plan, outputs = work.plan, work.outputs
+        if plan.chunks and logits is not None:
+            outputs.extend(self._sample(plan, logits))
+        duration = time.monotonic() - work.started
+        self._record(plan, duration, work.wall)
         total = plan.num_batched_tokens
         for c in plan.chunks:  # each request's share of the step's time, by its scheduled tokens
             m = c.request.metrics
@@ -178,21 +214,15 @@ class LLMEngine:
         self._publish()
         return outputs
 
-    def _run(self, plan: SchedulerOutput) -> list[RequestOutput]:
-        seqs = [SeqInput(c.token_ids, c.start, self.manager.block_ids(c.request.request_id), c.samples)
-                for c in plan.chunks]
-        if self.chunk_logits is None:
-            logits = self.runner.execute(seqs)
-        else:
-            every = self.runner.execute(seqs, all_logits=True)
-            rows, row, ends = [], 0, []
+    def _sample(self, plan: SchedulerOutput, logits: torch.Tensor) -> list[RequestOutput]:
+        if self.chunk_logits is not None:  # ``logits`` has a row per scheduled token: record, keep the last rows
+            row, ends = 0, []
             for c in plan.chunks:
-                self.chunk_logits.append((c.request.request_id, c.start, every[row:row + c.num_tokens].cpu()))
+                self.chunk_logits.append((c.request.request_id, c.start, logits[row:row + c.num_tokens].cpu()))
                 row += c.num_tokens
                 if c.samples:
                     ends.append(row - 1)
-            rows = ends
-            logits = every[rows]
+            logits = logits[ends]
         sampling = [c for c in plan.chunks if c.samples]
         reqs = [c.request for c in sampling]
         tokens = self.sampler.sample(logits, [r.sampling_params for r in reqs], [r.generator for r in reqs])
@@ -349,4 +379,4 @@ def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> int | None:
     return min(found) if found else None
 
 
-__all__ = ["LLMEngine", "StepItem", "StepRecord", "engine_supports", "RequestStatus"]
+__all__ = ["LLMEngine", "StepItem", "StepRecord", "StepWork", "engine_supports", "RequestStatus"]

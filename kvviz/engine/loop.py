@@ -1,9 +1,12 @@
 """EngineLoop: a thread-safe serving wrapper (vLLM's AsyncLLM in spirit): one background thread steps the
 engine while requests are unfinished; each submitted request gets a stream of its output deltas.
 
-Invariant: only the loop thread calls ``engine.step`` and ``add_request`` (submissions wait in an intake
-list, admitted between steps); ``abort``, ``stats`` and ``call`` take the step lock, so the engine is never
-touched by two threads at once, and every stream ends with a finished output.
+Invariant: only the loop thread steps the engine and calls ``add_request`` (submissions wait in an intake
+list, admitted between steps). Two locks, always taken in this order: the step lock, held by the loop
+thread for a whole step and by ``call`` and ``abort`` (they run between steps); the state lock, held for
+every change of the engine's state and by ``read`` and ``stats``, but not during the forward pass, so a
+reader waits at most for a schedule or a sampling, never for the model. Every stream ends with a finished
+output.
 """
 
 from __future__ import annotations
@@ -82,7 +85,8 @@ class EngineLoop:
 
     def __init__(self, engine: LLMEngine) -> None:
         self.engine = engine
-        self._lock = threading.Lock()  # held by the loop thread for each step; views take it between steps
+        self._step_lock = threading.Lock()  # a whole step; ``call`` and ``abort`` take it (between steps)
+        self._lock = threading.Lock()  # the engine's state: every change, and ``read`` (not the forward pass)
         self._idle = threading.Condition(self._lock)  # notified when no request is left unfinished
         self._intake_lock = threading.Lock()  # held for an append or a drain only
         self._intake: list[_Intake] = []
@@ -132,16 +136,21 @@ class EngineLoop:
         return [item.stream for item in items]
 
     def abort(self, request_id: str) -> None:
-        with self._lock:
+        with self._step_lock, self._lock:
             self.engine.abort_request(request_id)
         self._work.set()
 
     def stats(self) -> EngineStats:
-        with self._lock:
-            return self.engine.stats()
+        return self.read(LLMEngine.stats)
 
     def call(self, fn):
-        """Run ``fn(engine)`` under the loop's lock (views read the engine's state between steps)."""
+        """Run ``fn(engine)`` between two steps, alone: it may change the engine or read its K/V memory."""
+        with self._step_lock, self._lock:
+            return fn(self.engine)
+
+    def read(self, fn):
+        """Run ``fn(engine)``, which only reads the engine's state (not its K/V), without waiting for a
+        forward pass: during one it sees the state as the step was scheduled."""
         with self._lock:
             return fn(self.engine)
 
@@ -154,7 +163,7 @@ class EngineLoop:
     def close(self) -> None:
         with self._intake_lock:
             self._closed = True
-        with self._lock:
+        with self._step_lock, self._lock:
             for rid in list(self._streams):
                 self.engine.abort_request(rid)
         self._work.set()
@@ -175,35 +184,63 @@ class EngineLoop:
     def _run(self) -> None:
         while True:
             self._work.wait()
+            with self._step_lock:
+                if not self._step():
+                    return
+            time.sleep(0)  # between steps, let a thread waiting for a lock (abort, stats, a view) take it
+
+    def _step(self) -> bool:
+        """Admit, then one engine step in its three parts, the forward pass outside the state lock; False
+        once the loop is closed and nothing is left."""
+        with self._lock:
+            self._work.clear()  # before the drain: a later submission sets it again
+            self._admit()
+            if not self.engine.has_unfinished_requests():
+                self._idle.notify_all()
+                with self._intake_lock:
+                    return not (self._closed and not self._intake)
+            try:
+                work = self.engine.begin_step()
+            except BaseException as exc:  # noqa: BLE001 - every waiting stream learns of the failure
+                self._fail(exc)
+                return True
+        try:
+            logits = self.engine.execute_step(work)  # readers (``read``, ``stats``) may run meanwhile
+        except BaseException as exc:  # noqa: BLE001
             with self._lock:
-                self._work.clear()  # before the drain: a later submission sets it again
-                self._admit()
-                if not self.engine.has_unfinished_requests():
-                    self._idle.notify_all()
-                    with self._intake_lock:
-                        if self._closed and not self._intake:
-                            return
-                    continue
-                try:
-                    outputs = self.engine.step()
-                except BaseException as exc:  # noqa: BLE001 - every waiting stream learns of the failure
-                    for rid, stream in list(self._streams.items()):
-                        stream._put(exc)
-                        self.engine.abort_request(rid)
-                    self._streams.clear()
-                    self.engine.step()  # drains the abort outputs
-                    outputs = []
-                for out in outputs:
-                    stream = self._streams.get(out.request_id)
-                    if stream is not None:
-                        stream._put(out)
-                        if out.finished:
-                            del self._streams[out.request_id]
-                if self.engine.has_unfinished_requests():
-                    self._work.set()  # keep stepping
-                else:
-                    self._idle.notify_all()
-            time.sleep(0)  # between steps, let a thread waiting for the lock (abort, stats, a view) take it
+                self._fail(exc)
+            return True
+        with self._lock:
+            try:
+                self._deliver(self.engine.finish_step(work, logits))
+            except BaseException as exc:  # noqa: BLE001
+                self._fail(exc)
+                return True
+            self._after_step()
+        return True
+
+    def _fail(self, exc: BaseException) -> None:
+        """Under the state lock: every waiting stream gets ``exc`` and its request is aborted."""
+        for rid, stream in list(self._streams.items()):
+            stream._put(exc)
+            self.engine.abort_request(rid)
+        self._streams.clear()
+        self.engine.step()  # drains the abort outputs
+        self._after_step()
+
+    def _deliver(self, outputs: list[RequestOutput]) -> None:
+        for out in outputs:
+            stream = self._streams.get(out.request_id)
+            if stream is not None:
+                stream._put(out)
+                if out.finished:
+                    del self._streams[out.request_id]
+
+    def _after_step(self) -> None:
+        if self.engine.has_unfinished_requests():
+            self._work.set()  # keep stepping
+        else:
+            self._idle.notify_all()
 
 
 _LOOP: EngineLoop | None = None

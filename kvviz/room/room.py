@@ -248,7 +248,7 @@ class Room(PromptRecords):
     def peek(self, token_ids: Sequence[int], cache_salt: str | None = None) -> int:
         """Prompt tokens the engine would reuse now for ``token_ids`` under ``cache_salt`` (no change)."""
         ids = list(token_ids)
-        return self.loop.call(lambda e: e.manager.peek_cache_hit(ids, cache_salt).num_computed_tokens)
+        return self.loop.read(lambda e: e.manager.peek_cache_hit(ids, cache_salt).num_computed_tokens)
 
     def block_records(self, token_ids: Sequence[int], cache_salt: str | None = None) -> list[BlockHashRecord]:
         """Every block of ``token_ids`` with its chained hash under the engine's hash function and seed."""

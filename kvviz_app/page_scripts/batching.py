@@ -54,7 +54,7 @@ def _kinds(step) -> str:
 
 
 def _timeline() -> None:
-    steps = [s for s in loop.call(lambda e: list(e.steps[-STEPS_SHOWN:])) if s.items]
+    steps = [s for s in loop.read(lambda e: list(e.steps[-STEPS_SHOWN:])) if s.items]
     if not steps:
         st.info(T.NO_STEPS, icon=":material/info:")
         return

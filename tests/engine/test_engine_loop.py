@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from tiny_llm import greedy_reference, tiny_lm
 
 from kvviz.engine import EngineConfig, EngineLoop, LLMEngine, SamplingParams
+from kvviz.engine.engine import StepWork
+from kvviz.engine.scheduler import SchedulerOutput
 from kvviz.mirror.errors import CodedError
 
 
@@ -33,16 +36,20 @@ def test_streams_from_threads_and_abort():
             assert "".join(o.delta_text for o in outs) == outs[-1].text
         # Once "long" has produced a token the engine stands still (steps compute nothing) until the test has
         # aborted it: the abort, not the machine's speed, decides how the stream ends.
-        real_step, emitted = loop.engine.step, set()
+        engine, emitted = loop.engine, set()
+        real_begin, real_finish = engine.begin_step, engine.finish_step
 
-        def step_until_aborted():
-            if "long" in emitted and "long" in loop.engine.requests:
-                return []
-            outputs = real_step()
+        def begin_until_aborted():
+            if "long" in emitted and "long" in engine.requests:
+                return StepWork(SchedulerOutput(step=-1), [], [], time.time(), time.monotonic())
+            return real_begin()
+
+        def finish_noting(work, logits):
+            outputs = real_finish(work, logits)
             emitted.update(o.request_id for o in outputs)
             return outputs
 
-        loop.engine.step = step_until_aborted
+        engine.begin_step, engine.finish_step = begin_until_aborted, finish_noting
         stream = loop.submit("long", [7, 8, 9], SamplingParams(max_tokens=4000, ignore_eos=True))
         first = next(iter(stream))
         assert not first.finished
@@ -66,15 +73,15 @@ def test_submissions_during_a_step_share_the_next_step():
     lm = tiny_lm(seed=3)
     engine = LLMEngine(lm, EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256))
     in_step, release = threading.Event(), threading.Event()
-    real_step = engine.step
+    real_begin = engine.begin_step
 
-    def held_step():
+    def held_begin():
         if not release.is_set():
             in_step.set()
             release.wait(30)
-        return real_step()
+        return real_begin()
 
-    engine.step = held_step  # the first step stays running until the test releases it
+    engine.begin_step = held_begin  # the first step stays running until the test releases it
     loop = EngineLoop(engine)
     try:
         first = threading.Thread(target=lambda: loop.submit("first", [1, 2, 3], SamplingParams(max_tokens=2)).result())
@@ -95,6 +102,49 @@ def test_submissions_during_a_step_share_the_next_step():
         late_steps = [r for r in engine.steps if r.prefill_tokens >= 15]
         assert late_steps and late_steps[0].num_requests >= 5  # the five late prompts in one step
     finally:
+        loop.close()
+
+
+def test_readers_do_not_wait_for_the_forward_pass_but_call_and_abort_do():
+    """``read`` and ``stats`` (a room's cache peek, the metrics) see the state as scheduled while the model
+    computes; ``call`` (changes, K/V reads) and ``abort`` run between steps. A peek that waited for the
+    forward pass let one early prompt start a step of its own while the room's other prompts queued
+    behind it, step after step."""
+    lm = tiny_lm(seed=6)
+    engine = LLMEngine(lm, EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256))
+    in_forward, release = threading.Event(), threading.Event()
+    real_execute = engine.execute_step
+
+    def held_execute(work):
+        if not release.is_set():
+            in_forward.set()
+            release.wait(60)
+        return real_execute(work)
+
+    engine.execute_step = held_execute
+    loop = EngineLoop(engine)
+    try:
+        stream: list = []
+        client = threading.Thread(target=lambda: stream.append(
+            loop.submit("r", [1, 2, 3, 4, 5], SamplingParams(max_tokens=2)).result()))
+        client.start()
+        assert in_forward.wait(60)
+        seen: dict[str, object] = {}
+        reader = threading.Thread(target=lambda: seen.update(
+            running=loop.read(lambda e: [r.request_id for r in e.scheduler.running]), stats=loop.stats()))
+        reader.start()
+        reader.join(60)  # returns while the forward pass is still held
+        assert not release.is_set() and seen["running"] == ["r"] and seen["stats"].num_running == 1
+        called = threading.Event()
+        caller = threading.Thread(target=lambda: (loop.call(lambda e: None), called.set()))
+        caller.start()
+        assert in_forward.is_set() and not called.is_set()  # it cannot have run: the step lock is held
+        release.set()
+        caller.join(60)
+        client.join(60)
+        assert called.is_set() and stream and stream[0].finished
+    finally:
+        release.set()
         loop.close()
 
 
