@@ -141,7 +141,7 @@ class EngineLoop:
         self._work.set()
 
     def stats(self) -> EngineStats:
-        return self.read(LLMEngine.stats)
+        return self.read(lambda e: e.stats())
 
     def call(self, fn):
         """Run ``fn(engine)`` between two steps, alone: it may change the engine or read its K/V memory."""

@@ -170,20 +170,17 @@ class Fused:
         for p, size in zip(parts, self.sizes, strict=True):
             p.weight = nn.Parameter(self.weight[start:start + size], requires_grad=False)  # a view: no copy
             start += size
+        self.parts = parts
         self._ptrs = [p.weight.data_ptr() for p in parts]
 
-    def applies(self, parts: list[Linear]) -> bool:
-        return [p.weight.data_ptr() for p in parts] == self._ptrs
+    def applies(self) -> bool:
+        return [p.weight.data_ptr() for p in self.parts] == self._ptrs
 
     def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return F.linear(x, self.weight).split(self.sizes, dim=-1)
-
-
-def _project(fused: Fused | None, parts: list[Linear], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Each projection of ``x``: through the fused weight while it applies, else one by one."""
-    if fused is not None and fused.applies(parts):
-        return fused(x)
-    return tuple(p(x) for p in parts)
+        """Each projection of ``x``: one GEMM while the views hold, else one by one."""
+        if self.applies():
+            return F.linear(x, self.weight).split(self.sizes, dim=-1)
+        return tuple(p(x) for p in self.parts)
 
 
 class Attention(nn.Module):
@@ -204,7 +201,7 @@ class Attention(nn.Module):
     def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Q, K (both rotated) and V of ``x`` ``[batch, n, hidden]``, each ``[batch, heads, n, head_dim]``."""
         batch, n, _ = x.shape
-        q, k, v = _project(self.qkv, [self.q_proj, self.k_proj, self.v_proj], x)
+        q, k, v = self.qkv(x) if self.qkv is not None else (self.q_proj(x), self.k_proj(x), self.v_proj(x))
         q = q.reshape(batch, n, self.heads, self.head_dim).transpose(1, 2)
         k = k.reshape(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.reshape(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -243,7 +240,7 @@ class MLP(nn.Module):
         self.gate_up = Fused([self.gate_proj, self.up_proj])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = _project(self.gate_up, [self.gate_proj, self.up_proj], x)
+        gate, up = self.gate_up(x) if self.gate_up is not None else (self.gate_proj(x), self.up_proj(x))
         return self.down_proj(F.silu(gate) * up)
 
 

@@ -100,19 +100,19 @@ def test_fused_projections_are_views_and_a_replaced_weight_falls_back(pair):
     ids = [3, 1, 4, 1, 5, 9, 2, 6]
     attn, mlp = native.model.layers[0].self_attn, native.model.layers[0].mlp
     parts = [attn.q_proj, attn.k_proj, attn.v_proj]
-    assert attn.qkv is not None and attn.qkv.applies(parts) and mlp.gate_up.applies([mlp.gate_proj, mlp.up_proj])
+    assert attn.qkv is not None and attn.qkv.applies() and mlp.gate_up.applies()
     assert parts[1].weight.untyped_storage().data_ptr() == attn.qkv.weight.untyped_storage().data_ptr()  # no copy
     fused = _run(native, ids).logits
     assert (fused - _run(hf, ids).logits).abs().max().item() <= TOL
     saved = attn.k_proj.weight
     try:  # a replaced weight (a move, an edit): the layer computes with it, not with the stale fused copy
         attn.k_proj.weight = torch.nn.Parameter(saved.detach().clone() * 2, requires_grad=False)
-        assert not attn.qkv.applies(parts)
+        assert not attn.qkv.applies()
         changed = _run(native, ids).logits
         assert (changed - fused).abs().max().item() > 1e-3
     finally:
         attn.k_proj.weight = saved
-    assert attn.qkv.applies(parts)
+    assert attn.qkv.applies()
 
 
 def test_cache_grows_into_new_tensors_and_never_writes_the_prefix(pair):
