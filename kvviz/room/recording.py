@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvviz.engine import RequestOutput
 from kvviz.room.records import OTHER, YOU, Admission, BlockOutcome
 from kvviz.room.session import BlockOrigin
+from kvviz.room.timing import TimingSample
 
 
 class PromptRecords:
@@ -47,7 +48,7 @@ class PromptRecords:
                                "hit_tokens": adm.hit_tokens, "from_others": from_others, "salted": salt is not None,
                                "at": now, "prefill_ms": compute, "wait_ms": wait,
                                "step_requests": adm.step_requests})
-            self._timings.append((adm.hit_tokens > 0, compute, wait))
+            self._timings.append((TimingSample(adm.hit_tokens > 0, compute, adm.num_tokens, now), wait))
             return adm
 
     def _outcomes(self, sid: str, tokens: tuple[int, ...], hashes: list, bs: int, hit_tokens: int,

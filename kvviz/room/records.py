@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from kvviz.room.timing import HitMissComparison
 
 YOU = "you"
 OTHER = "other"
@@ -120,6 +122,7 @@ class RoomTotals:
     prefills_hit: int
     prefills_miss: int
     median_wait_ms: float | None = None
+    timing: HitMissComparison | None = None  # recent hits vs misses per 100 prompt tokens, with a verdict
 
     @property
     def hit_rate(self) -> float:
@@ -129,6 +132,7 @@ class RoomTotals:
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["hit_rate"] = self.hit_rate
+        out["timing"] = None if self.timing is None else asdict(self.timing)
         return out
 
 

@@ -52,6 +52,7 @@ from kvviz.room.records import (
     SessionView,
 )
 from kvviz.room.session import SALT_MODES, BlockOrigin, RoomSession
+from kvviz.room.timing import TimingSample, compare_hit_miss, machine_load_per_core
 
 #: The room runs each prompt's prefill and samples one token (greedy): what its page shows.
 ROOM_PARAMS = SamplingParams(max_tokens=1)
@@ -64,8 +65,10 @@ class Room(PromptRecords):
     created on first use). Every public method is thread safe; ``clock`` is injectable for tests."""
 
     def __init__(self, limits: RoomLimits | None = None, *, engine: EngineLoop | None = None,
-                 presenter_key: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 presenter_key: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 load: Callable[[], float | None] = machine_load_per_core) -> None:
         self.limits = (limits or RoomLimits()).validate()
+        self._load = load
         self.presenter_key = presenter_key or None
         self._clock = clock
         self._lock = threading.RLock()
@@ -87,7 +90,7 @@ class Room(PromptRecords):
         lim = self.limits
         self._origins: dict[bytes, BlockOrigin] = {}
         self._feed: deque[dict] = deque(maxlen=lim.feed_size)
-        self._timings: deque[tuple[bool, float, float | None]] = deque(maxlen=lim.timing_history)
+        self._timings: deque[tuple[TimingSample, float | None]] = deque(maxlen=lim.timing_history)  # (prefill, wait)
         self._room_bucket = TokenBucket(lim.room_burst, lim.room_refill_per_s, lim.room_burst, now)
         self._prompts = self._prompt_tokens = self._hit_tokens = self._cross_hits = 0
         self._refused = self._truncated = 0
@@ -293,9 +296,9 @@ class Room(PromptRecords):
             now = self._clock()
             window = self.limits.active_window_s
             active = [s for s in self._sessions.values() if now - s.last_seen <= window]
-            hits = [ms for hit, ms, _ in self._timings if hit]
-            misses = [ms for hit, ms, _ in self._timings if not hit]
-            waits = [w for _, _, w in self._timings if w is not None]
+            hits = [t.compute_ms for t, _ in self._timings if t.hit]
+            misses = [t.compute_ms for t, _ in self._timings if not t.hit]
+            waits = [w for _, w in self._timings if w is not None]
             pool = engine.pool  # num_evictions: one int read (the engine's lock is not needed for it)
             return RoomTotals(
                 sessions_active=len(active), sessions_total=len(self._sessions),
@@ -311,6 +314,7 @@ class Room(PromptRecords):
                 median_prefill_miss_ms=statistics.median(misses) if misses else None,
                 prefills_hit=len(hits), prefills_miss=len(misses),
                 median_wait_ms=statistics.median(waits) if waits else None,
+                timing=compare_hit_miss((t for t, _ in self._timings), now, self._load()),
             )
 
     def feed(self, viewer: str | None, limit: int = 20) -> list[FeedEntry]:

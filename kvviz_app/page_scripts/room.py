@@ -9,6 +9,7 @@ import time
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from kvviz.mirror.events import usable_blocks
 from kvviz.mirror.hashing import REFERENCE_RELEASE, short_hash
@@ -18,6 +19,7 @@ from kvviz.room.presets import PRESETS
 from kvviz.room.records import YOU
 from kvviz.room.rows import last_prompt_view
 from kvviz.room.service import get_room
+from kvviz.room.timing import HitMissComparison
 from kvviz.server.embedded import api_url, recent_requests
 from kvviz.util.blank import is_blank
 from kvviz.util.units import format_bytes
@@ -43,7 +45,7 @@ st.session_state[_GEN] = room.generation
 
 
 def _fmt_ms(ms: float | None) -> str:
-    return T.NO_TIMING if ms is None else ui.loc(f"{ms:,.0f}")
+    return T.NO_TIMING if ms is None else ui.loc(f"{ms:,.1f}" if ms < 10 else f"{ms:,.0f}")
 
 
 def _totals() -> None:
@@ -59,10 +61,21 @@ def _totals() -> None:
     # the pool's usable size: block 0 is vLLM's null block, never cached (a pool of N blocks holds N - 1)
     c[4].metric(T.M_POOL, ui.loc(f"{t.cached_blocks:,} / {usable_blocks(t.num_blocks):,}"),
                 help=T.M_POOL_HELP.format(block_size=t.block_size, evictions=t.evictions))
-    c[5].metric(T.M_ROOM_TIMING, T.M_ROOM_TIMING_VALUE.format(hit=_fmt_ms(t.median_prefill_hit_ms),
-                                                              miss=_fmt_ms(t.median_prefill_miss_ms)),
-                help=T.M_ROOM_TIMING_HELP.format(n_hit=t.prefills_hit, n_miss=t.prefills_miss,
-                                                 wait=_fmt_ms(t.median_wait_ms)))
+    _timing(c[5], t.timing, t.median_wait_ms)
+
+
+def _timing(cell: DeltaGenerator, c: HitMissComparison, median_wait_ms: float | None) -> None:
+    """Recent hits vs misses per 100 prompt tokens, with their spread, and the sentence that follows from them."""
+    hit, miss = c.hit, c.miss
+    cell.metric(T.M_ROOM_TIMING, T.M_ROOM_TIMING_VALUE.format(hit=_fmt_ms(hit and hit.median),
+                                                              miss=_fmt_ms(miss and miss.median)),
+                help=T.M_ROOM_TIMING_HELP.format(
+                    window=f"{c.window_s:.0f}", n_hit=hit.n if hit else 0, n_miss=miss.n if miss else 0,
+                    hit=_fmt_ms(hit and hit.median), hit_lo=_fmt_ms(hit and hit.p25), hit_hi=_fmt_ms(hit and hit.p75),
+                    miss=_fmt_ms(miss and miss.median), miss_lo=_fmt_ms(miss and miss.p25),
+                    miss_hi=_fmt_ms(miss and miss.p75), wait=_fmt_ms(median_wait_ms)))
+    load = ui.loc(f"{c.load_per_core:.1f}") if c.load_per_core is not None else T.NO_TIMING
+    cell.caption(T.TIMING_VERDICTS[c.verdict].format(load=load, window=f"{c.window_s:.0f}"))
 
 
 def _feed() -> None:

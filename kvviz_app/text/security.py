@@ -76,15 +76,22 @@ M_POOL_HELP = (
     "every page. Beyond it, the least recently used blocks are evicted ({evictions:,} since the last "
     "reset). No timer: vLLM evicts only when it needs a block."
 )
-M_ROOM_TIMING = "Prefill compute: hit / miss"
+M_ROOM_TIMING = "Compute per 100 tokens: hit / miss"
 M_ROOM_TIMING_VALUE = "{hit} / {miss} ms"
 M_ROOM_TIMING_HELP = (
-    "Measured in this room: median compute time (each prompt's share of the engine steps that ran its "
-    "prefill, without its wait in the queue) of prompts that reused blocks ({n_hit}) vs prompts that reused "
-    "none ({n_miss}). Median wait (the rest of the time to the first token): {wait} ms. Different lengths "
-    "are mixed here; the "
-    "side-channel page compares like with like."
+    "Measured in this room over the last {window} s: each prompt's share of the engine steps that ran its "
+    "prefill (its wait in the queue left out), per 100 prompt tokens, so prompts of different lengths "
+    "compare. Hits ({n_hit}): median {hit} ms, middle half {hit_lo}–{hit_hi} ms. Misses ({n_miss}): median "
+    "{miss} ms, middle half {miss_lo}–{miss_hi} ms. Median wait for the engine: {wait} ms."
 )
+TIMING_VERDICTS = {
+    "faster": "Hits compute less per token: their reused blocks were not computed again.",
+    "noise": "Hits and misses are within the noise here: the middle halves of their times overlap.",
+    "inverted": ("Hits measured slower than misses: that is noise or a change in the machine's speed, not the "
+                 "cache. Compare again after a reset."),
+    "busy": "The machine is busy (load {load} per core): these times are not comparable now.",
+    "too_few": "Too few prompts in the last {window} s to compare: 3 hits and 3 misses are needed.",
+}
 NO_TIMING = "n/a"
 
 YOUR_SESSION = "Your session"

@@ -349,3 +349,20 @@ def test_room_medians_come_from_compute_time_and_wait_is_kept_apart(clock):
     newest = room.feed(s)[0]
     assert newest.prefill_ms == hit.compute_ms and newest.wait_ms == hit.wait_ms
     room.check_invariants()
+
+
+def test_room_timing_compares_recent_prompts_per_token_with_the_machine_load(clock):
+    room = Room(RoomLimits(burst=1000), engine=tiny_engine(1024, 16), clock=clock, load=lambda: 2.0)
+    s = room.join()
+    base = list(range(1, 41))
+    admitted = [room.submit(s, [i + 100] + base) for i in range(3)]  # three misses
+    admitted += [room.submit(s, [100] + base + [7, i + 1]) for i in range(3)]  # three hits on the first one's blocks
+    assert [a.hit_tokens > 0 for a in admitted] == [False] * 3 + [True] * 3
+    t = room.totals().timing
+    assert t is not None and t.hit.n == 3 and t.miss.n == 3
+    per_100 = sorted(a.compute_ms * 100 / a.num_tokens for a in admitted[3:])
+    assert t.hit.median == pytest.approx(per_100[1])
+    assert t.verdict == "busy" and t.load_per_core == 2.0  # the load the room was given, said, never hidden
+    clock.t += 1000  # long after: nothing recent to compare
+    assert room.totals().timing.verdict == "too_few"
+    assert room.totals().as_dict()["timing"]["verdict"] == "too_few"
