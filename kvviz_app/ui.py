@@ -26,6 +26,7 @@ from kvviz.model.settings import (
 )
 from kvviz.room.presets import PRESENTER_KEY_LOG, PRESENTER_KEY_LOG_ENV
 from kvviz.util.units import format_bytes  # the one byte formatter (pages and CLI)
+from kvviz_app.figures.cells import visible_piece  # noqa: F401 - the pages' token text, as the figures show it
 from kvviz_app.i18n import LANG_NAMES, LANGS, current_lang, format_number, localize, normalize_lang, texts
 from kvviz_app.i18n.lang import QUERY_KEY, SESSION_KEY
 
@@ -57,12 +58,6 @@ def fmt_count(n: int) -> str:
     if n >= 1_000_000:
         return f"{format_number(n / 1e6, lang, 1)} {T.UNIT_MILLION}"
     return format_number(n, lang)
-
-
-def visible_piece(piece: str) -> str:
-    """A token's text with whitespace made visible (space ·, newline ↵, tab →) for token chips."""
-    out = piece.replace(" ", "·").replace("\n", "↵").replace("\t", "→").replace("\r", "␍")
-    return "".join(ch if ch.isprintable() or ch in "·↵→␍" else f"\\x{ord(ch):02x}" for ch in out) or "∅"
 
 
 def token_chips_html(pieces: list[str], limit: int = 256) -> str:

@@ -22,6 +22,13 @@ CELL_TEXT = 12  # px: chart text stays readable on a projector
 DARK_FILLS = {GREEN, BLUE, TEAL, "#1d4ed8", "#0f766e", "#7c3aed", RED}
 
 
+def visible_piece(piece: str) -> str:
+    """A token's text with whitespace made visible (space ·, newline ↵, tab →): for token chips, captions and
+    figure labels alike (a newline token would be a blank label)."""
+    out = piece.replace(" ", "·").replace("\n", "↵").replace("\t", "→").replace("\r", "␍")
+    return "".join(ch if ch.isprintable() or ch in "·↵→␍" else f"\\x{ord(ch):02x}" for ch in out) or "∅"
+
+
 def sized_layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
     return base_layout(fig, height, title, top=12, title_size=14, legend=None, hoverlabel=dict(align="left"))
 

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from kvviz_app.figures.cells import visible_piece
 from kvviz_app.figures.style import BLUE, FREE_GREY, INK, LEGEND_ABOVE_LEFT, PURPLE, base_layout
 from kvviz_app.i18n import texts
 
 T = texts("engine_view")
-
 
 def step_timeline(steps: Sequence) -> go.Figure:
     """Stacked bars, one per step: prefill-chunk tokens and decode tokens (``StepRecord``s)."""
@@ -34,7 +34,7 @@ def pool_grid(ref_cnt: Sequence[int], cached: Sequence[bool], columns: int = 32)
         marker=dict(symbol="square", size=14, color=[ref_cnt[i] for i in ids], cmin=0,
                     cmax=max(2, max(ref_cnt, default=0)), colorscale=[[0, FREE_GREY], [1, BLUE]],
                     line=dict(color=INK, width=[1.5 if cached[i] else 0 for i in ids]),
-                    colorbar=dict(title="ref_cnt", thickness=10)),
+                    colorbar=dict(title="ref_cnt", thickness=10, tickmode="linear", tick0=0, dtick=1)),
     ))
     rows = max(ys, default=0) + 1
     return base_layout(fig, 60 + 18 * rows, T.FIG_POOL_TITLE, legend=None,
@@ -43,7 +43,8 @@ def pool_grid(ref_cnt: Sequence[int], cached: Sequence[bool], columns: int = 32)
 
 def block_heatmap(values, tokens: Sequence[str], title: str) -> go.Figure:
     """``values`` ``[block_size, kv_heads * head_dim]`` (nested lists) as a heatmap, rows labelled by token."""
-    labels = [f"{i}: {t}" if t else str(i) for i, t in enumerate(list(tokens) + [""] * (len(values) - len(tokens)))]
+    pieces = list(tokens) + [""] * (len(values) - len(tokens))
+    labels = [f"{i}: {visible_piece(t)}" if t else str(i) for i, t in enumerate(pieces)]
     fig = go.Figure(go.Heatmap(z=values, y=labels, colorscale="RdBu", zmid=0, colorbar=dict(thickness=10)))
     return base_layout(fig, 120 + 16 * len(values), title, legend=None,
                        xaxis=dict(title=T.FIG_KV_X), yaxis=dict(title=T.FIG_KV_Y, autorange="reversed"))

@@ -3,6 +3,7 @@ title flush left). Figure modules keep their own meaning-named colour maps built
 
 from __future__ import annotations
 
+import math
 from contextvars import ContextVar
 from typing import Any
 
@@ -108,6 +109,23 @@ def presenter() -> bool:
     return _PRESENTER.get()
 
 
+def _title_above_legend(fig: go.Figure, gap: int = 6) -> None:
+    """Pin the title to the figure's top and make the top margin hold it and a one-row legend above the
+    plot (Plotly centres a title in the margin, where a grown legend reaches it); the plot keeps its height."""
+    layout = fig.layout
+    lines = 1 + layout.title.text.count("<br>")
+    need = gap + lines * layout.title.font.size * 1.3 + gap
+    legend = layout.legend
+    if layout.showlegend is not False and legend.yanchor == "bottom" and (legend.y or 0) >= 1:
+        need += (legend.font.size or layout.font.size or 12) * 1.3 + 10
+    layout.title.update(yref="container", y=1, yanchor="top", pad=dict(t=gap))
+    top = layout.margin.t or 0
+    if need > top:
+        layout.margin.t = math.ceil(need)
+        if layout.height:
+            layout.height += math.ceil(need) - top
+
+
 def presenter_layer(fig: go.Figure, min_size: int = PRESENTER_MIN_FONT) -> go.Figure:
     """Raise every font in ``fig`` to at least ``min_size`` px (layout, titles, axes, legend, hover,
     annotations, trace text); sizes already larger are kept. Returns ``fig``."""
@@ -118,9 +136,10 @@ def presenter_layer(fig: go.Figure, min_size: int = PRESENTER_MIN_FONT) -> go.Fi
 
     layout = fig.layout
     grow(layout.font)
+    grow(layout.legend.font)
     if layout.title is not None and layout.title.text:
         layout.title.font.size = max(layout.title.font.size or 0, min_size + 4)
-    grow(layout.legend.font)
+        _title_above_legend(fig)
     grow(layout.hoverlabel.font)
     for name in dir(layout):
         if name.startswith(("xaxis", "yaxis")) and layout[name] is not None:

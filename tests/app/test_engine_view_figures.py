@@ -1,0 +1,50 @@
+"""The Engine (live) page's figures: integer ref_cnt ticks, visible whitespace tokens in the K/V heatmap,
+and in presenter mode a title that leaves room for the legend above the plot."""
+
+from __future__ import annotations
+
+from kvviz_app.figures import engine_view as F
+from kvviz_app.figures.style import LEGEND_ABOVE_LEFT, base_layout, set_presenter
+from kvviz_app.figures.style import presenter_layer as _layer  # noqa: F401 - the layer base_layout applies
+
+
+class _Step:
+    def __init__(self, step: int) -> None:
+        self.step, self.prefill_tokens, self.decode_tokens = step, 3, 1
+
+
+def test_ref_cnt_colour_bar_ticks_are_whole_numbers():
+    fig = F.pool_grid([0, 1, 2, 0, 1], [False, True, True, False, False])
+    bar = fig.data[0].marker.colorbar
+    assert bar.tickmode == "linear" and bar.tick0 == 0 and bar.dtick == 1
+
+
+def test_whitespace_tokens_get_visible_heatmap_labels():
+    values = [[0.0, 1.0]] * 4
+    fig = F.block_heatmap(values, ["Hello", "\n", "\t", " "], "kv")
+    labels = list(fig.data[0].y)
+    assert labels[0] == "0: Hello"
+    assert labels[1] == "1: ↵" and labels[2] == "2: →" and labels[3] == "3: ·"  # as the token chips show them
+
+
+def _top_needed(fig) -> float:
+    """Pixels above the plot that a title pinned to the top and a one-row legend above the plot need: each
+    line 1.3x its font, the legend's 10 px of padding, 6 px above the title and between the two."""
+    title = fig.layout.title.font.size * 1.3 * (1 + fig.layout.title.text.count("<br>"))
+    legend = (fig.layout.legend.font.size or fig.layout.font.size) * 1.3 + 10
+    return 6 + title + 6 + legend
+
+
+def test_presenter_mode_keeps_the_legend_off_the_title():
+    set_presenter(True)
+    try:
+        fig = F.step_timeline([_Step(i) for i in range(3)])
+        title = fig.layout.title
+        assert (title.yref, title.y, title.yanchor) == ("container", 1, "top")  # pinned: not centred in the margin
+        assert fig.layout.margin.t >= _top_needed(fig), (fig.layout.margin.t, _top_needed(fig))
+        plain = base_layout(F.go.Figure(), 200, "A title", legend=LEGEND_ABOVE_LEFT)
+        assert plain.layout.margin.t >= _top_needed(plain)
+    finally:
+        set_presenter(False)
+    normal = F.step_timeline([_Step(1)])
+    assert normal.layout.margin.t == 48  # the layout of a laptop screen is unchanged
