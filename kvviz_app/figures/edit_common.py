@@ -24,7 +24,7 @@ ZERO_COLOR = "#d5d9df"
 BOUNDARY_COLOR = INK
 FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace"
 TOKENS_PER_ROW = 16
-B_X = 0.72  # x of B's chain in the chain figure (A's is 0); B's labels fit 560 px from here
+B_X = 0.8  # x of B's chain in the chain figure (A's is 0): A's longest labels end before B's squares on a ~545 px chart (1024 px screen); B's fit the 1.2 units after it
 
 
 _BYTE_ESCAPE = re.compile(r"<0x([0-9A-Fa-f]{2})>")

@@ -85,37 +85,48 @@ def feed_chart(entries: Sequence[FeedEntry]) -> go.Figure:
     return _layout(fig, 300, T.FEED_CHART_TITLE)
 
 
+SALT_CHAIN_BLOCKS = 6  # blocks drawn per row: 8-hex-digit labels stay apart on a 1024 px screen (~590 px chart)
+
+
 def salt_chain(plain: Sequence[BlockHashRecord], salted: Sequence[BlockHashRecord], plain_cached: Sequence[bool],
-               salted_cached: Sequence[bool], salt_name: str, max_blocks: int = 8) -> go.Figure:
-    """Two rows of chained blocks (no salt, salted): each box shows its short hash, green when the room
-    holds it; arrows are parent links. The salted row differs from block 0 on."""
+               salted_cached: Sequence[bool], salt_name: str, max_blocks: int = SALT_CHAIN_BLOCKS) -> go.Figure:
+    """Two rows of chained blocks (no salt, salted), each headed by its name: each box shows its short hash,
+    green when the room holds it; arrows are parent links. The salted row differs from block 0 on. At most
+    ``max_blocks`` are drawn, and the figure says how many of how many."""
     fig = go.Figure()
     rows = [(T.SALT_COLUMNS["plain"], plain, plain_cached, 1.0), (T.FIG_WITH_SALT.format(salt=salt_name), salted, salted_cached, 0.0)]
-    n = min(max_blocks, max(len([r for r in plain if r.full]), 1))
+    total = max(len([r for r in plain if r.full]), 1)
+    n = min(max_blocks, total)
     for label, records, cached, y in rows:
         full = [r for r in records if r.full][:n]
-        fig.add_annotation(x=-1.45, y=y, text=f"<b>{label}</b>", showarrow=False, xanchor="right", font=dict(size=12))
-        fig.add_shape(type="rect", x0=-1.3, x1=-0.75, y0=y - 0.18, y1=y + 0.18, fillcolor="white",
+        fig.add_annotation(x=-1.6, y=y + 0.42, text=f"<b>{label}</b>", showarrow=False, xanchor="left",
+                           font=dict(size=12))
+        fig.add_shape(type="rect", x0=-1.6, x1=-0.55, y0=y - 0.18, y1=y + 0.18, fillcolor="white",
                       line=dict(color=MUTED, dash="dot"))
-        fig.add_annotation(x=-1.025, y=y, text=T.FIG_NONE_HASH, showarrow=False, font=dict(size=12, color=MUTED))
+        fig.add_annotation(x=-1.075, y=y, text=T.FIG_NONE_HASH, showarrow=False, font=dict(size=12, color=MUTED))
         for i, rec in enumerate(full):
             hit = bool(cached[i]) if i < len(cached) else False
             fig.add_shape(type="rect", x0=i - 0.4, x1=i + 0.4, y0=y - 0.3, y1=y + 0.3,
                           fillcolor=CACHED_FILL if hit else MISSING_FILL, line=dict(color=GREEN if hit else OUTLINE_GREY))
-            extra = T.SALT_EXTRA_KEY if (rec.extra_keys and i == 0) else ""
             fig.add_annotation(x=i, y=y + 0.08, text=f"<b>{short_hash(rec.hash)}</b>", showarrow=False,
                                font=dict(family="monospace", size=12))
-            fig.add_annotation(x=i, y=y - 0.15, text=T.FIG_BLOCK.format(i=i) + (f" + {extra}" if extra else ""), showarrow=False,
+            fig.add_annotation(x=i, y=y - 0.15, text=T.FIG_BLOCK.format(i=i), showarrow=False,
                                font=dict(size=12, color=MUTED))
-            fig.add_annotation(x=i - 0.4, y=y, ax=(i - 0.6) if i else -0.75, ay=y, xref="x", yref="y", axref="x",
+            if rec.extra_keys and i == 0:  # the salt enters block 0's hash: said under its box, left-aligned
+                fig.add_annotation(x=-0.4, y=y - 0.42, text=f"+ {T.SALT_EXTRA_KEY}", showarrow=False, xanchor="left",
+                                   font=dict(size=12, color=MUTED))
+            fig.add_annotation(x=i - 0.4, y=y, ax=(i - 0.6) if i else -0.55, ay=y, xref="x", yref="y", axref="x",
                                ayref="y", showarrow=True, arrowhead=2, arrowsize=1, arrowwidth=1, arrowcolor=MUTED, text="")
+    if total > n:
+        fig.add_annotation(x=n - 0.4, y=1.42, xanchor="right", text=T.FIG_CHAIN_SHOWN.format(last=n - 1, total=total),
+                           showarrow=False, font=dict(size=12, color=MUTED))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=CACHED_FILL, size=12, symbol="square",
                              line=dict(color=GREEN, width=1)), name=T.FIG_IN_POOL))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker=dict(color=MISSING_FILL, size=12, symbol="square",
                              line=dict(color=OUTLINE_GREY, width=1)), name=T.FIG_NOT_IN_POOL))
-    fig.update_xaxes(visible=False, range=[-3.3, max(n, 4) - 0.4])
-    fig.update_yaxes(visible=False, range=[-0.55, 1.55])
-    return _layout(fig, 250)
+    fig.update_xaxes(visible=False, range=[-1.7, max(n, 4) - 0.35])
+    fig.update_yaxes(visible=False, range=[-0.6, 1.6])
+    return _layout(fig, 270)
 
 
 def timing_figure(results: Sequence[object]) -> go.Figure:

@@ -111,14 +111,19 @@ def presenter() -> bool:
 
 def _title_above_legend(fig: go.Figure, gap: int = 6) -> None:
     """Pin the title to the figure's top and make the top margin hold it and a one-row legend above the
-    plot (Plotly centres a title in the margin, where a grown legend reaches it); the plot keeps its height."""
+    plot (Plotly centres a title in the margin, where a grown legend reaches it); the plot keeps its height.
+    A figure that pins its own title (``yanchor="top"``) keeps its own placement."""
     layout = fig.layout
+    if layout.title.yanchor == "top":
+        return
     lines = 1 + layout.title.text.count("<br>")
-    need = gap + lines * layout.title.font.size * 1.3 + gap
+    line_px = layout.title.font.size * 1.3
+    pad = gap + (lines - 1) * line_px  # Plotly lifts a multi-line title anchored at the top by its extra lines
+    need = pad + lines * line_px + gap
     legend = layout.legend
     if layout.showlegend is not False and legend.yanchor == "bottom" and (legend.y or 0) >= 1:
         need += (legend.font.size or layout.font.size or 12) * 1.3 + 10
-    layout.title.update(yref="container", y=1, yanchor="top", pad=dict(t=gap))
+    layout.title.update(yref="container", y=1, yanchor="top", pad=dict(t=math.ceil(pad)))
     top = layout.margin.t or 0
     if need > top:
         layout.margin.t = math.ceil(need)

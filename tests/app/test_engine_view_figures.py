@@ -30,9 +30,10 @@ def test_whitespace_tokens_get_visible_heatmap_labels():
 def _top_needed(fig) -> float:
     """Pixels above the plot that a title pinned to the top and a one-row legend above the plot need: each
     line 1.3x its font, the legend's 10 px of padding, 6 px above the title and between the two."""
-    title = fig.layout.title.font.size * 1.3 * (1 + fig.layout.title.text.count("<br>"))
+    lines = 1 + fig.layout.title.text.count("<br>")
+    title = fig.layout.title.font.size * 1.3 * lines
     legend = (fig.layout.legend.font.size or fig.layout.font.size) * 1.3 + 10
-    return 6 + title + 6 + legend
+    return fig.layout.title.pad.t + title + 6 + legend
 
 
 def test_presenter_mode_keeps_the_legend_off_the_title():
@@ -44,6 +45,9 @@ def test_presenter_mode_keeps_the_legend_off_the_title():
         assert fig.layout.margin.t >= _top_needed(fig), (fig.layout.margin.t, _top_needed(fig))
         plain = base_layout(F.go.Figure(), 200, "A title", legend=LEGEND_ABOVE_LEFT)
         assert plain.layout.margin.t >= _top_needed(plain)
+        long = base_layout(F.go.Figure(), 200, "A title long enough to wrap " * 4, legend=LEGEND_ABOVE_LEFT)
+        assert long.layout.title.text.count("<br>") >= 1 and long.layout.title.pad.t > 6  # padded by its extra lines
+        assert long.layout.margin.t >= _top_needed(long)
     finally:
         set_presenter(False)
     normal = F.step_timeline([_Step(1)])
