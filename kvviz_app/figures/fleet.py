@@ -43,8 +43,10 @@ def prefix_columns_figure(columns: Sequence[tuple[str, Sequence[tuple[str, int]]
                            font=dict(color=GREEN, size=13))
     fig.update_layout(barmode="stack", bargap=0.35)
     fig.update_yaxes(title=labels["axis"], rangemode="tozero")
-    # the pick's mark sits on the plot's top edge: room for it under the title (they overlapped at 1024 px)
-    return base_layout(fig, 340, title, title_top=72 if pick in names else 48)
+    # the pick's mark sits on the plot's top edge, under the title; the legend (one entry per shared prefix,
+    # several rows at 1024 px) goes below the replica names, where nothing else is (above, all three overlapped)
+    legend = dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0)
+    return base_layout(fig, 380, title, title_top=72 if pick in names else 48, legend=legend)
 
 
 def heat_strip_figure(names: Sequence[str], held: Sequence[Sequence[str | None]], prefix_blocks: Sequence[int],

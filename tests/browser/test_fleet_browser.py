@@ -24,6 +24,15 @@ def _publishers() -> tuple[dict[str, int], dict[str, WirePublisher], list[int]]:
     for name, blocks in (("a", 1), ("b", 3), ("c", 2)):
         pub = pubs[name]
         pub.publish([pub.s["BlockStored"](d[:blocks], None, tokens[:16 * blocks], 16, None, "GPU", None)])
+    # two more prefixes, as a demo fleet has (system prompts): shared by a and c, and b's own; the prefix
+    # chart then has a legend of three entries beside the router's pick mark
+    other = list(range(2000, 2032))
+    d2 = hash_block_chain(other, 16, "sha256", init_none_hash("sha256", None))
+    own = list(range(3000, 3016))
+    d3 = hash_block_chain(own, 16, "sha256", init_none_hash("sha256", None))
+    for name, hashes, toks in (("a", d2, other), ("c", d2, other), ("b", d3, own)):
+        pub = pubs[name]
+        pub.publish([pub.s["BlockStored"](hashes, None, toks, 16, None, "GPU", None)])
     return ports, pubs, tokens
 
 
