@@ -4,7 +4,8 @@ batch ``array_like`` with tagged-map events as 0.33.0 sends them, or maps / arra
 publishers do), an XPUB socket (so a test can wait until the subscriber's subscription arrived), and a
 ROUTER replay socket answering ``[id, b"", seq]`` in 0.33.0's layout (``[id, b"", topic, seq, payload]``
 per batch, then ``[id, b"", b"", -1, b""]``) or the older one (``[id, b"", seq, payload]``, then
-``[id, b"", -1, b""]``)."""
+``[id, b"", -1, b""]``). With ``connect=True`` the PUB socket connects to a listening subscriber, as
+vLLM's does when its endpoint names a specific address (its replay socket still binds)."""
 
 # No "from __future__ import annotations": msgspec resolves the local structs' annotations at run time.
 
@@ -98,7 +99,7 @@ class WirePublisher:
 
     def __init__(self, port: int, replay_port: int | None = None, *, array_like: bool | None = None,
                  form: str = "vllm", replay_layout: str = "0.33", int_hashes: bool = False,
-                 rank: int | None = None, topic: bytes = b"") -> None:
+                 rank: int | None = None, topic: bytes = b"", connect: bool = False) -> None:
         self.s = structs(form if array_like is None else array_like)
         self.replay_layout = replay_layout  # "0.33" or "legacy"
         self.int_hashes = int_hashes
@@ -109,7 +110,7 @@ class WirePublisher:
         self.ctx = zmq.Context()
         self.pub = self.ctx.socket(zmq.XPUB)
         self.pub.setsockopt(zmq.LINGER, 0)
-        self.pub.bind(f"tcp://127.0.0.1:{port}")
+        (self.pub.connect if connect else self.pub.bind)(f"tcp://127.0.0.1:{port}")
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.replays_served = threading.Semaphore(0)

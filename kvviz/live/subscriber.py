@@ -1,6 +1,11 @@
 """A background subscriber to an engine's KV-cache events: SUB sockets for the live stream, a DEALER
 client for the replay socket, gap detection, reconnects, and the ``EngineModel`` they feed.
 
+Two topologies, as vLLM 0.33.0's ``ZmqEventPublisher`` (``vllm/distributed/kv_events.py``) decides
+them from its endpoint: it binds its PUB socket when the endpoint names ``*``, ``::``, ipc or inproc
+(kvviz connects: ``LiveConfig(listen=False)``) and connects it to any other address (kvviz must listen
+there: ``listen=True`` binds the SUB sockets). Its replay ROUTER always binds; kvviz always connects to it.
+
 One thread per (endpoint, replay endpoint, topic, DP size) per process (``shared``), so every browser
 session reads the same state and none of them ever blocks on a socket. Invariants: each (rank, sequence
 number) is applied at most once and in increasing order per rank; ``missed`` counts the sequence numbers
@@ -48,6 +53,20 @@ def check_endpoint(endpoint: str, flag: str = "endpoint", dp_size: int = 1) -> s
     if "*" in value:
         raise ValueError(f"{flag} {value!r}: '*' is the engine's bind address; connect to its host, "
                          "e.g. tcp://127.0.0.1:5557")
+    return _check_port(value, m, flag, dp_size)
+
+
+def check_listen_endpoint(endpoint: str, flag: str = "listen endpoint", dp_size: int = 1) -> str:
+    """``endpoint`` if kvviz can bind its SUB socket there: ``tcp://ADDRESS:PORT`` (an address of this
+    machine; ``*`` for every interface) with room for ``dp_size`` ranks; ValueError (one line) otherwise."""
+    value = (endpoint or "").strip()
+    m = _ENDPOINT.fullmatch(value.replace("tcp://*:", "tcp://0.0.0.0:", 1))
+    if m is None:
+        raise ValueError(f"{flag} {value[:80]!r} is not tcp://ADDRESS:PORT (e.g. tcp://127.0.0.1:5800)")
+    return _check_port(value, m, flag, dp_size)
+
+
+def _check_port(value: str, m: re.Match[str] | None, flag: str, dp_size: int) -> str:
     if m is None:
         raise ValueError(f"{flag} {value[:80]!r} is not tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557)")
     port = int(m.group(2))
@@ -58,21 +77,24 @@ def check_endpoint(endpoint: str, flag: str = "endpoint", dp_size: int = 1) -> s
 
 @dataclass(frozen=True)
 class LiveConfig:
-    """What to subscribe to: the PUB endpoint, the optional replay (ROUTER) endpoint, the topic and
-    the number of data-parallel ranks (rank N publishes on port + N)."""
+    """What to subscribe to: the PUB endpoint (``listen``: the address kvviz binds and the engine
+    connects to), the optional replay (ROUTER) endpoint, the topic and the number of data-parallel
+    ranks (rank N publishes on port + N)."""
 
     endpoint: str
     replay_endpoint: str | None = None
     topic: str = ""
     dp_size: int = 1
+    listen: bool = False
 
     def validated(self) -> LiveConfig:
         if isinstance(self.dp_size, bool) or not isinstance(self.dp_size, int) or not 1 <= self.dp_size <= MAX_DP_SIZE:
             raise ValueError(f"DP size must be in 1..{MAX_DP_SIZE}, got {self.dp_size!r}")
         replay = (self.replay_endpoint or "").strip() or None
-        return LiveConfig(check_endpoint(self.endpoint, "endpoint", self.dp_size),
-                          check_endpoint(replay, "replay endpoint", self.dp_size) if replay else None,
-                          self.topic or "", self.dp_size)
+        endpoint = (check_listen_endpoint(self.endpoint, "listen endpoint", self.dp_size) if self.listen
+                    else check_endpoint(self.endpoint, "endpoint", self.dp_size))
+        return LiveConfig(endpoint, check_endpoint(replay, "replay endpoint", self.dp_size) if replay else None,
+                          self.topic or "", self.dp_size, bool(self.listen))
 
 
 @dataclass
@@ -82,7 +104,8 @@ class RankState:
     first_seq: int | None = None
     last_seq: int | None = None  # last applied
     live_last: int | None = None  # last seen on the live socket (a drop below it = publisher restart)
-    connected: bool = False
+    connected: bool = False  # a connection is up (listening: at least one engine connected to us)
+    peers: int = 0  # listening: engines connected now
     since: float = field(default_factory=time.time)  # when ``connected`` last changed (or the state began)
 
 
@@ -121,9 +144,11 @@ class Subscriber(Worker):
         self.last_topic: bytes | None = None  # the topic frame of the last good live message
         self.done = threading.Event()
         self._ctx = zmq.Context()
-        # Sockets are created here so that a bad endpoint fails in the caller, not in the thread.
+        # Sockets are created here so that a bad endpoint (or a busy port) fails in the caller, not in the thread.
         self._subs: list[zmq.Socket] = []
         self._monitors: list[zmq.Socket] = []
+        listen = self.config.listen
+        up = zmq.EVENT_ACCEPTED if listen else zmq.EVENT_CONNECTED
         try:
             for rank in range(self.config.dp_size):
                 sub = self._ctx.socket(zmq.SUB)
@@ -131,12 +156,14 @@ class Subscriber(Worker):
                 sub.setsockopt(zmq.RCVHWM, rcvhwm)
                 sub.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
                 sub.setsockopt(zmq.SUBSCRIBE, self.config.topic.encode())
-                self._monitors.append(sub.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED))
-                sub.connect(offset_endpoint_port(self.config.endpoint, rank))
+                sub.setsockopt(zmq.IPV6, int("[" in self.config.endpoint))
+                self._monitors.append(sub.get_monitor_socket(up | zmq.EVENT_DISCONNECTED))
                 self._subs.append(sub)
+                (sub.bind if listen else sub.connect)(offset_endpoint_port(self.config.endpoint, rank))
         except zmq.ZMQError as exc:
             self._close()
-            raise ValueError(f"cannot connect to {self.config.endpoint}: {exc}") from None
+            verb = "listen on" if listen else "connect to"
+            raise ValueError(f"cannot {verb} {self.config.endpoint}: {exc}") from None
         super().__init__(f"kvviz-live {self.config.endpoint}")
 
     # ------------------------------------------------------------------ lifecycle (see Worker)
@@ -173,14 +200,17 @@ class Subscriber(Worker):
 
         event = recv_monitor_message(mon)["event"]
         state = self.counters.ranks[rank]
-        if event == zmq.EVENT_CONNECTED:
+        if event in (zmq.EVENT_CONNECTED, zmq.EVENT_ACCEPTED):  # we reached the engine / it reached us
             if state.last_seq is not None:
                 self.counters.reconnects += 1
+            state.peers += 1
             state.connected, state.since = True, time.time()
             if self.config.replay_endpoint:  # catch up on what was published while we were away
                 self._replay(rank, 0 if state.last_seq is None else state.last_seq + 1, None)
         elif event == zmq.EVENT_DISCONNECTED:
-            state.connected, state.since = False, time.time()
+            state.peers = max(state.peers - 1, 0)
+            if not state.peers:
+                state.connected, state.since = False, time.time()
 
     def _on_live(self, rank: int, frames: list[bytes]) -> None:
         self.counters.last_message_at = time.time()
@@ -205,7 +235,7 @@ class Subscriber(Worker):
         with self.lock:
             self.counters.restarts += 1
             self.model.clear_rank(rank)
-            self.counters.ranks[rank] = RankState(connected=True)
+            self.counters.ranks[rank] = RankState(connected=True, peers=self.counters.ranks[rank].peers)
 
     def _bad(self, exc: Exception) -> None:
         with self.lock:
@@ -277,7 +307,8 @@ class Subscriber(Worker):
 
     # ------------------------------------------------------------------ reading
     def status(self) -> str:
-        """``stopped``, ``receiving`` (a message in the last ``RECEIVING_S``), ``connected`` or ``connecting``."""
+        """``stopped``, ``receiving`` (a message in the last ``RECEIVING_S``), ``connected``, or while no
+        connection is up ``connecting`` (connect mode) / ``listening`` (listen mode)."""
         if not self.alive:
             return "stopped"
         last = self.counters.last_message_at
@@ -285,7 +316,7 @@ class Subscriber(Worker):
             return "receiving"
         if any(r.connected for r in self.counters.ranks.values()):
             return "connected"
-        return "connecting"
+        return "listening" if self.config.listen else "connecting"
 
     def summary(self) -> dict[str, Any]:
         """The ``watch --json`` counters, read consistently."""
