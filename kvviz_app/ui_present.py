@@ -21,7 +21,12 @@ T = texts("share")
 
 KEY_PICTURE_MAX_HEIGHT = 460  # px: the key picture fits a 1024x768 projector below the page's controls
 
-_TITLES = {path: title for path, title, _ in C.PAGES}
+
+
+def step_title(page: str) -> str:
+    """The sidebar title of ``page`` in the session's language (read on every call: a table built at import
+    kept the first session's language for every session)."""
+    return next((title for path, title, _ in C.PAGES if path == page), page)
 
 # Body text at 18 px and no text under 16 px (captions, labels, metric labels, tables); metric values at
 # 2.25rem (40 px: the key numbers, also when a value is drawn as markdown); wider content.
@@ -162,7 +167,7 @@ def paths_panel() -> None:
     steps = PATHS[path]
     st.caption(T.PATH_TOTAL.format(steps=len(steps), minutes=total_minutes(path)))
     for n, step in enumerate(steps, start=1):
-        title = _TITLES.get(step.page, step.page)
+        title = step_title(step.page)
         _link(step, T.STEP_LINE.format(n=n, title=title, minutes=step.minutes))
         st.caption(T.STEP_ASK.format(question=T.QUESTIONS[step.question]))
 
@@ -181,10 +186,10 @@ def next_link(page: str, params: Mapping[str, str] | None = None) -> None:
     st.markdown(T.NEXT_QUESTION.format(question=T.QUESTIONS[steps[i].question]))
     if i + 1 < len(steps):
         nxt = steps[i + 1]
-        _link(nxt, T.NEXT_LINK.format(title=_TITLES.get(nxt.page, nxt.page)), icon=":material/arrow_forward:")
+        _link(nxt, T.NEXT_LINK.format(title=step_title(nxt.page)), icon=":material/arrow_forward:")
     else:
         st.caption(T.PATH_DONE)
-        _link(steps[0], _TITLES.get(steps[0].page, steps[0].page), icon=":material/home:")
+        _link(steps[0], step_title(steps[0].page), icon=":material/home:")
 
 
 # ----------------------------------------------------------------------------- predict, then reveal
