@@ -1,7 +1,9 @@
 """``python -m kvviz watch``: subscribe to an engine's (or a fleet's) KV-cache events and summarise what
 it caches.
 
-Same subscriber and engine model as the "Live engine" page. Stops after ``--batches`` distinct
+Same subscriber and engine model as the "Live engine" page. ``--endpoint`` connects to an engine that
+binds (vLLM given ``tcp://*:PORT``); ``--listen`` binds here for an engine that connects (vLLM given a
+specific address such as ``tcp://127.0.0.1:5800``). Stops after ``--batches`` distinct
 batches (live and replayed; in a fleet: on every replica) or ``--seconds``; an endpoint where nobody
 publishes gives ``batches: 0``. Several ``--endpoint`` (or one ``NAME=URL``) watch a fleet
 (``kvviz.cli.watch_fleet``).
@@ -32,11 +34,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "watch",
         help="subscribe to a vLLM engine's KV-cache events (ZeroMQ) and summarise its prefix cache",
         description="Connect a SUB socket to the engine's KV-event endpoint (vLLM --kv-events-config), "
-        "replay what was missed from its replay endpoint, and print what the engine caches now. "
-        "With a prompt, tell which of its blocks the engine holds.",
+        "or listen for an engine that connects, replay what was missed from its replay endpoint, and print "
+        "what the engine caches now. With a prompt, tell which of its blocks the engine holds.",
     )
-    p.add_argument("--endpoint", required=True, action="append",
-                   help="the engine's PUB endpoint, e.g. tcp://127.0.0.1:5557; repeat it (NAME=URL) to watch a fleet")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--endpoint", action="append",
+                       help="connect to the engine's PUB endpoint (vLLM endpoint tcp://*:PORT binds), e.g. "
+                       "tcp://127.0.0.1:5557; repeat it (NAME=URL) to watch a fleet")
+    where.add_argument("--listen", action="append", metavar="tcp://ADDRESS:PORT",
+                       help="bind here and wait for the engine to connect (vLLM given a specific address, e.g. "
+                       "endpoint tcp://127.0.0.1:5800, connects); repeat it (NAME=URL) for a fleet")
     p.add_argument("--replay-endpoint", default=None, action="append",
                    help="its replay (ROUTER) endpoint, e.g. tcp://127.0.0.1:5558; in a fleet NAME=URL")
     p.add_argument("--load", action="append", default=None,
@@ -68,7 +75,8 @@ def _check_args(args: argparse.Namespace) -> tuple[LiveConfig, float, int | None
     try:
         if len(args.replay_endpoint or []) > 1:
             raise ValueError("one engine has one replay endpoint")
-        config = LiveConfig(args.endpoint[0], (args.replay_endpoint or [None])[0], args.topic, args.dp_size).validated()
+        config = LiveConfig(args.endpoint[0], (args.replay_endpoint or [None])[0], args.topic, args.dp_size,
+                            listen=args.listen is not None).validated()
         if args.block_size is not None:
             limits.block_size(args.block_size)
     except ValueError as exc:
@@ -109,6 +117,8 @@ def _prompt_tokens(args: argparse.Namespace) -> list[int] | None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.listen is not None:  # the same addresses, bound here instead of connected to
+        args.endpoint = args.listen
     if is_fleet(args):
         seconds, batches = _stop_args(args)
         keys = check_request_keys(args)

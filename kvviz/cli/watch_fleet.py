@@ -38,7 +38,8 @@ def parse_loads(specs: list[str] | None, names: list[str]) -> dict[str, int]:
 def run_fleet(args: argparse.Namespace, seconds: float, batches: int | None, tokens: list[int] | None,
               keys: dict[str, str | None]) -> dict[str, Any]:
     try:
-        specs = parse_replicas(args.endpoint, args.replay_endpoint or [], args.dp_size, args.topic)
+        specs = parse_replicas(args.endpoint, args.replay_endpoint or [], args.dp_size, args.topic,
+                               listen=args.listen is not None)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     names = [s.name for s in specs]

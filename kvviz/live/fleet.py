@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from kvviz.live.engine_model import ExternalBlockHash, hash_label, match_hash_form
 from kvviz.live.routing import ReplicaView, Route, route
-from kvviz.live.subscriber import MAX_DP_SIZE, LiveConfig, Subscriber, check_endpoint
+from kvviz.live.subscriber import MAX_DP_SIZE, LiveConfig, Subscriber, check_endpoint, check_listen_endpoint
 from kvviz.live.wire import offset_endpoint_port
 from kvviz.live.worker import WorkerRegistry
 
@@ -33,12 +33,14 @@ _LLMD_TOPIC = re.compile(r"kv@([^@]+)@(.+)")
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """One engine of the fleet: its name, PUB endpoint, optional replay endpoint and topic."""
+    """One engine of the fleet: its name, PUB endpoint (``listen``: the address kvviz binds and the
+    engine connects to), optional replay endpoint and topic."""
 
     name: str
     endpoint: str
     replay_endpoint: str | None = None
     topic: str = ""
+    listen: bool = False
 
 
 def _split(spec: str, flag: str) -> tuple[str | None, str]:
@@ -53,10 +55,11 @@ def _split(spec: str, flag: str) -> tuple[str | None, str]:
 
 
 def parse_replicas(endpoints: Sequence[str], replays: Sequence[str] = (), dp_size: int = 1,
-                   topic: str = "") -> tuple[ReplicaSpec, ...]:
+                   topic: str = "", listen: bool = False) -> tuple[ReplicaSpec, ...]:
     """Replicas from ``NAME=URL`` (or bare ``URL``, named by its position) PUB endpoints and matching
     replay endpoints (``NAME=URL`` by name, bare URLs by position). With ``dp_size`` N each endpoint is N
-    data-parallel ranks, rank r on port + r, named ``NAME/dpR`` (vLLM's rule). ValueError, one line."""
+    data-parallel ranks, rank r on port + r, named ``NAME/dpR`` (vLLM's rule). ``listen``: every
+    endpoint is an address to bind (each replica connects to its own). ValueError, one line."""
     if isinstance(dp_size, bool) or not isinstance(dp_size, int) or not 1 <= dp_size <= MAX_DP_SIZE:
         raise ValueError(f"DP size must be in 1..{MAX_DP_SIZE}, got {dp_size!r}")
     if not endpoints:
@@ -64,7 +67,8 @@ def parse_replicas(endpoints: Sequence[str], replays: Sequence[str] = (), dp_siz
     named: list[tuple[str, str]] = []
     for i, spec in enumerate(endpoints):
         name, url = _split(spec, "endpoint")
-        named.append((name or str(i), check_endpoint(url, f"endpoint {name or i}", dp_size)))
+        check = check_listen_endpoint if listen else check_endpoint
+        named.append((name or str(i), check(url, f"endpoint {name or i}", dp_size)))
     names = [n for n, _ in named]
     if len(set(names)) != len(names):
         raise ValueError(f"replica names must differ: {', '.join(names)}")
@@ -80,7 +84,7 @@ def parse_replicas(endpoints: Sequence[str], replays: Sequence[str] = (), dp_siz
         for rank in range(dp_size):
             replay = replay_of.get(name)
             out.append(ReplicaSpec(name if dp_size == 1 else f"{name}/dp{rank}", offset_endpoint_port(url, rank),
-                                   offset_endpoint_port(replay, rank) if replay else None, topic))
+                                   offset_endpoint_port(replay, rank) if replay else None, topic, listen))
     if len(out) > MAX_REPLICAS:
         raise ValueError(f"{len(out)} replicas is too many (at most {MAX_REPLICAS})")
     return tuple(out)
@@ -121,7 +125,7 @@ class Fleet:
         self.subscribers: dict[str, Subscriber] = {}
         try:
             for spec in self.specs:
-                cfg = LiveConfig(spec.endpoint, spec.replay_endpoint, spec.topic)
+                cfg = LiveConfig(spec.endpoint, spec.replay_endpoint, spec.topic, listen=spec.listen)
                 self.subscribers[spec.name] = Subscriber(cfg, max_blocks=max_blocks, max_batches=max_batches,
                                                          rcvhwm=rcvhwm)
         except ValueError:
