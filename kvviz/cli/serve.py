@@ -16,6 +16,7 @@ from kvviz.server.config import DEFAULT_HOST, DEFAULT_MAX_WAITING, DEFAULT_PORT,
 from kvviz.settings import settings
 
 MAX_WAITING_LIMIT = 100_000
+HASH_FORMATS = ("int", "bytes")
 MAX_KV_MIB = 1 << 20
 
 
@@ -36,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-events-replay-endpoint", metavar="tcp://HOST:PORT",
                    help="the replay (ROUTER) address (default: the PUB port + 1; 'none' for no replay socket)")
     p.add_argument("--kv-events-topic", default="", help="topic of every KV-event message (default empty)")
+    p.add_argument("--kv-events-hash-format", choices=HASH_FORMATS, default="int",
+                   help="block hashes in KV events: int, the digest's low 64 bits, as vLLM publishes by default "
+                   "(VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1); bytes, the whole 32-byte digest (=0). Default int")
     add_block_size_flag(p)
     p.add_argument("--kv-cache-mib", type=int, metavar="MIB", help="K/V memory budget in MiB (default: the engine's)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="longest prompt + answer in tokens")
@@ -72,6 +76,14 @@ def _check(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return endpoint, replay
 
 
+def kv_event_publisher(args: argparse.Namespace, endpoint: str, replay: str | None) -> Any:
+    """The KV-event publisher ``args`` ask for, its sockets bound (ValueError on a busy port)."""
+    from kvviz.server.kv_publisher import KVEventPublisher
+
+    return KVEventPublisher(endpoint, replay, topic=args.kv_events_topic,
+                            int_hashes=args.kv_events_hash_format == "int")
+
+
 def _engine_loop(args: argparse.Namespace) -> Any:
     from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
     from kvviz.model import load_model
@@ -87,7 +99,6 @@ def _engine_loop(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     endpoint, replay = _check(args)
     from kvviz.server.app import create_app
-    from kvviz.server.kv_publisher import KVEventPublisher
     from kvviz.server.runner import bind, serve_forever, url_of
 
     env = settings()
@@ -99,14 +110,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                           kv_events_topic=args.kv_events_topic)
     try:  # the sockets first: a busy port fails before the model loads
         sock = bind(config.host, config.port)
-        publisher = KVEventPublisher(endpoint, replay, topic=args.kv_events_topic) if endpoint else None
+        publisher = kv_event_publisher(args, endpoint, replay) if endpoint else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
     url = url_of(config.host, sock.getsockname()[1])
     loop = _engine_loop(args)
     app = create_app(lambda: loop, config, publisher=publisher)
     engine = app.state.serving.engine  # the loop exists now: the publisher is subscribed
-    events = f"; KV events on {endpoint}" + (f" (replay {replay})" if replay else "") if endpoint else ""
+    events = (f"; KV events on {endpoint}" + (f" (replay {replay})" if replay else "")
+              + f", {args.kv_events_hash_format} hashes") if endpoint else ""
     print(f"kvviz serve: listening on {url}/v1 (model {config.model_name}, {engine.num_blocks} blocks of "
           f"{engine.block_size} tokens, max_model_len {engine.max_model_len}){events}", file=sys.stderr)
     if env.presenter_key is None:

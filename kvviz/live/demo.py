@@ -20,14 +20,13 @@ from kvviz.live.wire import (
     END_SEQ,
     FORM_VLLM,
     REPLAY_V033,
-    BlockRemoved,
     BlockStored,
     KVCacheEvent,
     KVEventBatch,
     encode_batch,
     encode_replay,
     encode_seq,
-    to_int_hash,
+    to_int_hashes,
 )
 from kvviz.live.worker import Worker, WorkerRegistry
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED
@@ -125,16 +124,6 @@ class DemoWorkload:
                 for event in fresh for kv in event.kv_events]
 
 
-def _int_hashes(event: KVCacheEvent) -> KVCacheEvent:
-    if isinstance(event, BlockStored):
-        parent = event.parent_block_hash
-        return replace(event, block_hashes=[to_int_hash(h) for h in event.block_hashes],  # type: ignore[misc]
-                       parent_block_hash=None if parent is None else to_int_hash(parent))
-    if isinstance(event, BlockRemoved):
-        return replace(event, block_hashes=[to_int_hash(h) for h in event.block_hashes])  # type: ignore[misc]
-    return event
-
-
 class DemoPublisher(Worker):
     """Binds a PUB socket (and a replay ROUTER) and publishes one batch per workload step that changed
     the cache, every ``interval_s`` seconds, from its ``Worker`` thread. Sequence numbers start at 0."""
@@ -171,7 +160,7 @@ class DemoPublisher(Worker):
     def publish(self, events: Sequence[KVCacheEvent]) -> int:
         """Send one batch now (from the publisher's thread only); return its sequence number."""
         if self.int_hashes:
-            events = [_int_hashes(e) for e in events]
+            events = [to_int_hashes(e) for e in events]
         payload = encode_batch(KVEventBatch(time.time(), list(events), 0), form=self.form)
         seq = self.seq
         self._pub.send_multipart([self.topic, encode_seq(seq), payload])

@@ -17,7 +17,7 @@ shape: unknown fields and unknown event kinds are counted and skipped; anything 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgspec
@@ -327,6 +327,22 @@ def encode_seq(seq: int) -> bytes:
 def to_int_hash(block_hash: bytes) -> int:
     """vLLM's int form of a hash: the digest's low 64 bits read big-endian."""
     return int.from_bytes(block_hash, "big") & ((1 << 64) - 1)
+
+
+def to_int_hashes(event: KVCacheEvent) -> KVCacheEvent:
+    """``event`` with every block hash (and a store's parent) in vLLM's int form, as 0.33.0 publishes
+    them under ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1`` (its default; ``maybe_convert_block_hash``).
+    An int hash stays as it is."""
+    def conv(h: ExternalBlockHash) -> ExternalBlockHash:
+        return to_int_hash(h) if isinstance(h, bytes) else h
+
+    if isinstance(event, BlockStored):
+        parent = event.parent_block_hash
+        return replace(event, block_hashes=[conv(h) for h in event.block_hashes],  # type: ignore[misc]
+                       parent_block_hash=None if parent is None else conv(parent))
+    if isinstance(event, BlockRemoved):
+        return replace(event, block_hashes=[conv(h) for h in event.block_hashes])  # type: ignore[misc]
+    return event
 
 
 def offset_endpoint_port(endpoint: str, rank: int) -> str:

@@ -4,7 +4,8 @@ ROUTER replay socket that answers ``(b"", start_seq)`` with every buffered ``(b"
 from ``start_seq`` on, then ``(b"", b"", -1, b"")``.
 
 The payload encoder is kvviz's (``kvviz.live.wire.encode_batch``), so the page's subscriber decodes
-what this sends. Invariants: sequence numbers start at 0 and grow by one per batch; only the publisher
+what this sends. Block hashes go out as vLLM's default sends them, 64-bit ints (``int_hashes``,
+``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``), or as the 32-byte digests. Invariants: sequence numbers start at 0 and grow by one per batch; only the publisher
 thread touches the sockets (``publish`` only queues); the replay buffer keeps the last ``buffer_steps``.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import zmq
 
-from kvviz.live.wire import END_SEQ, KVEventBatch, encode_batch, encode_seq
+from kvviz.live.wire import END_SEQ, KVEventBatch, encode_batch, encode_seq, to_int_hashes
 from kvviz.live.worker import Worker
 
 BUFFER_STEPS = 10_000  # vLLM's default replay buffer (batches)
@@ -42,8 +43,9 @@ class KVEventPublisher(Worker):
     ``Worker`` thread. ``publish(events)`` is safe from any thread (the engine's step callback)."""
 
     def __init__(self, endpoint: str, replay_endpoint: str | None = None, *, topic: str = "",
-                 buffer_steps: int = BUFFER_STEPS) -> None:
+                 buffer_steps: int = BUFFER_STEPS, int_hashes: bool = True) -> None:
         self.endpoint, self.replay_endpoint = endpoint, replay_endpoint
+        self.int_hashes = int_hashes
         self.topic = topic.encode()
         self.buffer: deque[tuple[int, bytes]] = deque(maxlen=buffer_steps)
         self.seq = 0
@@ -81,6 +83,8 @@ class KVEventPublisher(Worker):
             self.dropped += 1
 
     def _send(self, batch: KVEventBatch) -> None:
+        if self.int_hashes:
+            batch = KVEventBatch(batch.ts, [to_int_hashes(e) for e in batch.events], batch.data_parallel_rank)
         payload = encode_batch(batch)  # vLLM's own form (the page's default)
         seq = self.seq
         self._pub.send_multipart([self.topic, encode_seq(seq), payload])
