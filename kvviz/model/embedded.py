@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,15 +109,51 @@ def _build_model_unit(gguf: Path, report: Progress) -> Callable[[Path], dict]:
         if getattr(model.config, "tie_word_embeddings", False):
             state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
         save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        config = model.config.to_dict()
-        config.pop("quantization_config", None)
-        config.pop("_model_name_or_path", None)
-        config["dtype"] = "float32"
+        config = folder_config(model.config.to_dict())
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         del model, state
         return {"source": str(gguf), "kind": "model", "dequantised_from": "Q4_1"}
 
     return build
+
+
+def folder_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The model folder's config.json from the loaded model's: fp32, no GGUF quantisation entry, and
+    ``architectures`` named (a GGUF load leaves it null; vLLM picks its model class from it)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    out = {k: v for k, v in config.items() if k not in ("quantization_config", "_model_name_or_path")}
+    out["dtype"] = "float32"
+    if not out.get("architectures"):
+        name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(str(out.get("model_type")))
+        out["architectures"] = [name] if name else None
+    return out
+
+
+def repair_model_config(folder: Path) -> bool:
+    """Name the architecture of a model folder written before ``folder_config`` did (in place, under the
+    build lock, manifest rewritten, so the unit stays valid and is not rebuilt); True if it changed."""
+    path = folder / "config.json"
+
+    def named() -> bool:
+        try:
+            return bool(json.loads(path.read_text(encoding="utf-8")).get("architectures"))
+        except (OSError, ValueError, AttributeError):
+            return True  # unreadable: the unit check rebuilds it, nothing to repair here
+    if named():
+        return False
+    with unit_cache.build_lock(folder.parent):
+        if named():  # another process repaired it while we waited
+            return False
+        config = folder_config(json.loads(path.read_text(encoding="utf-8")))
+        if not config.get("architectures"):
+            return False
+        manifest = json.loads((folder / unit_cache.MANIFEST).read_text(encoding="utf-8"))
+        tmp = folder.parent / f".{folder.name}-config.json.part"
+        tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        unit_cache.write_manifest(folder, {k: v for k, v in manifest.items() if k not in ("format", "files", "created")})
+    return True
 
 
 def ensure_embedded_cache(progress: Progress | None = None) -> tuple[Path, Path, bool]:
@@ -133,6 +170,7 @@ def ensure_embedded_cache(progress: Progress | None = None) -> tuple[Path, Path,
         model_dir, _build_model_unit(gguf, report), _MODEL_FILES_REQUIRED,
         on_rebuild=lambda why: report(LoadStep("first_run", {"why": why}), 0.12),
     )
+    repair_model_config(model_dir)
     return tok_dir, model_dir, built_tok or built_model
 
 
