@@ -132,6 +132,23 @@ def dump_text(max_chars: int) -> Callable[[Any], str]:
     return dump
 
 
+def subset(options: Sequence[str]) -> tuple[Callable[[str], list[str]], Callable[[Any], str]]:
+    """(parser, dumper) for a choice of several ``options`` (a multi-select), carried as "a,b" in the
+    options' order; "" is the empty choice. An unknown or repeated name is rejected."""
+    order = {o: i for i, o in enumerate(options)}
+
+    def parse(raw: str) -> list[str]:
+        names = [n.strip() for n in raw.split(",")] if raw.strip() else []
+        if len(set(names)) != len(names) or any(n not in order for n in names):
+            raise ValueError(raw)
+        return sorted(names, key=order.__getitem__)
+
+    def dump(value: Any) -> str:
+        return ",".join(sorted((str(v) for v in value or ()), key=lambda n: order.get(n, len(order))))
+
+    return parse, dump
+
+
 def flag(raw: str) -> bool:
     """Parser for an on/off switch: 1/0, true/false, on/off, yes/no."""
     value = raw.strip().lower()

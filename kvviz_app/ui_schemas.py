@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from kvviz import share as S
 from kvviz.mirror import limits
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
+from kvviz.sessions import DEFAULT_PAUSE_S, MARKS, MAX_PAUSE_S, MAX_TURNS
 from kvviz.share import Param
 from kvviz.sim import kv_capacity, kvsize
 from kvviz.sim.paging import RESERVATION_POLICIES, PagingConfig
@@ -102,12 +103,36 @@ def radix(windows: list[int], page_sizes: list[int]) -> dict[str, Param]:
     }
 
 
+#: The Sessions page's events: {link name: (event name, link name of its turn or None)}.
+SESSION_EVENTS = {"restart": ("restart_tools", "restart_turn"), "file": ("file_read", "file_turn"),
+                  "pause": ("long_pause", "pause_turn"), "json": ("unstable_json", None)}
+
+
+def session_event_key(event: str) -> str:
+    """The session_state key of an event's switch."""
+    return f"ss_ev_{event}"
+
+
+def session_turn_key(event: str) -> str:
+    """The session_state key of the turn an event lands on (one for every session: the page clamps it)."""
+    return f"ss_turn_{event}"
+
+
 def sessions(examples: list[str]) -> dict[str, Param]:
-    """Multi-turn sessions: the example session, the provider policy, the projection length."""
-    return {
+    """Multi-turn sessions: the example session, the provider policy, its checkpoints and minimum length,
+    the events with their turns and the pause (every input of the page's numbers), the projection length."""
+    marks_parse, marks_dump = S.subset(MARKS)
+    schema = {
         "session": Param("ss_session", S.choice(examples), examples[0] if examples else None,
                          lambda name: S.choice(examples)(name) and name),  # an upload has no link form
         "policy": Param("ss_policy", S.choice(list(POLICIES)), DEFAULT_POLICY),
+        "marks": Param("ss_marks", marks_parse, list(MARKS), marks_dump),
         "min": Param("ss_min", S.integer(0, 8192)),
         "turns": Param("ss_project", S.integer(5, 200), 50),
+        "pause_min": Param("ss_pause_min", S.number(0.0, MAX_PAUSE_S / 60), DEFAULT_PAUSE_S / 60, S.dump_number),
     }
+    for name, (event, turn) in SESSION_EVENTS.items():
+        schema[name] = Param(session_event_key(event), S.flag, False, S.dump_flag)
+        if turn:
+            schema[turn] = Param(session_turn_key(event), S.integer(2, MAX_TURNS))
+    return schema

@@ -11,6 +11,7 @@ from kvviz.sessions import (
     DEFAULT_PAUSE_S,
     EVENT_NAMES,
     MARKS,
+    MAX_PAUSE_S,
     Session,
     SessionError,
     SessionEvents,
@@ -32,7 +33,8 @@ from kvviz_app.i18n import texts, tr
 T = texts("sessions")
 
 _UPLOAD = "__upload__"
-_EVENT_KEYS = {name: f"ss_ev_{name}" for name in EVENT_NAMES}
+_EVENT_KEYS = {name: ui_schemas.session_event_key(name) for name in EVENT_NAMES}
+_TURN_KEYS = {name: ui_schemas.session_turn_key(name) for name in EVENT_NAMES}
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -51,6 +53,24 @@ def _clear_events() -> None:
         st.session_state[key] = False
 
 
+def _on_session_change() -> None:
+    """Another session: its events land on its own default turns."""
+    for key in _TURN_KEYS.values():
+        st.session_state.pop(key, None)
+
+
+def _on_policy_change() -> None:
+    """Another policy: its own minimum cacheable length."""
+    st.session_state.pop("ss_min", None)
+
+
+def _defaults(values: dict[str, object]) -> None:
+    """Widget defaults go into session_state before the widgets (a widget given a value while a link
+    set its key logs Streamlit's duplicate-value warning with a stack)."""
+    for key, value in values.items():
+        st.session_state.setdefault(key, value)
+
+
 def _why(turn, result: SessionResult) -> str:
     """One line saying why this turn read what it read (the result's own reason codes, as text)."""
     return T.WHY_SEPARATOR.join(T.WHY[code].format(segment=T.segment_label(turn.first_difference), pos=turn.common_prefix,
@@ -65,13 +85,15 @@ examples = example_names()
 SHARE = ui_schemas.sessions(examples)
 ui_share.restore("sessions", SHARE)
 PICTURE = ui_present.key_slot()  # presenter mode: the turn-by-turn picture first
+_defaults({"ss_policy": DEFAULT_POLICY, "ss_pause_min": DEFAULT_PAUSE_S / 60, "ss_project": 50,
+           "ss_marks": list(MARKS)})
 c = st.columns([1, 1])
 choice = c[0].selectbox(
-    T.SESSION_LABEL, [*examples, _UPLOAD], key="ss_session",
+    T.SESSION_LABEL, [*examples, _UPLOAD], key="ss_session", on_change=_on_session_change,
     format_func=lambda n: T.SESSION_UPLOAD if n == _UPLOAD else tr(_example(n).title),
 )
-policy_key = c[1].selectbox(T.POLICY_LABEL, list(POLICIES), index=list(POLICIES).index(DEFAULT_POLICY),
-                            key="ss_policy", help=T.POLICY_HELP,
+policy_key = c[1].selectbox(T.POLICY_LABEL, list(POLICIES), key="ss_policy", help=T.POLICY_HELP,
+                            on_change=_on_policy_change,
                             format_func=lambda k: tr(POLICIES[k].label))
 policy = POLICIES[policy_key]
 
@@ -99,13 +121,14 @@ if not policy.is_policy:
 else:
     st.markdown(T.POLICY_NOTE.format(label=tr(policy.label)))
     if policy.checkpoints == "explicit":  # the pills get the whole width: in a column they scroll out of sight
-        chosen = st.pills(T.MARKS_LABEL, MARKS, selection_mode="multi", default=list(MARKS), key="ss_marks",
+        chosen = st.pills(T.MARKS_LABEL, MARKS, selection_mode="multi", key="ss_marks",
                           format_func=T.MARK_LABELS.get, help=T.MARKS_HELP)
         marks = tuple(m for m in MARKS if m in (chosen or []))
     else:
         st.caption(T.AUTOMATIC_NOTE.format(block=16))
     c = st.columns([1, 1])
-    min_len = int(c[0].number_input(T.MIN_LABEL, 0, 8192, policy.min_cacheable_tokens, step=64, key="ss_min",
+    _defaults({"ss_min": policy.min_cacheable_tokens})
+    min_len = int(c[0].number_input(T.MIN_LABEL, 0, 8192, step=64, key="ss_min",
                                     help=T.MIN_HELP))
     c[1].markdown(f"**{T.TTL_LABEL}**  \n" + (T.TTL_VALUE.format(ttl=T.duration(policy.ttl_s)) if policy.ttl_s
                                                else T.TTL_NONE))
@@ -123,12 +146,13 @@ for col, name in zip(cols, EVENT_NAMES, strict=True):
                              disabled=n_turns < 2)
         if name != "unstable_json" and n_turns >= 2:
             sub = st.columns(2)
-            turn_of[name] = int(sub[0].number_input(
-                T.EVENT_TURN, 2, n_turns, default_event_turn(session, name), key=f"ss_turn_{name}_{session.name}",
-                disabled=not on[name],
-            ))
+            given = st.session_state.get(_TURN_KEYS[name])
+            if not isinstance(given, int) or not 2 <= given <= n_turns:  # a link's turn past this session's end
+                st.session_state[_TURN_KEYS[name]] = default_event_turn(session, name)
+            turn_of[name] = int(sub[0].number_input(T.EVENT_TURN, 2, n_turns, key=_TURN_KEYS[name],
+                                                    disabled=not on[name]))
             if name == "long_pause":
-                pause_min = float(sub[1].number_input(T.PAUSE_LABEL, 0.0, 10_080.0, DEFAULT_PAUSE_S / 60, step=5.0,
+                pause_min = float(sub[1].number_input(T.PAUSE_LABEL, 0.0, MAX_PAUSE_S / 60, step=5.0,
                                                       key="ss_pause_min", disabled=not on[name]))
 st.button(T.RESET_EVENTS, on_click=_clear_events, key="ss_reset", icon=":material/restart_alt:")
 
@@ -206,7 +230,7 @@ ui_chart.plotly_chart(F.work_figure(turn_numbers, result.cumulative_without_cach
 c[1].markdown(f"**{T.WORK_PROJECTION_TITLE.format(turns=proj_turns, first=first, step=step)}**")
 ui_chart.plotly_chart(F.work_figure(list(range(1, proj_turns + 1)), without_p, with_p, None),
                       width="stretch", key="ss_projection", where=c[1])
-c[1].slider(T.PROJECT_TURNS, 5, 200, 50, step=5, key="ss_project")
+c[1].slider(T.PROJECT_TURNS, 5, 200, step=5, key="ss_project")
 
 # ----------------------------------------------------------------------------- policy values
 st.subheader(T.POLICY_HEADER)

@@ -102,3 +102,13 @@ def test_write_leaves_an_unset_value_out_of_the_link():
     assert S.write(schema, {"seed": None, "t": None, "budget": None}) == {"budget": "custom"}
     assert S.write(schema, {"seed": "42", "t": "x", "budget": 40}) == {"seed": "42", "t": "x"}
     assert S.write(schema, {"t": "x" * 11}) == {} and S.too_long(schema, {"t": "x" * 11}) == {"t": 10}
+
+
+def test_a_subset_round_trips_in_the_options_order_and_rejects_unknown_names():
+    parse, dump = S.subset(["system", "tools", "history"])
+    assert parse("history,system") == ["system", "history"]
+    assert dump(["history", "system"]) == "system,history"
+    assert parse(dump([])) == [] and parse(dump(["tools"])) == ["tools"]
+    for bad in ("system,system", "bogus", "system,,tools"):
+        with pytest.raises(ValueError):
+            parse(bad)
