@@ -100,6 +100,7 @@ def restore(page: str, schema: Mapping[str, Param], link_here: bool = True) -> N
     ss = st.session_state
     raw = _raw()
     sig = _signature(raw, schema)
+    _fill_defaults(schema)
     if link_here:
         link_slot(page)
     if ss.get(_PAGE_BEFORE) != ss.get(_PAGE_NOW):  # entering: a link may bring back an earlier state
@@ -112,6 +113,16 @@ def restore(page: str, schema: Mapping[str, Param], link_here: bool = True) -> N
         ss[schema[name].key] = value
     if rejected:
         st.warning(T.BAD_PARAMS.format(names=", ".join(sorted(rejected))), icon=":material/link_off:")
+
+
+def _fill_defaults(schema: Mapping[str, Param]) -> None:
+    """Each param's default into session_state where its key has no value: the page's widgets read it
+    from there and take no value of their own (a widget given a value while a link had set its key logs
+    Streamlit's duplicate-value warning, with a stack, into the server's terminal)."""
+    ss = st.session_state
+    for param in schema.values():
+        if param.default is not None and param.key not in ss:
+            ss[param.key] = param.default
 
 
 def link_slot(page: str) -> None:

@@ -24,10 +24,10 @@ PICTURE = ui_present.key_slot()  # presenter mode: memory against GPU budgets fi
 shape, preset, parsed = choose_model()
 
 c = st.columns([1.3, 2, 2])
-dtype = c[0].radio(T.DTYPE_LABEL, list(kvsize.DTYPES), index=1, horizontal=True, key="calc_dtype", help=T.DTYPE_HELP)
-tokens = int(c[1].select_slider(T.CONTEXT_LABEL, V.CONTEXT_OPTIONS, value=1000, key="calc_context",
+dtype = c[0].radio(T.DTYPE_LABEL, list(kvsize.DTYPES), horizontal=True, key="calc_dtype", help=T.DTYPE_HELP)
+tokens = int(c[1].select_slider(T.CONTEXT_LABEL, V.CONTEXT_OPTIONS, key="calc_context",
                                 format_func=lambda n: ui.loc(f"{n:,}")))
-batch = int(c[2].slider(T.BATCH_LABEL, 1, 1024, 100, key="calc_batch"))
+batch = int(c[2].slider(T.BATCH_LABEL, 1, 1024, key="calc_batch"))
 
 if shape is not None:
     report = kv_formula.report(shape, dtype, tokens, batch)

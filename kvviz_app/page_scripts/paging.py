@@ -51,21 +51,21 @@ st.caption(T.UNITS_NOTE)
 # ----------------------------------------------------------------------------- controls
 with st.expander(T.CONTROLS, expanded=True):
     c = st.columns(4)
-    memory = c[0].select_slider(T.MEMORY, MEMORY_OPTIONS, value=_D.memory_tokens, key="pg_memory",
+    memory = c[0].select_slider(T.MEMORY, MEMORY_OPTIONS, key="pg_memory",
                                 help=T.MEMORY_HELP)
-    block = c[1].select_slider(T.BLOCK, BLOCK_OPTIONS, value=_D.block_size, key="pg_block", help=T.BLOCK_HELP)
-    requests = c[2].slider(T.REQUESTS, 1, 300, _D.num_requests, key="pg_requests", help=T.REQUESTS_HELP)
-    prefix = c[3].slider(T.PREFIX, 0, 1024, _D.shared_prefix, step=8, key="pg_prefix", help=T.PREFIX_HELP)
+    block = c[1].select_slider(T.BLOCK, BLOCK_OPTIONS, key="pg_block", help=T.BLOCK_HELP)
+    requests = c[2].slider(T.REQUESTS, 1, 300, key="pg_requests", help=T.REQUESTS_HELP)
+    prefix = c[3].slider(T.PREFIX, 0, 1024, step=8, key="pg_prefix", help=T.PREFIX_HELP)
     c = st.columns(4)
-    prompt = c[0].slider(T.PROMPT, 1, 2048, (_D.prompt_min, _D.prompt_max), key="pg_prompt")
-    output = c[1].slider(T.OUTPUT, 1, 2048, (_D.output_min, _D.output_max), key="pg_output", help=T.OUTPUT_HELP)
-    max_len = c[2].select_slider(T.MAX_LEN, MAX_LEN_OPTIONS, value=_D.max_model_len, key="pg_max_len",
+    prompt = c[0].slider(T.PROMPT, 1, 2048, key="pg_prompt")
+    output = c[1].slider(T.OUTPUT, 1, 2048, key="pg_output", help=T.OUTPUT_HELP)
+    max_len = c[2].select_slider(T.MAX_LEN, MAX_LEN_OPTIONS, key="pg_max_len",
                                  help=T.MAX_LEN_HELP)
-    seed = c[3].number_input(T.SEED, 0, 10_000, _D.seed, key="pg_seed")
+    seed = c[3].number_input(T.SEED, 0, 10_000, key="pg_seed")
     c = st.columns([2, 1])
     reservation = c[0].radio(T.RESERVATION, RESERVATION_POLICIES, key="pg_reservation", horizontal=True,
                              format_func=T.RESERVATION_OPTIONS.get, help=T.RESERVATION_HELP)
-    sharing = c[1].checkbox(T.SHARING, value=True, key="pg_sharing")
+    sharing = c[1].checkbox(T.SHARING, key="pg_sharing")
 
 cfg = PagingConfig(
     memory_tokens=int(memory), block_size=int(block), num_requests=int(requests), shared_prefix=int(prefix),
@@ -114,7 +114,10 @@ st.subheader(T.LAYOUT_HEADER)
 rows = F.rows_for(cfg.memory_tokens // cfg.block_size)
 st.markdown(T.LAYOUT_INTRO.format(memory=cfg.memory_tokens, row=cfg.memory_tokens // rows, block=cfg.block_size))
 last = max(cont.steps, paged.steps)
-step = st.slider(T.STEP, 0, max(1, last), min(last, max(1, paged.steps // 3)), key="pg_step", help=T.STEP_HELP)
+given = st.session_state.get("pg_step")
+if not isinstance(given, int) or not 0 <= given <= max(1, last):  # none yet, or past a shorter run's end
+    st.session_state["pg_step"] = min(last, max(1, paged.steps // 3))
+step = st.slider(T.STEP, 0, max(1, last), key="pg_step", help=T.STEP_HELP)
 snaps = {name: _snapshot(cfg, name, int(step)) for name in ("contiguous", "paged")}
 c = st.columns(2)
 for col, name in zip(c, ("contiguous", "paged"), strict=True):

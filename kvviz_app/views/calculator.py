@@ -206,14 +206,14 @@ def capacity_section(shape: ModelShape, dtype: str, tokens: int, batch: int) -> 
     st.subheader(T.CAPACITY_TITLE)
     c = st.columns(3)
     choices: list[float | None] = [*kv_capacity.GPU_BUDGETS_GIB, None]  # None: a custom budget
-    choice = c[0].radio(T.BUDGET_LABEL, choices, index=1, horizontal=True, key="calc_budget",
+    choice = c[0].radio(T.BUDGET_LABEL, choices, horizontal=True, key="calc_budget",
                         format_func=lambda b: T.BUDGET_CUSTOM if b is None else T.BUDGET_OPTION.format(gib=b))
     if choice is None:
-        gib = c[0].number_input(T.BUDGET_CUSTOM_LABEL, 0.01, 1_000_000.0, 40.0, key="calc_budget_custom")
+        gib = c[0].number_input(T.BUDGET_CUSTOM_LABEL, 0.01, 1_000_000.0, key="calc_budget_custom")
     else:
         gib = float(choice)
-    block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, value=limits.DEFAULT_BLOCK_SIZE, key="calc_block")
-    reserve = c[2].select_slider(T.RESERVE_LABEL, RESERVE_OPTIONS, value=4.0, key="calc_reserve",
+    block = c[1].select_slider(T.BLOCK_LABEL, BLOCK_OPTIONS, key="calc_block")
+    reserve = c[2].select_slider(T.RESERVE_LABEL, RESERVE_OPTIONS, key="calc_reserve",
                                  format_func=T.RESERVE_OPTION.format)
     if kv_formula.bytes_per_token(shape, dtype) == 0:
         st.info(T.NO_KV)

@@ -59,7 +59,8 @@ TYPED_FIELDS = {
 
 def _number(where, key: str, disabled: bool = False) -> int:
     name, _low, _high, default = TYPED_FIELDS[key]
-    return int(where.number_input(getattr(T, name), value=default, step=1, key=key, disabled=disabled))
+    st.session_state.setdefault(key, default)  # no value of its own: a link may have set the key
+    return int(where.number_input(getattr(T, name), step=1, key=key, disabled=disabled))
 
 
 def _out_of_range(values: dict[str, int]) -> str | None:
