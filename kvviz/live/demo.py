@@ -125,12 +125,13 @@ class DemoWorkload:
 
 
 class DemoPublisher(Worker):
-    """Binds a PUB socket (and a replay ROUTER) and publishes one batch per workload step that changed
-    the cache, every ``interval_s`` seconds, from its ``Worker`` thread. Sequence numbers start at 0."""
+    """Binds a PUB socket (``connect``: connects it to a listening subscriber, as vLLM does with a
+    specific address) and a replay ROUTER, and publishes one batch per workload step that changed the
+    cache, every ``interval_s`` seconds, from its ``Worker`` thread. Sequence numbers start at 0."""
 
     def __init__(self, endpoint: str, replay_endpoint: str | None = None, *, topic: str = "", seed: int = 0,
                  interval_s: float = 0.2, form: str = FORM_VLLM, replay_layout: str = REPLAY_V033,
-                 int_hashes: bool = False,
+                 int_hashes: bool = False, connect: bool = False,
                  tokenize: Callable[[str], list[int]] | None = None, workload: DemoWorkload | None = None,
                  max_batches: int | None = None) -> None:
         self.workload = workload or DemoWorkload(seed, tokenize)
@@ -146,7 +147,7 @@ class DemoPublisher(Worker):
         try:
             self._pub = self._ctx.socket(zmq.PUB)
             self._pub.setsockopt(zmq.LINGER, 0)
-            self._pub.bind(endpoint)
+            (self._pub.connect if connect else self._pub.bind)(endpoint)
             self._router = None
             if replay_endpoint:
                 self._router = self._ctx.socket(zmq.ROUTER)

@@ -20,6 +20,7 @@ FT = texts("fleet")
 T = texts("live")
 
 K_CFG, K_EP, K_REPLAY, K_TOPIC, K_DP = "lv_config", "lv_ep", "lv_replay", "lv_topic", "lv_dp"
+K_TOPOLOGY = "lv_topology"  # "connect": kvviz connects to the engine; "listen": the engine connects to kvviz
 K_AUTO, K_PROMPT, K_TOK, K_URL, K_HASH, K_SEED, K_BS = (
     "lv_auto", "lv_prompt", "lv_tok", "lv_url", "lv_hash", "lv_seed", "lv_bs")
 K_RESULT, K_SALT, K_LORA, K_LORA_PATH = "lv_result", "lv_salt", "lv_lora", "lv_lora_path"
@@ -33,9 +34,14 @@ def _embedded_tokenize(text: str) -> list[int]:
 
 
 
+def _listening() -> bool:
+    return st.session_state.get(K_TOPOLOGY) == "listen"
+
+
 def _form_config() -> LiveConfig:
     return LiveConfig(st.session_state.get(K_EP, DEFAULT_EP), st.session_state.get(K_REPLAY) or None,
-                      st.session_state.get(K_TOPIC, ""), int(st.session_state.get(K_DP, 1))).validated()
+                      st.session_state.get(K_TOPIC, ""), int(st.session_state.get(K_DP, 1)),
+                      listen=_listening()).validated()
 
 
 def _start_demo() -> None:
@@ -43,7 +49,7 @@ def _start_demo() -> None:
         cfg = _form_config()
         if not all(e.startswith("tcp://127.0.0.1:") for e in (cfg.endpoint, cfg.replay_endpoint) if e):
             raise ValueError(T.DEMO_NOT_LOCAL)
-        D.shared_demo(cfg.endpoint, cfg.replay_endpoint, tokenize=_embedded_tokenize)
+        D.shared_demo(cfg.endpoint, cfg.replay_endpoint, tokenize=_embedded_tokenize, connect=cfg.listen)
         st.session_state[K_CFG] = cfg
     except ValueError as exc:
         st.session_state["lv_demo_error"] = str(exc)
@@ -71,18 +77,23 @@ if st.radio(FT.MODE, ["one", "fleet"], key="lv_mode", horizontal=True, help=FT.M
 
 # ----------------------------------------------------------------------------- connect form
 st.subheader(T.CONNECT_HEADER)
+listening = st.radio(T.TOPOLOGY, ["connect", "listen"], key=K_TOPOLOGY, horizontal=True, help=T.TOPOLOGY_HELP,
+                     format_func=lambda m: T.TOPOLOGY_LISTEN if m == "listen" else T.TOPOLOGY_CONNECT) == "listen"
+st.caption(T.TOPOLOGY_EXPLAIN)
 c = st.columns(2)
-c[0].text_input(T.ENDPOINT, DEFAULT_EP, key=K_EP, help=T.ENDPOINT_HELP)
+c[0].text_input(T.LISTEN_ENDPOINT if listening else T.ENDPOINT, DEFAULT_EP, key=K_EP,
+                help=T.LISTEN_ENDPOINT_HELP if listening else T.ENDPOINT_HELP)
 c[1].text_input(T.REPLAY, DEFAULT_REPLAY, key=K_REPLAY, help=T.REPLAY_HELP)
 c = st.columns([1, 1, 3])
 c[0].text_input(T.TOPIC, "", key=K_TOPIC, help=T.TOPIC_HELP)
 c[1].number_input(T.DP_SIZE, 1, 64, 1, key=K_DP, help=T.DP_SIZE_HELP)
 c[2].text_input(T.METRICS_URL, "", key=K_METRICS, help=T.METRICS_URL_HELP, placeholder="http://127.0.0.1:8000/metrics")
 c = st.columns([1, 1, 2])
-c[0].button(T.CONNECT, on_click=_connect, type="primary", width="stretch")
+c[0].button(T.LISTEN if listening else T.CONNECT, on_click=_connect, type="primary", width="stretch")
 c[1].button(T.DISCONNECT, on_click=_disconnect, width="stretch", disabled=K_CFG not in st.session_state)
 if "lv_config_error" in st.session_state:
-    st.error(T.BAD_CONFIG.format(error=st.session_state["lv_config_error"]), icon=":material/error:")
+    st.error((T.BAD_LISTEN if listening else T.BAD_CONFIG).format(error=st.session_state["lv_config_error"]),
+             icon=":material/error:")
 
 with st.container(border=True):
     st.markdown(f"**{T.DEMO_HEADER}**")
@@ -104,7 +115,7 @@ if config is None:
 try:
     sub = shared(config)
 except ValueError as exc:
-    ui.show_error(exc, T.BAD_CONFIG.split(":")[0])
+    ui.show_error(exc, (T.BAD_LISTEN if config.listen else T.BAD_CONFIG).split(":")[0])
     st.stop()
 
 

@@ -16,12 +16,33 @@ HOW_TO = (
     "  --kv-events-config '{\"enable_kv_cache_events\": true, \"publisher\": \"zmq\",\n"
     "    \"endpoint\": \"tcp://*:5557\", \"replay_endpoint\": \"tcp://*:5558\"}'\n"
     "```\n"
-    "Then connect below to `tcp://ENGINE-HOST:5557` (replay `tcp://ENGINE-HOST:5558`). With data "
+    "Then connect below to `tcp://ENGINE-HOST:5557` (replay `tcp://ENGINE-HOST:5558`). Given a specific "
+    "address instead (`\"endpoint\": \"tcp://127.0.0.1:5800\"`), vLLM connects to it: choose "
+    "\"My engine connects to kvviz\" and listen on that address. With data "
     "parallelism, rank N publishes on port 5557 + N: set the number of DP ranks. The engine's "
     "`/metrics` (e.g. `http://ENGINE-HOST:8000/metrics`) adds its own prefix-cache hit rate."
 )
 
 CONNECT_HEADER = "Engine"
+TOPOLOGY = "Who connects?"
+TOPOLOGY_CONNECT = "kvviz connects to my engine"
+TOPOLOGY_LISTEN = "My engine connects to kvviz (listen)"
+TOPOLOGY_HELP = (
+    "vLLM decides from its kv-events endpoint: with `*`, `::`, ipc or inproc in it, it binds and waits; "
+    "with a specific address, it connects. Its replay endpoint always binds."
+)
+TOPOLOGY_EXPLAIN = (
+    "vLLM given `tcp://*:5557` binds that port and waits: kvviz connects to the engine's host and port.  \n"
+    "vLLM given a specific address such as `tcp://127.0.0.1:5800` connects to it: kvviz must listen "
+    "there (its replay socket still binds, and kvviz connects to that)."
+)
+LISTEN_ENDPOINT = "Listen address (the engine's endpoint)"
+LISTEN_ENDPOINT_HELP = (
+    "The address kvviz binds, tcp://ADDRESS:PORT on this machine; give the engine the same one as its "
+    "endpoint. tcp://127.0.0.1:PORT keeps it to this machine."
+)
+LISTEN = "Listen"
+BAD_LISTEN = "Cannot listen: {error}"
 ENDPOINT = "Event endpoint (PUB)"
 ENDPOINT_HELP = "The engine's KV-event endpoint, tcp://HOST:PORT. vLLM binds tcp://*:5557; kvviz connects to it."
 REPLAY = "Replay endpoint (ROUTER)"
@@ -62,13 +83,14 @@ STATUS = {
     "receiving": "Receiving events from {endpoint}.",
     "connected": "Connected to {endpoint}; no event in the last 5 s (an idle engine publishes nothing).",
     "connecting": "Waiting for {endpoint}: nobody publishes there yet (kvviz keeps retrying).",
+    "listening": "Listening on {endpoint}: no engine has connected yet (give the engine this address as its endpoint).",
     "stopped": "The subscriber stopped: {error}",
 }
 AUTO_REFRESH = "Refresh every 2 s"
 
 M_STATUS = "Status"
 STATUS_WORD = {"receiving": "live", "connected": "idle", "connecting": "waiting",
-               "stopped": "stopped"}
+               "listening": "listening", "stopped": "stopped"}
 M_BATCHES = "Batches"
 M_BATCHES_HELP = "Distinct batches applied (live and replayed; each sequence number once per DP rank)."
 M_RATE = "Events/s"
