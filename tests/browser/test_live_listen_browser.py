@@ -38,6 +38,7 @@ def test_live_page_listens_for_a_publisher_that_connects(app_server, browser):
         pub = WirePublisher(port, replay, connect=True)
         pub.publish([pub.stored([1, 2], None, list(range(8)))], send=False)  # before the page subscribed
         pub.wait_subscribed(WAIT_S)
+        pub.wait_replay_served(WAIT_S)  # the replay asked on connecting answered first: the next batch is live
         pub.publish([pub.stored([3], 2, list(range(8, 12)))])
         values = wait_for_metrics(page, lambda v: v.get(T.M_BATCHES) == "2" and v.get(T.M_REPLAYED) == "1",
                                   timeout_s=WAIT_S)

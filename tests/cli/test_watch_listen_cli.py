@@ -40,6 +40,7 @@ def test_watch_listen_hears_a_connecting_engine_and_replays(capsys: pytest.Captu
         pubs.append(pub)
         pub.publish([pub.stored([1, 2], None, list(range(8)))], send=False)  # before kvviz subscribed
         pub.wait_subscribed()
+        pub.wait_replay_served()  # the replay asked on connecting answered first: the next batch is live
         pub.publish([pub.stored([3], 2, list(range(8, 12)))])
 
     try:

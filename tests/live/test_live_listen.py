@@ -32,6 +32,7 @@ def test_a_publisher_that_connects_is_heard_and_replays_what_was_missed() -> Non
         pub.publish([pub.stored([1, 2], None, list(range(8)))], send=False)
         pub.publish([pub.stored([3], 2, list(range(8, 12)))], send=False)
         pub.wait_subscribed()
+        pub.wait_replay_served()  # the replay asked on connecting answered first: the next batch is live
         pub.publish([pub.stored([4], 3, list(range(12, 16)))])
         _until(lambda: sub.summary()["batches"] == 3, f"three batches, got {sub.summary()}")
         s = sub.summary()
@@ -74,3 +75,27 @@ def test_a_busy_port_or_a_bad_address_is_one_line() -> None:
         assert "\n" not in str(info.value)
     assert check_listen_endpoint(" tcp://*:5800 ") == "tcp://*:5800"
     assert check_listen_endpoint("tcp://[::1]:5800") == "tcp://[::1]:5800"
+
+
+def test_an_engine_that_restarts_connects_again_and_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvviz.live import subscriber
+
+    monkeypatch.setattr(subscriber, "RECEIVING_S", 0.5)
+    port = free_port()
+    sub = Subscriber(LiveConfig(f"tcp://127.0.0.1:{port}", listen=True)).start()
+    pub = WirePublisher(port, connect=True)
+    try:
+        pub.wait_subscribed()
+        pub.publish([pub.stored([1, 2], None, list(range(8)))])
+        pub.publish([pub.stored([3], 2, list(range(4)))])
+        _until(lambda: sub.summary()["batches"] == 2, "first engine's batches")
+        pub.close()  # the engine goes away: the listening socket stays, the peer is gone
+        _until(lambda: sub.status() == "listening" and sub.counters.ranks[0].peers == 0, "disconnect noticed")
+        pub = WirePublisher(port, connect=True)  # ... and connects again with an empty cache, seq from 0
+        pub.wait_subscribed()
+        pub.publish([pub.stored([7], None, list(range(4)))])
+        _until(lambda: sub.counters.restarts == 1 and sub.summary()["cached_blocks"] == 1, "restart applied")
+        assert sub.counters.reconnects >= 1 and sub.summary()["last_seq"] == 0 and sub.counters.ranks[0].peers == 1
+    finally:
+        sub.stop()
+        pub.close()

@@ -48,6 +48,7 @@ def test_a_connecting_publisher_is_heard_with_replay() -> None:
         pub = WirePublisher(port, replay, connect=True)
         pub.publish([pub.stored([1, 2], None, list(range(8)))], send=False)  # before the page subscribed
         pub.wait_subscribed()
+        pub.wait_replay_served()  # the replay asked on connecting answered first: the next batch is live
         pub.publish([pub.stored([3], 2, list(range(8, 12)))])
         until(app, lambda a: _metrics(a).get(T.M_BATCHES) == "2", describe=_metrics)
         m = _metrics(app)
