@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from kvviz.engine.kv_memory import PagedKVMemory
+from kvviz.engine.weights import StepWeights
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class ModelRunner:
         self.group = self.heads // self.kv_heads  # query heads per K/V head (repeat_interleave order)
         self.scale = self.head_dim ** -0.5
         self.gqa = self.heads != self.kv_heads
+        self._packed: StepWeights | None = None  # packed on the first step (``_weights``)
 
     def _plan(self, seqs: list[SeqInput]) -> _Plan:
         bs, dev = self.memory.block_size, self.device
@@ -139,6 +141,17 @@ class ModelRunner:
             out[row:row + n] = o[0].transpose(0, 1)
         return out
 
+    def _weights(self) -> StepWeights:
+        """The step's projection weights, (re)packed when the model's weights changed since the last pack."""
+        if self._packed is None or not self._packed.current(self.model):
+            self._packed = StepWeights(self.model)
+        return self._packed
+
+    def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """Rotary positions on ``x`` ``[T, n, head_dim]`` with ``cos``/``sin`` ``[T, 1, head_dim]``."""
+        half = self.head_dim // 2
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
     @torch.inference_mode()
     def execute(self, seqs: list[SeqInput], all_logits: bool = False) -> torch.Tensor:
         """Compute the step; logits ``[R', vocab]`` of the last token of each sequence that wants them
@@ -146,18 +159,25 @@ class ModelRunner:
         dev = self.device
         ids = torch.tensor([t for s in seqs for t in s.token_ids], dtype=torch.long, device=dev)  # [T]
         positions = torch.tensor([p for s in seqs for p in range(s.start, s.end)], dtype=torch.long, device=dev)
+        h, kvh, hd = self.heads, self.kv_heads, self.head_dim
         with self.lm.lock:
+            weights = self._weights()
             plan = self._plan(seqs)
-            x = self.body.embed_tokens(ids)[None]  # [1, T, hidden]
-            cos, sin = self.body.rotary_emb(positions, x.dtype)
+            x = self.body.embed_tokens(ids)  # [T, hidden]
+            cos, sin = self.body.rotary_emb(positions, x.dtype)  # [T, d] each
+            cos, sin = cos[:, None, :], sin[:, None, :]
             t = ids.shape[0]
             for i, layer in enumerate(self.body.layers):
-                attn = layer.self_attn
-                q, k, v = attn._qkv(layer.input_layernorm(x), cos, sin)  # [1, h, T, d], [1, kvh, T, d] x2
-                self.memory.write(i, plan.slots, k[0].transpose(0, 1), v[0].transpose(0, 1))
-                o = self._attend(i, q[0].transpose(0, 1), plan)  # [T, heads, d]
-                x = x + attn.o_proj(o.reshape(1, t, self.heads * self.head_dim))
-                x = x + layer.mlp(layer.post_attention_layernorm(x))
+                w = weights.layers[i]
+                qkv = w.qkv(layer.input_layernorm(x))  # [T, (h + 2 kvh) * d]
+                qk = self._rope(qkv[:, :(h + kvh) * hd].view(t, h + kvh, hd), cos, sin)  # [T, h + kvh, d]
+                v = qkv[:, (h + kvh) * hd:].view(t, kvh, hd)
+                self.memory.write(i, plan.slots, qk[:, h:], v)
+                o = self._attend(i, qk[:, :h], plan)  # [T, heads, d]
+                x = x + w.o(o.reshape(t, h * hd))
+                gate_up = w.gate_up(layer.post_attention_layernorm(x))  # [T, 2 * intermediate]
+                gate, up = gate_up.chunk(2, dim=-1)
+                x = x + w.down(F.silu(gate) * up)
             if not all_logits:
                 ends, row = [], 0
                 for s in seqs:
@@ -165,5 +185,5 @@ class ModelRunner:
                     if s.wants_logits:
                         ends.append(row - 1)
                 if ends != list(range(t)):
-                    x = x[:, torch.tensor(ends, dtype=torch.long, device=dev)]
-            return self.model.lm_head(self.body.norm(x))[0]
+                    x = x[torch.tensor(ends, dtype=torch.long, device=dev)]
+            return weights.lm_head(self.body.norm(x))
