@@ -1,0 +1,42 @@
+"""The engine's packed projection weights (``StepWeights``): the products equal the model's own to fp32
+rounding, and a weight changed after packing is repacked before the next step (never stale)."""
+
+from __future__ import annotations
+
+import torch
+from tiny_llm import reference_logits, tiny_lm
+
+from kvviz.engine import EngineConfig, LLMEngine
+from kvviz.engine.runner import SeqInput
+from kvviz.engine.weights import StepWeights, can_pack
+
+
+def _logits(engine: LLMEngine, ids: list[int]) -> torch.Tensor:
+    blocks = list(range(1, 1 + -(-len(ids) // engine.block_size)))
+    return engine.runner.execute([SeqInput(ids, 0, blocks, True)], all_logits=True)
+
+
+def test_packed_products_equal_linear():
+    lm = tiny_lm(seed=3)
+    weights = StepWeights(lm.model)
+    assert weights.pack == can_pack(torch.device("cpu"), torch.float32)
+    layer = lm.model.model.layers[0]
+    x = torch.randn(5, layer.self_attn.q_proj.weight.shape[1])
+    a = layer.self_attn
+    ref = torch.cat([x @ a.q_proj.weight.T, x @ a.k_proj.weight.T, x @ a.v_proj.weight.T], dim=-1)
+    with torch.inference_mode():
+        got = weights.layers[0].qkv(x)
+    assert torch.allclose(got, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_a_weight_changed_after_packing_is_repacked():
+    lm = tiny_lm(seed=4)
+    engine = LLMEngine(lm, EngineConfig(kv_cache_bytes=1 << 20, block_size=4))
+    ids = [5, 9, 2, 33, 7, 1]
+    assert torch.allclose(_logits(engine, ids), reference_logits(lm, ids), atol=1e-4)
+    packed = engine.runner._packed
+    with torch.no_grad():
+        lm.model.model.layers[1].mlp.down_proj.weight.mul_(-2.0)  # in place: same tensor, new version
+    assert packed is not None and not packed.current(lm.model)
+    assert torch.allclose(_logits(engine, ids), reference_logits(lm, ids), atol=1e-4)
+    assert engine.runner._packed is not packed
