@@ -10,7 +10,10 @@ steps that only decode), ``hf_generate_tok_s`` (127 / (time of ``generate`` with
 tokens another prompt cached; medians) and ``ttft_cached_ratio``; ``kv_resident_bytes`` (the K/V tensors'
 storage) beside ``kv_expected_bytes`` (num_blocks x block_size x bytes per token); ``soak_rss_growth_pct``
 (RSS at the end of ``SOAK_REQUESTS`` requests, ``SOAK_IN_FLIGHT`` in flight, ~10 % aborted, over RSS after
-the first ``SOAK_WARM``).
+the first ``SOAK_WARM``). ``weights_bytes`` / ``weights_read_ms``: the model's parameters (the tied
+embedding once) and the time to read them all once (a sum over each, the process's threads, median of
+``READS``): the memory bound of a one-stream decode step; ``decode_1_ms_per_token`` and
+``decode_1_over_bound`` (time per token over that bound; reported, no target here).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ NEW_TOKENS = 128
 STREAMS = 16
 TTFT_TOKENS, TTFT_CACHED = 1024, 1008
 SOAK_REQUESTS, SOAK_IN_FLIGHT, SOAK_WARM = 2000, 64, 200
+READS = 5
 
 
 def _say(what: str) -> None:
@@ -72,6 +76,22 @@ def _hf_rate(hf, ids: list[int]) -> float:
         return time.perf_counter() - start
 
     return (NEW_TOKENS - 1) / (timed(NEW_TOKENS) - timed(1))
+
+
+def _weights_read_ms(model) -> tuple[int, float]:
+    """Bytes of the unique parameters and the median time (ms) to read each of them once (``sum``)."""
+    import torch
+
+    params = list({p.data_ptr(): p for p in model.parameters()}.values())
+    nbytes = sum(p.numel() * p.element_size() for p in params)
+    times = []
+    with torch.inference_mode():
+        for _ in range(READS):
+            start = time.perf_counter()
+            for p in params:
+                p.sum()
+            times.append(time.perf_counter() - start)
+    return nbytes, statistics.median(times) * 1000.0
 
 
 def _ttft_ms(engine, ids: list[int], params) -> float:
@@ -140,6 +160,12 @@ def run(results: dict) -> None:
     results["decode_16_tok_s"] = round(d16, 2)
     results["decode_16_tok_s_runs"] = [round(x, 2) for x in rates_16]
     results["decode_16_over_1"] = round(d16 / d1, 2)
+    nbytes, read_ms = _weights_read_ms(lm.model)
+    _say(f"weights {nbytes / 1e6:.0f} MB read in {read_ms:.1f} ms")
+    results["weights_bytes"] = nbytes
+    results["weights_read_ms"] = round(read_ms, 2)
+    results["decode_1_ms_per_token"] = round(1000.0 / d1, 2)
+    results["decode_1_over_bound"] = round(1000.0 / d1 / read_ms, 2)
 
     first = SamplingParams(max_tokens=1)
     long = _prompt(lm, TTFT_TOKENS, 100)
