@@ -331,17 +331,25 @@ def match_hash_form(hashes: Iterable[bytes], hash_kind: str | None) -> list[Exte
 @dataclass(frozen=True, slots=True)
 class PromptStatus:
     """A prompt's full blocks hashed as vLLM hashes them, whether the engine holds each one now, and
-    the leading run it can reuse (a hit stops at the first block not held)."""
+    the leading run it can reuse (a hit stops at the first block not held). ``complete`` False: the events
+    seen do not cover the engine's whole cache (joined late, no replay), so a block not seen is unknown,
+    not uncached, and the engine's run may be longer than ``cached_run``."""
 
     block_size: int
     num_tokens: int
     hashes: tuple[ExternalBlockHash, ...]
     cached: tuple[bool, ...]
     cached_run: int
+    complete: bool = True
 
     @property
     def blocks(self) -> int:
         return len(self.hashes)
+
+    @property
+    def unknown(self) -> int:
+        """Blocks not seen stored that may have been stored before the events kvviz saw (0 when complete)."""
+        return 0 if self.complete else self.blocks - sum(self.cached)
 
 
 def prompt_status(model: EngineModel, tokens: Sequence[int], block_size: int, hash_name: str,

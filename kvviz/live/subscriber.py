@@ -18,13 +18,14 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import zmq
 
 from kvviz.live.engine_model import DEFAULT_MAX_BLOCKS, EngineModel, PromptStatus, StoreNote, prompt_status
 from kvviz.live.wire import (
+    AllBlocksCleared,
     EventBatch,
     WireError,
     decode_message,
@@ -103,10 +104,17 @@ class RankState:
 
     first_seq: int | None = None
     last_seq: int | None = None  # last applied
+    cleared: bool = False  # an AllBlocksCleared was applied: from there on the view is whole
     live_last: int | None = None  # last seen on the live socket (a drop below it = publisher restart)
     connected: bool = False  # a connection is up (listening: at least one engine connected to us)
     peers: int = 0  # listening: engines connected now
     since: float = field(default_factory=time.time)  # when ``connected`` last changed (or the state began)
+
+    @property
+    def whole(self) -> bool:
+        """Every block this rank holds was stored in a batch kvviz applied: it applied the engine's first
+        batch (0, live or replayed), or a clear of the whole cache."""
+        return self.first_seq == 0 or self.cleared
 
 
 @dataclass
@@ -259,6 +267,7 @@ class Subscriber(Worker):
             state.last_seq = seq
             self.counters.replayed += replayed
             self.model.apply(batch, time.time())
+            state.cleared = state.cleared or any(isinstance(e, AllBlocksCleared) for e in batch.batch.events)
             if self.max_batches is not None and self.model.batches >= self.max_batches:
                 self.done.set()
             return True
@@ -368,7 +377,9 @@ def check_prompt(sub: Subscriber, tokens: list[int], block_size: int | None, has
     engine's (from its BlockStored events), else 16. ``extra``: cache_salt, lora_name, lora_path."""
     with sub.lock:
         size = block_size or sub.model.block_size or DEFAULT_BLOCK_SIZE
-        return prompt_status(sub.model, tokens, size, hash_name, seed, **extra)
+        status = prompt_status(sub.model, tokens, size, hash_name, seed, **extra)
+        ranks = sub.counters.ranks.values()
+        return replace(status, complete=bool(ranks) and all(r.whole for r in ranks))
 
 
 def check_bind_endpoint(endpoint: str, flag: str = "endpoint") -> str:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from kvviz.live.engine_model import Sample
-from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, ORANGE, PURPLE, RED, base_layout
+from kvviz_app.figures.style import BLUE, FREE_GREY, GREEN, INK, MUTED, ORANGE, PURPLE, RED, base_layout
 
 
 def _times(samples: Sequence[Sample]) -> list[float]:
@@ -48,21 +48,26 @@ def blocks_held_figure(samples: Sequence[Sample], title: str, labels: dict[str, 
 
 
 def prompt_blocks_figure(cached: Sequence[bool], reused: int, block_size: int, title: str,
-                         labels: dict[str, str], hover: Sequence[str]) -> go.Figure:
+                         labels: dict[str, str], hover: Sequence[str], complete: bool = True) -> go.Figure:
     """One cell per full block of the prompt: reusable (leading cached run), cached but past a miss
-    (not reusable), or not cached."""
-    colours, names = [], []
-    for i, c in enumerate(cached):
-        kind = "reused" if i < reused else ("cached_after_miss" if c else "missing")
-        colours.append({"reused": GREEN, "cached_after_miss": "#86efac", "missing": FREE_GREY}[kind])
-        names.append(labels[kind])
+    (not reusable), not cached, or (``complete`` False: kvviz joined late) unknown, hatched."""
+    colours = {"reused": GREEN, "cached_after_miss": "#86efac", "missing": FREE_GREY, "unknown": "white"}
+    kinds = ["reused" if i < reused else ("cached_after_miss" if c else ("missing" if complete else "unknown"))
+             for i, c in enumerate(cached)]
+    names = [labels[k] for k in kinds]
     fig = go.Figure(go.Bar(
         x=[i * block_size for i in range(len(cached))], y=[1] * len(cached), width=[block_size * 0.92] * len(cached),
-        marker_color=colours, customdata=list(zip(names, hover, strict=True)), offset=0,
+        marker=dict(color=[colours[k] for k in kinds], line=dict(color=MUTED, width=[1 if k == "unknown" else 0
+                                                                                     for k in kinds]),
+                    pattern=dict(shape=["/" if k == "unknown" else "" for k in kinds], fgcolor=MUTED)),
+        customdata=list(zip(names, hover, strict=True)), offset=0,
         hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>", showlegend=False,
     ))
-    for kind, colour in (("reused", GREEN), ("cached_after_miss", "#86efac"), ("missing", FREE_GREY)):
-        fig.add_bar(x=[None], y=[None], name=labels[kind], marker_color=colour)
+    legend = ("reused", "cached_after_miss", "missing" if complete else "unknown")
+    for kind in legend:
+        fig.add_bar(x=[None], y=[None], name=labels[kind], marker=dict(
+            color=colours[kind], line=dict(color=MUTED, width=1 if kind == "unknown" else 0),
+            pattern=dict(shape="/" if kind == "unknown" else "", fgcolor=MUTED)))
     fig.update_xaxes(title=labels["axis"], range=[0, max(len(cached), 1) * block_size])
     fig.update_yaxes(visible=False, range=[0, 1])
     return base_layout(fig, 170, title)

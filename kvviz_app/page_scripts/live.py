@@ -187,11 +187,12 @@ elif result:
     else:
         if not read_view(sub, 0).summary["batches"]:
             st.caption(T.PROMPT_NO_ENGINE_DATA)
-        st.markdown(T.PROMPT_RESULT.format(cached=sum(status.cached), blocks=status.blocks, run=status.cached_run,
-                                           tokens=status.cached_run * status.block_size, total=status.num_tokens))
+        st.markdown((T.PROMPT_RESULT if status.complete else T.PROMPT_RESULT_PARTIAL).format(
+            cached=sum(status.cached), blocks=status.blocks, run=status.cached_run, unknown=status.unknown,
+            tokens=status.cached_run * status.block_size, total=status.num_tokens))
         hover = [T.PROMPT_HOVER.format(i=i, start=i * status.block_size, end=(i + 1) * status.block_size - 1,
                                        hash=hash_label(h, 16)) for i, h in enumerate(status.hashes)]
         ui_chart.plotly_chart(F.prompt_blocks_figure(status.cached, status.cached_run, status.block_size, T.PROMPT_TITLE,
-                                                     T.PROMPT_LABELS, hover), width="stretch", key="lv_prompt_fig")
+                                                     T.PROMPT_LABELS, hover, complete=status.complete), width="stretch", key="lv_prompt_fig")
         if isinstance(status.hashes[0], int):
             st.caption(T.HASH_KIND_NOTE)

@@ -198,7 +198,14 @@ PROMPT_RESULT = (
 PROMPT_NO_ENGINE_DATA = "No events received yet, so nothing can be cached as far as kvviz knows."
 PROMPT_TITLE = "Your prompt's full blocks"
 PROMPT_LABELS = {"reused": "cached, reused", "cached_after_miss": "cached, but after a miss (not reused)",
-                 "missing": "not cached", "axis": "token position"}
+                 "missing": "not cached", "unknown": "unknown: not seen since kvviz joined",
+                 "axis": "token position"}
+PROMPT_RESULT_PARTIAL = (
+    "{cached} of {blocks} full blocks were stored while kvviz listened. The other {unknown} are unknown, not "
+    "missing: kvviz joined after the engine's first batch and heard no replay, so it cannot know what was "
+    "stored before. The engine would reuse at least the first {run} ({tokens:,} of {total:,} tokens). Give "
+    "the engine's replay endpoint to see its whole cache."
+)
 PROMPT_HOVER = "block {i}: tokens {start}-{end}, hash {hash}"
 SALT = "Cache salt"
 SALT_HELP = "The request's cache_salt, if it had one: vLLM mixes (\"cache_salt\", salt) into the first block."

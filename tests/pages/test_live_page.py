@@ -161,3 +161,35 @@ def test_demo_engine_started_from_the_page() -> None:
         demo = D.running_demo(ep)
         if demo is not None:
             demo.stop()
+
+
+def test_a_late_join_without_replay_says_unknown_not_uncached() -> None:
+    """Blocks stored before kvviz joined (no replay endpoint) are unknown: never "0 of 3 cached"."""
+    port = free_port()
+    pub = WirePublisher(port, rank=0)
+    tokens = list(range(500, 548))  # 3 blocks of 16
+    digests = hash_block_chain(tokens, 16, "sha256", init_none_hash("sha256", "5"))
+    S = pub.s["BlockStored"]
+    pub.publish([S(digests[:2], None, tokens[:32], 16, None, "GPU", None)])  # before kvviz listens
+    app = AppTest.from_file(PAGE, default_timeout=60).run()
+    try:
+        _connect(app, port, None)
+
+        def heard(a: AppTest) -> bool:
+            if _metrics(a).get(T.M_BATCHES) in (None, "0"):
+                pub.publish([S([digests[2]], digests[1], tokens[32:], 16, None, "GPU", None)])  # while it listens
+                return False
+            return True
+
+        until(app, heard, describe=_metrics)
+        app.text_area(key="lv_prompt").set_value(",".join(map(str, tokens)))
+        app.radio(key="lv_tok").set_value(T.TOKENIZER_IDS)
+        app.text_input(key="lv_seed").set_value("5")
+        app.run()
+        _button(app, T.CHECK).click().run()
+        assert not app.exception and not app.error
+        shown = " ".join(md.value for md in app.markdown)
+        assert T.PROMPT_RESULT_PARTIAL.format(cached=1, blocks=3, unknown=2, run=0, tokens=0, total=48) in shown
+    finally:
+        stop_shared(LiveConfig(f"tcp://127.0.0.1:{port}"))
+        pub.close()
