@@ -26,12 +26,16 @@ from kvviz.workload.trace import BadLines, Progress, WorkloadError, WorkloadTrac
 from kvviz_app import ui, ui_chart
 from kvviz_app.figures import workload as F
 from kvviz_app.i18n import texts, tr
+from kvviz_app.views.edit_explain import md
 from kvviz_app.views.workload_routing import routing_section
 
 TC = texts("calculator_config")
 T = texts("workload")
 
 GRID_POINTS = 200
+#: The largest trace the page reads, in MB (the server's upload cap, .streamlit/config.toml, is above it so a
+#: larger file reaches the page and is refused in words, not by the browser in Streamlit's English).
+TRACE_LIMIT_MB = 1024
 CONFIG_OPTION = "config.json"
 
 
@@ -82,8 +86,13 @@ data: bytes | None = None
 if source == "upload":
     upload = c[1].file_uploader(T.UPLOAD, type=["jsonl", "json", "txt"], key="wl_upload", help=T.UPLOAD_HELP)
     block_input = int(c[2].number_input(T.BLOCK_SIZE, 0, 1 << 20, 0, key="wl_block", help=T.BLOCK_SIZE_HELP))
+    c[1].caption(T.UPLOAD_LIMIT.format(limit=ui.loc(f"{TRACE_LIMIT_MB:,}")))
     if upload is None:
         st.info(T.UPLOAD_WAITING, icon=":material/upload_file:")
+        st.stop()
+    refusal = T.upload_refusal(md(upload.name), upload.size, TRACE_LIMIT_MB)
+    if refusal:  # nothing of it, and nothing of the previous trace, is shown
+        st.error(refusal, icon=":material/error:")
         st.stop()
     data = upload.getvalue()
 else:
@@ -104,6 +113,8 @@ bar.empty()
 if bad_lines.count:
     st.warning(T.BAD_LINES.format(count=bad_lines.count, shown=len(bad_lines.errors))
                + "".join(f"\n- {T.trace_error(e)}" for e in bad_lines.errors), icon=":material/warning:")
+if source == "upload":  # a file the browser refused leaves the last one here: say whose numbers these are
+    c[1].caption(T.TRACE_SHOWN.format(name=md(upload.name), size=ui.loc(format_bytes(upload.size))))
 if source == "example":
     first, last = trace.requests[0].timestamp_ms or 0, trace.requests[-1].timestamp_ms or 0
     c[1].caption(T.EXAMPLE_NOTE.format(requests=trace.num_requests, minutes=(last - first) / 60000))

@@ -45,6 +45,14 @@ UPLOAD_HELP = (
     "model's chat template). Mooncake lines cannot be mixed with the others."
 )
 UPLOAD_WAITING = "Upload a trace to analyse it, or pick the bundled example."
+UPLOAD_LIMIT = (
+    "Traces up to {limit} MB. A larger one: `python -m kvviz workload --trace FILE` reads any size a line at a time."
+)
+UPLOAD_TOO_LARGE = (
+    "{name} is {size}: this page reads traces up to {limit} MB, so nothing of it is shown. Analyse it with "
+    "`python -m kvviz workload --trace FILE`, or upload a part of it (`head -n 100000 FILE`)."
+)
+TRACE_SHOWN = "The numbers below are for **{name}** ({size})."
 BLOCK_SIZE = "Block size (tokens)"
 BLOCK_SIZE_HELP = "0 = automatic: 512 for Mooncake hash_ids lines, 16 otherwise."
 BAD_TRACE = "This trace cannot be analysed: {error}"
@@ -269,3 +277,16 @@ def trace_error(t: Texts, exc: Exception) -> str:
         return ""
 
     return TJ.coded_words(exc, t.TRACE_ERRORS, adjust)
+
+
+def upload_refusal(t: Texts, name: str, size: int, limit_mb: int) -> str | None:
+    """The page's one line refusing an upload of ``size`` bytes over ``limit_mb`` MB (binary), in the view's
+    language; None when the file is within the limit. ``name`` is made literal for markdown by the caller."""
+    from kvviz.util.units import format_bytes
+    from kvviz_app.i18n import localize
+
+    if size <= limit_mb << 20:
+        return None
+    lang = t.language
+    return t.UPLOAD_TOO_LARGE.format(name=name, size=localize(format_bytes(size), lang),
+                                     limit=localize(f"{limit_mb:,}", lang))

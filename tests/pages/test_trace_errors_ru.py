@@ -120,3 +120,14 @@ def test_russian_traffic_page_words_a_bad_upload_in_russian():
     errors = [str(e.value) for e in at.error]  # every line bad: one error, the first line's words in Russian
     assert len(errors) == 1 and "строка 1: некорректный JSON" in errors[0], errors
     assert "line 1" not in errors[0] and "not valid" not in errors[0]
+
+
+def test_an_upload_over_the_pages_limit_is_refused_in_the_sessions_language():
+    limit = 1024
+    assert texts("workload", "ru").upload_refusal("t.jsonl", limit << 20, limit) is None  # the limit itself is read
+    for lang in ("en", "ru"):
+        line = texts("workload", lang).upload_refusal("big.jsonl", (limit << 20) + 1, limit)
+        assert line and "big.jsonl" in line and "1" in line
+        assert bool(CYRILLIC.search(line)) == (lang == "ru"), line
+    ru = texts("workload", "ru").upload_refusal("big.jsonl", 3 << 30, limit)
+    assert "3 ГиБ" in ru and "1\u202f024 МБ" in ru, ru
