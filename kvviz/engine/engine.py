@@ -19,7 +19,7 @@ from kvviz.engine.config import EngineConfig
 from kvviz.engine.kv_memory import KVLayout, PagedKVMemory, num_blocks_for
 from kvviz.engine.request import EngineStats, Request, RequestOutput, RequestStatus
 from kvviz.engine.runner import ModelRunner, SeqInput
-from kvviz.engine.sampling import Sampler, SamplingParams, make_generator
+from kvviz.engine.sampling import Sampler, SamplingParams, make_generator, token_logprob
 from kvviz.engine.scheduler import Scheduler, SchedulerOutput
 from kvviz.engine.text import Detokenizer
 from kvviz.mirror.errors import CodedError
@@ -229,6 +229,8 @@ class LLMEngine:
         now = time.monotonic()
         outputs = []
         for row, (req, token) in enumerate(zip(reqs, tokens, strict=True)):
+            if req.sampling_params.logprobs is not None:  # of the raw logits, before the output is built
+                req.logprobs.append(token_logprob(logits[row], token, req.sampling_params.logprobs))
             outputs.append(self._append_token(req, token, now))
             if req.sampling_params.return_logits:
                 outputs[-1].logits = logits[row].detach().float().cpu()
@@ -244,10 +246,13 @@ class LLMEngine:
         m.last_token_time = now
         p = req.sampling_params
         reason = None
-        new_text = self.detokenizer.text(req.output_token_ids)
-        stop_at = _find_stop(new_text, p.stop, len(req.text))
-        if stop_at is not None:
-            new_text, reason = new_text[:stop_at], "stop"
+        if token in p.stop_token_ids:  # its text is left out, as vLLM leaves out a stop token's
+            new_text, reason, req.stop_reason = self.detokenizer.text(req.output_token_ids[:-1]), "stop", token
+        else:
+            new_text = self.detokenizer.text(req.output_token_ids)
+            stop_at, stop_str = _find_stop(new_text, p.stop, len(req.text))
+            if stop_at is not None:
+                new_text, reason, req.stop_reason = new_text[:stop_at], "stop", stop_str
         req.text = new_text
         if reason is None and token == self.eos_token_id and not p.ignore_eos:
             reason = "stop"
@@ -268,7 +273,9 @@ class LLMEngine:
         req.sent_tokens = len(req.output_token_ids)
         return RequestOutput(req.request_id, list(new_ids), list(req.output_token_ids), text, delta, finished,
                              req.finish_reason, req.num_prompt_tokens, max(req.num_cached_tokens, 0),
-                             req.num_preemptions, req.metrics)
+                             req.num_preemptions, req.metrics,
+                             logprobs=list(req.logprobs) if req.sampling_params.logprobs is not None else None,
+                             stop_reason=req.stop_reason)
 
     def _record(self, plan: SchedulerOutput, duration: float, wall: float) -> None:
         decode = sum(1 for c in plan.chunks if c.is_decode)
@@ -371,12 +378,11 @@ def _kind(chunk) -> str:
     return "cached" if chunk.request.num_cached_tokens > 0 else "scratch"
 
 
-def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> int | None:
-    """Where the earliest stop string starts in ``text`` (searching only where a new match can be)."""
-    if not stops:
-        return None
-    found = [i for s in stops if (i := text.find(s, max(0, checked - len(s) + 1))) >= 0]
-    return min(found) if found else None
+def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> tuple[int | None, str | None]:
+    """Where the earliest stop string starts in ``text`` and which one it is (searching only where a new
+    match can be); ``(None, None)`` when none is there."""
+    found = [(i, s) for s in stops if (i := text.find(s, max(0, checked - len(s) + 1))) >= 0]
+    return min(found, key=lambda f: f[0]) if found else (None, None)
 
 
 __all__ = ["LLMEngine", "StepItem", "StepRecord", "StepWork", "engine_supports", "RequestStatus"]

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import torch
 
-from kvviz.engine.sampling import SamplingParams
+from kvviz.engine.sampling import SamplingParams, TokenLogprob
 from kvviz.mirror.hashing import BlockHash
 
 
@@ -86,6 +86,8 @@ class Request:
     text: str = ""  # output text so far (stop strings cut)
     sent_text_len: int = 0
     sent_tokens: int = 0
+    logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token, when asked for
+    stop_reason: int | str | None = None  # the stop string or stop token id that finished it (vLLM's)
     metrics: RequestMetrics = field(init=False)
 
     def __post_init__(self) -> None:
@@ -124,6 +126,8 @@ class RequestOutput:
     num_preemptions: int
     metrics: RequestMetrics
     logits: torch.Tensor | None = None  # [vocab] float32 on the CPU, when SamplingParams.return_logits
+    logprobs: list[TokenLogprob] | None = None  # one per token of ``token_ids``, when SamplingParams.logprobs
+    stop_reason: int | str | None = None  # the matched stop string or stop token id; None for EOS or length
 
 
 @dataclass(frozen=True)

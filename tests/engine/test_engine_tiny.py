@@ -144,7 +144,8 @@ def test_bad_requests_are_coded_errors(lm):
         with pytest.raises(CodedError) as err:
             engine.add_request(rid, ids, SamplingParams())
         assert err.value.code == code
-    for bad in [dict(max_tokens=0), dict(temperature=-1), dict(top_p=0), dict(seed=-1), dict(stop=("",))]:
+    for bad in [dict(max_tokens=0), dict(temperature=-1), dict(top_p=0), dict(seed=2**64), dict(stop=("",)),
+                    dict(logprobs=-1), dict(stop_token_ids=(-1,))]:
         with pytest.raises(CodedError):
             SamplingParams(**bad)
 
