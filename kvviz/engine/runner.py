@@ -143,7 +143,7 @@ class ModelRunner:
 
     def _weights(self) -> StepWeights:
         """The step's projection weights, (re)packed when the model's weights changed since the last pack."""
-        if self._packed is None or not self._packed.current(self.model):
+        if self._packed is None or not self._packed.current():
             self._packed = StepWeights(self.model)
         return self._packed
 

@@ -7,7 +7,7 @@ inductor's weight prepacking does): the same products as ``F.linear`` on the mod
 CPUs. Elsewhere (CUDA, other dtypes) the model's own weights are used as they are.
 
 Invariant: a packed weight is a copy of the model's weight at packing time; ``current`` says whether every
-source weight is still the same tensor, unmodified (data pointer and version counter), and the runner
+source weight is still the same tensor, unmodified (identity and version counter), and the runner
 repacks when it is not. Packing costs a second copy of the weights in memory (about 540 MB in fp32 for
 SmolLM2-135M).
 """
@@ -63,18 +63,13 @@ def _joined(fused, parts: list, pack: bool) -> torch.Tensor:
     return torch.cat([p.weight for p in parts])
 
 
-def _sources(model) -> list[torch.Tensor]:
-    """Every weight the packed copies are made of, in a fixed order."""
-    out: list[torch.Tensor] = []
+def _watched(model) -> list[tuple[object, torch.Tensor, int]]:
+    """(module, weight, version) of every projection and the LM head: what the packed copies are made of."""
+    mods: list = []
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp
-        out += [a.q_proj.weight, a.k_proj.weight, a.v_proj.weight, a.o_proj.weight,
-                m.gate_proj.weight, m.up_proj.weight, m.down_proj.weight]
-    return [*out, model.lm_head.weight]
-
-
-def _signature(model) -> tuple[tuple[int, int], ...]:
-    return tuple((w.data_ptr(), w._version) for w in _sources(model))
+        mods += [a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj]
+    return [(mod, mod.weight, mod.weight._version) for mod in (*mods, model.lm_head)]
 
 
 class StepWeights:
@@ -92,8 +87,9 @@ class StepWeights:
                 self.layers.append(LayerWeights(Proj(qkv, self.pack), Proj(a.o_proj.weight, self.pack),
                                                 Proj(gate_up, self.pack), Proj(m.down_proj.weight, self.pack)))
             self.lm_head = Proj(model.lm_head.weight, self.pack)
-        self._signature = _signature(model)
+        self._watched = _watched(model)
 
-    def current(self, model) -> bool:
-        """True while every source weight is the tensor it was packed from, unmodified."""
-        return _signature(model) == self._signature
+    def current(self) -> bool:
+        """True while every source weight is the tensor it was packed from, unmodified (no new tensor
+        assigned, no in-place change: a view shares its base's version counter)."""
+        return all(mod._parameters["weight"] is w and w._version == v for mod, w, v in self._watched)

@@ -37,6 +37,16 @@ def test_a_weight_changed_after_packing_is_repacked():
     packed = engine.runner._packed
     with torch.no_grad():
         lm.model.model.layers[1].mlp.down_proj.weight.mul_(-2.0)  # in place: same tensor, new version
-    assert packed is not None and not packed.current(lm.model)
+    assert packed is not None and not packed.current()
     assert torch.allclose(_logits(engine, ids), reference_logits(lm, ids), atol=1e-4)
     assert engine.runner._packed is not packed
+
+
+def test_a_weight_replaced_after_packing_is_repacked():
+    lm = tiny_lm(seed=5)
+    engine = LLMEngine(lm, EngineConfig(kv_cache_bytes=1 << 20, block_size=4))
+    ids = [3, 8, 13, 21, 34]
+    _logits(engine, ids)
+    o = lm.model.model.layers[0].self_attn.o_proj
+    o.weight = torch.nn.Parameter(o.weight.detach() * 0.5, requires_grad=False)  # a new tensor
+    assert torch.allclose(_logits(engine, ids), reference_logits(lm, ids), atol=1e-4)
