@@ -2,8 +2,9 @@
 
 Field names and meanings follow vLLM 0.33.0's OpenAI server (``vllm/entrypoints/openai/completion/
 protocol.py`` and ``chat_completion/protocol.py``), including vLLM's extra fields ``cache_salt``,
-``priority`` and ``ignore_eos``. Unlike vLLM, an unknown field is refused (400 naming it), and OpenAI
-fields kvviz does not model (``n``, ``logprobs``, penalties, ...) are accepted only at their no-op value.
+``priority``, ``ignore_eos`` and ``stop_token_ids``. Unlike vLLM, an unknown field is refused (400 naming
+it), and OpenAI fields kvviz does not model (penalties, ``logit_bias``, ...) are accepted only at their
+no-op value. ``n``, ``logprobs`` / ``top_logprobs``, ``echo`` and lists of prompts are served as vLLM does.
 Invariant: a model that validates can be turned into engine inputs without further checks except the
 context length, which needs the tokenizer (kvviz.server.serving).
 """
@@ -18,12 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 MAX_PROMPT_CHARS = 100_000  # refused before tokenizing: far beyond the model's context in any language
 MAX_MESSAGES = 256
-MAX_STOP = 4  # OpenAI's limit on stop sequences
+MAX_STOP = 4  # vLLM 0.33.0's VLLM_MAX_STOP_STRINGS default (and OpenAI's limit)
 MAX_STOP_CHARS = 256
 MAX_SALT_CHARS = 128  # vLLM 0.33.0's validate_cache_salt
 SALT_FORBIDDEN = frozenset("@/\\\x00")
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
+MAX_N = 16384  # vLLM 0.33.0's VLLM_MAX_N_SEQUENCES default
+MAX_LOGPROBS = 20  # vLLM 0.33.0's --max-logprobs default
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 DEFAULT_CHAT_MAX_TOKENS = 256  # kvviz's cap when a chat request names none (OpenAI's is the context)
 
@@ -59,8 +62,7 @@ def _check_noop(data: Any, noop: dict[str, tuple[Any, ...]]) -> Any:
     return data
 
 
-_NOOP_COMMON = {"n": (1, None), "logprobs": (None, False, 0), "presence_penalty": (None, 0, 0.0),
-                "frequency_penalty": (None, 0, 0.0), "logit_bias": (None, {}), "top_logprobs": (None, 0)}
+_NOOP_COMMON = {"presence_penalty": (None, 0, 0.0), "frequency_penalty": (None, 0, 0.0), "logit_bias": (None, {})}
 
 
 class _Sampling(_Edge):
@@ -69,18 +71,17 @@ class _Sampling(_Edge):
     model: str | None = Field(None, max_length=256)
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    seed: int | None = Field(None, ge=0, le=INT64)  # the engine's per-request generator takes 0..2**63-1
+    seed: int | None = Field(None, ge=-INT64 - 1, le=INT64)  # vLLM's int64; -1 means none (vLLM)
     stop: str | list[str] | None = None
+    stop_token_ids: list[TokenId] | None = Field(None, max_length=1024)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
     cache_salt: str | None = None
     priority: int = Field(0, ge=-INT32, le=INT32)
     user: str | None = Field(None, max_length=256)
-    # accepted at their no-op values only (see _NOOP_COMMON)
     n: int | None = 1
-    logprobs: int | bool | None = None
-    top_logprobs: int | None = None
+    # accepted at their no-op values only (see _NOOP_COMMON)
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     logit_bias: dict[str, float] | None = None
@@ -113,7 +114,21 @@ class _Sampling(_Edge):
     def _stream_options_need_stream(self) -> _Sampling:
         if self.stream_options is not None and not self.stream:
             raise FieldError("stream_options", "only allowed with stream: true")
+        n = 1 if self.n is None else self.n
+        if not 1 <= n <= MAX_N:  # vLLM 0.33.0's _verify_num_sequences words
+            raise FieldError("n", f"n must be at least 1, got {n}." if n < 1 else
+                             f"n must be at most {MAX_N}, got {n}.")
+        if n > 1 and self.temperature == 0:  # vLLM: greedy sampling gives n copies of one answer
+            raise FieldError("n", f"n must be 1 when using greedy sampling, got {n}.")
         return self
+
+    @property
+    def num_choices(self) -> int:
+        return 1 if self.n is None else self.n
+
+    def real_seed(self) -> int | None:
+        """The engine's seed: None for none or -1 (vLLM's 'no seed')."""
+        return None if self.seed == -1 else self.seed
 
     def stop_strings(self) -> tuple[str, ...]:
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
@@ -127,18 +142,40 @@ class _Sampling(_Edge):
         return bool(self.stream_options and self.stream_options.continuous_usage_stats)
 
 
+def _logprobs_count(value: int | None, param: str) -> int | None:
+    """vLLM 0.33.0's checks of a logprobs count: -1 (the whole vocabulary) or 0..max_logprobs."""
+    if value is None:
+        return None
+    if value < 0 and value != -1:
+        raise FieldError(param, f"`{param}` must be a positive value or -1.")
+    if value == -1 or value > MAX_LOGPROBS:  # -1 asks for the whole vocabulary, over any max_logprobs here
+        shown = "the whole vocabulary (-1)" if value == -1 else str(value)
+        raise FieldError(param, f"Requested sample logprobs of {shown}, which is greater than max allowed: "
+                         f"{MAX_LOGPROBS}")
+    return value
+
+
 class CompletionRequest(_Sampling):
-    """``POST /v1/completions``: one prompt, as text or token ids."""
+    """``POST /v1/completions``: one prompt or a list of them, as text or token ids."""
 
     prompt: str | list[TokenId] | list[str] | list[list[TokenId]]
     max_tokens: int | None = Field(DEFAULT_COMPLETION_MAX_TOKENS, ge=1, le=INT32)
     echo: bool | None = False
+    logprobs: int | None = None
     suffix: str | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _noop(cls, data: Any) -> Any:
-        return _check_noop(data, {**_NOOP_COMMON, "echo": (None, False), "suffix": (None,)})
+        return _check_noop(data, {**_NOOP_COMMON, "suffix": (None,)})
+
+    @model_validator(mode="after")
+    def _logprobs(self) -> CompletionRequest:
+        _logprobs_count(self.logprobs, "logprobs")
+        if self.echo and self.logprobs is not None:  # vLLM returns prompt logprobs here; kvviz computes none
+            raise FieldError("echo", "kvviz does not compute prompt logprobs, so `echo` with `logprobs` is "
+                             "refused (vLLM 0.33.0 returns them)")
+        return self
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -149,19 +186,30 @@ class CompletionRequest(_Sampling):
 
     @field_validator("prompt")
     @classmethod
-    def _one_prompt(cls, value: Any) -> str | list[int]:
-        if isinstance(value, list) and value and isinstance(value[0], (str, list)):
-            if len(value) != 1:
-                raise ValueError("kvviz serves one prompt per request (give a string or one list of token ids)")
-            value = value[0]
-        if isinstance(value, str):
-            if not value:
-                raise ValueError("the prompt is empty")
-            if len(value) > MAX_PROMPT_CHARS:
-                raise ValueError(f"the prompt has {len(value):,} characters (at most {MAX_PROMPT_CHARS:,})")
-        elif not value:
-            raise ValueError("the prompt has no token ids")
+    def _prompts_fit(cls, value: Any) -> Any:
+        prompts = value if isinstance(value, list) and value and isinstance(value[0], (str, list)) else [value]
+        chars = 0
+        for one in prompts:
+            if isinstance(one, str):
+                if not one:
+                    raise ValueError("the prompt is empty")
+                chars += len(one)
+            elif not one:
+                raise ValueError("the prompt has no token ids")
+        if chars > MAX_PROMPT_CHARS:
+            raise ValueError(f"the prompts have {chars:,} characters (at most {MAX_PROMPT_CHARS:,})")
         return value
+
+    def prompts(self) -> list[str | list[int]]:
+        """Each prompt of the request, in order (a choice's index is prompt index x n + child index)."""
+        p = self.prompt
+        if isinstance(p, list) and p and isinstance(p[0], (str, list)):
+            return list(p)  # type: ignore[arg-type]
+        return [p]  # type: ignore[list-item]
+
+    @property
+    def num_logprobs(self) -> int | None:
+        return self.logprobs
 
 
 class TextPart(_Edge):
@@ -185,11 +233,26 @@ class ChatCompletionRequest(_Sampling):
     max_tokens: int | None = Field(None, ge=1, le=INT32)
     max_completion_tokens: int | None = Field(None, ge=1, le=INT32)
 
+    logprobs: bool | None = False
+    top_logprobs: int | None = 0  # null means 0, as in vLLM 0.33.0
+
     @model_validator(mode="before")
     @classmethod
     def _noop(cls, data: Any) -> Any:
         return _check_noop(data, {**_NOOP_COMMON, "tools": (None, []), "tool_choice": (None, "none"),
                                   "response_format": (None, {"type": "text"})})
+
+    @model_validator(mode="after")
+    def _logprobs(self) -> ChatCompletionRequest:
+        top = _logprobs_count(self.top_logprobs, "top_logprobs")
+        if top and not self.logprobs:
+            raise FieldError("top_logprobs", "when using `top_logprobs`, `logprobs` must be set to true.")
+        return self
+
+    @property
+    def num_logprobs(self) -> int | None:
+        """The engine's count of top alternatives per token (None: no logprobs at all)."""
+        return (self.top_logprobs or 0) if self.logprobs else None
 
     # accepted at their no-op values only
     tools: list[Any] | None = None

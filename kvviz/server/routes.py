@@ -75,23 +75,35 @@ class Routes:
         host = request.client.host if request.client else "?"
         return f"api {host}"
 
-    def _params(self, req: _Sampling, max_tokens: int) -> Any:
+    def _params(self, req: _Sampling, max_tokens: int, child: int = 0) -> Any:
         try:
-            return self._make(req, max_tokens)
+            return self._make(req, max_tokens, child)
         except CodedError as exc:  # the engine's own sampling checks
             raise from_coded(exc) from None
 
-    def _make(self, req: _Sampling, max_tokens: int) -> Any:
+    def _make(self, req: _Sampling, max_tokens: int, child: int) -> Any:
+        seed = req.real_seed()  # child i of n draws with seed + i, as vLLM 0.33.0's parallel sampling
         return self.make_params(max_tokens=max_tokens, temperature=1.0 if req.temperature is None else req.temperature,
-                                top_p=1.0 if req.top_p is None else req.top_p, seed=req.seed,
-                                stop=req.stop_strings(), ignore_eos=req.ignore_eos)
+                                top_p=1.0 if req.top_p is None else req.top_p,
+                                seed=None if seed is None else seed + child, stop=req.stop_strings(),
+                                ignore_eos=req.ignore_eos, logprobs=req.num_logprobs,
+                                stop_token_ids=tuple(req.stop_token_ids or ()))
 
-    async def _job(self, request: Request, req: _Sampling, prompt_ids: list[int], requested: int | None,
-                   default_cap: int, prefix: str, param: str) -> Job:
-        max_tokens = requested if requested is not None else self.serving.default_max_tokens(prompt_ids, default_cap)
-        self.serving.check_tokens(prompt_ids, max_tokens, param)
-        return Job(new_request_id(prefix), prompt_ids, self._params(req, max_tokens), req.cache_salt,
-                   req.priority, self._client(request, req))
+    async def _jobs(self, request: Request, req: _Sampling, prompts: list[list[int]], requested: int | None,
+                    default_cap: int, prefix: str, param: str) -> tuple[str, list[Job]]:
+        """The response id and one engine request per choice: n children per prompt, named as vLLM names
+        them (``{i}_{parent}``), so the n share the prompt's full blocks through the prefix cache."""
+        base, n, jobs = new_request_id(prefix), req.num_choices, []
+        for p_index, prompt_ids in enumerate(prompts):
+            max_tokens = requested if requested is not None else self.serving.default_max_tokens(prompt_ids,
+                                                                                                 default_cap)
+            self.serving.check_tokens(prompt_ids, max_tokens, param)
+            parent = base if len(prompts) == 1 else f"{base}-{p_index}"
+            for child in range(n):
+                jobs.append(Job(parent if n == 1 else f"{child}_{parent}", prompt_ids,
+                                self._params(req, max_tokens, child), req.cache_salt, req.priority,
+                                self._client(request, req)))
+        return base, jobs
 
     async def _engine_ready(self) -> None:
         if not self.serving.started:  # loading the model takes seconds: not on the event loop
@@ -119,59 +131,93 @@ class Routes:
         req = await read_model(request, CompletionRequest, self.config.max_body_bytes)
         model = self._model(req.model)
         await self._engine_ready()
-        prompt_ids = encode_prompt(self.serving.tokenizer, req.prompt)
-        job = await self._job(request, req, prompt_ids, req.max_tokens, req.max_tokens or 16, "cmpl", "prompt")
-        created = int(time.time())
+        tok = self.serving.tokenizer
+        prompts = req.prompts()
+        prompt_ids = [encode_prompt(tok, p) for p in prompts]
+        rid, jobs = await self._jobs(request, req, prompt_ids, req.max_tokens, req.max_tokens or 16, "cmpl", "prompt")
+        n, k, created = req.num_choices, req.logprobs, int(time.time())
+        echo = [p if isinstance(p, str) else tok.decode(ids) for p, ids in zip(prompts, prompt_ids, strict=True)] \
+            if req.echo else None
         if not req.stream:
-            out = await self.serving.complete(job, request)
-            return JSONResponse(R.completion(job.request_id, model, created, out))
+            outs = await self.serving.complete_many(jobs, request)
 
-        def chunks(out: Any) -> list[str]:
-            items = [R.sse(R.completion_chunk(job.request_id, model, created, out, req.continuous_usage))]
-            if out.finished and req.include_usage:
-                items.append(R.sse(R.usage_chunk(job.request_id, model, created, "text_completion", out)))
-            return items
+            def choice(index: int, out: Any) -> tuple[str, Any]:
+                logprobs = None if k is None else R.completion_logprobs(tok, out.logprobs or [], k, 0)
+                return (echo[index // n] if echo else "") + out.text, logprobs
 
-        return await self._sse(job, request, chunks, [])
+            return JSONResponse(R.completion(rid, model, created, outs, n, choice))
+        offsets, echoed, finals = [0] * len(jobs), [False] * len(jobs), {}
+
+        def chunks(index: int, out: Any) -> list[str]:
+            text = out.delta_text
+            if echo and not echoed[index]:
+                text, echoed[index] = echo[index // n] + text, True
+            logprobs = None
+            if k is not None:
+                logprobs = R.completion_logprobs(tok, R.new_entries(out), k, offsets[index])
+                if logprobs["tokens"]:  # the next chunk's offsets go on after this chunk's tokens
+                    offsets[index] = logprobs["text_offset"][-1] + len(logprobs["tokens"][-1])
+            items = [R.sse(R.completion_chunk(rid, model, created, out, req.continuous_usage, index, text, logprobs))]
+            return items + self._usage_tail(rid, model, created, "text_completion", req, finals, index, out, len(jobs))
+
+        return await self._sse(jobs, request, chunks, [])
 
     async def chat_completions(self, request: Request) -> Response:
         req = await read_model(request, ChatCompletionRequest, self.config.max_body_bytes)
         model = self._model(req.model)
         await self._engine_ready()
-        prompt_ids = render_chat(self.serving.tokenizer, req.messages)
-        job = await self._job(request, req, prompt_ids, req.requested_max_tokens(), DEFAULT_CHAT_MAX_TOKENS,
-                              "chatcmpl", "messages")
-        created = int(time.time())
-        if not req.stream:
-            out = await self.serving.complete(job, request)
-            return JSONResponse(R.chat(job.request_id, model, created, out))
+        tok = self.serving.tokenizer
+        prompt_ids = render_chat(tok, req.messages)
+        rid, jobs = await self._jobs(request, req, [prompt_ids], req.requested_max_tokens(), DEFAULT_CHAT_MAX_TOKENS,
+                                     "chatcmpl", "messages")
+        n, created = req.num_choices, int(time.time())
+        top = req.top_logprobs or 0
 
-        def chunks(out: Any) -> list[str]:
+        def logprobs_of(entries: list[Any] | None) -> Any:
+            return R.chat_logprobs(tok, entries or [], top) if req.logprobs else None
+
+        if not req.stream:
+            outs = await self.serving.complete_many(jobs, request)
+            return JSONResponse(R.chat(rid, model, created, outs, n, lambda out: logprobs_of(out.logprobs)))
+        finals: dict[int, Any] = {}
+
+        def chunks(index: int, out: Any) -> list[str]:
             usage_of = out if req.continuous_usage else None
             delta = {"content": out.delta_text} if out.delta_text or not out.finished else {}
-            items = [R.sse(R.chat_chunk(job.request_id, model, created, delta,
-                                        out.finish_reason if out.finished else None, usage_of))]
-            if out.finished and req.include_usage:
-                items.append(R.sse(R.usage_chunk(job.request_id, model, created, "chat.completion.chunk", out)))
-            return items
+            items = [R.sse(R.chat_chunk(rid, model, created, delta, out.finish_reason if out.finished else None,
+                                        usage_of, index, logprobs_of(R.new_entries(out)),
+                                        out.stop_reason if out.finished else None))]
+            return items + self._usage_tail(rid, model, created, "chat.completion.chunk", req, finals, index, out,
+                                            len(jobs))
 
-        role = R.sse(R.chat_chunk(job.request_id, model, created, {"role": "assistant", "content": ""}, None))
-        return await self._sse(job, request, chunks, [role])
+        roles = [R.sse(R.chat_chunk(rid, model, created, {"role": "assistant", "content": ""}, None, index=i))
+                 for i in range(len(jobs))]
+        return await self._sse(jobs, request, chunks, roles)
 
-    async def _sse(self, job: Job, request: Request, chunks: Callable[[Any], list[str]],
+    @staticmethod
+    def _usage_tail(rid: str, model: str, created: int, obj: str, req: _Sampling, finals: dict[int, Any],
+                    index: int, out: Any, count: int) -> list[str]:
+        """The usage chunk after the last choice finishes, when ``stream_options.include_usage``."""
+        if out.finished:
+            finals[index] = out
+        if not (out.finished and req.include_usage and len(finals) == count):
+            return []
+        outs = [finals[i] for i in range(count)]
+        return [R.sse(R.usage_chunk(rid, model, created, obj, outs, req.num_choices))]
+
+    async def _sse(self, jobs: list[Job], request: Request, chunks: Callable[[int, Any], list[str]],
                    head: list[str]) -> StreamingResponse:
-        """Server-sent events of ``job``; errors before the first output (429, bad prompt) are HTTP errors."""
-        outputs = self.serving.stream(job, request)
+        """Server-sent events of ``jobs``; errors before the first output (429, bad prompt) are HTTP errors."""
+        outputs = self.serving.stream_many(jobs, request)
         first = await outputs.__anext__()  # raises APIError before any byte is sent
 
         async def body() -> AsyncIterator[str]:
             try:
-                for item in head + chunks(first):
+                for item in head + chunks(*first):
                     yield item
-                if not first.finished:
-                    async for out in outputs:
-                        for item in chunks(out):
-                            yield item
+                async for index, out in outputs:
+                    for item in chunks(index, out):
+                        yield item
                 yield R.DONE
             finally:
                 await outputs.aclose()

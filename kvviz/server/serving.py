@@ -118,9 +118,13 @@ class Serving:
     def default_max_tokens(self, prompt_ids: list[int], cap: int) -> int:
         return max(1, min(cap, self.max_model_len - len(prompt_ids)))
 
-    def admit(self) -> None:
-        """429 with Retry-After when ``max_waiting`` API requests already wait for their first token."""
-        if self.pending >= self.config.max_waiting:
+    def admit(self, count: int = 1) -> None:
+        """429 with Retry-After when ``count`` more would make over ``max_waiting`` API requests that wait
+        for their first token (a request with n choices or several prompts counts each)."""
+        if count > self.config.max_waiting:
+            raise bad_request(f"n: this request asks for {count} sequences (n x prompts); this server lets at "
+                              f"most {self.config.max_waiting} wait at once (--max-waiting)", "n")
+        if self.pending + count > self.config.max_waiting:
             for hook in self.on_rejected:
                 hook()
             raise APIError(429, f"the waiting queue is full ({self.pending} requests wait for the engine); "
@@ -132,10 +136,11 @@ class Serving:
         return bool(self.loop.call(lambda engine: engine.reset_prefix_cache()))
 
     # ------------------------------------------------------------------ running
-    async def stream(self, job: Job, request: Request | None = None) -> AsyncIterator[Any]:
+    async def stream(self, job: Job, request: Request | None = None, admitted: bool = False) -> AsyncIterator[Any]:
         """The engine's outputs for ``job`` (cumulative RequestOutput deltas, the last one finished).
         Aborts the request in the engine if this generator is left early or the client disconnects."""
-        self.admit()
+        if not admitted:
+            self.admit()
         aloop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self.pending += 1
@@ -182,6 +187,58 @@ class Serving:
             if waiting:
                 self.pending -= 1
 
+    async def stream_many(self, jobs: list[Job], request: Request | None = None) -> AsyncIterator[tuple[int, Any]]:
+        """``(job index, output)`` of several jobs as they come (vLLM's n child requests and prompts of one
+        API request): admitted together; all are aborted when the client leaves or this is left early."""
+        self.admit(len(jobs))
+        if len(jobs) == 1:
+            async for out in self.stream(jobs[0], request, admitted=True):
+                yield 0, out
+            return
+        queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+
+        async def pump(index: int, job: Job) -> None:
+            try:
+                async for out in self.stream(job, None, admitted=True):
+                    queue.put_nowait((index, out))
+            except Exception as exc:  # noqa: BLE001 - raised where the outputs are read
+                queue.put_nowait((index, exc))
+            finally:
+                queue.put_nowait((index, _END))
+
+        tasks = [asyncio.ensure_future(pump(i, job)) for i, job in enumerate(jobs)]
+        gone = asyncio.ensure_future(_wait_disconnect(request)) if request else None
+        left = len(jobs)
+        try:
+            while left:
+                getter = asyncio.ensure_future(queue.get())
+                waits = {getter} if gone is None else {getter, gone}
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():  # the client left: every child is aborted below
+                    getter.cancel()
+                    return
+                index, item = getter.result()
+                if item is _END:
+                    left -= 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield index, item
+        finally:
+            if gone is not None:
+                gone.cancel()
+            for task in tasks:  # a child still running is aborted by its own stream's cleanup
+                task.cancel()
+
+    async def complete_many(self, jobs: list[Job], request: Request | None = None) -> list[Any]:
+        """The finished RequestOutput of each job, in the jobs' order (non-streaming)."""
+        last: dict[int, Any] = {}
+        async for index, out in self.stream_many(jobs, request):
+            last[index] = out
+        if len(last) != len(jobs) or not all(o.finished for o in last.values()):
+            raise APIError(503, "the engine stopped before the request finished")
+        return [last[i] for i in range(len(jobs))]
+
     async def complete(self, job: Job, request: Request | None = None) -> Any:
         """The finished RequestOutput of ``job`` (non-streaming)."""
         last = None
@@ -217,6 +274,12 @@ def _pump(loop: Any, job: Job, cancel: threading.Event, aloop: asyncio.AbstractE
         put(exc)
     finally:
         put(_END)
+
+
+async def _wait_disconnect(request: Request) -> None:
+    """Return when the client's ``http.disconnect`` arrives."""
+    while (await request.receive()).get("type") != "http.disconnect":
+        pass
 
 
 async def _abort_on_disconnect(request: Request, loop: Any, request_id: str, cancel: threading.Event) -> None:

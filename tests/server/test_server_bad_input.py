@@ -28,14 +28,20 @@ CASES = [
     ("top_p zero", COMPLETIONS, {"prompt": "x", "top_p": 0}, 400, "top_p"),
     ("empty prompt", COMPLETIONS, {"prompt": ""}, 400, "prompt"),
     ("no prompt", COMPLETIONS, {"max_tokens": 3}, 400, "prompt"),
-    ("two prompts", COMPLETIONS, {"prompt": ["a", "b"]}, 400, "prompt"),
+    ("an empty prompt in a list", COMPLETIONS, {"prompt": ["a", ""]}, 400, "prompt"),
     ("negative token id", COMPLETIONS, {"prompt": [1, -2]}, 400, "prompt"),
     ("token id over vocab", COMPLETIONS, {"prompt": [1, 50_000]}, 400, "prompt"),
     ("prompt over context", COMPLETIONS, {"prompt": "y" * 400}, 400, "prompt"),
     ("1 MB prompt", COMPLETIONS, {"prompt": "z" * 1_000_000}, 400, "prompt"),
     ("unknown field", COMPLETIONS, {"prompt": "x", "best_of_all": 3}, 400, "best_of_all"),
-    ("n above one", COMPLETIONS, {"prompt": "x", "n": 2}, 400, "n"),
-    ("logprobs", COMPLETIONS, {"prompt": "x", "logprobs": 5}, 400, "logprobs"),
+    ("n above one greedy", COMPLETIONS, {"prompt": "x", "n": 2, "temperature": 0}, 400, "n"),
+    ("n zero", COMPLETIONS, {"prompt": "x", "n": 0}, 400, "n"),
+    ("logprobs over 20", COMPLETIONS, {"prompt": "x", "logprobs": 21}, 400, "logprobs"),
+    ("echo with logprobs", COMPLETIONS, {"prompt": "x", "logprobs": 1, "echo": True}, 400, "echo"),
+    ("top_logprobs without logprobs", CHAT, {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2},
+     400, "top_logprobs"),
+    ("top_logprobs over 20", CHAT, {"messages": [{"role": "user", "content": "x"}], "logprobs": True,
+                                    "top_logprobs": 21}, 400, "top_logprobs"),
     ("bad cache_salt", COMPLETIONS, {"prompt": "x", "cache_salt": "a/b"}, 400, "cache_salt"),
     ("empty cache_salt", COMPLETIONS, {"prompt": "x", "cache_salt": ""}, 400, "cache_salt"),
     ("priority too big", COMPLETIONS, {"prompt": "x", "priority": 2**40}, 400, "priority"),
@@ -96,6 +102,10 @@ def test_the_server_still_serves_after_bad_input(one_server):
     assert post(one_server, COMPLETIONS, {"prompt": "fine", "max_tokens": 1})[0] == 200
 
 
-def test_a_negative_seed_is_refused_at_the_edge(one_server):
-    code, _, data = request(one_server, "POST", COMPLETIONS, {"prompt": "x", "seed": -1})
-    assert code == 400 and json.loads(data)["error"]["param"] == "seed"
+def test_a_seed_beyond_int64_is_refused_at_the_edge(one_server):
+    for seed in (2**63, -(2**63) - 1):
+        code, _, data = request(one_server, "POST", COMPLETIONS, {"prompt": "x", "seed": seed})
+        assert code == 400 and json.loads(data)["error"]["param"] == "seed"
+    for seed in (-1, -(2**63), 2**63 - 1):  # vLLM's int64; -1 means no seed
+        code, _, _ = request(one_server, "POST", COMPLETIONS, {"prompt": "x", "seed": seed, "max_tokens": 1})
+        assert code == 200
