@@ -42,7 +42,7 @@ def test_children_are_named_and_seeded_as_vllm(served):
 
 def test_a_client_that_leaves_mid_stream_aborts_every_child(served):
     s = served(step_s=0.01)
-    conn = _send(s.url, {"prompt": "long", "n": 3, "max_tokens": 1000, "stream": True})
+    conn = _send(s.url, {"prompt": "long", "n": 3, "max_tokens": 240, "stream": True})
     resp = conn.getresponse()
     assert resp.status == 200 and resp.readline().startswith(b"data: ")
     ids = [rid for rid, *_ in s.loop.submitted[-3:]]
