@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.live.fleet import FLEET_MAX_BLOCKS, STALE_AFTER_S, Fleet, parse_replicas, shared_fleet
+from kvviz.mirror.errors import CodedError
 from kvviz.mirror.hashing import HASH_FUNCTIONS, get_hash_fn, hash_block_chain, init_none_hash
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 from kvviz_app import ui, ui_chart, ui_table
@@ -29,10 +30,12 @@ def specs_from_text(text: str, dp_size: int):
     endpoints, replays = [], []
     lines = [ln.split() for ln in (text or "").splitlines() if ln.strip()]
     if len(lines) > MAX_LINES:
-        raise ValueError(f"{len(lines)} lines is too many (at most {MAX_LINES})")
+        raise CodedError(f"{len(lines)} lines is too many (at most {MAX_LINES})", "fleet_too_many_lines",
+                         count=len(lines), limit=MAX_LINES)
     for i, parts in enumerate(lines):
         if len(parts) > 2:
-            raise ValueError(f"line {i + 1}: expected NAME=tcp://HOST:PORT and an optional replay endpoint")
+            raise CodedError(f"line {i + 1}: expected NAME=tcp://HOST:PORT and an optional replay endpoint",
+                             "fleet_line_parts", line=i + 1)
         endpoints.append(parts[0])
         if len(parts) == 2:
             name = parts[0].partition("=")[0] if "=" in parts[0] else str(i)
@@ -46,7 +49,7 @@ def _connect() -> None:
         st.session_state.pop(K_ERR, None)
         st.session_state.pop(K_ROUTED, None)
     except ValueError as exc:
-        st.session_state[K_ERR] = str(exc)
+        st.session_state[K_ERR] = ui.error_text(exc)  # the session's language, where the error has a code
 
 
 def _disconnect() -> None:
@@ -179,7 +182,7 @@ def render() -> None:
     try:
         fleet = shared_fleet(specs)
     except ValueError as exc:
-        st.error(T.FLEET_BAD.format(error=exc), icon=":material/error:")
+        st.error(T.FLEET_BAD.format(error=ui.error_text(exc)), icon=":material/error:")
         return
     st.fragment(_fleet_view, run_every=2.0)(fleet)
     st.divider()

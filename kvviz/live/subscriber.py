@@ -34,6 +34,7 @@ from kvviz.live.wire import (
     offset_endpoint_port,
 )
 from kvviz.live.worker import Worker, WorkerRegistry
+from kvviz.mirror.errors import CodedError
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 
 POLL_MS = 100
@@ -52,8 +53,8 @@ def check_endpoint(endpoint: str, flag: str = "endpoint", dp_size: int = 1) -> s
     value = (endpoint or "").strip()
     m = _ENDPOINT.fullmatch(value)
     if "*" in value:
-        raise ValueError(f"{flag} {value!r}: '*' is the engine's bind address; connect to its host, "
-                         "e.g. tcp://127.0.0.1:5557")
+        raise CodedError(f"{flag} {value!r}: '*' is the engine's bind address; connect to its host, "
+                         "e.g. tcp://127.0.0.1:5557", "endpoint_bind_address", flag=flag, value=value[:80])
     return _check_port(value, m, flag, dp_size)
 
 
@@ -63,16 +64,19 @@ def check_listen_endpoint(endpoint: str, flag: str = "listen endpoint", dp_size:
     value = (endpoint or "").strip()
     m = _ENDPOINT.fullmatch(value.replace("tcp://*:", "tcp://0.0.0.0:", 1))
     if m is None:
-        raise ValueError(f"{flag} {value[:80]!r} is not tcp://ADDRESS:PORT (e.g. tcp://127.0.0.1:5800)")
+        raise CodedError(f"{flag} {value[:80]!r} is not tcp://ADDRESS:PORT (e.g. tcp://127.0.0.1:5800)",
+                         "listen_not_tcp", flag=flag, value=value[:80])
     return _check_port(value, m, flag, dp_size)
 
 
 def _check_port(value: str, m: re.Match[str] | None, flag: str, dp_size: int) -> str:
     if m is None:
-        raise ValueError(f"{flag} {value[:80]!r} is not tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557)")
+        raise CodedError(f"{flag} {value[:80]!r} is not tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557)",
+                         "endpoint_not_tcp", flag=flag, value=value[:80])
     port = int(m.group(2))
     if not 1 <= port <= 65535 - (dp_size - 1):
-        raise ValueError(f"{flag} {value!r}: port must be in 1..{65535 - (dp_size - 1)}")
+        raise CodedError(f"{flag} {value!r}: port must be in 1..{65535 - (dp_size - 1)}", "port_range",
+                         flag=flag, value=value[:80], high=65535 - (dp_size - 1))
     return value
 
 

@@ -1,8 +1,9 @@
 """The shared room's fixed texts: its prompt presets and the server log's presenter-key banner.
 
-Data, not UI text: a preset is fed to the model, and must be the same in every language so sessions in
-different languages share blocks; its key is UI text, shown through the app's catalog (``tr``). The banner
-is printed once per process in the server's terminal.
+Data, not UI text: a preset is fed to the model, in the session's language (``preset_prompt``): sessions
+in one language share its blocks (a room of Russian speakers shares the Russian system prompt, as a room
+of English speakers the English one); its key is UI text, shown through the app's catalog (``tr``). The
+banner is printed once per process in the server's terminal.
 """
 
 # {label (UI text, through tr()): the prompt fed to the model}
@@ -19,6 +20,25 @@ PRESETS = {
     ),
     "Something of your own": "",
 }
+_SYSTEM_RU = (
+    "Ты ассистент практического занятия о кэшировании промптов в серверах больших языковых моделей. Отвечай "
+    "кратко, называй размер блока, когда он важен, и говори, когда не уверен.\n\n"
+)
+#: {language: {label: prompt}}: the presets' prompts in other languages (English: PRESETS).
+PROMPTS_BY_LANG = {
+    "ru": {
+        "Workshop assistant: ask about caching": (
+            _SYSTEM_RU + "Вопрос: почему изменение одного символа в начале промпта даёт промах во всех следующих блоках?"
+        ),
+        "Workshop assistant: ask about salts": _SYSTEM_RU + "Вопрос: от чего защищает соль кэша?",
+        "Something of your own": "",
+    },
+}
+
+
+def preset_prompt(label: str, lang: str = "en") -> str:
+    """The prompt of the preset ``label`` in ``lang`` (English where the language has none); "" if unknown."""
+    return PROMPTS_BY_LANG.get(lang, {}).get(label, PRESETS.get(label, ""))
 PRESENTER_KEY_LOG = (
     "\n  kvviz room: the presenter key (needed to reset the shared room) is\n"
     "      {key}\n"

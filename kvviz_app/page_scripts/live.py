@@ -60,7 +60,7 @@ def _connect() -> None:
         st.session_state[K_CFG] = _form_config()
         st.session_state.pop("lv_config_error", None)
     except ValueError as exc:
-        st.session_state["lv_config_error"] = str(exc)
+        st.session_state["lv_config_error"] = ui.error_text(exc)
 
 
 def _disconnect() -> None:

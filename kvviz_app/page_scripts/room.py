@@ -15,7 +15,7 @@ from kvviz.mirror.events import usable_blocks
 from kvviz.mirror.hashing import REFERENCE_RELEASE, short_hash
 from kvviz.model.settings import InputError
 from kvviz.room.prefill import room_prefill
-from kvviz.room.presets import PRESETS
+from kvviz.room.presets import PRESETS, preset_prompt
 from kvviz.room.records import YOU
 from kvviz.room.rows import last_prompt_view
 from kvviz.room.service import get_room
@@ -25,7 +25,7 @@ from kvviz.util.blank import is_blank
 from kvviz.util.units import format_bytes
 from kvviz_app import ui, ui_chart, ui_present, ui_share
 from kvviz_app.figures import security as F
-from kvviz_app.i18n import texts, tr
+from kvviz_app.i18n import current_lang, texts, tr
 from kvviz_app.views.room_labels import age_label, origin_label
 
 T = texts("security")
@@ -126,11 +126,11 @@ totals_area = st.container()  # filled at the end of the run, so a prompt sent n
 # ----------------------------------------------------------------------------- your session
 st.subheader(T.YOUR_SESSION)
 if "room_text" not in st.session_state:
-    st.session_state["room_text"] = PRESETS[_PRESETS[0]]
+    st.session_state["room_text"] = preset_prompt(_PRESETS[0], current_lang())
 
 
 def _use_preset() -> None:
-    text = PRESETS.get(st.session_state.get("room_preset", ""), "")
+    text = preset_prompt(st.session_state.get("room_preset", ""), current_lang())
     st.session_state["room_text"] = text
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.model.settings import InputError
-from kvviz.security.attacker import GAME_CANDIDATES, GAME_TEMPLATE, attacker_game
+from kvviz.security.attacker import attacker_game
 from kvviz.security.exclusive import latest_result, run_exclusive
 from kvviz.security.side_channel import measure_side_channel
 from kvviz.util.blank import is_blank
@@ -94,9 +94,9 @@ if results is not None:
 # ----------------------------------------------------------------------------- the attacker game
 st.subheader(T.GAME)
 st.markdown(T.GAME_INTRO)
-template = st.text_area(T.GAME_TEMPLATE_LABEL, GAME_TEMPLATE, key="sc_template", height=100)
+template = st.text_area(T.GAME_TEMPLATE_LABEL, T.GAME_TEMPLATE_DEFAULT, key="sc_template", height=100)
 c = st.columns([3, 1, 1])
-candidates_text = c[0].text_input(T.GAME_CANDIDATES_LABEL, ", ".join(GAME_CANDIDATES), key="sc_candidates")
+candidates_text = c[0].text_input(T.GAME_CANDIDATES_LABEL, T.GAME_CANDIDATES_DEFAULT, key="sc_candidates")
 rounds = c[1].slider(T.GAME_ROUNDS, 2, 20, 6, key="sc_rounds")
 candidates = [x.strip() for x in candidates_text.split(",") if not is_blank(x)]
 if c[2].button(T.GAME_RUN, key="sc_play", type="primary", icon=":material/sports_esports:"):

@@ -220,9 +220,31 @@ INPUT_ERRORS = {
     "rebuilt_cache_broken": "The rebuilt cache in {folder} does not load: {detail}",
     "move_failed": "Could not move model {name} to {device}: {detail}",
     "warm_up_failed": "Model {model} failed a test forward pass on {device}: {detail}",
+    # kvviz.live.subscriber (endpoints; {flag} is worded by ENDPOINT_FLAGS) and kvviz_app.live_fleet (the list)
+    "endpoint_bind_address": ("{flag} `{value}`: '*' is the engine's bind address; connect to its host, e.g. "
+                              "tcp://127.0.0.1:5557"),
+    "listen_not_tcp": "{flag} `{value}` is not tcp://ADDRESS:PORT (e.g. tcp://127.0.0.1:5800)",
+    "endpoint_not_tcp": "{flag} `{value}` is not tcp://HOST:PORT (e.g. tcp://127.0.0.1:5557)",
+    "port_range": "{flag} `{value}`: the port must be from 1 to {high}",
+    "fleet_line_parts": "line {line}: expected NAME=tcp://HOST:PORT and an optional replay endpoint",
+    "fleet_too_many_lines": "{count} lines is too many (at most {limit})",
 }
+# The endpoint errors' {flag}: which address, and of which replica ({name}).
+ENDPOINT_FLAGS = {"endpoint": "Endpoint", "listen endpoint": "Listen endpoint", "replay endpoint": "Replay endpoint",
+                  "--endpoint": "--endpoint", "--listen": "--listen", "--replay": "--replay"}
+ENDPOINT_FLAG_NAMED = "{flag} of replica {name}"
 # kvviz.edit.inputs' bad_prompt: which prompt the reason is about.
 PROMPT_NAMES = {"a": "Original prompt (A)", "b": "Edited prompt (B)"}
+
+
+def endpoint_flag(t: Texts, flag: str) -> str:
+    """An endpoint error's ``flag`` ("endpoint", "replay endpoint b", "--listen") in the view's language."""
+    for english in sorted(vars(t.module)["ENDPOINT_FLAGS"], key=len, reverse=True):
+        if flag == english:
+            return t.ENDPOINT_FLAGS[english]
+        if flag.startswith(english + " "):
+            return t.ENDPOINT_FLAG_NAMED.format(flag=t.ENDPOINT_FLAGS[english], name=flag[len(english) + 1:])
+    return flag
 
 
 def error_text(t: Texts, exc: BaseException) -> str:
@@ -233,6 +255,8 @@ def error_text(t: Texts, exc: BaseException) -> str:
     if code == "bad_prompt" and params.get("reason") in t.INPUT_ERRORS:
         return f"{t.PROMPT_NAMES.get(params.get('prompt'), '')}: {t.INPUT_ERRORS[params['reason']].format(**params)}"
     template = t.INPUT_ERRORS.get(code)
+    if "flag" in params:
+        params = {**params, "flag": endpoint_flag(t, str(params["flag"]))}
     if template is not None:
         try:
             return template.format(**params)

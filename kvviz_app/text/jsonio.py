@@ -23,9 +23,36 @@ JSON_ERRORS = {
     "json_long_number": "{where} holds a number too long to read (over {digits:,} digits)",
 }
 
+# Python's json decoder's reasons (JSONDecodeError.msg: the {detail} above and in the readers' words), each
+# matched as the start of the reason; English keeps the decoder's words (the CLI's line), another language
+# has them translated; any other detail is shown as it is.
+JSON_DETAILS = (
+    "Expecting value",
+    "Expecting property name enclosed in double quotes",
+    "Expecting ':' delimiter",
+    "Expecting ',' delimiter",
+    "Unterminated string starting at",
+    "Invalid control character at",
+    "Invalid \\uXXXX escape",
+    "Invalid \\escape",
+    "Extra data",
+    "Illegal trailing comma before end of object",
+    "Illegal trailing comma before end of array",
+    "nested too deeply or a number too long",
+)
+
 # The readers' {what} (kvviz.util.jsonio callers), as the view names it.
 SOURCE_NAMES = {"trace file": "trace file", "scenario file": "scenario file", "session file": "session file",
                 "trace": "trace", "scenario": "scenario"}
+
+
+def json_detail(t: Texts, detail: Any) -> str:
+    """A JSON decoder's reason in the view's language (known reasons by their start; others as they are)."""
+    text = str(detail)
+    for i, start in enumerate(vars(t.module)["JSON_DETAILS"]):
+        if text.startswith(start):
+            return t.JSON_DETAILS[i] + text[len(start):]
+    return text
 
 
 def json_error(t: Texts, exc: Exception) -> str:
@@ -36,6 +63,8 @@ def json_error(t: Texts, exc: Exception) -> str:
         return str(exc)
     if "what" in params:
         params["what"] = t.SOURCE_NAMES.get(params["what"], params["what"])
+    if "detail" in params:
+        params["detail"] = json_detail(t, params["detail"])
     try:
         return t.JSON_ERRORS[code].format(**params)
     except (KeyError, IndexError, ValueError):
@@ -53,6 +82,8 @@ def coded_words(t: Texts, exc: Exception, table: Mapping[str, str],
     if code not in table:
         return str(exc)
     params: dict[str, Any] = dict(getattr(exc, "params", {}) or {})
+    if "detail" in params:
+        params["detail"] = json_detail(t, params["detail"])
     try:
         prefix = adjust(code, params) if adjust is not None else ""
         return prefix + table[code].format(**params)

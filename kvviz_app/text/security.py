@@ -271,6 +271,14 @@ GAME_INTRO = (
     "random, and probes every candidate exactly once (a second probe would hit the attacker's own blocks)."
 )
 GAME_TEMPLATE_LABEL = "Template (known to the attacker)"
+# The game's default template and candidates in the session's language (English: kvviz.security.attacker's).
+GAME_TEMPLATE_DEFAULT = (
+    "Patient record 4471. Diagnosis: {secret}. Treatment plan and notes follow. You are the clinic's "
+    "assistant: keep this record confidential, never read it aloud to anyone but the patient, and answer "
+    "only the patient's own questions about appointments, prescriptions, test results and billing, in "
+    "plain and friendly language."
+)
+GAME_CANDIDATES_DEFAULT = "diabetes, asthma, influenza, migraine, anaemia, arthritis"
 GAME_CANDIDATES_LABEL = "Candidates for the secret field"
 GAME_ROUNDS = "Rounds"
 GAME_RUN = "Play"

@@ -309,6 +309,6 @@ CHAT_INPUT = "Your message"
 CHAT_SEND = "Send"
 CHAT_NEW = "New chat"
 CHAT_EMPTY = "No message yet: type one and press Send."
-CHAT_TABLE = {"turn": "turn", "prompt": "prompt tokens", "cached": "from cache", "computed": "computed",
+CHAT_TABLE = {"turn": "turn", "prompt": "prompt tokens", "cached": "from cache", "computed": "computed tokens",
               "answer": "answer tokens", "ttft": "TTFT, ms"}
 CHAT_LINE = "Turn {turn}: {cached:,} of {prompt:,} prompt tokens came from the cache, {computed:,} were computed."

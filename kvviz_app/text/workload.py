@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kvviz.util.plural import Plural
+
 if TYPE_CHECKING:
     from kvviz_app.i18n.texts import Texts
 
@@ -257,7 +259,8 @@ TRACE_ERRORS = {
     "ttl_needs_timestamps": "--ttl-seconds needs a timestamp on every line (request {request} has none)",
     "line_not_utf8": "line {line}: not UTF-8 text (byte {byte})",
     "id_too_big": "line {line}: a hash id is over {limit:,}",
-    "all_bad": "no line of the trace is usable: all {count:,} lines are bad (the first: {first})",
+    "all_bad": Plural("no line of the trace is usable: its {count:,} line is bad ({first})",
+                      "no line of the trace is usable: all {count:,} lines are bad (the first: {first})", count="count"),
     "bad_table": "{path}: cannot read the table ({detail})",
 }
 

@@ -11,6 +11,7 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
+from kvviz.util.plural import Plural
 from kvviz.workload.load import load_trace
 from kvviz.workload.parse import parse_trace
 from kvviz.workload.trace import ERROR_CODES, WorkloadError
@@ -35,8 +36,10 @@ class _Tokenizer:
 def test_every_code_has_words_in_both_languages():
     assert set(T.TRACE_ERRORS) == set(ERROR_CODES)
     for code, english in vars(T.module)["TRACE_ERRORS"].items():
-        russian = gettext(english, "ru")
-        assert russian != english and CYRILLIC.search(russian), code
+        for form in (english.singular, english.plural) if isinstance(english, Plural) else (english,):
+            russian = texts("workload", "ru").TRACE_ERRORS[code]
+            russian = russian.form(2) if isinstance(english, Plural) else gettext(form, "ru")
+            assert russian != form and CYRILLIC.search(russian), code
 
 
 BAD = [
