@@ -9,20 +9,19 @@ cannot start (one line and the tail of its log).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.machine import load_average, machine, utc_now
-from bench.peer_agree import Peer, agreement_prompts, run_agreement, summary, tokenizer
-from bench.peer_events import EventSink
+from bench.peer_agree import summary, tokenizer
+from bench.peer_pair import PeerPlugin, running_pair
 from bench.peer_servers import (
     BLOCK_SIZE,
     KV_CACHE_MIB,
@@ -30,50 +29,12 @@ from bench.peer_servers import (
     NUM_BLOCKS,
     ROOT,
     VLLM_PACKAGE,
-    Engines,
     PeerError,
     Threads,
-    free_port,
-    start_kvviz,
-    start_vllm,
+    stop_all,
 )
 
 RESULTS = ROOT / "peer-results.json"
-PLUGIN_NAME = "kvviz-peer"
-
-
-@contextlib.contextmanager
-def running_pair(workdir: Path, threads: Threads) -> Iterator[list[Peer]]:
-    """Both engines started, healthy and listened to; stopped (and their sinks closed) on the way out."""
-    engines, sinks = Engines(), []
-    try:
-        vllm_sink = EventSink.listening()  # vLLM's PUB connects to a specific address: we bind it
-        sinks.append(vllm_sink)
-        kvviz_events = f"tcp://127.0.0.1:{free_port()}"
-        vllm = engines.add(start_vllm(workdir, vllm_sink.endpoint, threads))
-        kvviz = engines.add(start_kvviz(workdir, kvviz_events, threads))
-        kvviz.wait_ready()
-        kvviz_sink = EventSink.connecting(kvviz_events)
-        sinks.append(kvviz_sink)
-        vllm.wait_ready()
-        yield [Peer("vllm", vllm.url, vllm_sink), Peer("kvviz", kvviz.url, kvviz_sink)]
-    finally:
-        engines.close()
-        for sink in sinks:
-            sink.close()
-
-
-class PeerPlugin:
-    """Hands running engines to the ``peer`` tests; the agreement is gathered once and kept here."""
-
-    def __init__(self, peers: list[Peer], tok) -> None:
-        self.peers, self.tok = peers, tok
-        self.data: dict[str, Any] | None = None
-
-    def agreement(self) -> dict[str, Any]:
-        if self.data is None:
-            self.data = run_agreement(self.peers, agreement_prompts(self.tok))
-        return self.data
 
 
 def run_peer_tests(plugin: PeerPlugin) -> int:
@@ -81,7 +42,7 @@ def run_peer_tests(plugin: PeerPlugin) -> int:
     import pytest
 
     return int(pytest.main(["-m", "peer", str(ROOT / "tests" / "peer"), "-p", "no:cacheprovider"],
-                           plugins=[(plugin)]))
+                           plugins=[plugin]))
 
 
 def _memory_bound(threads: Threads, per_token_ms: dict[str, float]) -> dict[str, Any]:
@@ -123,7 +84,13 @@ def _one_config(workdir: Path, threads: Threads, tok, rounds: int, first: bool, 
     return code
 
 
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    stop_all()  # first: pytest, running the peer tests, would catch the SystemExit below
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     rounds = int(os.environ.get("PEER_ROUNDS", "3"))
     cores = os.cpu_count() or 1
     configs = [Threads(None), Threads(cores)]

@@ -113,6 +113,8 @@ class Server:
             self.proc.wait(timeout=seconds)
 
     def stop(self) -> None:
+        if self in _LIVE:
+            _LIVE.remove(self)
         if self.proc.poll() is not None:
             return
         try:
@@ -124,12 +126,23 @@ class Server:
             self.proc.wait(timeout=STOP_TIMEOUT_S)
 
 
+_LIVE: list[Server] = []  # every server started and not yet stopped, for stop_all
+
+
+def stop_all() -> None:
+    """Stop every server this process started (a signal handler's first step)."""
+    while _LIVE:
+        _LIVE.pop().stop()
+
+
 def _spawn(name: str, argv: list[str], env: dict[str, str], port: int, workdir: Path) -> Server:
     log = workdir / f"{name}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    return Server(name, f"http://127.0.0.1:{port}", log, proc)
+    server = Server(name, f"http://127.0.0.1:{port}", log, proc)
+    _LIVE.append(server)
+    return server
 
 
 def start_vllm(workdir: Path, events_endpoint: str, threads: Threads) -> Server:

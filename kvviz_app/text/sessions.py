@@ -312,3 +312,10 @@ CHAT_EMPTY = "No message yet: type one and press Send."
 CHAT_TABLE = {"turn": "turn", "prompt": "prompt tokens", "cached": "from cache", "computed": "computed tokens",
               "answer": "answer tokens", "ttft": "TTFT, ms"}
 CHAT_LINE = "Turn {turn}: {cached:,} of {prompt:,} prompt tokens came from the cache, {computed:,} were computed."
+CHAT_PROBS = "Show the model's choice for each answer token"
+CHAT_PROBS_HELP = (
+    "Under each answer, a table: every token of the answer, the probability the model gave it (its raw "
+    "distribution, before any sampling setting, as vLLM's logprobs) and the three tokens it found most likely "
+    "at that place. This chat picks the most likely token each time."
+)
+CHAT_PROBS_TABLE = {"token": "token", "prob": "probability", "others": "most likely tokens there"}

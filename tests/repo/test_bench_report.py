@@ -51,7 +51,9 @@ def test_every_number_on_the_page_comes_from_the_json():
 
 def test_the_committed_page_is_the_committed_json_rendered():
     data = json.loads(report.RESULTS.read_text())
-    assert report.PAGE.read_text(encoding="utf-8") == report.render(data)
+    from bench.peer_report import section  # the peer section (make peer's peer-results.json) follows
+
+    assert report.PAGE.read_text(encoding="utf-8") == report.render(data) + section()
     assert data["machine"]["cpu"] and data["machine"]["torch"] and data["modules"]
     for run in data["modules"].values():
         assert run["started"].endswith("UTC") and run["load_start"] and all(k in data["results"] for k in run["keys"])
