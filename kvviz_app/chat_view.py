@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.mirror.errors import CodedError
-from kvviz.sessions.chat import Chat, chat_turn
+from kvviz.sessions.chat import Chat, ChatTurn, chat_turn
 from kvviz_app import ui
 from kvviz_app.i18n import texts
 
@@ -39,11 +39,14 @@ def render_chat() -> None:
     if not chat.turns:
         st.caption(T.CHAT_EMPTY)
         return
+    probs = st.toggle(T.CHAT_PROBS, key="ss_chat_probs", help=T.CHAT_PROBS_HELP)
     for turn in chat.turns:
         with st.chat_message("user"):
             st.markdown(turn.user)
         with st.chat_message("assistant"):
             st.markdown(turn.answer)
+            if probs and turn.choices:
+                _token_table(turn)
     last = chat.turns[-1]
     st.caption(T.CHAT_LINE.format(turn=len(chat.turns), cached=last.cached_tokens, prompt=last.prompt_tokens,
                                   computed=last.computed_tokens))
@@ -52,3 +55,11 @@ def render_chat() -> None:
              cols["computed"]: t.computed_tokens, cols["answer"]: t.output_tokens,
              cols["ttft"]: None if t.ttft_ms is None else round(t.ttft_ms, 1)} for i, t in enumerate(chat.turns)]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _token_table(turn: ChatTurn) -> None:
+    """Each answer token with the probability the model gave it and its most likely alternatives."""
+    cols = T.CHAT_PROBS_TABLE
+    rows = [{cols["token"]: repr(c.text), cols["prob"]: f"{c.prob:.1%}",
+             cols["others"]: "  ·  ".join(f"{t!r} {p:.1%}" for t, p in c.top)} for c in turn.choices]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(36 * (len(rows) + 1), 260))

@@ -10,6 +10,7 @@ does for ChatML) are the ids re-tokenized whole, and the count shows the lost re
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,17 @@ from kvviz.mirror.errors import CodedError
 
 MAX_CHAT_TURNS = 24
 MAX_MESSAGE_CHARS = 2000
+CHAT_TOP_LOGPROBS = 3  # alternatives kept per answer token
+
+
+@dataclass(frozen=True)
+class TokenChoice:
+    """One answer token as the model chose it: its text, its probability under the model's raw
+    distribution, and the most likely tokens at that position as ``(text, probability)``."""
+
+    text: str
+    prob: float
+    top: tuple[tuple[str, float], ...]
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,7 @@ class ChatTurn:
     ttft_ms: float | None
     e2e_ms: float | None
     finish_reason: str | None
+    choices: tuple[TokenChoice, ...] = ()  # one per answer token (the engine's logprobs)
 
     @property
     def computed_tokens(self) -> int:
@@ -67,6 +80,15 @@ def next_prompt_ids(tokenizer: Any, chat: Chat, user: str) -> list[int]:
     return chat.ids + tokenizer(suffix, add_special_tokens=False).input_ids
 
 
+def token_choices(tokenizer: Any, logprobs: list[Any]) -> tuple[TokenChoice, ...]:
+    """Each answer token's text, probability and top alternatives from the engine's logprob entries."""
+    def piece(token_id: int) -> str:
+        return tokenizer.decode([token_id], skip_special_tokens=False)
+
+    return tuple(TokenChoice(piece(e.token_id), math.exp(e.logprob),
+                             tuple((piece(t), math.exp(lp)) for t, lp in e.top)) for e in logprobs)
+
+
 def chat_turn(loop: Any, chat: Chat, user: str, *, max_tokens: int = 48, request_id: str) -> ChatTurn:
     """Send ``user`` through the engine loop, append the exchange to ``chat``; the turn's record."""
     from kvviz.engine import SamplingParams
@@ -80,11 +102,11 @@ def chat_turn(loop: Any, chat: Chat, user: str, *, max_tokens: int = 48, request
                          high=MAX_CHAT_TURNS)
     tokenizer = loop.engine.tokenizer
     ids = next_prompt_ids(tokenizer, chat, text)
-    out = loop.submit(request_id, ids, SamplingParams(max_tokens=max_tokens)).result()
+    out = loop.submit(request_id, ids, SamplingParams(max_tokens=max_tokens, logprobs=CHAT_TOP_LOGPROBS)).result()
     m = out.metrics
     turn = ChatTurn(text, out.text.strip(), out.num_prompt_tokens, out.num_cached_tokens, len(out.token_ids),
                     None if m.ttft_s is None else m.ttft_s * 1000, None if m.e2e_s is None else m.e2e_s * 1000,
-                    out.finish_reason)
+                    out.finish_reason, token_choices(tokenizer, out.logprobs or []))
     chat.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": out.text}]
     chat.ids = ids + list(out.token_ids)
     chat.turns.append(turn)

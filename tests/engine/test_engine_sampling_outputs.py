@@ -107,3 +107,17 @@ def test_logprobs_over_the_limit_refused():
     with pytest.raises(CodedError) as err:
         SamplingParams(logprobs=21)
     assert err.value.code == "bad_logprobs"
+
+
+def test_chat_token_choices_are_the_engine_logprobs(lm):
+    from kvviz.sessions.chat import token_choices
+
+    engine = engine_with(lm)
+    engine.add_request("c", [2, 4, 6, 8], SamplingParams(max_tokens=3, logprobs=3, ignore_eos=True))
+    out = drain(engine)["c"]
+    choices = token_choices(lm.tokenizer, out.logprobs)
+    assert [c.text for c in choices] == [lm.tokenizer.decode([t], skip_special_tokens=False) for t in out.token_ids]
+    for c, e in zip(choices, out.logprobs, strict=True):
+        assert c.prob == pytest.approx(float(torch.tensor(e.logprob).exp())) and len(c.top) == 3
+        assert c.top[0][1] == pytest.approx(c.prob)  # greedy: the chosen token is the likeliest
+        assert sum(p for _, p in c.top) <= 1.0 + 1e-6

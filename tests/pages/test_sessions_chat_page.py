@@ -39,3 +39,8 @@ def test_two_turns_second_reads_the_first_from_cache():
     assert second.cached_tokens == exchange // 16 * 16 > 0
     tables = [df.value for df in at.dataframe if T.CHAT_TABLE["cached"] in df.value.columns]
     assert tables and list(tables[-1][T.CHAT_TABLE["cached"]]) == [0, second.cached_tokens]
+    at.toggle(key="ss_chat_probs").set_value(True).run()
+    assert not at.exception, at.exception
+    probs = [df.value for df in at.dataframe if T.CHAT_PROBS_TABLE["prob"] in df.value.columns]
+    assert [len(df) for df in probs] == [first.output_tokens, second.output_tokens]
+    assert all(df[T.CHAT_PROBS_TABLE["prob"]].str.endswith("%").all() for df in probs)
