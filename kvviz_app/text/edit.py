@@ -147,6 +147,10 @@ TOKENS_CAPTION = (
     "changed tokens. Hover a token for its id; click a token of A to edit it."
 )
 TOKENS_ROWS = "Rows shown (of {total})"
+TOKENS_ROWS_SHOWN = Plural(
+    "Rows {lo}–{hi} of {total} are shown (tokens {first:,}–{last:,}); {hidden} row is hidden: move the slider to see it.",
+    "Rows {lo}–{hi} of {total} are shown (tokens {first:,}–{last:,}); {hidden} rows are hidden: move the slider to see them.",
+    count="hidden")
 
 # --- 3. what the engine reuses ----------------------------------------------------------------------
 STEP_REUSE = "3 · What the engine can reuse, measured"

@@ -66,10 +66,9 @@ def tokens(edit: EditPlan, new_click) -> None:
     row_lo, row_hi = 0, total_rows
     if total_rows > MAX_TOKEN_ROWS:
         first_row = (cmp.first_changed_token or 0) // width
-        default_lo = max(0, min(first_row - 3, total_rows - MAX_TOKEN_ROWS))
-        row_lo, row_hi = st.slider(T.TOKENS_ROWS.format(total=total_rows), 0, total_rows,
-                                   value=(default_lo, default_lo + MAX_TOKEN_ROWS),
-                                   key=f"edit_rows_{hash((edit.text_a, edit.text_b))}")
+        row_lo, row_hi = rows_from_slider(st.slider(
+            T.TOKENS_ROWS.format(total=total_rows), 1, total_rows, value=default_rows(total_rows, first_row),
+            key=f"edit_rows_{hash((edit.text_a, edit.text_b))}"))
     te = edit.token_edit
     fig = F.token_strip_figure(edit.pieces_a, edit.ids_a, edit.pieces_b, edit.ids_b, te.changed_positions_a,
                                te.changed_positions_b, cmp, row_lo, row_hi, width)
@@ -77,7 +76,31 @@ def tokens(edit: EditPlan, new_click) -> None:
                           config={"displayModeBar": False})
     if new_click():
         st.rerun()
+    if total_rows > MAX_TOKEN_ROWS:  # say which rows are drawn and how many are not
+        st.caption(rows_shown_line(T, row_lo, row_hi, total_rows, width,
+                                   max(edit.num_tokens_a, edit.num_tokens_b)))
     st.caption(T.TOKENS_CAPTION.format(width=width, block_size=cmp.block_size))
+
+
+def default_rows(total_rows: int, first_row: int) -> tuple[int, int]:
+    """The rows slider's first value: MAX_TOKEN_ROWS rows (1-based, both ends included) with the first
+    changed row (0-based ``first_row``) three rows from the top where the prompt allows."""
+    lo = max(0, min(first_row - 3, total_rows - MAX_TOKEN_ROWS))
+    return lo + 1, lo + MAX_TOKEN_ROWS
+
+
+def rows_from_slider(value: tuple[int, int]) -> tuple[int, int]:
+    """The figure's rows (0-based, end excluded) of a slider value (1-based, both ends included)."""
+    first, last = int(value[0]), int(value[1])
+    return first - 1, max(first, last)
+
+
+def rows_shown_line(t, row_lo: int, row_hi: int, total_rows: int, width: int, num_tokens: int | None = None) -> str:
+    """One line: the rows drawn (1-based), of how many, their token positions (up to the longer prompt's
+    ``num_tokens``) and how many are hidden."""
+    last = row_hi * width - 1 if num_tokens is None else min(row_hi * width, num_tokens) - 1
+    return t.TOKENS_ROWS_SHOWN.format(lo=row_lo + 1, hi=row_hi, total=total_rows, first=row_lo * width,
+                                      last=last, hidden=total_rows - (row_hi - row_lo))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
