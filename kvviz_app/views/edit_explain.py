@@ -122,7 +122,7 @@ def engine_note(edit: EditReport) -> str:
     ids = ", ".join(f"#{b}" for b in shared[:8]) + (" …" if len(shared) > 8 else "")
     return T.ENGINE_NOTE.format(a_state=a_state, reused=edit.engine_reused_tokens,
                                 shared=ids or T.ENGINE_SHARED_NONE, computed=edit.run_b.num_computed_tokens,
-                                ms=edit.run_b.compute_ms)
+                                measured=T.M_REUSE_MS)
 
 
 def chain_table_rows(cmp: PromptComparison) -> list[dict[str, object]]:
