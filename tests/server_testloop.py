@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.engine import RequestMetrics, RequestOutput, SamplingParams
+from kvviz.engine.stats import FinishedRequestStats, IterationStats
 from kvviz.mirror.kv_events import BlockStored, KVEventBatch
 
 BLOCK = 4
@@ -46,7 +47,12 @@ class FakeEngine:
         self.num_blocks = 64
         self.cached: set[tuple[Any, ...]] = set()
         self.subscribers: list[Any] = []
+        self.stats_subscribers: list[Any] = []
         self.resets = 0
+
+    def subscribe_iteration_stats(self, callback: Any) -> Any:
+        self.stats_subscribers.append(callback)
+        return lambda: self.stats_subscribers.remove(callback)
 
     def subscribe_kv_events(self, callback: Any) -> Any:
         self.subscribers.append(callback)
@@ -99,7 +105,7 @@ class FakeLoop:
         self.aborted: list[str] = []
         self.aborted_event = threading.Event()
         self.submitted: list[tuple[str, list[int], Any, dict]] = []
-        self.queries = self.hits = self.prompt_total = self.gen_total = 0
+        self.queries = self.hits = self.prompt_total = self.cached_total = self.gen_total = 0
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -122,6 +128,7 @@ class FakeLoop:
             self.queries += len(prompt)
             self.hits += hit * BLOCK
             self.prompt_total += len(prompt)
+            self.cached_total += hit * BLOCK
             run = _Running(prompt, params, hit * BLOCK, [], threading.Condition())
             self.running[rid] = run
             self.submitted.append((rid, prompt, params, {"cache_salt": cache_salt, "priority": priority,
@@ -162,6 +169,7 @@ class FakeLoop:
                                    kv_cache_usage=min(1.0, len(self.running) / 64), prefix_cache_queries=self.queries,
                                    prefix_cache_hits=self.hits, num_blocks=64, block_size=BLOCK, kv_cache_bytes=1 << 20,
                                    prompt_tokens_total=self.prompt_total, generation_tokens_total=self.gen_total,
+                                   prompt_tokens_cached_total=self.cached_total,
                                    requests_finished_total=0)
 
     def call(self, fn: Any) -> Any:
@@ -179,9 +187,11 @@ class FakeLoop:
             time.sleep(self.step_s)  # the double's own pace, not a test's wait
             with self.lock:
                 items = list(self.running.items())
+            it, emits = IterationStats(), []
             for rid, run in items:
                 if run.done:
                     continue
+                _count(it, run, self.step_s)
                 token = (len(run.out) * 7 + len(run.prompt)) % 997 + 2
                 run.out.append(token)
                 with self.lock:
@@ -191,4 +201,23 @@ class FakeLoop:
                     with self.lock:
                         self.running.pop(rid, None)
                     run.done = True
-                self._emit(rid, run, "length" if done else None, [token])
+                    n = len(run.out)
+                    it.finished.append(FinishedRequestStats("length", 0.01 + n * self.step_s, 0.001, self.step_s,
+                                                            (n - 1) * self.step_s, n * self.step_s, self.step_s,
+                                                            len(run.prompt), run.cached, n, 0, run.params.max_tokens))
+                emits.append((rid, run, "length" if done else None, [token]))
+            for cb in list(self.engine.stats_subscribers) if it.num_generation_tokens else ():
+                cb(it)  # as the engine: a step's metrics are recorded before its outputs are delivered
+            for emit in emits:
+                self._emit(*emit)
+
+def _count(it: IterationStats, run: _Running, step_s: float) -> None:
+    """The double's step metrics for the token it is about to give ``run`` (prompt counted at its first)."""
+    it.num_generation_tokens += 1
+    if run.out:
+        it.itls_s.append(step_s)
+        return
+    it.num_prompt_tokens += len(run.prompt)
+    it.num_prompt_cached += run.cached
+    it.num_prompt_computed += len(run.prompt) - run.cached
+    it.ttfts_s.append(0.01)

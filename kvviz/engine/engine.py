@@ -21,6 +21,7 @@ from kvviz.engine.request import EngineStats, Request, RequestOutput, RequestSta
 from kvviz.engine.runner import ModelRunner, SeqInput
 from kvviz.engine.sampling import Sampler, SamplingParams, make_generator, token_logprob
 from kvviz.engine.scheduler import Scheduler, SchedulerOutput
+from kvviz.engine.stats import IterationStats
 from kvviz.engine.text import Detokenizer
 from kvviz.mirror.errors import CodedError
 from kvviz.mirror.events import EventKind
@@ -30,6 +31,7 @@ from kvviz.mirror.manager import KVCacheManager
 
 MAX_REQUEST_ID_CHARS = 256
 KVEventCallback = Callable[[KVEventBatch], None]
+StatsCallback = Callable[[IterationStats], None]
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,10 @@ class LLMEngine:
         self.steps: list[StepRecord] = []  # the last MAX_STEP_RECORDS steps
         self._pending: list[RequestOutput] = []  # aborts reported by the next step
         self._subscribers: list[KVEventCallback] = []
+        self._stats_subscribers: list[StatsCallback] = []
         self._events_published = 0
         self._block_tokens: dict[int, list[int]] = {}  # cached block id -> its tokens (from BlockStored)
-        self._prompt_tokens = self._generation_tokens = self._finished = self._aborted = 0
+        self._prompt_tokens = self._prompt_cached = self._generation_tokens = self._finished = self._aborted = 0
         self.chunk_logits: list[tuple[str, int, torch.Tensor]] | None = None  # tests: every chunk's logits
 
     # -- sizes ----------------------------------------------------------------------------------------
@@ -159,7 +162,6 @@ class LLMEngine:
         req.generator = make_generator(params)
         self.requests[request_id] = req
         self.scheduler.add_request(req)
-        self._prompt_tokens += len(tokens)
 
     def abort_request(self, request_id: str) -> None:
         """Stop a request now and free its blocks; unknown or finished ids are ignored."""
@@ -202,8 +204,9 @@ class LLMEngine:
         """The step's last part: sample, detokenize, stop checks, free finished requests, record the step
         and publish its KV events. Changes the engine's state."""
         plan, outputs = work.plan, work.outputs
+        it = IterationStats()
         if plan.chunks and logits is not None:
-            outputs.extend(self._sample(plan, logits))
+            outputs.extend(self._sample(plan, logits, it))
         duration = time.monotonic() - work.started
         self._record(plan, duration, work.wall)
         total = plan.num_batched_tokens
@@ -212,9 +215,12 @@ class LLMEngine:
             m.compute_share_s += duration * c.num_tokens / total
             m.max_step_requests = max(m.max_step_requests, len(plan.chunks))
         self._publish()
+        if it.num_generation_tokens:  # vLLM observes a step that gave tokens
+            for callback in list(self._stats_subscribers):
+                callback(it)
         return outputs
 
-    def _sample(self, plan: SchedulerOutput, logits: torch.Tensor) -> list[RequestOutput]:
+    def _sample(self, plan: SchedulerOutput, logits: torch.Tensor, it: IterationStats) -> list[RequestOutput]:
         if self.chunk_logits is not None:  # ``logits`` has a row per scheduled token: record, keep the last rows
             row, ends = 0, []
             for c in plan.chunks:
@@ -231,7 +237,9 @@ class LLMEngine:
         for row, (req, token) in enumerate(zip(reqs, tokens, strict=True)):
             if req.sampling_params.logprobs is not None:  # of the raw logits, before the output is built
                 req.logprobs.append(token_logprob(logits[row], token, req.sampling_params.logprobs))
+            previous = req.metrics.last_token_time
             outputs.append(self._append_token(req, token, now))
+            self._count_token(it, req, previous, now)
             if req.sampling_params.return_logits:
                 outputs[-1].logits = logits[row].detach().float().cpu()
         return outputs
@@ -264,6 +272,15 @@ class LLMEngine:
             self.requests.pop(req.request_id, None)
             self._finished += 1
         return self._output(req, req.output_token_ids[req.sent_tokens:])
+
+    def _count_token(self, it: IterationStats, req: Request, previous: float | None, now: float) -> None:
+        """The step's metrics for one sampled token; the prompt counts at its first token (vLLM's rule)."""
+        it.observe_token(req, previous, now)
+        if previous is None:
+            self._prompt_tokens += req.num_prompt_tokens
+            self._prompt_cached += max(req.num_cached_tokens, 0)
+        if req.is_finished:
+            it.observe_finished(req, now)
 
     def _output(self, req: Request, new_ids: list[int]) -> RequestOutput:
         finished = req.is_finished
@@ -324,6 +341,15 @@ class LLMEngine:
             elif e.kind is EventKind.RESET and e.code == "reset":
                 self._block_tokens.clear()
 
+    def subscribe_iteration_stats(self, callback: StatsCallback) -> Callable[[], None]:
+        """Call ``callback(IterationStats)`` after each step that sampled a token; returns unsubscribe."""
+        self._stats_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._stats_subscribers:
+                self._stats_subscribers.remove(callback)
+        return unsubscribe
+
     # -- views ----------------------------------------------------------------------------------------
     def stats(self) -> EngineStats:
         s, pc = self.scheduler, self.scheduler.prefix_cache
@@ -334,7 +360,7 @@ class LLMEngine:
             prompt_tokens_total=self._prompt_tokens, generation_tokens_total=self._generation_tokens,
             requests_finished_total=self._finished, preempted_prefix_cache_queries=pc.preempted_queries,
             preempted_prefix_cache_hits=pc.preempted_hits, num_steps=s.num_steps,
-            requests_aborted_total=self._aborted,
+            requests_aborted_total=self._aborted, prompt_tokens_cached_total=self._prompt_cached,
         )
 
     def reset_prefix_cache(self) -> bool:

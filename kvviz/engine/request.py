@@ -53,13 +53,34 @@ class RequestMetrics:
         return (self.last_token_time - self.first_token_time) / (self.num_output_tokens - 1)
 
     @property
+    def prefill_s(self) -> float | None:
+        """First scheduled step to the first output token (vLLM's prefill phase; preemptions inside)."""
+        if self.first_scheduled_time is None or self.first_token_time is None:
+            return None
+        return self.first_token_time - self.first_scheduled_time
+
+    @property
+    def decode_s(self) -> float | None:
+        """First to last output token (vLLM's decode phase)."""
+        if self.first_token_time is None or self.last_token_time is None:
+            return None
+        return self.last_token_time - self.first_token_time
+
+    @property
+    def inference_s(self) -> float | None:
+        """First scheduled step to the last output token (vLLM's running phase)."""
+        if self.first_scheduled_time is None or self.last_token_time is None:
+            return None
+        return self.last_token_time - self.first_scheduled_time
+
+    @property
     def e2e_s(self) -> float | None:
         """Arrival to finish."""
         return None if self.finished_time is None else self.finished_time - self.arrival_time
 
     def as_dict(self) -> dict[str, float | int | None]:
         out: dict[str, float | int | None] = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for k in ("queue_wait_s", "ttft_s", "tpot_s", "e2e_s"):
+        for k in ("queue_wait_s", "ttft_s", "tpot_s", "e2e_s", "prefill_s", "decode_s", "inference_s"):
             out[k] = getattr(self, k)
         return out
 
@@ -134,7 +155,7 @@ class RequestOutput:
 class EngineStats:
     """vLLM's scheduler and prefix-cache counters (``SchedulerStats``, ``PrefixCacheStats``), totals
     since start; prefix-cache queries and hits are tokens, counted when a request is first scheduled
-    (preempted requests' re-lookups apart, as vLLM does)."""
+    (preempted requests' re-lookups apart, as vLLM does); a prompt's tokens count at its first output token."""
 
     num_running: int
     num_waiting: int
@@ -152,6 +173,7 @@ class EngineStats:
     preempted_prefix_cache_hits: int = 0
     num_steps: int = 0
     requests_aborted_total: int = 0
+    prompt_tokens_cached_total: int = 0  # prompt tokens read from the prefix cache, counted with prompt_tokens_total
 
     def as_dict(self) -> dict[str, float | int]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

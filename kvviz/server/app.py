@@ -40,9 +40,9 @@ def create_app(get_loop: Callable[[], Any], config: ServerConfig, *, make_params
     """The API app; ``publisher`` (already bound) receives the engine's KV events once the engine exists."""
     serving = Serving(get_loop, config)
     metrics = ServerMetrics(lambda: serving.loop.stats() if serving.started else None, config.model_name)
-    serving.on_finished.append(metrics.observe)
     serving.on_rejected.append(metrics.rejected.inc)
     unsubscribe: list[Callable[[], None]] = []
+    serving.on_started.append(lambda loop: unsubscribe.append(metrics.attach(loop)))
     if publisher is not None:
         serving.on_started.append(lambda loop: unsubscribe.append(loop.engine.subscribe_kv_events(publisher.publish)))
 

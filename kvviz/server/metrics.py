@@ -1,16 +1,16 @@
-"""``GET /metrics``: Prometheus text with vLLM 0.33.0's metric names (``vllm/v1/metrics/loggers.py``).
+"""``GET /metrics``: Prometheus text with vLLM 0.33.0's metric names, types, labels and buckets
+(``vllm/v1/metrics/loggers.py``, ``buckets.py``); docs/SERVER.md lists every vLLM name and which ones kvviz has.
 
-Engine-wide numbers (queues, KV usage, prefix-cache queries and hits, token and preemption totals) are
-read from ``EngineStats`` at scrape time, so requests from the app's pages count too; the per-request
-histograms (TTFT, end-to-end, queue time, time per output token) and ``vllm:request_success`` are
-observed when an API request finishes. Labels are vLLM's ``model_name`` and ``engine`` ("0").
-Each server has its own registry (no process-global state).
+Engine-wide gauges and counters are read from ``EngineStats`` at scrape time; the histograms and
+``vllm:request_success`` are observed from the engine's ``IterationStats`` after each step that gave
+tokens (every request of the engine, as vLLM's, not only the API's). Labels are vLLM's ``model_name`` and
+``engine`` ("0"). Each server has its own registry (no process-global state).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -23,17 +23,77 @@ LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.
                    240.0, 480.0, 960.0, 1920.0, 7680.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                40.0, 80.0)
+ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+PARAMS_N_BUCKETS = (1, 2, 5, 10, 20)
+PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 LABELS = ("model_name", "engine")
-FINISH_REASONS = ("stop", "length", "abort")
+# vLLM's FinishReason values, all exposed; kvviz's engine finishes with stop or length (see docs/SERVER.md)
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+CACHE_HIT_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")  # cache_hit_source.py order
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")  # stats.PromptTokenStats
+WAITING_REASONS = ("capacity", "deferred")
+
+
+def request_tokens_buckets(max_model_len: int) -> tuple[int, ...]:
+    """vLLM's ``request_tokens`` family: 1, 2, 5, 10, 20, 50, ... up to the model's length."""
+    out, scale = [], 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_model_len:
+                return tuple(out)
+            out.append(m * scale)
+        scale *= 10
+
+
+class StatsLike(Protocol):
+    """The scrape-time numbers (kvviz.engine's ``EngineStats``)."""
+
+    num_running: int
+    num_waiting: int
+    num_preemptions: int
+    kv_cache_usage: float
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+    num_blocks: int
+    block_size: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+    prompt_tokens_cached_total: int
+
+
+class FinishedLike(Protocol):
+    finish_reason: str
+    e2e_s: float
+    queued_s: float
+    prefill_s: float
+    decode_s: float
+    inference_s: float
+    mean_time_per_output_token_s: float
+    num_prompt_tokens: int
+    num_cached_tokens: int
+    num_generation_tokens: int
+    num_preemptions: int
+    max_tokens_param: int
+
+
+class IterationLike(Protocol):
+    """One step's observations (kvviz.engine.stats's ``IterationStats``)."""
+
+    num_prompt_computed: int
+    num_generation_tokens: int
+    ttfts_s: list[float]
+    itls_s: list[float]
+    finished: Sequence[FinishedLike]
 
 
 class _EngineCollector:
     """vLLM's gauges and counters, read from the engine's stats at each scrape (none before it starts)."""
 
-    def __init__(self, stats: Callable[[], Any | None], model: str) -> None:
+    def __init__(self, stats: Callable[[], StatsLike | None], model: str) -> None:
         self._stats = stats
         self._labels = [model, "0"]
+        self.cache_labels: dict[str, str] = {}  # vLLM's CacheConfig fields kvviz has a value for
 
     def describe(self) -> list[Metric]:
         return []  # collected lazily: the engine may not exist yet
@@ -42,6 +102,17 @@ class _EngineCollector:
         s = self._stats()
         if s is None:
             return
+        yield from self._gauges(s)
+        yield from self._counters(s)
+        # vLLM's info gauge (always 1): the cache config in its labels; num_gpu_blocks counts the null block
+        labels = {"block_size": str(s.block_size), "num_gpu_blocks": str(s.num_blocks),
+                  "enable_prefix_caching": "True", **self.cache_labels, "engine": "0"}
+        info = GaugeMetricFamily("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+                                 labels=tuple(labels))
+        info.add_metric(list(labels.values()), 1.0)
+        yield info
+
+    def _gauges(self, s: StatsLike) -> Iterator[Metric]:
         gauges = (("vllm:num_requests_running", "Requests in model execution batches.", s.num_running),
                   ("vllm:num_requests_waiting", "Requests waiting to be processed.", s.num_waiting),
                   ("vllm:kv_cache_usage_perc", "KV-cache usage (1 = every block in use).", s.kv_cache_usage))
@@ -49,56 +120,139 @@ class _EngineCollector:
             g = GaugeMetricFamily(name, doc, labels=LABELS)
             g.add_metric(self._labels, float(value))
             yield g
+        # kvviz defers no waiting request (no LoRA budget, no KV transfer): every one waits for capacity
+        yield self._labelled(GaugeMetricFamily, "vllm:num_requests_waiting_by_reason",
+                             "Waiting requests by reason (capacity or deferred).", "reason",
+                             {"capacity": s.num_waiting, "deferred": 0})
+        yield self._labelled(GaugeMetricFamily, "vllm:engine_sleep_state", "Engine sleep state (kvviz never sleeps).",
+                             "sleep_state", {"awake": 1, "weights_offloaded": 0, "discard_all": 0})
+
+    def _counters(self, s: StatsLike) -> Iterator[Metric]:
+        cached = s.prompt_tokens_cached_total
         counters = (("vllm:prefix_cache_queries", "Prefix-cache queries, in queried tokens.", s.prefix_cache_queries),
                     ("vllm:prefix_cache_hits", "Prefix-cache hits, in cached tokens.", s.prefix_cache_hits),
+                    ("vllm:external_prefix_cache_queries", "KV-connector cache queries (kvviz has no connector).", 0),
+                    ("vllm:external_prefix_cache_hits", "KV-connector cache hits (kvviz has no connector).", 0),
+                    ("vllm:mm_cache_queries", "Multi-modal cache queries (kvviz is text only).", 0),
+                    ("vllm:mm_cache_hits", "Multi-modal cache hits (kvviz is text only).", 0),
                     ("vllm:num_preemptions", "Preemptions in the engine.", s.num_preemptions),
                     ("vllm:prompt_tokens", "Prefill tokens processed.", s.prompt_tokens_total),
+                    ("vllm:prompt_tokens_cached", "Cached prompt tokens (local + external).", cached),
                     ("vllm:generation_tokens", "Generation tokens processed.", s.generation_tokens_total))
         for name, doc, value in counters:
             c = CounterMetricFamily(name, doc, labels=LABELS)
             c.add_metric(self._labels, float(value))
             yield c
-        # vLLM's info gauge (always 1): the pool's size in its labels; num_gpu_blocks counts the null block
-        info = GaugeMetricFamily("vllm:cache_config_info", "The engine's cache config.",
-                                 labels=("block_size", "num_gpu_blocks", "enable_prefix_caching", "engine"))
-        info.add_metric([str(s.block_size), str(s.num_blocks), "True", "0"], 1.0)
-        yield info
+        by_source = {"local_compute": s.prompt_tokens_total - cached, "local_cache_hit": cached,
+                     "external_kv_transfer": 0}
+        yield self._labelled(CounterMetricFamily, "vllm:prompt_tokens_by_source", "Prompt tokens by source.",
+                             "source", by_source)
+        hits = dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": s.prefix_cache_hits}
+        yield self._labelled(CounterMetricFamily, "vllm:prompt_tokens_cached_by_source",
+                             "Prefix-cache hit tokens by the cache tier that supplied them (kvviz: device only).",
+                             "source", hits)
+
+    def _labelled(self, kind: Any, name: str, doc: str, label: str, values: dict[str, int]) -> Metric:
+        family = kind(name, doc, labels=(*LABELS, label))
+        for key, value in values.items():
+            family.add_metric([*self._labels, key], float(value))
+        return family
 
 
 class ServerMetrics:
-    """The server's registry: the engine collector plus histograms observed per finished API request."""
+    """The server's registry: the engine collector plus histograms observed from the engine's steps."""
 
-    def __init__(self, stats: Callable[[], Any | None], model: str) -> None:
+    def __init__(self, stats: Callable[[], StatsLike | None], model: str) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(_EngineCollector(stats, model))  # type: ignore[arg-type]
-        labels = [model, "0"]
-
-        def hist(name: str, doc: str, buckets: tuple[float, ...]) -> Any:
-            return Histogram(name, doc, LABELS, registry=self.registry, buckets=buckets).labels(*labels)
-
-        self.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token (API requests).", TTFT_BUCKETS)
-        self.e2e = hist("vllm:e2e_request_latency_seconds", "End-to-end request latency (API requests).",
-                        LATENCY_BUCKETS)
-        self.queue = hist("vllm:request_queue_time_seconds", "Time in the waiting queue (API requests).",
-                          LATENCY_BUCKETS)
+        self._collector = _EngineCollector(stats, model)
+        self.registry.register(self._collector)  # type: ignore[arg-type]
+        self._labels = [model, "0"]
+        hist = self._hist
+        self.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token in seconds.", TTFT_BUCKETS)
+        self.itl = hist("vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", ITL_BUCKETS)
         self.tpot = hist("vllm:request_time_per_output_token_seconds", "Mean time per output token after the "
-                         "first (API requests).", ITL_BUCKETS)
-        success = Counter("vllm:request_success", "Finished API requests, by finish reason.",
+                         "first, per request.", ITL_BUCKETS)
+        self.e2e = hist("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.",
+                        LATENCY_BUCKETS)
+        self.queue = hist("vllm:request_queue_time_seconds", "Time in the WAITING phase.", LATENCY_BUCKETS)
+        self.inference = hist("vllm:request_inference_time_seconds", "Time in the RUNNING phase.", LATENCY_BUCKETS)
+        self.prefill = hist("vllm:request_prefill_time_seconds", "Time in the PREFILL phase.", LATENCY_BUCKETS)
+        self.decode = hist("vllm:request_decode_time_seconds", "Time in the DECODE phase.", LATENCY_BUCKETS)
+        self.iteration = hist("vllm:iteration_tokens_total", "Tokens per engine step.", ITERATION_TOKENS_BUCKETS)
+        self.preemptions = hist("vllm:request_num_preemptions", "Preemptions of a request.", PREEMPTIONS_BUCKETS)
+        self.params_n = hist("vllm:request_params_n", "The n request parameter.", PARAMS_N_BUCKETS)
+        self.token_hists: dict[str, Any] = {}  # vLLM's request_tokens family: made when max_model_len is known
+        success = Counter("vllm:request_success", "Finished requests, by finish reason.",
                           (*LABELS, "finished_reason"), registry=self.registry)
-        self.success = {r: success.labels(*labels, r) for r in FINISH_REASONS}
+        self.success = {r: success.labels(*self._labels, r) for r in FINISH_REASONS}
         self.rejected = Counter("kvviz:api_rejected_requests", "API requests refused with 429 (queue full).",
-                                LABELS, registry=self.registry).labels(*labels)
+                                LABELS, registry=self.registry).labels(*self._labels)
 
-    def observe(self, out: Any) -> None:
-        """One finished API request's latencies (those the engine measured) and finish reason."""
-        m = out.metrics
-        for hist, value in ((self.ttft, m.ttft_s), (self.e2e, m.e2e_s), (self.queue, m.queue_wait_s),
-                            (self.tpot, m.tpot_s)):
-            if value is not None and value >= 0:
-                hist.observe(value)
-        counter = self.success.get(out.finish_reason or "")
+    def _hist(self, name: str, doc: str, buckets: Sequence[float]) -> Any:
+        return Histogram(name, doc, LABELS, registry=self.registry, buckets=buckets).labels(*self._labels)
+
+    def attach(self, loop: Any) -> Callable[[], None]:
+        """Observe the engine of ``loop`` (once it exists): its steps, its length, its cache config; returns
+        the unsubscribe."""
+        engine = loop.engine
+        self._collector.cache_labels = cache_config_labels(engine)
+        if not self.token_hists:
+            buckets = request_tokens_buckets(int(engine.max_model_len))
+            for key, name, doc in TOKEN_HISTOGRAMS:
+                self.token_hists[key] = self._hist(name, doc, buckets)
+        return engine.subscribe_iteration_stats(self.record)
+
+    def record(self, it: IterationLike) -> None:
+        """One engine step's observations, as vLLM's ``PrometheusStatLogger.record``."""
+        self.iteration.observe(it.num_prompt_computed + it.num_generation_tokens)
+        for ttft in it.ttfts_s:
+            self.ttft.observe(ttft)
+        for itl in it.itls_s:
+            self.itl.observe(itl)
+        for f in it.finished:
+            self._finished(f)
+
+    def _finished(self, f: FinishedLike) -> None:
+        counter = self.success.get(f.finish_reason)
         if counter is not None:
             counter.inc()
+        for hist, value in ((self.e2e, f.e2e_s), (self.queue, f.queued_s), (self.prefill, f.prefill_s),
+                            (self.inference, f.inference_s), (self.decode, f.decode_s),
+                            (self.preemptions, f.num_preemptions), (self.tpot, f.mean_time_per_output_token_s)):
+            hist.observe(value)
+        tokens = {"prefill_kv_computed": f.num_prompt_tokens - f.num_cached_tokens,
+                  "prompt": f.num_prompt_tokens, "generation": f.num_generation_tokens,
+                  "max_tokens": f.max_tokens_param}
+        for key, value in tokens.items():
+            if key in self.token_hists and (key != "max_tokens" or value):
+                self.token_hists[key].observe(value)
+
+    def observe_parent(self, n: int, generation_tokens: Sequence[int]) -> None:
+        """One API request's ``n`` and its longest choice (vLLM observes a parent request once, when its
+        last child finished)."""
+        self.params_n.observe(n)
+        if "max_generation" in self.token_hists and generation_tokens:
+            self.token_hists["max_generation"].observe(max(generation_tokens))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+TOKEN_HISTOGRAMS = (
+    ("prompt", "vllm:request_prompt_tokens", "Prefill tokens per request."),
+    ("generation", "vllm:request_generation_tokens", "Generation tokens per request."),
+    ("max_generation", "vllm:request_max_num_generation_tokens", "Maximum requested generation tokens."),
+    ("max_tokens", "vllm:request_params_max_tokens", "The max_tokens request parameter."),
+    ("prefill_kv_computed", "vllm:request_prefill_kv_computed_tokens", "New KV tokens computed in prefill "
+     "(cached tokens excluded)."),
+)
+
+
+def cache_config_labels(engine: Any) -> dict[str, str]:
+    """vLLM's ``CacheConfig`` fields (``config/cache.py``) that kvviz's engine has a value for, as strings."""
+    config = getattr(engine, "config", None)
+    if config is None:
+        return {}
+    return {"cache_dtype": "auto",  # the K/V are kept in the model's dtype, vLLM's "auto"
+            "prefix_caching_hash_algo": str(config.hash_name), "kv_cache_memory_bytes": str(config.kv_cache_bytes),
+            "num_cpu_blocks": "None", "sliding_window": "None", "is_attention_free": "False"}
