@@ -1,5 +1,6 @@
-"""What must agree, exactly, between vLLM and kvviz serving the same weights: greedy tokens of three prompts
-(330 and 334 tokens sharing 232, then the first again; 24 new tokens each), ``cached_tokens`` per request,
+"""What must agree, exactly, between vLLM and kvviz serving the same weights: greedy answers to three prompts
+(330 and 334 tokens sharing 232, then the first again; 24 new tokens each: the text, the token count, and
+the first answer's token ids that the KV events carry), ``cached_tokens`` per request,
 the KV events (the first prompt's block hashes against ``kvviz hash``; both engines' events field for field)
 and the prefix-cache counters of /metrics.
 
@@ -100,6 +101,8 @@ def run_agreement(peers: list[Peer], prompts: list[list[int]]) -> dict[str, Any]
         events = [_event_dict(e) for e in peer.events.events()]
         out["engines"][peer.name] = {"streams": streams, "events": events,
                                      "counters": prefix_counters(peer.url)}
+    out["first_answer_ids"] = {name: first_answer_ids(e["events"], len(prompts[0]))
+                               for name, e in out["engines"].items()}
     return out
 
 
@@ -110,6 +113,17 @@ def first_stored_hashes(events: list[dict[str, Any]], n: int) -> list[Any]:
         if e["kind"] == "BlockStored":
             hashes.extend(e["block_hashes"])
     return hashes[:n]
+
+
+def first_answer_ids(events: list[dict[str, Any]], prompt_len: int) -> list[int]:
+    """The first answer's token ids that the KV events carry: the stored blocks' tokens, in order, past the
+    first prompt (its whole blocks, generated tokens included, are stored before any other prompt's)."""
+    ids: list[int] = []
+    for e in events:
+        if e["kind"] == "BlockStored":
+            ids.extend(e["token_ids"])
+    whole = (prompt_len + NEW_TOKENS - 1) // BLOCK_SIZE * BLOCK_SIZE  # the last token's K/V is never written
+    return ids[prompt_len:whole]
 
 
 def event_differences(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
@@ -128,9 +142,11 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
     first = len(data["kvviz_hash_first"])
     diffs = event_differences(v["events"], k["events"])
     checks = {
-        "greedy_tokens": {"equal": all(a["pieces"] == b["pieces"] and a["counts"] == b["counts"]
-                                       for a, b in zip(v["streams"], k["streams"], strict=True)),
-                          "completion_tokens": [[s["completion_tokens"] for s in e["streams"]] for e in (v, k)]},
+        "greedy_tokens": {"equal": all(a["text"] == b["text"] and a["completion_tokens"] == b["completion_tokens"]
+                                       for a, b in zip(v["streams"], k["streams"], strict=True))
+                          and data["first_answer_ids"]["vllm"] == data["first_answer_ids"]["kvviz"],
+                          "completion_tokens": [[s["completion_tokens"] for s in e["streams"]] for e in (v, k)],
+                          "first_answer_ids_in_events": data["first_answer_ids"]},
         "cached_tokens": {"vllm": [s["cached_tokens"] for s in v["streams"]],
                           "kvviz": [s["cached_tokens"] for s in k["streams"]]},
         "first_prompt_hashes": {"kvviz_hash": data["kvviz_hash_first"],

@@ -47,4 +47,6 @@ class PeerPlugin:
     def agreement(self) -> dict[str, Any]:
         if self.data is None:
             self.data = run_agreement(self.peers, agreement_prompts(self.tok))
+            self.data["first_answer_ids_decoded"] = {name: self.tok.decode(ids) for name, ids in
+                                                     self.data["first_answer_ids"].items()}
         return self.data

@@ -70,7 +70,7 @@ def _agreement(agreement: dict[str, Any]) -> list[str]:
             f"{agreement['shared_tokens']}; the third repeats the first), {agreement['new_tokens']} greedy tokens "
             "each, through the same streaming client:", "",
             "| check | vLLM-CPU | kvviz | |", "|---|---|---|---|",
-            f"| greedy tokens (text piece and count of every streamed token) | "
+            f"| greedy answers (text, token count; the first answer's ids in the KV events) | "
             f"{c['greedy_tokens']['completion_tokens'][0]} | {c['greedy_tokens']['completion_tokens'][1]} | "
             f"{ok('greedy_tokens')} |",
             f"| `usage.prompt_tokens_details.cached_tokens` | {c['cached_tokens']['vllm']} | "

@@ -14,12 +14,20 @@ def _engines(data):
     return data["engines"]["vllm"], data["engines"]["kvviz"]
 
 
-def test_greedy_tokens_equal(peer_agreement):
+def test_greedy_answers_equal(peer_agreement):
     vllm, kvviz = _engines(peer_agreement)
     for i, (a, b) in enumerate(zip(vllm["streams"], kvviz["streams"], strict=True)):
         assert a["completion_tokens"] == b["completion_tokens"] == peer_agreement["new_tokens"], i
-        assert a["pieces"] == b["pieces"], f"prompt {i}: {a['text']!r} != {b['text']!r}"
-        assert a["counts"] == b["counts"], i
+        assert a["text"] == b["text"], i  # chunks may differ: vLLM merges tokens into a chunk when it lags
+
+
+def test_first_answer_token_ids_equal(peer_agreement):
+    """The ids of the first answer's tokens in whole blocks (22 of 24), from each engine's KV events, are
+    the same and decode to the start of the streamed text."""
+    ids = peer_agreement["first_answer_ids"]
+    assert len(ids["vllm"]) == 22 and ids["vllm"] == ids["kvviz"]
+    text = peer_agreement["engines"]["vllm"]["streams"][0]["text"]
+    assert text.startswith(peer_agreement["first_answer_ids_decoded"]["kvviz"])
 
 
 def test_cached_tokens_equal(peer_agreement):
