@@ -41,6 +41,7 @@ def create_app(get_loop: Callable[[], Any], config: ServerConfig, *, make_params
     serving = Serving(get_loop, config)
     metrics = ServerMetrics(lambda: serving.loop.stats() if serving.started else None, config.model_name)
     serving.on_rejected.append(metrics.rejected.inc)
+    serving.on_request_finished.append(metrics.observe_api_request)
     unsubscribe: list[Callable[[], None]] = []
     serving.on_started.append(lambda loop: unsubscribe.append(metrics.attach(loop)))
     if publisher is not None:

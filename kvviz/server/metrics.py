@@ -227,12 +227,18 @@ class ServerMetrics:
             if key in self.token_hists and (key != "max_tokens" or value):
                 self.token_hists[key].observe(value)
 
-    def observe_parent(self, n: int, generation_tokens: Sequence[int]) -> None:
-        """One API request's ``n`` and its longest choice (vLLM observes a parent request once, when its
-        last child finished)."""
-        self.params_n.observe(n)
-        if "max_generation" in self.token_hists and generation_tokens:
-            self.token_hists["max_generation"].observe(max(generation_tokens))
+    def observe_api_request(self, jobs: Sequence[tuple[str, int]]) -> None:
+        """An API request whose every sequence finished: ``(engine request id, generated tokens)`` each.
+        vLLM observes each parent request once: its ``n`` and its longest child; children are named
+        ``{index}_{parent}`` (vLLM's naming, kept by the routes), a prompt with n = 1 is its own parent."""
+        groups: dict[str, list[int]] = {}
+        for request_id, tokens in jobs:
+            child, _, parent = request_id.partition("_")
+            groups.setdefault(parent if child.isdigit() and parent else request_id, []).append(tokens)
+        for tokens in groups.values():
+            self.params_n.observe(len(tokens))
+            if "max_generation" in self.token_hists:
+                self.token_hists["max_generation"].observe(max(tokens))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

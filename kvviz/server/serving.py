@@ -73,6 +73,8 @@ class Serving:
         self.pending = 0
         self.recent: deque[ApiRequest] = deque(maxlen=RECENT)  # newest last
         self.on_finished: list[Callable[[Any], None]] = []  # called with each finished RequestOutput
+        # called once an API request's every job finished (stop or length): (job id, generated tokens) each
+        self.on_request_finished: list[Callable[[list[tuple[str, int]]], None]] = []
         self.on_rejected: list[Callable[[], None]] = []  # called for each 429
         self.on_started: list[Callable[[Any], None]] = []  # called once with the engine loop, when it exists
 
@@ -190,6 +192,20 @@ class Serving:
     async def stream_many(self, jobs: list[Job], request: Request | None = None) -> AsyncIterator[tuple[int, Any]]:
         """``(job index, output)`` of several jobs as they come (vLLM's n child requests and prompts of one
         API request): admitted together; all are aborted when the client leaves or this is left early."""
+        done: dict[int, Any] = {}
+        inner = self._stream_jobs(jobs, request)
+        try:
+            async for index, out in inner:
+                if out.finished:
+                    done[index] = out
+                yield index, out
+        finally:
+            await inner.aclose()  # now, not at garbage collection: its cleanup aborts the engine requests
+        if len(done) == len(jobs) and all(o.finish_reason != "abort" for o in done.values()):
+            for hook in self.on_request_finished:
+                hook([(job.request_id, len(done[i].token_ids)) for i, job in enumerate(jobs)])
+
+    async def _stream_jobs(self, jobs: list[Job], request: Request | None) -> AsyncIterator[tuple[int, Any]]:
         self.admit(len(jobs))
         if len(jobs) == 1:
             async for out in self.stream(jobs[0], request, admitted=True):
