@@ -135,8 +135,10 @@ class LLMEngine:
 
     # -- requests -------------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams | None = None, *,
-                    cache_salt: str | None = None, priority: int = 0, client: str = "") -> None:
-        """Queue a prompt; CodedError for a bad or duplicate id, bad tokens or a prompt that cannot fit."""
+                    cache_salt: str | None = None, priority: int = 0, client: str = "",
+                    arrival_time: float | None = None) -> None:
+        """Queue a prompt; CodedError for a bad or duplicate id, bad tokens or a prompt that cannot fit.
+        ``arrival_time`` (``time.monotonic``): when a caller received it (default: now)."""
         if not isinstance(request_id, str) or not request_id or len(request_id) > MAX_REQUEST_ID_CHARS:
             raise CodedError(f"request id must be a non-empty string of at most {MAX_REQUEST_ID_CHARS} "
                              f"characters, got {request_id!r:.60}", "bad_request_id", got=repr(request_id)[:40])
@@ -157,8 +159,10 @@ class LLMEngine:
                              f"{self.max_model_len - 1:,} (max_model_len {self.max_model_len:,})",
                              "prompt_too_long", tokens=len(tokens), high=self.max_model_len - 1)
         params = params or SamplingParams()
-        req = Request(request_id, tokens, params, time.monotonic(),
+        now = time.monotonic()
+        req = Request(request_id, tokens, params, min(now, arrival_time if arrival_time is not None else now),
                       self.manager.request_block_hashes(tokens, cache_salt), cache_salt, priority, client)
+        req.metrics.queued_time = now
         req.generator = make_generator(params)
         self.requests[request_id] = req
         self.scheduler.add_request(req)

@@ -75,6 +75,7 @@ class _Intake:
     kwargs: dict
     stream: RequestStream
     done: threading.Event = field(default_factory=threading.Event)
+    arrival_time: float = field(default_factory=time.monotonic)  # when submitted (vLLM's arrival_time)
     error: BaseException | None = None
 
 
@@ -175,7 +176,8 @@ class EngineLoop:
             items, self._intake = self._intake, []
         for item in items:
             try:
-                self.engine.add_request(item.request_id, item.prompt_token_ids, item.params, **item.kwargs)
+                self.engine.add_request(item.request_id, item.prompt_token_ids, item.params,
+                                        arrival_time=item.arrival_time, **item.kwargs)
                 self._streams[item.request_id] = item.stream
             except BaseException as exc:  # noqa: BLE001 - raised in the submitting thread
                 item.error = exc

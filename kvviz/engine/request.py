@@ -24,7 +24,9 @@ class RequestStatus(StrEnum):
 
 @dataclass
 class RequestMetrics:
-    """Times (``time.monotonic`` seconds) of a request's life and the intervals derived from them."""
+    """Times (``time.monotonic`` seconds) of a request's life and the intervals derived from them; as
+    vLLM 0.33.0's ``RequestStateStats``: arrival (the caller got it), queued (the engine added it), first
+    scheduled, first and last token."""
 
     arrival_time: float
     first_scheduled_time: float | None = None
@@ -32,6 +34,7 @@ class RequestMetrics:
     last_token_time: float | None = None
     finished_time: float | None = None
     num_output_tokens: int = 0
+    queued_time: float | None = None  # added to the engine (after arrival: a submit waits for a running step)
     compute_share_s: float = 0.0  # sum over its steps of step time x its share of the step's tokens
     max_step_requests: int = 0  # the most requests any of its steps computed (1: it ran alone)
 
@@ -51,6 +54,14 @@ class RequestMetrics:
         if self.first_token_time is None or self.last_token_time is None or self.num_output_tokens < 2:
             return None
         return (self.last_token_time - self.first_token_time) / (self.num_output_tokens - 1)
+
+    @property
+    def engine_queue_s(self) -> float | None:
+        """Added to the engine to first scheduled (vLLM's ``request_queue_time``)."""
+        if self.first_scheduled_time is None:
+            return None
+        start = self.queued_time if self.queued_time is not None else self.arrival_time
+        return self.first_scheduled_time - start
 
     @property
     def prefill_s(self) -> float | None:
@@ -80,7 +91,8 @@ class RequestMetrics:
 
     def as_dict(self) -> dict[str, float | int | None]:
         out: dict[str, float | int | None] = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for k in ("queue_wait_s", "ttft_s", "tpot_s", "e2e_s", "prefill_s", "decode_s", "inference_s"):
+        for k in ("queue_wait_s", "ttft_s", "tpot_s", "e2e_s", "engine_queue_s", "prefill_s", "decode_s",
+                  "inference_s"):
             out[k] = getattr(self, k)
         return out
 

@@ -72,7 +72,7 @@ class IterationStats:
         n = len(req.output_token_ids)
         decode = m.decode_s or 0.0
         self.finished.append(FinishedRequestStats(
-            req.finish_reason or "", now - m.arrival_time, m.queue_wait_s or 0.0, m.prefill_s or 0.0, decode,
+            req.finish_reason or "", now - m.arrival_time, m.engine_queue_s or 0.0, m.prefill_s or 0.0, decode,
             m.inference_s or 0.0, decode / (n - 1) if n > 1 else 0.0, req.num_prompt_tokens,
             max(req.num_cached_tokens, 0), n, req.num_preemptions, req.sampling_params.max_tokens))
 

@@ -155,3 +155,19 @@ def test_buckets_labels_and_info(served_engine):
         for s in family.samples:
             if "model_name" in s.labels:
                 assert s.labels["model_name"] == "tiny" and s.labels["engine"] == "0"
+
+
+def test_arrival_before_the_engine_added_it(served_engine):
+    """A submit waits for the running step: TTFT and e2e run from arrival, the queue time from the add."""
+    import time
+
+    engine, metrics = served_engine
+    before = scrape(metrics)
+    engine.add_request("late", [3, 4, 5], SamplingParams(max_tokens=2, ignore_eos=True),
+                       arrival_time=time.monotonic() - 30.0)
+    while engine.has_unfinished_requests():
+        engine.step()
+    after = scrape(metrics)
+    assert delta(after, before, "vllm:time_to_first_token_seconds_sum") >= 30.0
+    assert delta(after, before, "vllm:e2e_request_latency_seconds_sum") >= 30.0
+    assert delta(after, before, "vllm:request_queue_time_seconds_sum") < 30.0
