@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from kvviz.engine.kv_memory import PagedKVMemory
-from kvviz.engine.weights import StepWeights
+from kvviz.engine.weights import StepWeights, packed_for
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class ModelRunner:
         self.group = self.heads // self.kv_heads  # query heads per K/V head (repeat_interleave order)
         self.scale = self.head_dim ** -0.5
         self.gqa = self.heads != self.kv_heads
-        self._packed: StepWeights | None = None  # packed on the first step (``_weights``)
+        self._packed: StepWeights | None = None  # the weights of the last step (``_weights``)
 
     def _plan(self, seqs: list[SeqInput]) -> _Plan:
         bs, dev = self.memory.block_size, self.device
@@ -142,9 +142,8 @@ class ModelRunner:
         return out
 
     def _weights(self) -> StepWeights:
-        """The step's projection weights, (re)packed when the model's weights changed since the last pack."""
-        if self._packed is None or not self._packed.current():
-            self._packed = StepWeights(self.model)
+        """The step's projection weights (the model's, shared by its engines), repacked when they changed."""
+        self._packed = packed_for(self.model)
         return self._packed
 
     def _rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

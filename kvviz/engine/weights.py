@@ -9,11 +9,12 @@ CPUs. Elsewhere (CUDA, other dtypes) the model's own weights are used as they ar
 Invariant: a packed weight is a copy of the model's weight at packing time; ``current`` says whether every
 source weight is still the same tensor, unmodified (identity and version counter), and the runner
 repacks when it is not. Packing costs a second copy of the weights in memory (about 540 MB in fp32 for
-SmolLM2-135M).
+SmolLM2-135M), once per model: every engine over the same model shares it (``packed_for``).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -93,3 +94,15 @@ class StepWeights:
         """True while every source weight is the tensor it was packed from, unmodified (no new tensor
         assigned, no in-place change: a view shares its base's version counter)."""
         return all(mod._parameters["weight"] is w and w._version == v for mod, w, v in self._watched)
+
+
+_PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its StepWeights
+
+
+def packed_for(model) -> StepWeights:
+    """The model's packed weights, shared by every engine over it; packed again when a source weight changed.
+    Callers hold the model's lock (``LoadedModel.lock``), so two engines never pack the same model at once."""
+    weights = _PACKED.get(model)
+    if weights is None or not weights.current():
+        weights = _PACKED[model] = StepWeights(model)
+    return weights

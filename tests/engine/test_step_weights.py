@@ -50,3 +50,12 @@ def test_a_weight_replaced_after_packing_is_repacked():
     o = lm.model.model.layers[0].self_attn.o_proj
     o.weight = torch.nn.Parameter(o.weight.detach() * 0.5, requires_grad=False)  # a new tensor
     assert torch.allclose(_logits(engine, ids), reference_logits(lm, ids), atol=1e-4)
+
+
+def test_engines_over_one_model_share_its_packed_weights():
+    lm = tiny_lm(seed=6)
+    one = LLMEngine(lm, EngineConfig(kv_cache_bytes=1 << 20, block_size=4))
+    two = LLMEngine(lm, EngineConfig(kv_cache_bytes=1 << 20, block_size=8))
+    _logits(one, [1, 2, 3])
+    _logits(two, [4, 5, 6])
+    assert one.runner._packed is two.runner._packed is not None  # one copy of the weights per model
