@@ -279,3 +279,33 @@ def test_a_client_killed_mid_stream_frees_its_blocks_within_a_second(inproc):
     conn.close()
     killed = time.monotonic()
     assert wait_engine_idle(inproc.loop, 1.0), f"blocks still held {time.monotonic() - killed:.2f} s after the kill"
+
+
+def test_n_children_share_the_prompt_blocks_and_logprobs_on_the_real_model(inproc):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{inproc.url}/v1", api_key="none", max_retries=0, timeout=120)
+    stream = client.completions.create(model="embedded", prompt=PROMPT, n=3, max_tokens=8, temperature=1.0, seed=1,
+                                       logprobs=2, stream=True, extra_body={"ignore_eos": True})
+
+    def shared_ref_cnts(engine) -> list[int]:
+        """ref_cnt of the blocks all three children hold, once all three run (else empty)."""
+        reqs = list(engine.requests.values())
+        if len(reqs) != 3 or any(r.num_computed_tokens == 0 for r in reqs):
+            return []
+        tables = [engine.manager.block_ids(r.request_id) for r in reqs]
+        return [engine.pool.blocks[b].ref_cnt for b in tables[0] if all(b in t for t in tables)]
+
+    seen: list[int] = []
+    texts, tokens = ["", "", ""], [[], [], []]
+    for chunk in stream:
+        if not seen:  # the children reach the engine one by one: look until all three run
+            seen = inproc.loop.call(shared_ref_cnts)
+        for c in chunk.choices:
+            texts[c.index] += c.text
+            tokens[c.index] += c.logprobs.tokens if c.logprobs else []
+    assert seen and set(seen) == {3}  # the prompt's full blocks, one copy, used by all three
+    assert len(seen) == (len(inproc.loop.engine.tokenizer(PROMPT)["input_ids"])) // inproc.loop.engine.block_size
+    special = set(inproc.loop.engine.tokenizer.all_special_tokens)  # in logprobs, left out of the text (as vLLM)
+    assert all(len(t) == 8 for t in tokens) and ["".join(p for p in t if p not in special) for t in tokens] == texts
+    assert wait_engine_idle(inproc.loop, 10)
