@@ -28,6 +28,10 @@ class FakeTokenizer:
         return 50_000
 
     def encode(self, text: str) -> list[int]:
+        try:  # as the real (Rust) tokenizers: text that is not valid Unicode is a TypeError
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TypeError("TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, ...]]") from None
         return [1] + [ord(c) % 997 + 2 for c in text]
 
     def __call__(self, text: str, add_special_tokens: bool = True, return_attention_mask: bool = False) -> dict:

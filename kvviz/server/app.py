@@ -17,10 +17,10 @@ from starlette.exceptions import HTTPException
 from kvviz.server.config import ServerConfig
 from kvviz.server.errors import (
     APIError,
+    LastResort,
     api_error_handler,
     bad_request,
     http_error_handler,
-    unexpected_error_handler,
 )
 from kvviz.server.kv_publisher import KVEventPublisher
 from kvviz.server.metrics import ServerMetrics
@@ -66,7 +66,7 @@ def create_app(get_loop: Callable[[], Any], config: ServerConfig, *, make_params
     app.add_exception_handler(HTTPException, http_error_handler)
     app.add_exception_handler(RequestValidationError,
                               lambda r, e: api_error_handler(r, bad_request("the request is malformed")))
-    app.add_exception_handler(Exception, unexpected_error_handler)
+    app.add_middleware(LastResort)  # defects: one log line and a 500, never a traceback
     app.state.serving = serving
     app.state.metrics = metrics
     app.state.publisher = publisher

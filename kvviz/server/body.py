@@ -10,7 +10,7 @@ import json
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from kvviz.server.errors import APIError, bad_request, from_validation
 
@@ -23,11 +23,14 @@ async def read_bytes(request: Request, limit: int) -> bytes:
         raise APIError(413, f"the request body has {int(declared):,} bytes (at most {limit:,})")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise APIError(413, f"the request body is over {limit:,} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise APIError(413, f"the request body is over {limit:,} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client hung up mid-body: nobody reads the answer, nothing to log
+        raise APIError(400, f"the client closed the connection after {size:,} bytes of its body") from None
     return b"".join(chunks)
 
 
@@ -42,6 +45,8 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise bad_request(f"the request body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise bad_request("the request body is nested too deeply") from None
+    except ValueError as exc:  # Python's int() limit: an integer of more than 4,300 digits
+        raise bad_request(f"the request body has a number Python refuses to read ({str(exc)[:120]})") from None
     if not isinstance(obj, dict):
         raise bad_request(f"the request body must be a JSON object, not {type(obj).__name__}")
     return obj

@@ -27,4 +27,15 @@ def encode_prompt(tokenizer: Any, prompt: str | list[int]) -> list[int]:
     """A completion prompt's token ids: text through the tokenizer (with its BOS, if any), ids as given."""
     if isinstance(prompt, list):
         return list(prompt)
+    check_unicode(prompt, "prompt")
     return [int(t) for t in tokenizer(prompt, add_special_tokens=True, return_attention_mask=False)["input_ids"]]
+
+
+def check_unicode(text: str, param: str) -> None:
+    """400 for text that is not valid Unicode (JSON allows a lone surrogate such as ``\\ud800``; no tokenizer
+    can encode it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise bad_request(f"{param}: the text has a lone surrogate (U+{ord(text[exc.start]):04X}) at "
+                          f"character {exc.start}: it is not valid Unicode", param) from None

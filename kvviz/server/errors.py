@@ -8,6 +8,7 @@ error a client causes is a 4xx JSON body and one log line at most, never a trace
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from http import HTTPStatus
@@ -104,12 +105,37 @@ async def api_error_handler(_request: Any, exc: Exception) -> JSONResponse:
     return exc.response()
 
 
-async def unexpected_error_handler(request: Any, exc: Exception) -> JSONResponse:
-    """A defect, not bad input: one log line (no traceback in the log) and a 500 JSON body."""
-    log.error("kvviz server: %s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__,
-              str(exc).splitlines()[0][:200] if str(exc) else "")
-    return JSONResponse(error_body("internal error in kvviz (see the server log)", "InternalServerError", 500),
-                        status_code=500)
+class LastResort:
+    """ASGI middleware under Starlette's error middleware: a defect in a handler is one log line and a 500
+    JSON body (or, once the response started, the end of that body), never re-raised, so neither Starlette
+    nor uvicorn logs "Exception in ASGI application" with a traceback."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:  # noqa: BLE001 - the last line: every defect is answered here
+            first = str(exc).splitlines()[0][:200] if str(exc) else ""
+            log.error("kvviz server: %s %s failed: %s: %s", scope.get("method"), scope.get("path"),
+                      type(exc).__name__, first)
+            if not started:
+                body = error_body("internal error in kvviz (see the server log)", "InternalServerError", 500)
+                await JSONResponse(body, status_code=500)(scope, receive, send)
+            else:
+                with contextlib.suppress(Exception):  # the client may be gone already
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def http_error_handler(_request: Any, exc: Exception) -> JSONResponse:
