@@ -97,8 +97,8 @@ class _Sampling(_Edge):
     @classmethod
     def _stop(cls, value: str | list[str] | None) -> str | list[str] | None:
         items = [value] if isinstance(value, str) else (value or [])
-        if len(items) > MAX_STOP:
-            raise ValueError(f"at most {MAX_STOP} stop sequences")
+        if len(items) > MAX_STOP:  # the words of vLLM's pydantic check (max_length=VLLM_MAX_STOP_STRINGS)
+            raise ValueError(f"List should have at most {MAX_STOP} items after validation, not {len(items)}")
         if any(not s or len(s) > MAX_STOP_CHARS for s in items):
             raise ValueError(f"each stop sequence must have 1..{MAX_STOP_CHARS} characters")
         return value

@@ -186,5 +186,6 @@ def test_vllm_refusals(client):
     with pytest.raises(openai.BadRequestError) as err:
         client.completions.create(model="embedded", prompt="x", logprobs=21)
     assert "greater than max allowed: 20" in str(err.value)
-    with pytest.raises(openai.BadRequestError):
+    with pytest.raises(openai.BadRequestError) as err:  # VLLM_MAX_STOP_STRINGS, 4 by default
         client.completions.create(model="embedded", prompt="x", stop=["a", "b", "c", "d", "e"])
+    assert "List should have at most 4 items after validation, not 5" in str(err.value)
