@@ -206,14 +206,15 @@ TIMING_NOISE = (
     "Longer prompts, or an edit nearer their end, show the saving."
 )
 TIMING_RUNNING = "Timing B on the engine: recomputed in full, and on its reused blocks, several times each…"
-# B's compute time is given once, by the measured medians (M_REUSE_MS): the note names the count only.
+# Compute times are given once, by the measured medians (M_REUSE_MS, M_FULL_MS): the note gives counts only
+# (A's single first run, seconds on a cold or busy engine, read as a contradiction of B's medians).
 ENGINE_NOTE = (
     "On kvviz's engine: A ran first ({a_state}); then B reused {reused:,} token(s), its block table "
     "starting with A's physical blocks {shared}, and computed the other {computed:,} token(s): their time "
     "is “{measured}” above."
 )
-A_STATE_CACHED = "all but its last {tokens:,} token(s) already cached, computed in {ms:,.0f} ms"
-A_STATE_COMPUTED = "computed now in {ms:,.0f} ms"
+A_STATE_CACHED = "all but its last {tokens:,} token(s) already cached"
+A_STATE_COMPUTED = "computed now"
 ENGINE_SHARED_NONE = "(none)"
 ENGINE_SHORT = (
     "The engine reused {engine:,} tokens where the chains allow {chain:,}: some of A's blocks were evicted "

@@ -115,9 +115,9 @@ def engine_note(edit: EditReport) -> str:
     """How A and B went through the engine: A cached or computed, B's reuse and shared block ids."""
     a = edit.run_a
     if a.num_cached_tokens:
-        a_state = T.A_STATE_CACHED.format(tokens=a.num_computed_tokens, ms=a.compute_ms)
+        a_state = T.A_STATE_CACHED.format(tokens=a.num_computed_tokens)
     else:
-        a_state = T.A_STATE_COMPUTED.format(ms=a.compute_ms)
+        a_state = T.A_STATE_COMPUTED
     shared = edit.run_b.block_ids[:edit.shared_blocks]
     ids = ", ".join(f"#{b}" for b in shared[:8]) + (" …" if len(shared) > 8 else "")
     return T.ENGINE_NOTE.format(a_state=a_state, reused=edit.engine_reused_tokens,
