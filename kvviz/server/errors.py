@@ -2,7 +2,7 @@
 
 vLLM 0.33.0 (``vllm/entrypoints/serve/exception_handling/``) answers a validation error with 400 and
 the field in ``param``, an unknown model with 404 ``NotFoundError``; kvviz adds 401 (API key), 403
-(presenter key), 413 (body too large) and 429 with ``Retry-After`` (waiting queue full). Invariant: every
+(presenter key), 413 (body too large); a full waiting queue is 503 with ``Retry-After`` as vLLM's. Invariant: every
 error a client causes is a 4xx JSON body and one log line at most, never a traceback.
 """
 

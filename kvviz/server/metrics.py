@@ -185,8 +185,12 @@ class ServerMetrics:
         success = Counter("vllm:request_success", "Finished requests, by finish reason.",
                           (*LABELS, "finished_reason"), registry=self.registry)
         self.success = {r: success.labels(*self._labels, r) for r in FINISH_REASONS}
-        self.rejected = Counter("kvviz:api_rejected_requests", "API requests refused with 429 (queue full).",
-                                LABELS, registry=self.registry).labels(*self._labels)
+        # vLLM 0.33.0's frontend admission counter (labels model_name, reason; no engine label); kvviz has
+        # no prefill-token limit, so its max_num_queued_tokens child stays 0
+        admission = Counter("vllm:admission_rejections", "Requests refused with 503 by a queue limit, by reason.",
+                            ("model_name", "reason"), registry=self.registry)
+        admission.labels(model, "max_num_queued_tokens")
+        self.rejected = admission.labels(model, "max_num_queued_reqs")
 
     def _hist(self, name: str, doc: str, buckets: Sequence[float]) -> Any:
         return Histogram(name, doc, LABELS, registry=self.registry, buckets=buckets).labels(*self._labels)

@@ -1,10 +1,10 @@
-"""The bridge from HTTP requests to kvviz's one engine loop: admission (429), engine inputs, the stream
+"""The bridge from HTTP requests to kvviz's one engine loop: admission (503), engine inputs, the stream
 of outputs, and aborts when a client goes away.
 
 ``EngineLoop.submit`` returns a blocking iterator; one small thread per request moves its outputs onto
 the event loop. Invariants: a request that leaves this module unfinished (client gone, error, server
 shutting down) is aborted in the engine, which frees its blocks; ``pending`` counts the API requests
-submitted that have not produced an output yet (the waiting queue a 429 protects).
+submitted that have not produced an output yet (the waiting queue a 503 protects).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Serving:
         self.on_finished: list[Callable[[Any], None]] = []  # called with each finished RequestOutput
         # called once an API request's every job finished (stop or length): (job id, generated tokens) each
         self.on_request_finished: list[Callable[[list[tuple[str, int]]], None]] = []
-        self.on_rejected: list[Callable[[], None]] = []  # called for each 429
+        self.on_rejected: list[Callable[[], None]] = []  # called for each 503 (queue full)
         self.on_started: list[Callable[[Any], None]] = []  # called once with the engine loop, when it exists
 
     # ------------------------------------------------------------------ the engine
@@ -121,16 +121,17 @@ class Serving:
         return max(1, min(cap, self.max_model_len - len(prompt_ids)))
 
     def admit(self, count: int = 1) -> None:
-        """429 with Retry-After when ``count`` more would make over ``max_waiting`` API requests that wait
-        for their first token (a request with n choices or several prompts counts each)."""
+        """503 with Retry-After when ``count`` more would make over ``max_waiting`` API requests that wait
+        for their first token (a request with n choices or several prompts counts each), as vLLM 0.33.0's
+        ``--max-num-queued-reqs`` answers (``QueueOverflowError``: 503, type "Service Unavailable")."""
         if count > self.config.max_waiting:
             raise bad_request(f"n: this request asks for {count} sequences (n x prompts); this server lets at "
                               f"most {self.config.max_waiting} wait at once (--max-waiting)", "n")
         if self.pending + count > self.config.max_waiting:
             for hook in self.on_rejected:
                 hook()
-            raise APIError(429, f"the waiting queue is full ({self.pending} requests wait for the engine); "
-                           f"retry in {self.config.retry_after_s} s",
+            raise APIError(503, f"the engine is busy: {self.pending} requests already wait for it; retry "
+                           f"later or on another instance", err_type="Service Unavailable",
                            headers={"Retry-After": str(self.config.retry_after_s)})
 
     def reset_prefix_cache(self) -> bool:

@@ -1,4 +1,4 @@
-"""Admission (429 + Retry-After), disconnect-aborts, /metrics through prometheus_client's parser, and
+"""Admission (503 + Retry-After, as vLLM's --max-num-queued-reqs), disconnect-aborts, /metrics through prometheus_client's parser, and
 the KV-event publisher read by kvviz's own subscriber (over the engine-loop test double)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def _open_stream(url: str, body: dict) -> tuple[http.client.HTTPConnection, http
     return conn, conn.getresponse()
 
 
-def test_full_waiting_queue_is_429_with_retry_after(served):
+def test_full_waiting_queue_is_503_with_retry_after_and_counted(served):
     s = served(max_waiting=2)
     s.loop.gate.clear()  # the engine holds every request before its first token
     results: list[int] = []
@@ -32,8 +32,16 @@ def test_full_waiting_queue_is_429_with_retry_after(served):
     while len(s.loop.submitted) < 2:  # both admitted before the third arrives
         threads[0].join(0.01)
     status, headers, data = request(s.url, "POST", "/v1/completions", {"prompt": "third", "max_tokens": 1})
-    assert status == 429 and headers["retry-after"] == "1"
-    assert json.loads(data)["error"]["type"] == "RateLimitError"
+    assert status == 503 and headers["retry-after"] == "1"
+    err = json.loads(data)["error"]
+    assert err["type"] == "Service Unavailable" and err["code"] == 503 and err["param"] is None
+    scraped = {(x.name, tuple(sorted(x.labels.items()))): x.value
+               for fam in text_string_to_metric_families(request(s.url, "GET", "/metrics")[2].decode())
+               for x in fam.samples}
+    model = s.config.model_name
+    assert scraped[("vllm:admission_rejections_total", (("model_name", model), ("reason", "max_num_queued_reqs")))] == 1
+    assert scraped[("vllm:admission_rejections_total", (("model_name", model),
+                                                        ("reason", "max_num_queued_tokens")))] == 0
     s.loop.gate.set()
     for t in threads:
         t.join(10)
