@@ -70,7 +70,8 @@ class SideChannelResult:
     device: str
     dtype: str
     probes: list[Probe] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole measurement, start to end (waits for a quiet engine included)
+    compute_s: float = 0.0  # the engine compute of every prefill it ran: warm-up, victims and probes
 
     def latencies(self, group: str) -> list[float]:
         return [p.latency_ms for p in self.probes if p.group == group]
@@ -129,7 +130,7 @@ class SideChannelResult:
             "cached_ms": [round(x, 3) for x in self.latencies("cached")],
             "uncached_ms": [round(x, 3) for x in self.latencies("uncached")],
             "waited_ms_max": round(max((p.waited_ms for p in self.probes), default=0.0), 3),
-            "seconds": round(self.seconds, 2),
+            "seconds": round(self.seconds, 2), "compute_s": round(self.compute_s, 3),
         }
 
 
@@ -174,18 +175,21 @@ def measure_side_channel(loop: EngineLoop | None = None, *, trials: int = 12, pr
     result = SideChannelResult(salted, trials, block_size, prefix_blocks, need, lm.info.device, lm.info.dtype)
     namespace = trial_namespace()
     start = time.perf_counter()
-    run_alone(loop, [alts[trials]] + prefix[1:] + [suffix], cache_salt=namespace(-1))  # warm-up, not counted
+    warm = run_alone(loop, [alts[trials]] + prefix[1:] + [suffix], cache_salt=namespace(-1))  # not a probe
+    compute_ms = warm.compute_ms
     for t in range(trials):
         shared = namespace(t)
-        run_alone(loop, victim_ids, cache_salt=shared + ":victim" if salted else shared)
+        compute_ms += run_alone(loop, victim_ids, cache_salt=shared + ":victim" if salted else shared).compute_ms
         probes = {"cached": prefix + [suffix], "uncached": [alts[t]] + prefix[1:] + [suffix]}
         order = ["cached", "uncached"]
         rng.shuffle(order)
         for group in order:
             p = run_alone(loop, probes[group], cache_salt=shared)
+            compute_ms += p.compute_ms
             result.probes.append(Probe(t, group, p.compute_ms, p.waited_ms, p.cached_tokens // block_size,
                                        p.computed_tokens))
         if progress is not None:
             progress(t + 1, trials)
     result.seconds = time.perf_counter() - start
+    result.compute_s = compute_ms / 1000.0
     return result

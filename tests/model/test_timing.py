@@ -40,6 +40,9 @@ def test_cached_prefix_is_measurably_faster_and_salt_removes_the_hits(loop):
     # the measured ordering (medians over 7 trials; 1 vs 49 computed tokens), not absolute times
     assert plain.cached_median_ms < plain.uncached_median_ms
     assert plain.auc > 0.5 and plain.ratio > 1.0
+    # its compute: every prefill it ran (probes, victims, warm-up), inside the run's length
+    probes_s = sum(p.latency_ms for p in plain.probes) / 1000
+    assert probes_s < plain.compute_s <= plain.seconds
     salted = measure_side_channel(loop, trials=3, prefix_blocks=3, salted=True, seed=1)
     assert {p.hit_blocks for p in salted.probes} == {0}  # salted victim: the probe hits nothing
     assert {p.computed_tokens for p in salted.probes} == {49}
