@@ -50,6 +50,8 @@ def render_chat() -> None:
     last = chat.turns[-1]
     st.caption(T.CHAT_LINE.format(turn=len(chat.turns), cached=last.cached_tokens, prompt=last.prompt_tokens,
                                   computed=last.computed_tokens))
+    if last.compute_ms is not None and last.e2e_ms is not None:
+        st.caption(T.CHAT_COMPUTE.format(compute=last.compute_ms, e2e=last.e2e_ms))
     cols = T.CHAT_TABLE
     rows = [{cols["turn"]: i + 1, cols["prompt"]: t.prompt_tokens, cols["cached"]: t.cached_tokens,
              cols["computed"]: t.computed_tokens, cols["answer"]: t.output_tokens,

@@ -44,6 +44,7 @@ class ChatTurn:
     e2e_ms: float | None
     finish_reason: str | None
     choices: tuple[TokenChoice, ...] = ()  # one per answer token (the engine's logprobs)
+    compute_ms: float | None = None  # the engine's step time spent on it (its share of each step's tokens)
 
     @property
     def computed_tokens(self) -> int:
@@ -106,7 +107,7 @@ def chat_turn(loop: Any, chat: Chat, user: str, *, max_tokens: int = 48, request
     m = out.metrics
     turn = ChatTurn(text, out.text.strip(), out.num_prompt_tokens, out.num_cached_tokens, len(out.token_ids),
                     None if m.ttft_s is None else m.ttft_s * 1000, None if m.e2e_s is None else m.e2e_s * 1000,
-                    out.finish_reason, token_choices(tokenizer, out.logprobs or []))
+                    out.finish_reason, token_choices(tokenizer, out.logprobs or []), m.compute_share_s * 1000)
     chat.messages += [{"role": "user", "content": text}, {"role": "assistant", "content": out.text}]
     chat.ids = ids + list(out.token_ids)
     chat.turns.append(turn)

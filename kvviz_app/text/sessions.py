@@ -312,6 +312,8 @@ CHAT_EMPTY = "No message yet: type one and press Send."
 CHAT_TABLE = {"turn": "turn", "prompt": "prompt tokens", "cached": "from cache", "computed": "computed tokens",
               "answer": "answer tokens", "ttft": "TTFT, ms"}
 CHAT_LINE = "Turn {turn}: {cached:,} of {prompt:,} prompt tokens came from the cache, {computed:,} were computed."
+CHAT_COMPUTE = ("Engine compute of this turn: {compute:,.0f} ms (its share of the steps that ran it); "
+                "{e2e:,.0f} ms from its arrival to its last token.")
 CHAT_PROBS = "Show the model's choice for each answer token"
 CHAT_PROBS_HELP = (
     "Under each answer, a table: every token of the answer, the probability the model gave it (its raw "

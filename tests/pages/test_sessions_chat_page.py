@@ -37,6 +37,10 @@ def test_two_turns_second_reads_the_first_from_cache():
     # the whole first exchange is reused but the last partial block (and the never-fed last answer token)
     exchange = first.prompt_tokens + first.output_tokens - 1
     assert second.cached_tokens == exchange // 16 * 16 > 0
+    # each turn's engine compute (its share of the steps) fits in its arrival-to-finish time; the last one shown
+    assert all(0 < t.compute_ms <= t.e2e_ms for t in chat.turns)
+    shown = T.CHAT_COMPUTE.format(compute=second.compute_ms, e2e=second.e2e_ms)
+    assert shown in [c.value for c in at.caption]
     tables = [df.value for df in at.dataframe if T.CHAT_TABLE["cached"] in df.value.columns]
     assert tables and list(tables[-1][T.CHAT_TABLE["cached"]]) == [0, second.cached_tokens]
     at.toggle(key="ss_chat_probs").set_value(True).run()
