@@ -24,7 +24,8 @@ Where each figure is explained: the model's start-up and prefill in [MODEL.md](M
 (decode, TTFT, resident K/V, soak) in [ENGINE.md](ENGINE.md), continuous batching in
 [BATCHING.md](BATCHING.md), the room under load in [SECURITY.md](SECURITY.md), the edit page in
 [PAGES.md](PAGES.md#edit-one-character), the traffic analyzer in [WORKLOAD.md](WORKLOAD.md), the API in
-[SERVER.md](SERVER.md).
+[SERVER.md](SERVER.md); bench_workshop times a room Send, the side channel's Measure and a chat turn from the
+click to the result drawn, each beside the engine compute the page reports for it (the rest is waiting).
 """
 
 MACHINE_ROWS = (("cpu", "CPU"), ("cores", "cores"), ("memory_gib", "memory (GiB)"), ("os", "OS"),
