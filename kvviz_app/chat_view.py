@@ -21,6 +21,7 @@ CHAT_NEW_TOKENS = 48
 def render_chat() -> None:
     st.subheader(T.CHAT_HEADER)
     st.markdown(T.CHAT_INTRO.format(new=CHAT_NEW_TOKENS))
+    st.caption(T.CHAT_TINY)  # the settings were measured: none makes this model's Russian better (docs/PAGES.md)
     chat: Chat = st.session_state.setdefault("ss_chat", Chat())
     with st.form("ss_chat_form", clear_on_submit=True):
         message = st.text_input(T.CHAT_INPUT, key="ss_chat_input")

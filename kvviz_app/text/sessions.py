@@ -305,6 +305,10 @@ CHAT_INTRO = (
     "engine and becomes part of the next prompt, token for token, so the next turn finds the whole "
     "conversation in the cache except its last partial block. Answers are short ({new} tokens at most)."
 )
+CHAT_TINY = (
+    "The model is tiny (SmolLM2-135M, 4-bit weights): its answers are often wrong, and in languages other "
+    "than English it mostly repeats the question. The lesson here is the cache, not the answer."
+)
 CHAT_INPUT = "Your message"
 CHAT_SEND = "Send"
 CHAT_NEW = "New chat"
