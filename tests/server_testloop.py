@@ -35,12 +35,26 @@ class FakeTokenizer:
         return [1] + [ord(c) % 997 + 2 for c in text]
 
     def __call__(self, text: str, add_special_tokens: bool = True, return_attention_mask: bool = False) -> dict:
-        return {"input_ids": self.encode(text)}
+        ids = self.encode(text)
+        return {"input_ids": ids if add_special_tokens else ids[1:]}  # id 1 is the double's BOS
 
-    def apply_chat_template(self, messages: list[dict], tokenize: bool, add_generation_prompt: bool) -> list[int]:
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return "".join(chr(t - 2) for t in ids if t >= 2)
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        return ["<s>" if t == 1 else chr(t - 2) if t >= 2 else "<eos>" for t in ids]
+
+    def apply_chat_template(self, messages: list[dict], tokenize: bool = True, add_generation_prompt: bool = False,
+                            continue_final_message: bool = False) -> list[int] | str:
         if any(m["role"] == "developer" for m in messages):
             raise ValueError("this template has no developer role")
-        return self.encode("".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>")
+        parts = []
+        for m in messages:  # tool calls as a template that shows them would: name and (dict) arguments
+            calls = "".join(f"[call {c['function']['name']}({c['function']['arguments']})]"
+                            for c in m.get("tool_calls") or [])
+            parts.append(f"<{m['role']}>{m['content']}{calls}")
+        text = "".join(parts) + ("<assistant>" if add_generation_prompt else "" if continue_final_message else "<end>")
+        return self(text, add_special_tokens=True)["input_ids"] if tokenize else text
 
 
 class FakeEngine:

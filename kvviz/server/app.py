@@ -14,6 +14,8 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
+from kvviz import __version__ as kvviz_version
+from kvviz.server import openapi
 from kvviz.server.config import ServerConfig
 from kvviz.server.errors import (
     APIError,
@@ -24,8 +26,10 @@ from kvviz.server.errors import (
 )
 from kvviz.server.kv_publisher import KVEventPublisher
 from kvviz.server.metrics import ServerMetrics
+from kvviz.server.protocol import ChatCompletionRequest, CompletionRequest
 from kvviz.server.routes import Routes, build_router
 from kvviz.server.serving import Serving
+from kvviz.server.tokenize import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
 
 
 def engine_params(**kwargs: Any) -> Any:
@@ -59,7 +63,11 @@ def create_app(get_loop: Callable[[], Any], config: ServerConfig, *, make_params
             if publisher is not None:
                 publisher.stop()
 
-    app = FastAPI(title="kvviz", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="kvviz", version=kvviz_version, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json")
+    openapi.install(app, {"/v1/completions": [CompletionRequest], "/v1/chat/completions": [ChatCompletionRequest],
+                          "/tokenize": [TokenizeCompletionRequest, TokenizeChatRequest],
+                          "/detokenize": [DetokenizeRequest]})
     routes = Routes(serving, metrics, make_params)
     app.include_router(build_router(routes))
     app.add_exception_handler(APIError, api_error_handler)

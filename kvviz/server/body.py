@@ -7,6 +7,7 @@ body can be wrong (binary, not JSON, not an object, a field of the wrong type) i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -52,9 +53,12 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-async def read_model(request: Request, model: type[M], limit: int) -> M:
-    """The validated request model of ``request``'s body."""
+async def read_model(request: Request, model: type[M] | Callable[[dict[str, Any]], type[M]], limit: int) -> M:
+    """The validated request model of ``request``'s body (``model`` a type, or a function that picks the
+    type from the JSON object, for a union such as vLLM's tokenize request)."""
     obj = parse_json(await read_bytes(request, limit))
+    if not isinstance(model, type):
+        model = model(obj)
     try:
         return model.model_validate(obj)
     except ValidationError as exc:

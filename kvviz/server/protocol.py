@@ -217,12 +217,42 @@ class TextPart(_Edge):
     text: str
 
 
+class FunctionCall(_Edge):
+    name: str = Field(max_length=256)
+    arguments: str  # JSON text, as OpenAI sends it
+
+
+class ToolCall(_Edge):
+    """One tool call an assistant message made earlier in the conversation (an agent's history)."""
+
+    id: str = Field(max_length=256)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(_Edge):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
+    """A message; as vLLM 0.33.0 takes them, an assistant message may carry ``tool_calls`` with ``content``
+    null, and a ``tool`` message answers one call (``tool_call_id``)."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None
     name: str | None = Field(None, max_length=64)
+    tool_calls: list[ToolCall] | None = Field(None, max_length=128)
+    tool_call_id: str | None = Field(None, max_length=256)
+
+    @model_validator(mode="after")
+    def _roles(self) -> ChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content may be null only in an assistant message with tool_calls")
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only an assistant message has tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id it answers")
+        return self
 
     def text(self) -> str:
+        if self.content is None:
+            return ""
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
 
 
@@ -239,8 +269,13 @@ class ChatCompletionRequest(_Sampling):
     @model_validator(mode="before")
     @classmethod
     def _noop(cls, data: Any) -> Any:
-        return _check_noop(data, {**_NOOP_COMMON, "tools": (None, []), "tool_choice": (None, "none"),
-                                  "response_format": (None, {"type": "text"})})
+        if isinstance(data, dict):  # both need guided decoding, which kvviz's engine does not have
+            for name, allowed in (("tools", (None, [])), ("tool_choice", (None, "none")),
+                                  ("response_format", (None, {"type": "text"}))):
+                if name in data and data[name] not in allowed:
+                    raise FieldError(name, f"kvviz has no guided decoding, so it serves neither tool calling nor "
+                                     f"structured output: send no `{name}` (tool messages in `messages` are fine)")
+        return _check_noop(data, _NOOP_COMMON)
 
     @model_validator(mode="after")
     def _logprobs(self) -> ChatCompletionRequest:

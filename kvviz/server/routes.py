@@ -1,6 +1,7 @@
 """The HTTP routes, following vLLM 0.33.0's OpenAI server: ``/v1/completions``, ``/v1/chat/completions``
-(``stream: true`` as server-sent events ending in ``data: [DONE]``), ``/v1/models``, ``/health``,
-``/metrics`` and ``/reset_prefix_cache`` (presenter key). Every handler validates its body once
+(``stream: true`` as server-sent events ending in ``data: [DONE]``), ``/v1/models``, ``/health`` and
+``/ping``, ``/version``, ``/tokenize`` and ``/detokenize``, ``/metrics`` and ``/reset_prefix_cache``
+(presenter key). Every handler validates its body once
 (kvviz.server.body) and leaves the engine to kvviz.server.serving.
 """
 
@@ -16,8 +17,10 @@ from fastapi import APIRouter, Depends
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from kvviz import __version__ as kvviz_version
 from kvviz.mirror.errors import CodedError
 from kvviz.server import responses as R
+from kvviz.server import tokenize as T
 from kvviz.server.body import read_model
 from kvviz.server.chat import encode_prompt, render_chat
 from kvviz.server.errors import APIError, from_coded
@@ -112,6 +115,22 @@ class Routes:
     # ------------------------------------------------------------------ endpoints
     async def health(self) -> Response:
         return Response(status_code=200)
+
+    async def version(self) -> JSONResponse:
+        """vLLM's ``/version`` shape; the version is kvviz's own."""
+        return JSONResponse({"version": kvviz_version})
+
+    async def tokenize(self, request: Request) -> JSONResponse:
+        req = await read_model(request, T.tokenize_model, self.config.max_body_bytes)
+        self._model(req.model)
+        await self._engine_ready()
+        return JSONResponse(T.tokenize(self.serving.tokenizer, req, self.serving.max_model_len))
+
+    async def detokenize(self, request: Request) -> JSONResponse:
+        req = await read_model(request, T.DetokenizeRequest, self.config.max_body_bytes)
+        self._model(req.model)
+        await self._engine_ready()
+        return JSONResponse(T.detokenize(self.serving.tokenizer, req))
 
     async def models(self) -> JSONResponse:
         length = self.serving.max_model_len if self.serving.started else None
@@ -230,6 +249,11 @@ def build_router(routes: Routes) -> APIRouter:
     router = APIRouter()
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(routes.require_api_key)])
     router.add_api_route("/health", routes.health, methods=["GET"])
+    for method in ("GET", "POST"):  # vLLM's alias of /health, on both methods
+        router.add_api_route("/ping", routes.health, methods=[method], operation_id=f"ping_{method.lower()}")
+    router.add_api_route("/version", routes.version, methods=["GET"])
+    router.add_api_route("/tokenize", routes.tokenize, methods=["POST"])
+    router.add_api_route("/detokenize", routes.detokenize, methods=["POST"])
     router.add_api_route("/metrics", routes.metrics_text, methods=["GET"])
     router.add_api_route("/reset_prefix_cache", routes.reset_prefix_cache, methods=["POST"])
     v1.add_api_route("/models", routes.models, methods=["GET"])
