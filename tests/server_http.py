@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 from typing import Any
 from urllib.parse import urlparse
 
@@ -30,3 +31,29 @@ def post(url: str, path: str, body: Any = None, **kw: Any) -> tuple[int, dict[st
 def sse_events(data: bytes) -> list[str]:
     """The ``data:`` payloads of a server-sent-event body, in order."""
     return [line[len("data: "):] for line in data.decode().split("\n") if line.startswith("data: ")]
+
+
+class LogRecords(logging.Handler):
+    """Every record of the server's and uvicorn's loggers while attached (``attach``/``detach``)."""
+
+    NAMES = ("uvicorn", "uvicorn.error", "kvviz.server")
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def attach(self) -> LogRecords:
+        for name in self.NAMES:
+            logging.getLogger(name).addHandler(self)
+        return self
+
+    def detach(self) -> None:
+        for name in self.NAMES:
+            logging.getLogger(name).removeHandler(self)
+
+    def tracebacks(self) -> list[str]:
+        return [r.getMessage() for r in self.records
+                if r.exc_info or "Traceback" in r.getMessage() or "Exception in ASGI" in r.getMessage()]

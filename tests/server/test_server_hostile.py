@@ -9,35 +9,16 @@ import socket
 from urllib.parse import urlparse
 
 import pytest
-from server_http import request
+from server_http import LogRecords, request
 
 COMPLETIONS = "/v1/completions"
 
 
-class LogRecords(logging.Handler):
-    """Every record of the server's and uvicorn's loggers while a test runs."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def tracebacks(self) -> list[str]:
-        return [r.getMessage() for r in self.records
-                if r.exc_info or "Traceback" in r.getMessage() or "Exception in ASGI" in r.getMessage()]
-
-
 @pytest.fixture
 def server_log():
-    handler = LogRecords()
-    names = ("uvicorn", "uvicorn.error", "kvviz.server")
-    for name in names:
-        logging.getLogger(name).addHandler(handler)
+    handler = LogRecords().attach()
     yield handler
-    for name in names:
-        logging.getLogger(name).removeHandler(handler)
+    handler.detach()
 
 
 @pytest.fixture(scope="module")
