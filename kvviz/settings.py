@@ -56,7 +56,7 @@ class Settings:
     api_host: str = DEFAULT_API_HOST  # KVVIZ_API_HOST
     api_port: int = DEFAULT_API_PORT  # KVVIZ_API_PORT: 0..65535 (0: any free port)
     api_key: str | None = None  # KVVIZ_API_KEY: required as 'Authorization: Bearer' on /v1 (None: no key)
-    api_max_waiting: int = DEFAULT_API_MAX_WAITING  # KVVIZ_API_MAX_WAITING: 1..100000 (more get 429)
+    api_max_waiting: int = DEFAULT_API_MAX_WAITING  # KVVIZ_API_MAX_WAITING: 1..100000 (more get 503)
     kv_events_endpoint: str | None = None  # KVVIZ_KV_EVENTS_ENDPOINT: the app's KV-event PUB address
     errors: Mapping[str, str] = field(default_factory=dict)  # variable name -> its one-line error
 

@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0: any free)")
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1 (default: KVVIZ_API_KEY, else none)")
     p.add_argument("--max-waiting", type=int, default=DEFAULT_MAX_WAITING, metavar="N",
-                   help=f"API requests that may wait for their first token; more get 429 (default {DEFAULT_MAX_WAITING})")
+                   help=f"API requests that may wait for their first token; more get 503 (default {DEFAULT_MAX_WAITING})")
     p.add_argument("--kv-events-endpoint", metavar="tcp://HOST:PORT",
                    help="publish vLLM's KV-cache events on this ZeroMQ PUB address")
     p.add_argument("--kv-events-replay-endpoint", metavar="tcp://HOST:PORT",

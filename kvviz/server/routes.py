@@ -226,7 +226,7 @@ class Routes:
 
     async def _sse(self, jobs: list[Job], request: Request, chunks: Callable[[int, Any], list[str]],
                    head: list[str]) -> StreamingResponse:
-        """Server-sent events of ``jobs``; errors before the first output (429, bad prompt) are HTTP errors."""
+        """Server-sent events of ``jobs``; errors before the first output (503 queue full, bad prompt) are HTTP errors."""
         outputs = self.serving.stream_many(jobs, request)
         first = await outputs.__anext__()  # raises APIError before any byte is sent
 
