@@ -28,7 +28,7 @@ def _positive(name: str, value: object, high: int) -> int:
 class EngineConfig:
     """Block size (tokens), the K/V memory budget (bytes, null block included), the scheduler's token
     budget per step and running-request cap, the longest sequence (None: the model's limit, capped by the
-    pool), chunked prefill on/off, and device/dtype overrides (None: the model's)."""
+    pool), chunked prefill on/off, the admission rule, and device/dtype overrides (None: the model's)."""
 
     block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_bytes: int = field(default_factory=kv_cache_bytes_default)
@@ -39,6 +39,9 @@ class EngineConfig:
     hash_name: str = "sha256"
     hash_seed: str | None = DEFAULT_SEED  # the NONE_HASH seed, as PYTHONHASHSEED (None: vLLM's resolution)
     scheduling_policy: str = "fcfs"  # vLLM's policies: "fcfs" or "priority" (lower value first, then arrival)
+    # vLLM 0.33.0's default: admit a waiting or preempted request only if its whole sequence (less its prefix
+    # hit) fits in the free blocks; False: only its first chunk must (--no-scheduler-reserve-full-isl)
+    scheduler_reserve_full_isl: bool = True
     device: str | None = None
     dtype: str | None = None
 
@@ -51,5 +54,9 @@ class EngineConfig:
             raise CodedError(f"scheduling_policy must be one of {', '.join(SCHEDULING_POLICIES)}, got "
                              f"{self.scheduling_policy!r}", "bad_engine_setting", name="scheduling_policy",
                              value=repr(self.scheduling_policy)[:40], high=0)
+        if not isinstance(self.scheduler_reserve_full_isl, bool):
+            raise CodedError(f"scheduler_reserve_full_isl must be true or false, got {self.scheduler_reserve_full_isl!r}",
+                             "bad_engine_setting", name="scheduler_reserve_full_isl",
+                             value=repr(self.scheduler_reserve_full_isl)[:40], high=0)
         if self.max_model_len is not None:
             _positive("max_model_len", self.max_model_len, 1 << 20)

@@ -173,8 +173,11 @@ class Scheduler:
             if not self.config.enable_chunked_prefill and num_new > budget:
                 break
             num_new = min(num_new, budget)
+            # vLLM 0.33.0 (scheduler_reserve_full_isl): the whole sequence, outputs of a resumed request included,
+            # must fit, not just this chunk (it never passes max_model_len: the engine stops a request there)
+            whole = len(tokens) if self.config.scheduler_reserve_full_isl else None
             result = manager.add_request(req.request_id, tokens[:num_computed + num_new], req.cache_salt,
-                                         block_hashes=hashes)
+                                         block_hashes=hashes, full_num_tokens=whole)
             if not result.ok:
                 break
             self.waiting.remove(req)

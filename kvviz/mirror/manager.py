@@ -195,25 +195,34 @@ class KVCacheManager:
         return list(block_hashes[:num_full])
 
     def add_request(self, request_id: str, token_ids: Sequence[int], cache_salt: str | None = None, *,
-                    block_hashes: Sequence[BlockHash] | None = None) -> AddResult:
+                    block_hashes: Sequence[BlockHash] | None = None,
+                    full_num_tokens: int | None = None) -> AddResult:
         """Admit a prompt whose prefill is about to run: reuse the longest cached prefix (capped at
         ``num_tokens - 1`` tokens), allocate blocks for the rest, cache its full blocks. An engine with
         chunked prefill admits the tokens of the first chunk (and ``append_tokens`` the later ones), so
         only blocks whose K/V are computed in this step or before are cached (vLLM's ``allocate_slots``);
-        ``block_hashes`` as in ``peek_cache_hit``."""
+        ``block_hashes`` as in ``peek_cache_hit``. ``full_num_tokens`` (the request's whole current length,
+        >= the chunk's): refused unless blocks for all of them, less the hit, are free now (vLLM 0.33.0's
+        ``allocate_slots(full_sequence_must_fit=True)``); only the chunk's blocks are allocated."""
         self._check_new_id(request_id)
         if cache_salt is not None and not isinstance(cache_salt, str):
             raise ValueError(f"cache salt must be a string, got {type(cache_salt).__name__}")
         tokens = list(validate_token_ids(token_ids))
         num_tokens = len(tokens)
+        self._check_full_num_tokens(full_num_tokens, num_tokens)
         bs = self.block_size
         hashes = self._hashes_of(tokens, cache_salt, block_hashes)
         computed = self._find_hit(hashes, num_tokens - 1, self.sliding_window)
         num_computed = len(computed) * bs
         skipped = self._num_skipped_blocks(num_computed)
         reused = [b for b in computed[skipped:] if b is not None]
+        in_queue = sum(1 for b in reused if b.ref_cnt == 0)  # a free cached hit block leaves the free queue
         num_new = max(cdiv(num_tokens, bs) - max(skipped, len(computed)), 0)
-        needed = num_new + sum(1 for b in reused if b.ref_cnt == 0)
+        needed = num_new + in_queue
+        if full_num_tokens is not None:  # the whole sequence first, as vLLM checks it before the chunk
+            whole = max(cdiv(full_num_tokens, bs) - len(computed), 0) + in_queue
+            if whole > self.block_pool.get_num_free_blocks():
+                return self._refuse("add", request_id, whole, full_num_tokens, num_computed)
         if needed > self.block_pool.get_num_free_blocks():
             return self._refuse("add", request_id, needed, num_tokens, num_computed)
 
@@ -254,6 +263,15 @@ class KVCacheManager:
             cached_block_ids=tuple(b.block_id for b in cached),
             events=events,
         )
+
+    def _check_full_num_tokens(self, full_num_tokens: int | None, num_tokens: int) -> None:
+        if full_num_tokens is None:
+            return
+        if isinstance(full_num_tokens, bool) or not isinstance(full_num_tokens, int) or full_num_tokens < num_tokens:
+            raise ValueError(f"full_num_tokens must be an integer >= the {num_tokens} tokens admitted, "
+                             f"got {full_num_tokens!r}")
+        if self.sliding_window is not None:  # vLLM caps a recycling window's reservation by its scheduler budget
+            raise ValueError("the whole-sequence admission check is mirrored for full attention only")
 
     def append_tokens(self, request_id: str, token_ids: Sequence[int]) -> AddResult:
         """Decoded tokens: grow the last block, pop a new block when it is full, cache each block

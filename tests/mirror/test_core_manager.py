@@ -78,6 +78,38 @@ def test_refusal_counts_hit_blocks_that_must_leave_the_free_queue():
     assert r.ok and r.hit_block_ids == (1,) and r.new_block_ids == (2,) and r.evicted_block_ids == (2,)
 
 
+def test_full_num_tokens_refuses_unless_the_whole_sequence_fits_and_allocates_only_the_chunk():
+    """vLLM 0.33.0's allocate_slots(full_sequence_must_fit=True): the whole sequence less the hit (plus hit
+    blocks leaving the free queue) must fit; the pool is unchanged on refusal; only the chunk gets blocks."""
+    m = KVCacheManager(4, block_size=4)
+    m.add_request("a", list(range(9)))  # blocks 1,2,3; 1 and 2 cached
+    m.free_request("a")
+    m.add_request("x", [50])  # pops block 3: free 2, 1 (both cached)
+    before, n_events = m.snapshot(), len(m.events)
+    r = m.add_request("c", list(range(5)), full_num_tokens=9)  # chunk: hit 1 + 1 new = 2 fit; whole: 3 do not
+    assert not r.ok and r.error == "refuse" and r.events[-1].params == {"needed": 3, "free": 2}
+    assert r.events[-1].num_tokens == 9 and m.snapshot().free_queue == before.free_queue
+    assert [e.kind for e in m.events[n_events:]] == [EventKind.REFUSE] and "c" not in m.request_ids
+    r = m.add_request("d", list(range(5)), full_num_tokens=8)  # whole 8: hit 1 + 1 new = 2 blocks
+    assert r.ok and r.hit_block_ids == (1,) and r.new_block_ids == (2,) and m.num_tokens("d") == 5
+    m.free_request("d")
+    m.add_request("y", [60, 61, 62, 63, 64])  # blocks 2 and 1, evicted: free 0
+    m.free_request("x")  # block 3 is the one free block
+    held = m.add_request("e", [60, 61, 62, 63, 1], full_num_tokens=5)  # hit on y's held block 2: needs 1 block
+    assert held.ok and held.hit_block_ids == (2,) and held.new_block_ids == (3,)
+
+
+@pytest.mark.parametrize("bad", [3, -1, 2.5, True, "9"])
+def test_full_num_tokens_below_the_chunk_or_not_an_int_is_a_value_error(bad):
+    with pytest.raises(ValueError, match="full_num_tokens"):
+        KVCacheManager(8, block_size=4).add_request("a", list(range(5)), full_num_tokens=bad)
+
+
+def test_full_num_tokens_with_a_sliding_window_is_refused_as_not_mirrored():
+    with pytest.raises(ValueError, match="full attention only"):
+        KVCacheManager(8, block_size=4, sliding_window=4).add_request("a", list(range(5)), full_num_tokens=9)
+
+
 def test_salt_isolation_shares_zero_blocks():
     m = KVCacheManager(16, block_size=4)
     text = list(range(20))
