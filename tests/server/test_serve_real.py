@@ -309,3 +309,24 @@ def test_n_children_share_the_prompt_blocks_and_logprobs_on_the_real_model(inpro
     special = set(inproc.loop.engine.tokenizer.all_special_tokens)  # in logprobs, left out of the text (as vLLM)
     assert all(len(t) == 8 for t in tokens) and ["".join(p for p in t if p not in special) for t in tokens] == texts
     assert wait_engine_idle(inproc.loop, 10)
+
+
+def test_hostile_input_agent_messages_and_tokenize_on_the_real_tokenizer(serve, client):
+    """The real tokenizer's TypeError on a lone surrogate is a 400 (streamed or not); an agent's tool call
+    and tool result render through SmolLM2's template; /tokenize gives the ids the chat endpoint prefills.
+    The module's teardown checks the server's log holds no traceback."""
+    for stream in (b"false", b"true"):
+        status, _, data = request(serve.url, "POST", "/v1/completions",
+                                  raw=b'{"prompt": "x\\ud800", "max_tokens": 2, "stream": ' + stream + b"}")
+        assert status == 400 and json.loads(data)["error"]["param"] == "prompt"
+    agent = [{"role": "user", "content": "Weather in Paris?"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21 C"}]
+    answer = client.chat.completions.create(model="embedded", messages=agent, max_tokens=2, temperature=0)
+    status, _, data = request(serve.url, "POST", "/tokenize", {"messages": agent, "return_token_strs": True})
+    tokens = json.loads(data)
+    assert status == 200 and answer.usage.prompt_tokens == tokens["count"] == len(tokens["token_strs"])
+    status, _, data = request(serve.url, "POST", "/detokenize", {"tokens": tokens["tokens"]})
+    text = json.loads(data)["prompt"]
+    assert "<|im_start|>assistant\n<|im_end|>\n<|im_start|>tool\nsunny, 21 C<|im_end|>" in text
