@@ -7,6 +7,7 @@ body can be wrong (binary, not JSON, not an object, a field of the wrong type) i
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -46,8 +47,9 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise bad_request(f"the request body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise bad_request("the request body is nested too deeply") from None
-    except ValueError as exc:  # Python's int() limit: an integer of more than 4,300 digits
-        raise bad_request(f"the request body has a number Python refuses to read ({str(exc)[:120]})") from None
+    except ValueError:  # the only other ValueError json raises: Python's int() limit (sys.get_int_max_str_digits)
+        raise bad_request(f"the request body has an integer of more than {sys.get_int_max_str_digits():,} "
+                          f"digits") from None
     if not isinstance(obj, dict):
         raise bad_request(f"the request body must be a JSON object, not {type(obj).__name__}")
     return obj
