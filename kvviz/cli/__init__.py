@@ -59,6 +59,13 @@ def add_block_size_flag(parser: argparse.ArgumentParser, default: int = limits.D
                         help=f"tokens per KV block, {limits.MIN_BLOCK_SIZE}..{limits.MAX_BLOCK_SIZE} (default {default})")
 
 
+def add_reserve_full_isl_flag(parser: argparse.ArgumentParser) -> None:
+    """Add vLLM 0.33.0's ``--scheduler-reserve-full-isl`` / ``--no-scheduler-reserve-full-isl`` (default on)."""
+    parser.add_argument("--scheduler-reserve-full-isl", action=argparse.BooleanOptionalAction, default=True,
+                        help="admit a waiting request only when KV blocks for its whole sequence (less its prefix "
+                        "hit) are free, as vLLM 0.33.0 does by default; the --no- form checks its first chunk only")
+
+
 def check_model_option(value: str | None, flag: str = "--model") -> None:
     """Refuse an empty or blank ``--model`` (the default is simply to leave the flag out)."""
     if value is not None and is_blank(value):

@@ -9,7 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvviz.cli import CliError, add_block_size_flag, add_json_flag, check_model_option
+from kvviz.cli import (
+    CliError,
+    add_block_size_flag,
+    add_json_flag,
+    add_reserve_full_isl_flag,
+    check_model_option,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="'embedded' (default), a Llama-family folder or hub id")
     p.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", default=None, help="auto (default), float32, bfloat16, float16")
+    add_reserve_full_isl_flag(p)
     add_block_size_flag(p)
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -49,17 +56,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(str(exc)) from exc
 
 
-def _generate(args: argparse.Namespace) -> dict[str, Any]:
-    from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
-    from kvviz.model import load_model, tokenize
+def engine_config(args: argparse.Namespace) -> Any:
+    """The ``EngineConfig`` the flags ask for (a bad value is a CodedError or InputError)."""
+    from kvviz.engine import EngineConfig
     from kvviz.model.settings import check_count, kv_cache_bytes_default
+
+    budget = kv_cache_bytes_default() if args.kv_cache_mib is None else check_count(
+        "--kv-cache-mib", args.kv_cache_mib, 1, 1 << 20) << 20
+    return EngineConfig(block_size=args.block_size, kv_cache_bytes=budget,
+                        max_num_batched_tokens=args.max_num_batched_tokens,
+                        scheduler_reserve_full_isl=args.scheduler_reserve_full_isl)
+
+
+def _generate(args: argparse.Namespace) -> dict[str, Any]:
+    from kvviz.engine import LLMEngine, SamplingParams
+    from kvviz.model import load_model, tokenize
 
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             seed=args.seed, stop=tuple(args.stop), ignore_eos=args.ignore_eos)
-    budget = kv_cache_bytes_default() if args.kv_cache_mib is None else check_count(
-        "--kv-cache-mib", args.kv_cache_mib, 1, 1 << 20) << 20
-    config = EngineConfig(block_size=args.block_size, kv_cache_bytes=budget,
-                          max_num_batched_tokens=args.max_num_batched_tokens)
+    config = engine_config(args)
     lm = load_model(args.model, device=args.device, dtype=args.dtype, backend="native")
     engine = LLMEngine(lm, config)
     prompts = [tokenize(text, args.model).ids for text in args.prompt]

@@ -11,7 +11,7 @@ import secrets
 import sys
 from typing import Any
 
-from kvviz.cli import CliError, add_block_size_flag, add_json_flag
+from kvviz.cli import CliError, add_block_size_flag, add_json_flag, add_reserve_full_isl_flag
 from kvviz.server.config import DEFAULT_HOST, DEFAULT_MAX_WAITING, DEFAULT_PORT, ServerConfig
 from kvviz.settings import settings
 
@@ -43,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_block_size_flag(p)
     p.add_argument("--kv-cache-mib", type=int, metavar="MIB", help="K/V memory budget in MiB (default: the engine's)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="longest prompt + answer in tokens")
+    add_reserve_full_isl_flag(p)
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -84,16 +85,24 @@ def kv_event_publisher(args: argparse.Namespace, endpoint: str, replay: str | No
                             int_hashes=args.kv_events_hash_format == "int")
 
 
-def _engine_loop(args: argparse.Namespace) -> Any:
-    from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
-    from kvviz.model import load_model
+def engine_config(args: argparse.Namespace) -> Any:
+    """The ``EngineConfig`` the flags ask for (checked ones)."""
+    from kvviz.engine import EngineConfig
 
-    kw: dict[str, Any] = {"block_size": int(args.block_size)}
+    kw: dict[str, Any] = {"block_size": int(args.block_size),
+                          "scheduler_reserve_full_isl": args.scheduler_reserve_full_isl}
     if args.kv_cache_mib is not None:
         kw["kv_cache_bytes"] = args.kv_cache_mib << 20
     if args.max_model_len is not None:
         kw["max_model_len"] = args.max_model_len
-    return EngineLoop(LLMEngine(load_model(), EngineConfig(**kw)))
+    return EngineConfig(**kw)
+
+
+def _engine_loop(args: argparse.Namespace) -> Any:
+    from kvviz.engine import EngineLoop, LLMEngine
+    from kvviz.model import load_model
+
+    return EngineLoop(LLMEngine(load_model(), engine_config(args)))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
