@@ -60,12 +60,14 @@ with st.expander(T.LEGEND_HEADER):
     st.markdown(T.LEGEND)
 
 names = builtin_names()
+# the default goes into session_state, not the widget: a link may have set the key (a duplicate-value warning)
+st.session_state.setdefault(K_NAME, DEFAULT_SCENARIO if DEFAULT_SCENARIO in names else names[0])
 c = st.columns([3, 1, 1])
-name = c[0].selectbox(T.SCENARIO, names, index=names.index(DEFAULT_SCENARIO) if DEFAULT_SCENARIO in names else 0,
+name = c[0].selectbox(T.SCENARIO, names,
                       key=K_NAME, on_change=_on_scenario, help=T.SCENARIO_HELP,
                       format_func=lambda n: tr(_scenario(n, ()).title))
-window = c[1].selectbox(T.WINDOW, WINDOWS, index=WINDOWS.index(32), key=K_WINDOW, help=T.WINDOW_HELP)
-page_size = c[2].selectbox(T.PAGE_SIZE, PAGE_SIZES, index=0, key=K_PAGE, help=T.PAGE_SIZE_HELP)
+window = c[1].selectbox(T.WINDOW, WINDOWS, key=K_WINDOW, help=T.WINDOW_HELP)
+page_size = c[2].selectbox(T.PAGE_SIZE, PAGE_SIZES, key=K_PAGE, help=T.PAGE_SIZE_HELP)
 scenario = _scenario(name, _extra(name))
 try:
     comparison = _compare(scenario, int(window), int(page_size), current_lang())

@@ -22,6 +22,8 @@ LINKS = [
     ("sessions", {"session": "agent", "policy": "anthropic-5m", "min": "512", "turns": "100", "pause": "1",
                   "pause_turn": "3", "pause_min": "30", "marks": "system"}),
     ("paging", {"memory": "16384", "requests": "20", "prompt": "10-200", "sharing": "0", "step": "5"}),
+    ("radix", {"scenario": "pool_pressure", "window": "64", "page": "4"}),
+    ("radix", {"window": "64"}),
 ]
 
 
