@@ -98,7 +98,9 @@ def section(path: Path = RESULTS) -> str:
              f"Both engines serve kvviz's SmolLM2-135M folder on 127.0.0.1: {data['vllm']} and `kvviz serve`, "
              f"block size {s['block_size']}, {s['num_blocks']} KV blocks, {s['dtype']}, max length "
              f"{s['max_model_len']}, prefix caching and KV events on. Every figure is the median of "
-             f"{s['rounds']} runs, the two engines interleaved. How to run it: "
+             f"{s['rounds']} runs, the two engines interleaved. Starting both engines took "
+             + ", ".join(f"{v:g} s ({k})" for k, v in data.get("start_s", {}).items())
+             + " (vLLM compiles its model at each start). How to run it: "
              "[DEVELOPMENT.md](DEVELOPMENT.md#the-peer-lane)."]
     if data.get("agreement"):
         lines += _agreement(data["agreement"])
