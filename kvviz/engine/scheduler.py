@@ -163,7 +163,9 @@ class Scheduler:
     def _schedule_waiting(self, out: SchedulerOutput, budget: int) -> None:
         manager = self.manager
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
-            req = min(self.waiting, key=lambda r: (r.priority, r.arrival_time)) if self.priority else self.waiting[0]
+            # vLLM's priority heap orders by (priority, arrival_time, request_id) (``Request.__lt__``)
+            req = min(self.waiting, key=lambda r: (r.priority, r.arrival_time, r.request_id)) if self.priority \
+                else self.waiting[0]
             tokens = req.all_token_ids
             hashes = req.block_hashes if not req.output_token_ids else manager.request_block_hashes(
                 tokens, req.cache_salt)  # a resumed request also hits its own decoded blocks

@@ -153,6 +153,15 @@ def test_a_preempted_request_resumes_only_when_its_prompt_and_outputs_fit():
     assert preemptions == {True: 1, False: 3}
 
 
+def test_priority_ties_go_to_the_smaller_request_id_as_vllms_heap():
+    """vLLM 0.33.0's priority queue orders by (priority, arrival_time, request_id) (``Request.__lt__``):
+    of two requests with one priority and one arrival time, "a" goes first though "b" was queued first."""
+    s = scheduler(8, budget=8, seqs=1, scheduling_policy="priority")
+    for rid in ("b", "a"):
+        s.add_request(Request(rid, [1, 2], SamplingParams(max_tokens=1), 5.0, s.manager.request_block_hashes([1, 2])))
+    assert step(s) == [("a", 2)] and step(s) == [("b", 2)]
+
+
 def _whole_sequence_need(manager: KVCacheManager, req: Request) -> int:
     """Blocks admitting ``req`` takes from the free queue if all of its current tokens got slots now: its
     blocks less the hit, plus the hit blocks that sit free in the queue (computed here, not by the manager)."""
