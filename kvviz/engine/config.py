@@ -60,3 +60,13 @@ class EngineConfig:
                              value=repr(self.scheduler_reserve_full_isl)[:40], high=0)
         if self.max_model_len is not None:
             _positive("max_model_len", self.max_model_len, 1 << 20)
+
+
+def check_budget_holds_max_model_len(config: EngineConfig, max_model_len: int) -> None:
+    """With chunked prefill off a prompt runs in one step, so the token budget must hold the longest sequence
+    (vLLM 0.33.0's ``SchedulerConfig.verify_max_model_len``); else a longer prompt would wait forever."""
+    if not config.enable_chunked_prefill and config.max_num_batched_tokens < max_model_len:
+        raise CodedError(f"max_num_batched_tokens ({config.max_num_batched_tokens:,}) is below max_model_len "
+                         f"({max_model_len:,}) with chunked prefill off: raise the budget or lower max_model_len",
+                         "bad_engine_setting", name="max_num_batched_tokens",
+                         value=repr(config.max_num_batched_tokens), high=max_model_len)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.engine.config import EngineConfig
+from kvviz.engine.config import EngineConfig, check_budget_holds_max_model_len
 from kvviz.engine.kv_memory import KVLayout, PagedKVMemory, num_blocks_for
 from kvviz.engine.request import EngineStats, Request, RequestOutput, RequestStatus
 from kvviz.engine.runner import ModelRunner, SeqInput
@@ -109,6 +109,7 @@ class LLMEngine:
         model_limit = info.max_position_embeddings or 1 << 20
         self.max_model_len = min(self.config.max_model_len or model_limit, model_limit,
                                  (num_blocks - 1) * bs)
+        check_budget_holds_max_model_len(self.config, self.max_model_len)
         self.eos_token_id = getattr(self.tokenizer, "eos_token_id", None)
         self.requests: dict[str, Request] = {}
         self.steps: list[StepRecord] = []  # the last MAX_STEP_RECORDS steps

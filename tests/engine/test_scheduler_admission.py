@@ -5,6 +5,7 @@ Fast lane: the scheduler alone over the core manager, and the engine on a tiny r
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -14,6 +15,7 @@ from tiny_llm import VOCAB, tiny_lm
 
 from kvviz.engine import EngineConfig, LLMEngine, Request, RequestStatus, SamplingParams
 from kvviz.engine.scheduler import Scheduler
+from kvviz.mirror.errors import CodedError
 from kvviz.mirror.manager import KVCacheManager
 
 BS = 4
@@ -160,6 +162,23 @@ def test_priority_ties_go_to_the_smaller_request_id_as_vllms_heap():
     for rid in ("b", "a"):
         s.add_request(Request(rid, [1, 2], SamplingParams(max_tokens=1), 5.0, s.manager.request_block_hashes([1, 2])))
     assert step(s) == [("a", 2)] and step(s) == [("b", 2)]
+
+
+def test_without_chunked_prefill_the_budget_must_hold_the_longest_sequence(lm):
+    """vLLM 0.33.0 refuses ``max_num_batched_tokens < max_model_len`` with chunked prefill off
+    (``SchedulerConfig.verify_max_model_len``): a longer prompt could never be scheduled and would stall the
+    queue behind it. With a budget that holds max_model_len, a whole prompt is one step."""
+    small = EngineConfig(block_size=BS, kv_cache_bytes=16 * BS * TOKEN_BYTES, max_num_batched_tokens=8,
+                         max_model_len=28, enable_chunked_prefill=False)
+    with pytest.raises(CodedError) as err:
+        LLMEngine(lm, small)
+    assert err.value.code == "bad_engine_setting" and "max_model_len" in str(err.value)
+    engine = LLMEngine(lm, dataclasses.replace(small, max_num_batched_tokens=28))
+    assert engine.max_model_len == 28
+    engine.add_request("a", list(range(1, 20)), SamplingParams(max_tokens=2))
+    engine.add_request("b", list(range(30, 41)), SamplingParams(max_tokens=2))
+    engine.step()
+    assert [(i.request_id, i.num_tokens) for i in engine.steps[0].items] == [("a", 19)]  # b's 11 > 9 left: waits
 
 
 def _whole_sequence_need(manager: KVCacheManager, req: Request) -> int:
