@@ -55,7 +55,7 @@ def test_fast_lane_leaves_out_model_and_browser_tests(capsys: pytest.CaptureFixt
 def test_tests_live_by_layer_with_unique_basenames():
     """tests/<layer>/test_*.py only, no __init__.py (so basenames must be unique across layers)."""
     layers = {"mirror", "sim", "util", "app", "live", "workload", "features", "repo", "model", "engine", "server",
-              "pages", "browser", "cli"}
+              "pages", "browser", "cli", "peer"}
     files = sorted((ROOT / "tests").rglob("test_*.py"))
     assert files and all(f.parent.parent == ROOT / "tests" and f.parent.name in layers for f in files), files
     names = [f.name for f in files]
