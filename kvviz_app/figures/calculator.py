@@ -112,7 +112,9 @@ def head_sharing_figure(shape: ModelShape) -> go.Figure:
         fig.add_annotation(x=1.03, y=1.0, xref="x", yref="y", text=T.FIG_HEADS_CAPPED.format(drawn=drawn, heads=heads),
                            showarrow=False, xanchor="right", yanchor="bottom", yshift=18, font=dict(size=12))
     fig = base_layout(fig, 300, head_sharing_title(shape))
-    fig.update_layout(margin=dict(l=HEAD_LABEL_MARGIN))
+    # the row names' margin grows with their font (16 px on a projector: 12 px's margin cut them)
+    size = max(a.font.size or 12 for a in fig.layout.annotations)
+    fig.update_layout(margin=dict(l=math.ceil(HEAD_LABEL_MARGIN * size / 12)))
     return fig
 
 

@@ -109,6 +109,15 @@ def presenter() -> bool:
     return _PRESENTER.get()
 
 
+def _has_legend(fig: go.Figure) -> bool:
+    """Whether Plotly draws a legend: as the layout says, else for two or more traces it may list, or one
+    that asks to be listed."""
+    if fig.layout.showlegend is not None:
+        return bool(fig.layout.showlegend)
+    listed = [t for t in fig.data if t.showlegend is not False]
+    return len(listed) > 1 or any(t.showlegend for t in fig.data)
+
+
 def _title_above_legend(fig: go.Figure, gap: int = 6) -> None:
     """Pin the title to the figure's top and make the top margin hold it and a one-row legend above the
     plot (Plotly centres a title in the margin, where a grown legend reaches it); the plot keeps its height.
@@ -121,7 +130,7 @@ def _title_above_legend(fig: go.Figure, gap: int = 6) -> None:
     pad = gap + (lines - 1) * line_px  # Plotly lifts a multi-line title anchored at the top by its extra lines
     need = pad + lines * line_px + gap
     legend = layout.legend
-    if layout.showlegend is not False and legend.yanchor == "bottom" and (legend.y or 0) >= 1:
+    if _has_legend(fig) and legend.yanchor == "bottom" and (legend.y or 0) >= 1:
         need += (legend.font.size or layout.font.size or 12) * 1.3 + 10
     layout.title.update(yref="container", y=1, yanchor="top", pad=dict(t=math.ceil(pad)))
     top = layout.margin.t or 0

@@ -43,12 +43,37 @@ def test_presenter_mode_keeps_the_legend_off_the_title():
         title = fig.layout.title
         assert (title.yref, title.y, title.yanchor) == ("container", 1, "top")  # pinned: not centred in the margin
         assert fig.layout.margin.t >= _top_needed(fig), (fig.layout.margin.t, _top_needed(fig))
-        plain = base_layout(F.go.Figure(), 200, "A title", legend=LEGEND_ABOVE_LEFT)
+        two = [F.go.Bar(x=[1], y=[1], name="a"), F.go.Bar(x=[1], y=[2], name="b")]  # a legend of two entries
+        plain = base_layout(F.go.Figure(two), 200, "A title", legend=LEGEND_ABOVE_LEFT)
         assert plain.layout.margin.t >= _top_needed(plain)
-        long = base_layout(F.go.Figure(), 200, "A title long enough to wrap " * 4, legend=LEGEND_ABOVE_LEFT)
+        long = base_layout(F.go.Figure(two), 200, "A title long enough to wrap " * 4, legend=LEGEND_ABOVE_LEFT)
         assert long.layout.title.text.count("<br>") >= 1 and long.layout.title.pad.t > 6  # padded by its extra lines
         assert long.layout.margin.t >= _top_needed(long)
     finally:
         set_presenter(False)
     normal = F.step_timeline([_Step(1)])
     assert normal.layout.margin.t == 48  # the layout of a laptop screen is unchanged
+
+
+def test_presenter_mode_keeps_no_room_for_a_legend_that_is_not_drawn():
+    set_presenter(True)
+    try:
+        one = F.go.Figure(F.go.Scatter(x=[1], y=[1], showlegend=False))
+        fig = base_layout(one, 200, "A title", legend=LEGEND_ABOVE_LEFT)
+        assert fig.layout.margin.t == 48  # the title fits the base margin: no legend row is added under it
+    finally:
+        set_presenter(False)
+
+
+def test_presenter_mode_widens_the_head_sharing_row_names_margin():
+    """The calculator's row names ("KV-головы (кэшируются на токен)") were cut at 16 px on a projector."""
+    from kvviz.sim.kvsize import ModelShape
+    from kvviz_app.figures.calculator import HEAD_LABEL_MARGIN, head_sharing_figure
+
+    shape = ModelShape("llama-2-7b", num_layers=32, num_heads=32, num_kv_heads=32, head_dim=128)
+    assert head_sharing_figure(shape).layout.margin.l == HEAD_LABEL_MARGIN
+    set_presenter(True)
+    try:
+        assert head_sharing_figure(shape).layout.margin.l >= HEAD_LABEL_MARGIN * 16 / 12
+    finally:
+        set_presenter(False)
