@@ -10,11 +10,14 @@ tokens (every request of the engine, as vLLM's, not only the API's). Labels are 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:  # the engine's records (kvviz.engine.stats), as types only
+    from kvviz.engine.stats import FinishedRequestStats, IterationStats
 
 # vLLM 0.33.0's bucket families (vllm/v1/metrics/buckets.py)
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -60,31 +63,6 @@ class StatsLike(Protocol):
     prompt_tokens_total: int
     generation_tokens_total: int
     prompt_tokens_cached_total: int
-
-
-class FinishedLike(Protocol):
-    finish_reason: str
-    e2e_s: float
-    queued_s: float
-    prefill_s: float
-    decode_s: float
-    inference_s: float
-    mean_time_per_output_token_s: float
-    num_prompt_tokens: int
-    num_cached_tokens: int
-    num_generation_tokens: int
-    num_preemptions: int
-    max_tokens_param: int
-
-
-class IterationLike(Protocol):
-    """One step's observations (kvviz.engine.stats's ``IterationStats``)."""
-
-    num_prompt_computed: int
-    num_generation_tokens: int
-    ttfts_s: list[float]
-    itls_s: list[float]
-    finished: Sequence[FinishedLike]
 
 
 class _EngineCollector:
@@ -206,7 +184,7 @@ class ServerMetrics:
                 self.token_hists[key] = self._hist(name, doc, buckets)
         return engine.subscribe_iteration_stats(self.record)
 
-    def record(self, it: IterationLike) -> None:
+    def record(self, it: IterationStats) -> None:
         """One engine step's observations, as vLLM's ``PrometheusStatLogger.record``."""
         self.iteration.observe(it.num_prompt_computed + it.num_generation_tokens)
         for ttft in it.ttfts_s:
@@ -216,7 +194,7 @@ class ServerMetrics:
         for f in it.finished:
             self._finished(f)
 
-    def _finished(self, f: FinishedLike) -> None:
+    def _finished(self, f: FinishedRequestStats) -> None:
         counter = self.success.get(f.finish_reason)
         if counter is not None:
             counter.inc()
