@@ -77,10 +77,10 @@ gpu-check: $(STAMP)
 # Translations: re-extract the UI strings of kvviz_app/text into locale/kvviz.pot and merge them into each
 # locale/<lang>/LC_MESSAGES/kvviz.po (new strings get an empty msgstr, unused ones are dropped).
 i18n: $(STAMP)
-	$(PY) -m kvviz_app.i18n.extract
+	$(PY) -m kvviz_app.shell.i18n.extract
 
 i18n-check: $(STAMP)
-	$(PY) -m kvviz_app.i18n.extract --check
+	$(PY) -m kvviz_app.shell.i18n.extract --check
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

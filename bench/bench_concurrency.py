@@ -2,7 +2,7 @@
 this run.
 
 Each of ``SESSIONS`` threads joins one room (on the process-wide engine loop, ``kvviz.engine``) and sends
-``PROMPTS_PER_SESSION`` prompts through ``kvviz.room.prefill.room_prefill`` (rate limits, then the prompt's
+``PROMPTS_PER_SESSION`` prompts through ``kvviz.experiments.room.prefill.room_prefill`` (rate limits, then the prompt's
 prefill on the engine under the session's salt with ``max_tokens=1``, then the room's records), with a
 cache lookup (``Room.peek``) before each. Prompts share a workshop system prompt, so sessions hit each
 other's blocks; prompts that arrive together share an engine step. Meanwhile a noisy thread sends
@@ -68,15 +68,15 @@ def run(results: dict) -> None:
 
 
 def _prefill_compute_ms(loop, ids: list[int]) -> float:
-    from kvviz.edit.engine_run import fresh_salt, run_prompt
+    from kvviz.experiments.edit.engine_run import fresh_salt, run_prompt
 
     return run_prompt(loop, ids, fresh_salt()).compute_ms
 
 
 def run_busy_thread(results: dict) -> None:
     """One prefill's compute with and without a pure-Python thread beside the engine (module docstring)."""
-    from kvviz.edit.presets import DEFAULT_PRESET_ID, load_edit_presets
     from kvviz.engine import get_engine_loop
+    from kvviz.experiments.edit.presets import DEFAULT_PRESET_ID, load_edit_presets
     from kvviz.model import tokenize
 
     loop = get_engine_loop()
@@ -105,10 +105,10 @@ def run_busy_thread(results: dict) -> None:
 def run_room(results: dict) -> None:
     """The twenty-session room on the engine (module docstring)."""
     from kvviz.engine import get_engine_loop
+    from kvviz.experiments.room.limits import RoomLimits
+    from kvviz.experiments.room.prefill import room_prefill
+    from kvviz.experiments.room.room import Room
     from kvviz.model import tokenize
-    from kvviz.room.limits import RoomLimits
-    from kvviz.room.prefill import room_prefill
-    from kvviz.room.room import Room
 
     loop = get_engine_loop()
     room = Room(RoomLimits(), engine=loop, presenter_key="bench-presenter")

@@ -56,10 +56,10 @@ def run(results: dict) -> None:
     if not Path(CHROMIUM).exists():
         print(f"[bench] bench_edit: {CHROMIUM} not found; the Edit page keys are not measured")
         return
-    from kvviz.edit.presets import load_edit_presets
+    from kvviz.analysis.prompt_compare import compare_prompts
+    from kvviz.experiments.edit.presets import load_edit_presets
     from kvviz.model import tokenize
-    from kvviz.sim.compare import compare_prompts
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     T = texts("edit")
 
     presets = {p.id: p for p in load_edit_presets()}

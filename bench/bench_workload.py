@@ -1,6 +1,6 @@
 """Workload analyzer speed: the one-pass 500-point LRU curve vs one plain replay at one capacity.
 
-A generated trace (kvviz.workload.gen, seed 0) of 10,000 requests in 256-token blocks (over
+A generated trace (kvviz.analysis.workload.gen, seed 0) of 10,000 requests in 256-token blocks (over
 250,000 block accesses). ``workload_curve_500_s``: one stack-distance pass plus 500 curve points;
 ``workload_replay_1cap_s``: one plain LRU replay (an OrderedDict) at one capacity; medians of 3
 interleaved runs. Re-running the replay per capacity would cost 500x the replay. Memory: tracemalloc
@@ -14,7 +14,7 @@ are ``workload_trace_bytes_per_access``. ``workload_load_avg_1m``: the machine's
 (a shared machine inflates times; read the rate with it).
 
 Sampled (issue 26): the same trace played ``SAMPLED_TILES`` times with fresh block ids (about 100 million
-block accesses), fed tile by tile to kvviz.workload.sample's ``Sampler`` at the rate a ``SAMPLED_MEMORY_MB``
+block accesses), fed tile by tile to kvviz.analysis.workload.sample's ``Sampler`` at the rate a ``SAMPLED_MEMORY_MB``
 bound gives, so only the kept accesses are ever held. ``workload_sampled_100m_s``: wall time of sampling
 and the sampled passes (the sub-samples for the error bar included); ``workload_sampled_error``: the
 largest reported error bar (about 95%) over a 60-point grid from the resolved capacity (10 kept blocks) up, and
@@ -36,13 +36,13 @@ import tracemalloc
 
 import numpy as np
 
-from kvviz.workload.columns import as_columns, tile
-from kvviz.workload.gen import WorkloadGenConfig, generate
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.report import curve
-from kvviz.workload.reuse_distance import analyze, log_grid, replay_lru
-from kvviz.workload.sample import Sampler, rate_for_memory
-from kvviz.workload.stream import read_trace
+from kvviz.analysis.workload.columns import as_columns, tile
+from kvviz.analysis.workload.gen import WorkloadGenConfig, generate
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.report import curve
+from kvviz.analysis.workload.reuse_distance import analyze, log_grid, replay_lru
+from kvviz.analysis.workload.sample import Sampler, rate_for_memory
+from kvviz.analysis.workload.stream import read_trace
 
 NUM_REQUESTS = 10_000
 BLOCK_SIZE = 256

@@ -70,7 +70,7 @@ def _goto(page, url: str, ready_text: str) -> None:
 
 
 def _room_send(page, url: str, results: dict) -> None:
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     from tests.browser_util import metric_values
     T = texts("security")
 
@@ -86,7 +86,7 @@ def _room_send(page, url: str, results: dict) -> None:
 
 
 def _sc_measure(page, url: str, results: dict) -> None:
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     T = texts("security")
 
     _goto(page, f"{url}/side_channel", T.SC_SETUP)
@@ -103,7 +103,7 @@ def _sc_measure(page, url: str, results: dict) -> None:
 
 
 def _chat_turn(page, url: str, results: dict) -> None:
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     T = texts("sessions")
 
     _goto(page, f"{url}/sessions", T.CHAT_HEADER)

@@ -67,7 +67,7 @@ def agreement_prompts(tok) -> list[list[int]]:
 
 def kvviz_hash_ints(ids: list[int]) -> list[int]:
     """The full blocks' hashes of ``ids`` from ``kvviz hash`` (sha256, vLLM's seed), in vLLM's int form."""
-    from kvviz.live.wire import to_int_hash
+    from kvviz.fleet.wire import to_int_hash
 
     proc = subprocess.run([sys.executable, "-m", "kvviz", "hash", "--tokens", ",".join(map(str, ids)),
                            "--block-size", str(BLOCK_SIZE), "--json"], cwd=ROOT, capture_output=True, text=True,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from kvviz.live.wire import Message, WireError, decode_message
+from kvviz.fleet.wire import Message, WireError, decode_message
 
 
 @dataclass

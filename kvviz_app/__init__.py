@@ -1,6 +1,6 @@
 """The kvviz app: the only package that imports Streamlit and Plotly and holds UI words.
 
-``app.py`` calls :func:`kvviz_app.navigation.main`; the shell modules (``ui*.py``) serve every page; the
-page scripts live in ``kvviz_app/page_scripts/`` (not ``pages/``, which Streamlit would also pick up as a
+``app.py`` calls :func:`kvviz_app.shell.navigation.main`; the shell modules (``ui*.py``) serve every page; the
+page scripts live in ``pages/`` (not ``pages/``, which Streamlit would also pick up as a
 legacy multipage folder).
 """

@@ -6,7 +6,7 @@ fixtures need no import; import only the helpers::
     from browser_util import assert_no_errors, open_via_nav, screenshot
 
     def test_my_page(app_server, browser):
-        page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/my_page.py", wait_text="Some heading")
+        page = open_via_nav(browser, app_server, "pages/my_page.py", wait_text="Some heading")
         page.wait_for_selector(".main-svg")          # Plotly charts draw a moment after the text
         assert_no_errors(page)
         screenshot(page, "my_page")
@@ -197,8 +197,8 @@ def open_page(browser: Any, base_url: str, url_path: str = "", wait_text: str | 
 
 
 def page_title(path: str) -> str:
-    """The sidebar title of a page file (``"kvviz_app/page_scripts/paging.py"``), from kvviz_app.text.common.PAGES."""
-    from kvviz_app.i18n import texts
+    """The sidebar title of a page file (``"pages/paging.py"``), from kvviz_app.shell.text.PAGES."""
+    from kvviz_app.shell.i18n import texts
     PAGES = texts("common").PAGES
 
     return next(title for p, title, _ in PAGES if p == path)
@@ -207,7 +207,7 @@ def page_title(path: str) -> str:
 def open_via_nav(browser: Any, base_url: str, path: str, wait_text: str | None = None, **kwargs: Any) -> Any:
     """Open the app's landing page, then click ``path``'s entry in the sidebar navigation, as a user gets
     there (sidebar, wide layout); wait for ``wait_text`` when given. ``kwargs`` go to :func:`open_page`."""
-    from kvviz_app.navigation import APP_TITLE
+    from kvviz_app.shell.navigation import APP_TITLE
 
     page = open_page(browser, base_url, "", wait_text=APP_TITLE, **kwargs)
     nav = page.locator('[data-testid="stSidebarNav"]')

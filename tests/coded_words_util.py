@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kvviz_app.i18n import use_lang
+from kvviz_app.shell.i18n import use_lang
 
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 

@@ -1,13 +1,13 @@
 """The workload analyzer's first one-pass curve, pure Python (kvviz before issue 26): kept verbatim as
-the reference the compiled kernel (kvviz.workload.stack) must equal bit for bit on every output."""
+the reference the compiled kernel (kvviz.analysis.workload.stack) must equal bit for bit on every output."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.trace import WorkloadTrace
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.trace import WorkloadTrace
 
 COLD = 0
 

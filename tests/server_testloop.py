@@ -130,7 +130,7 @@ class FakeLoop:
 
     def submit(self, rid: str, prompt: list[int], params: Any, *, cache_salt: str | None = None, priority: int = 0,
                client: str = "") -> FakeStream:
-        from kvviz.mirror.errors import CodedError
+        from kvviz.errors import CodedError
 
         if max(prompt) >= len(self.engine.tokenizer):
             raise CodedError(f"token id {max(prompt)} is outside the vocabulary", "token_out_of_vocab")

@@ -1,6 +1,6 @@
 """``python -m kvviz bytes``: exact per-token KV-cache bytes for a preset, a config.json or typed numbers.
 
-The same functions the calculator page calls (kvviz.sim.kvsize / hf_config / presets), so the page
+The same functions the calculator page calls (kvviz.analysis.sizes.kvsize / hf_config / presets), so the page
 and the CLI always agree.
 """
 
@@ -11,18 +11,18 @@ import math
 import sys
 from typing import Any
 
-from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.cli.config_words import config_note, size_error
-from kvviz.sim import kv_capacity, kv_formula, kvsize
-from kvviz.sim.hf_config import (
+from kvviz.analysis.sizes import kv_capacity, kv_formula, kvsize
+from kvviz.analysis.sizes.hf_config import (
     MAX_CONFIG_BYTES,
     ConfigNote,
     ParsedConfig,
     load_config_file,
     parse_config_text,
 )
-from kvviz.sim.kvsize import KVSizeError, ModelShape
-from kvviz.sim.presets import PRESETS, get_preset
+from kvviz.analysis.sizes.kvsize import KVSizeError, ModelShape
+from kvviz.analysis.sizes.presets import PRESETS, get_preset
+from kvviz.cli import CliError, add_block_size_flag, add_json_flag
+from kvviz.cli.config_words import config_note, size_error
 from kvviz.util import units
 
 _TYPED = ("layers", "kv_heads", "head_dim", "heads", "d_model", "window", "kv_lora_rank", "qk_rope_head_dim")

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.security.collisions import MAX_TOY_BITS, MIN_TOY_BITS
+from kvviz.experiments.security.collisions import MAX_TOY_BITS, MIN_TOY_BITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +37,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--blocks must be between 1 and 1000000, got {args.blocks}")
     if not 1 <= args.repeats <= 100:
         raise CliError(f"--repeats must be between 1 and 100, got {args.repeats}")
-    from kvviz.model import InputError, ModelLoadError, load_tokenizer, tokenize
-    from kvviz.security.collisions import (
+    from kvviz.experiments.security.collisions import (
         DEFAULT_PROMPT_A,
         DEFAULT_PROMPT_B,
         force_collision,
@@ -46,6 +45,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         none_hash_demo,
         python_hash_facts,
     )
+    from kvviz.model import InputError, ModelLoadError, load_tokenizer, tokenize
 
     text_a = DEFAULT_PROMPT_A if args.a is None else args.a
     text_b = DEFAULT_PROMPT_B if args.b is None else args.b
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.leak:
         if not demo.found:
             raise CliError(f"no collision within {demo.tries:,} tries; use fewer --bits")
+        from kvviz.experiments.security.collision_leak import collision_leak
         from kvviz.model import load_model
-        from kvviz.security.collision_leak import collision_leak
 
         try:
             out["leak"] = collision_leak(load_model(args.model), demo).as_dict()

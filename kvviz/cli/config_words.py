@@ -1,6 +1,6 @@
-"""One English line per code of the config.json reader (kvviz.sim.hf_config) and the KV-size checks
-(kvviz.sim.kvsize): notes on defaults and fallbacks, and errors. The CLI prints them; the app words the
-same codes through its catalogs, with these lines as msgids (kvviz_app/text/calculator_config.py passes
+"""One English line per code of the config.json reader (kvviz.analysis.sizes.hf_config) and the KV-size checks
+(kvviz.analysis.sizes.kvsize): notes on defaults and fallbacks, and errors. The CLI prints them; the app words the
+same codes through its catalogs, with these lines as msgids (kvviz_app/calculator/text_config.py passes
 its translated tables as ``words``)."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from kvviz.sim.hf_config import ConfigError
+from kvviz.analysis.sizes.hf_config import ConfigError
 from kvviz.util.plural import Plural
 
 UNKNOWN_MODEL_TYPE = "?"
 #: ParsedConfig.family "generic" (no known family: the common field names were read); other families are names.
 FAMILY_GENERIC = "generic"
 
-# kvviz.sim.hf_config.ConfigNote, by code. {every_nth} is the ordinal of {every} ("6th").
+# kvviz.analysis.sizes.hf_config.ConfigNote, by code. {every_nth} is the ordinal of {every} ("6th").
 CONFIG_NOTES = {
     "nested_config": "read the nested {key} (a multimodal config; model_type {model_type})",
     "unknown_model_type": "model_type {model_type!r} is not one kvviz knows; read the common field names "
@@ -62,7 +62,7 @@ CONFIG_NOTES = {
                   "as vLLM and SGLang cache this latent",
 }
 
-# kvviz.sim.hf_config.ConfigError, by code; bad_value and bad_shape (a wrapped kvsize error) are worded
+# kvviz.analysis.sizes.hf_config.ConfigError, by code; bad_value and bad_shape (a wrapped kvsize error) are worded
 # by SIZE_ERRORS from their reason, bad_shape after the config's name.
 CONFIG_ERRORS = {
     "too_big": "config is {mib:.2f} MiB; the limit is 1 MiB (a real config.json is a few KiB)",
@@ -95,7 +95,7 @@ FIELD_NAMES = {"layers": "layer count", "heads": "attention head count", "hidden
 JSON_KINDS = {"object": "object", "array": "array", "string": "string", "boolean": "boolean",
               "number": "number", "null": "null"}
 
-# kvviz.sim.kvsize.KVSizeError, by code (errors without a code show their own English line).
+# kvviz.analysis.sizes.kvsize.KVSizeError, by code (errors without a code show their own English line).
 SIZE_ERRORS = {
     "not_whole": "{name} must be a whole number, got {value}",
     "not_positive": "{name} must be positive, got {value:,}",

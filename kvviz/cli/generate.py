@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     check_model_option(args.model)
-    from kvviz.mirror.errors import CodedError
+    from kvviz.errors import CodedError
     from kvviz.model import InputError, ModelLoadError
     from kvviz.model.tokens import clean_text
 

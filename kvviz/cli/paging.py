@@ -1,6 +1,6 @@
 """``python -m kvviz paging``: contiguous vs paged KV memory on one seeded request stream.
 
-Calls the same function the "Paged vs contiguous memory" page calls (kvviz.sim.paging_sim.compare_layouts).
+Calls the same function the "Paged vs contiguous memory" page calls (kvviz.analysis.paging.sim.compare_layouts).
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kvviz.analysis.paging.experiment import RESERVATION_POLICIES, PagingConfig
+from kvviz.analysis.paging.sim import compare_layouts
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.sim.paging import RESERVATION_POLICIES, PagingConfig
-from kvviz.sim.paging_sim import compare_layouts
 
 _DEFAULTS = PagingConfig()
 

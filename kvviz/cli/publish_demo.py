@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag
-from kvviz.live.demo import DemoPublisher, synthetic_tokenizer
-from kvviz.live.subscriber import check_bind_endpoint
-from kvviz.live.wire import FORM_ARRAY, FORM_VLLM, FORMS, REPLAY_LEGACY, REPLAY_V033, offset_endpoint_port
+from kvviz.fleet.demo import DemoPublisher, synthetic_tokenizer
+from kvviz.fleet.subscriber import check_bind_endpoint
+from kvviz.fleet.wire import FORM_ARRAY, FORM_VLLM, FORMS, REPLAY_LEGACY, REPLAY_V033, offset_endpoint_port
 
 MAX_SECONDS = 7 * 24 * 3600.0
 MAX_DEMO_REPLICAS = 8

@@ -8,10 +8,10 @@ import argparse
 import math
 from typing import Any
 
+from kvviz.analysis.workload.trace import MAX_TRACE_BYTES, WorkloadError
 from kvviz.cli import CliError, add_json_flag
 from kvviz.settings import settings
 from kvviz.util.jsonio import read_limited
-from kvviz.workload.trace import MAX_TRACE_BYTES, WorkloadError
 
 MAX_TOKENS_LIMIT = 4096
 MAX_REQUESTS = 100_000

@@ -38,9 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the experiment; truncation notices go to stderr so stdout keeps exactly the listed keys."""
     check_model_option(args.model)
-    from kvviz.edit.inputs import edit_inputs
-    from kvviz.edit.report import cli_summary, run_reuse_experiment
-    from kvviz.mirror.errors import CodedError
+    from kvviz.errors import CodedError
+    from kvviz.experiments.edit.inputs import edit_inputs
+    from kvviz.experiments.edit.report import cli_summary, run_reuse_experiment
     from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
 
     try:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
-from kvviz.room.session import SALT_MODES
+from kvviz.experiments.room.session import SALT_MODES
 
 
 def _pair(value: str, what: str) -> tuple[str, str]:
@@ -45,10 +45,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prompts = [_pair(v, "--prompt") for v in args.prompt]
     salts = [_pair(v, "--salt") for v in args.salt]
     from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
-    from kvviz.mirror.errors import CodedError
+    from kvviz.errors import CodedError
+    from kvviz.experiments.room.limits import RoomLimits
+    from kvviz.experiments.room.room import Room
     from kvviz.model import ModelLoadError, load_model
-    from kvviz.room.limits import RoomLimits
-    from kvviz.room.room import Room
 
     for name, spec in salts:
         mode = spec.partition(":")[0]
@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_prompts(room: Any, prompts: list[tuple[str, str]], salts: list[tuple[str, str]]) -> dict[str, Any]:
     """Each prompt through ``room`` in order (sessions join on first use), as rows of the JSON."""
-    from kvviz.room.prefill import room_prefill
-    from kvviz.room.rows import last_prompt_view
+    from kvviz.experiments.room.prefill import room_prefill
+    from kvviz.experiments.room.rows import last_prompt_view
 
     sessions: dict[str, str] = {}
 

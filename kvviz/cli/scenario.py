@@ -2,8 +2,8 @@
 vs hash chain vs sliding-window comparison over the same scenario.
 
 Calls the same functions the "Block table and LRU free queue" and "Radix tree vs hash chain" pages
-call (``kvviz.sim.scenario_play.play_scenario(...).view_at(k)`` and
-``kvviz.sim.radix_compare.compare_radix_pool``).
+call (``kvviz.analysis.scenarios.play.play_scenario(...).view_at(k)`` and
+``kvviz.analysis.radix_compare.compare_radix_pool``).
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ import argparse
 import sys
 from typing import Any
 
-from kvviz.cli import CliError, add_json_flag
-from kvviz.sim.radix_compare import DEFAULT_WINDOW, compare_radix_pool
-from kvviz.sim.scenario import MAX_REQUEST_TOKENS, ScenarioError
-from kvviz.sim.scenario_load import (
+from kvviz.analysis.radix_compare import DEFAULT_WINDOW, compare_radix_pool
+from kvviz.analysis.scenarios.load import (
     MAX_SCENARIO_BYTES,
     builtin_names,
     load_builtin,
     load_scenario,
     parse_scenario_text,
 )
-from kvviz.sim.scenario_play import play_scenario, step_summary
+from kvviz.analysis.scenarios.play import play_scenario, step_summary
+from kvviz.analysis.scenarios.records import MAX_REQUEST_TOKENS, ScenarioError
+from kvviz.cli import CliError, add_json_flag
 from kvviz.util.jsonio import read_stream_limited
 
 

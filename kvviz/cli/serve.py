@@ -64,7 +64,7 @@ def _check(args: argparse.Namespace) -> tuple[str | None, str | None]:
         raise CliError("--api-key is empty: leave it out for no key")
     if not args.kv_events_endpoint:
         return None, None
-    from kvviz.live.subscriber import check_bind_endpoint
+    from kvviz.fleet.subscriber import check_bind_endpoint
     from kvviz.server.kv_publisher import replay_endpoint_for
 
     try:

@@ -1,6 +1,6 @@
 """``python -m kvviz session``: per-turn cache reads, writes and uncached input of a chat or agent session.
 
-Calls the same function the "Multi-turn sessions" page calls (kvviz.sessions.run_session) on
+Calls the same function the "Multi-turn sessions" page calls (kvviz.experiments.sessions.run_session) on
 real token counts from the embedded model's tokenizer.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kvviz.analysis.providers import DEFAULT_POLICY, POLICIES
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.sessions import (
+from kvviz.experiments.sessions import (
     DEFAULT_PAUSE_S,
     MARKS,
     SessionError,
@@ -22,8 +23,7 @@ from kvviz.sessions import (
     run_session,
     session_increment,
 )
-from kvviz.sessions.results import MAX_PROJECTION_TURNS
-from kvviz.sim.providers import DEFAULT_POLICY, POLICIES
+from kvviz.experiments.sessions.results import MAX_PROJECTION_TURNS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,9 +6,15 @@ import argparse
 import sys
 from typing import Any
 
+from kvviz.analysis.scenarios.block_trace import (
+    MAX_TRACE_BYTES,
+    TraceError,
+    load_trace,
+    parse_trace_text,
+    run_trace,
+)
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.words import render_event, render_step_error
-from kvviz.sim.trace import MAX_TRACE_BYTES, TraceError, load_trace, parse_trace_text, run_trace
 from kvviz.util.jsonio import read_stream_limited
 
 

@@ -43,10 +43,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not 0 <= args.game_rounds <= 200:
         raise CliError(f"--game-rounds must be between 0 and 200, got {args.game_rounds}")
     from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
-    from kvviz.mirror.errors import CodedError
+    from kvviz.errors import CodedError
+    from kvviz.experiments.security.attacker import GAME_CANDIDATES, attacker_game
+    from kvviz.experiments.security.side_channel import measure_side_channel
     from kvviz.model import InputError, ModelLoadError, load_model  # torch only when needed
-    from kvviz.security.attacker import GAME_CANDIDATES, attacker_game
-    from kvviz.security.side_channel import measure_side_channel
 
     candidates = GAME_CANDIDATES
     if args.candidates is not None:

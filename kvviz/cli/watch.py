@@ -17,9 +17,9 @@ from typing import Any
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.hash import add_request_key_options, check_request_keys, parse_token_list, tokens_from_text
 from kvviz.cli.watch_fleet import is_fleet, run_fleet
-from kvviz.live.engine_http import EngineHTTPError, tokenize_remote
-from kvviz.live.engine_model import hash_label
-from kvviz.live.subscriber import MAX_DP_SIZE, LiveConfig, Subscriber, check_prompt
+from kvviz.fleet.engine_http import EngineHTTPError, tokenize_remote
+from kvviz.fleet.engine_model import hash_label
+from kvviz.fleet.subscriber import MAX_DP_SIZE, LiveConfig, Subscriber, check_prompt
 from kvviz.mirror import limits
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS, REFERENCE_RELEASE, get_hash_fn
 

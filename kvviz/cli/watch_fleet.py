@@ -1,4 +1,4 @@
-"""``python -m kvviz watch`` over several engines: one subscriber per replica (``kvviz.live.fleet``), the
+"""``python -m kvviz watch`` over several engines: one subscriber per replica (``kvviz.fleet.fleet``), the
 cluster index, and with a prompt where llm-d's longest-prefix scorer, Dynamo's overlap-cost scorer and
 round-robin would send it. Same fleet, scorers and numbers as the Live engine page's fleet view."""
 
@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from kvviz.cli import CliError
-from kvviz.live.fleet import Fleet, parse_replicas
+from kvviz.fleet.fleet import Fleet, parse_replicas
 from kvviz.mirror.hashing import REFERENCE_RELEASE, get_hash_fn, hash_block_chain, init_none_hash
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 

@@ -1,7 +1,7 @@
 """``python -m kvviz workload``: the prefix-cache hit rate a request trace gets at every LRU capacity.
 
-The same functions the "Your traffic" page calls (kvviz.workload.load, kvviz.workload.reuse_distance,
-kvviz.workload.report). One pass gives the exact curve; see kvviz.workload.reuse_distance.
+The same functions the "Your traffic" page calls (kvviz.analysis.workload.load, kvviz.analysis.workload.reuse_distance,
+kvviz.analysis.workload.report). One pass gives the exact curve; see kvviz.analysis.workload.reuse_distance.
 """
 
 from __future__ import annotations
@@ -16,21 +16,21 @@ from typing import Any
 
 import numpy as np
 
+from kvviz.analysis.sizes import kv_formula, kvsize
+from kvviz.analysis.sizes.hf_config import load_config_file
+from kvviz.analysis.sizes.kv_capacity import budget_blocks, gib_bytes
+from kvviz.analysis.sizes.kvsize import KVSizeError
+from kvviz.analysis.sizes.presets import get_preset
+from kvviz.analysis.workload.load import lazy_encoder
+from kvviz.analysis.workload.report import parse_capacities, report
+from kvviz.analysis.workload.reuse_distance import analyze
+from kvviz.analysis.workload.routing import MAX_REPLICAS, POLICIES, routing_report
+from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory, sampled_report
+from kvviz.analysis.workload.stream import BadLines, Progress, estimated_accesses, read_trace, sample_trace
+from kvviz.analysis.workload.trace import WorkloadError
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.config_words import size_error
-from kvviz.sim import kv_formula, kvsize
-from kvviz.sim.hf_config import load_config_file
-from kvviz.sim.kv_capacity import budget_blocks, gib_bytes
-from kvviz.sim.kvsize import KVSizeError
-from kvviz.sim.presets import get_preset
 from kvviz.util.units import format_bytes
-from kvviz.workload.load import lazy_encoder
-from kvviz.workload.report import parse_capacities, report
-from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.routing import MAX_REPLICAS, POLICIES, routing_report
-from kvviz.workload.sample import analyze_sampled, rate_for_memory, sampled_report
-from kvviz.workload.stream import BadLines, Progress, estimated_accesses, read_trace, sample_trace
-from kvviz.workload.trace import WorkloadError
 
 MAX_TTL_SECONDS = 10**9
 
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_sharded(args: argparse.Namespace, capacities: list[int] | None, bpt: Fraction | None,
                  ttl: float | None, replicas: list[int]) -> dict[str, Any]:
-    """``--engine dask``: the trace's files on a Dask cluster (kvviz.workload.sharded)."""
+    """``--engine dask``: the trace's files on a Dask cluster (kvviz.analysis.workload.sharded)."""
     if args.engine is None:
         raise CliError("--address needs --engine dask")
     if args.engine == "ray":
@@ -184,7 +184,7 @@ def _run_sharded(args: argparse.Namespace, capacities: list[int] | None, bpt: Fr
     if ttl is not None or replicas or args.memory_mb is not None:
         raise CliError("--engine dask takes --sample-rate only: drop --ttl-seconds, --replicas and --memory-mb")
     try:
-        from kvviz.workload.sharded import analyze_sharded
+        from kvviz.analysis.workload.sharded import analyze_sharded
 
         res = analyze_sharded(args.trace, args.sample_rate or 1.0, args.address, args.block_size,
                               not args.strict, tokenize=True)

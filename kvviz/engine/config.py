@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.mirror.hashing import DEFAULT_SEED
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 from kvviz.mirror.limits import block_size as check_block_size

@@ -23,7 +23,7 @@ from kvviz.engine.sampling import Sampler, SamplingParams, make_generator, token
 from kvviz.engine.scheduler import Scheduler, SchedulerOutput
 from kvviz.engine.stats import IterationStats
 from kvviz.engine.text import Detokenizer
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.hashing import validate_token_ids
 from kvviz.mirror.kv_events import KVCacheEvent, KVEventBatch

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 
 MAX_NEW_TOKENS = 32768
 MAX_LOGPROBS = 20  # vLLM 0.33.0's ModelConfig.max_logprobs default (--max-logprobs)

@@ -36,7 +36,7 @@ Prefix-cache API (vLLM v1 / SGLang semantics; hashes are ``bytes``)::
     single_type: find_longest_cache_hit(...), find_longest_cache_hit_sliding_window(...), cdiv
     radix:      RadixCache(page_size=1): insert, match_prefix -> MatchResult, lock/unlock,
                 inc_lock_ref/dec_lock_ref, evict(num_tokens) (LRU leaves), snapshot() -> [RadixNodeView]
-    (kvviz.sim, built on the mirror)
+    (kvviz.analysis, built on the mirror)
     compare:    compare_prompts(tokens_a, tokens_b, block_size=16, hash_name=, seed=None, salt_a=,
                 salt_b=) -> PromptComparison(blocks=[BlockComparison(status hit|miss|invalidated|
                 partial, code, params, reused, ...)], common_prefix_tokens, reused_tokens, recompute_tokens,

@@ -19,7 +19,7 @@ block table; ``num_tokens`` is 0 unless said otherwise):
   in use (code ``reset_refused``).
 
 Each event carries a reason ``code`` and its ``params`` (the view renders the words; see
-``kvviz_app.text.core``) and the vLLM KV-cache events it implies (``kv_events``). Block 0 is the null block.
+``kvviz_app.shell.text_concepts``) and the vLLM KV-cache events it implies (``kv_events``). Block 0 is the null block.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, NewType
 import cbor2
 import xxhash
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.mirror.limits import BlockSize
 
 # The engine release whose hashing and KV events kvviz follows (docs/FIDELITY.md); the UI names it.

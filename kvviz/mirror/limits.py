@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NewType
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 
 BlockSize = NewType("BlockSize", int)
 

@@ -6,7 +6,7 @@ Per request it keeps the token ids, the chained hashes of its full blocks and it
 hashes from the start, capped at ``num_tokens - 1`` tokens) followed by ``allocate_slots`` (touch
 the hits, pop new blocks, cache the newly full ones). A request that does not fit is refused with
 the pool left unchanged. Every change is an ``Event`` in ``self.events`` (a reason code and its
-parameters; ``kvviz_app.text.core`` renders the words). ``reset_prefix_cache`` drops every hash when no
+parameters; ``kvviz_app.shell.text_concepts`` renders the words). ``reset_prefix_cache`` drops every hash when no
 block is in use. Block 0 is the null block, as in vLLM.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from kvviz.errors import CodedError
 from kvviz.mirror.block_pool import BlockPool, KVCacheBlock
-from kvviz.mirror.errors import CodedError
 from kvviz.mirror.events import BlockTableEntry, Event, EventKind, PoolCounters, PoolState, RequestBlocks
 from kvviz.mirror.events import replay as replay_events
 from kvviz.mirror.hashing import (

@@ -23,7 +23,7 @@ from kvviz.model.settings import cache_dir
 
 @dataclass(frozen=True)
 class LoadStep:
-    """A stage of loading, as a code and its params (the view words it: kvviz_app.text.common.LOAD_STEPS)."""
+    """A stage of loading, as a code and its params (the view words it: kvviz_app.shell.text.LOAD_STEPS)."""
 
     code: str
     params: dict[str, Any] = field(default_factory=dict)

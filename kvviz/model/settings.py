@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.settings import DEFAULT_KV_CACHE_MIB as DEFAULT_KV_CACHE_MIB
 
 # Default and ceiling of the tokens one prefill may process: kvviz.settings, re-exported here.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from kvviz.mirror.errors import CodedLine
+from kvviz.errors import CodedLine
 from kvviz.model.loader import load_tokenizer
 from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
 from kvviz.util.blank import is_blank
@@ -27,7 +27,7 @@ _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 # fails with "Already borrowed" when two threads (two Streamlit sessions) do it at once.
 _TOKENIZER_CALL_LOCK = threading.RLock()
 
-# The English lines of the input codes (the app words the codes: kvviz_app.text.common).
+# The English lines of the input codes (the app words the codes: kvviz_app.shell.text).
 EMPTY_TEXT = "The text is empty: type or paste at least one visible character."
 NO_TOKENS = "The input produced no tokens: give at least one token."
 TRUNCATION_NOTICE = (
@@ -202,7 +202,7 @@ def _limit(tokenizer: Any, ids: list[int], limit: int, chars_cut: bool, model_na
 
 
 def pieces_tokenizer(max_tokens: int) -> Callable[[str], tuple[list[int], list[str]]]:
-    """The embedded tokenizer as ``text -> (ids, pieces)``, the shape kvviz.sim takes when a tokenizer is
+    """The embedded tokenizer as ``text -> (ids, pieces)``, the shape kvviz.analysis takes when a tokenizer is
     passed in (scenario texts). Texts longer than ``max_tokens`` come back cut to ``max_tokens``."""
 
     def tok(text: str) -> tuple[list[int], list[str]]:

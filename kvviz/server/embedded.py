@@ -19,7 +19,7 @@ _STARTED: dict[str, Any] = {}
 
 
 def _presenter_key() -> str:
-    from kvviz.room.service import get_room
+    from kvviz.experiments.room.service import get_room
 
     return get_room().presenter_key  # the room's key: one presenter key per process
 
@@ -54,7 +54,7 @@ def start_api_once() -> str | None:
         if not server_config.api_enabled():
             return None
         try:
-            from kvviz.live.subscriber import check_bind_endpoint
+            from kvviz.fleet.subscriber import check_bind_endpoint
             from kvviz.server.app import create_app
             from kvviz.server.kv_publisher import KVEventPublisher, replay_endpoint_for
             from kvviz.server.runner import ServerThread

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.server.protocol import FieldError
 
 log = logging.getLogger("kvviz.server")

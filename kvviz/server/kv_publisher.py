@@ -3,7 +3,7 @@
 ROUTER replay socket that answers ``(b"", start_seq)`` with every buffered ``(b"", topic, seq, payload)``
 from ``start_seq`` on, then ``(b"", b"", -1, b"")``.
 
-The payload encoder is kvviz's (``kvviz.live.wire.encode_batch``), so the page's subscriber decodes
+The payload encoder is kvviz's (``kvviz.fleet.wire.encode_batch``), so the page's subscriber decodes
 what this sends. Block hashes go out as vLLM's default sends them, 64-bit ints (``int_hashes``,
 ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``), or as the 32-byte digests. Invariants: sequence numbers start at 0 and grow by one per batch; only the publisher
 thread touches the sockets (``publish`` only queues); the replay buffer keeps the last ``buffer_steps``.
@@ -19,8 +19,8 @@ from typing import Any
 
 import zmq
 
-from kvviz.live.wire import END_SEQ, KVEventBatch, encode_batch, encode_seq, to_int_hashes
-from kvviz.live.worker import Worker
+from kvviz.fleet.wire import END_SEQ, KVEventBatch, encode_batch, encode_seq, to_int_hashes
+from kvviz.fleet.worker import Worker
 
 BUFFER_STEPS = 10_000  # vLLM's default replay buffer (batches)
 HWM = 100_000

@@ -3,11 +3,11 @@ timestamps and sets the measured prefix-cache hit rate beside the workload analy
 the server's pool size.
 
 Lines: Mooncake (``hash_ids``, ``input_length``, ``output_length``, ``timestamp`` in ms), OpenAI chat
-(``messages``), ``prompt`` or ``token_ids`` (kvviz.workload.trace validates them). A Mooncake
+(``messages``), ``prompt`` or ``token_ids`` (kvviz.analysis.workload.trace validates them). A Mooncake
 hash id becomes ``tokens_per_hash`` deterministic token ids (the same id, the same tokens), so equal
 prefixes stay equal; the prediction is computed on exactly the token ids sent (or, for chat lines, on
 the chat template's ids, as the server renders them), at the server's block size, with the analyzer's
-own functions (kvviz.workload: ``analyze``, pure LRU; ``replay_block_pool``, kvviz's vLLM block pool).
+own functions (kvviz.analysis.workload: ``analyze``, pure LRU; ``replay_block_pool``, kvviz's vLLM block pool).
 
 Measured = sum of ``usage.prompt_tokens_details.cached_tokens`` / sum of ``usage.prompt_tokens`` over
 the requests that succeeded.
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from kvviz.workload.load import load_trace
-from kvviz.workload.parse import line_kind
-from kvviz.workload.pool import replay_block_pool
-from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.trace import MOONCAKE_BLOCK_SIZE, WorkloadError, iter_lines
+from kvviz.analysis.workload.load import load_trace
+from kvviz.analysis.workload.parse import line_kind
+from kvviz.analysis.workload.pool import replay_block_pool
+from kvviz.analysis.workload.reuse_distance import analyze
+from kvviz.analysis.workload.trace import MOONCAKE_BLOCK_SIZE, WorkloadError, iter_lines
 
 TOKEN_LOW, TOKEN_HIGH = 100, 49_000  # synthetic ids inside SmolLM2's vocabulary, clear of its special tokens
 MAX_WORKERS = 64

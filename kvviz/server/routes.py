@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from kvviz import __version__ as kvviz_version
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.server import responses as R
 from kvviz.server import tokenize as T
 from kvviz.server.body import read_model

@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.server.config import ServerConfig
 from kvviz.server.errors import APIError, bad_request, from_coded
 

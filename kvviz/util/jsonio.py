@@ -4,7 +4,7 @@ Every failure raises the caller's error class (a ValueError subclass) with a sin
 the source: a directory, a missing or unreadable file, a file over the size limit, bytes that are not
 UTF-8, invalid JSON, or JSON nested too deeply to decode. A UTF-8 byte-order mark is accepted. When the
 class is a ``CodedError`` it also carries one of ``ERROR_CODES`` and its params (words:
-kvviz_app.text.jsonio); ``what`` (e.g. "trace file") stays an English param.
+kvviz_app.shell.text_jsonio); ``what`` (e.g. "trace file") stays an English param.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 
 _MAX_DIGITS = 4300  # sys.get_int_max_str_digits() default
 

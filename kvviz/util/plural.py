@@ -1,7 +1,7 @@
 """A count-dependent message (ngettext): English has two forms, Russian three (блок / блока / блоков).
 
 The library writes English with it (the CLI's lines); the app's catalogs give the other forms
-(``kvviz_app.i18n.translate`` returns a ``LocalePlural`` that also writes numbers the language's way)."""
+(``kvviz_app.shell.i18n.translate`` returns a ``LocalePlural`` that also writes numbers the language's way)."""
 
 from __future__ import annotations
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.edit.inputs import edit_inputs
+from kvviz.errors import CodedError, CodedLine
+from kvviz.experiments.edit.inputs import edit_inputs
 from kvviz.mirror import limits
-from kvviz.mirror.errors import CodedError, CodedLine
 from kvviz.model.settings import InputError
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 EN, RU = texts("common", "en"), texts("common", "ru")
 

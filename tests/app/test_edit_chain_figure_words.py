@@ -3,9 +3,9 @@ session's language, as its legend does (the Russian landing page and Edit page s
 
 from __future__ import annotations
 
-from kvviz.sim.compare import compare_prompts
-from kvviz_app.figures.edit_chain import chain_figure
-from kvviz_app.i18n import texts, use_lang
+from kvviz.analysis.prompt_compare import compare_prompts
+from kvviz_app.edit.figures_chain import chain_figure
+from kvviz_app.shell.i18n import texts, use_lang
 
 
 def _gap_text(lang: str) -> str:
@@ -34,8 +34,8 @@ def test_the_presenter_key_picture_keeps_its_rows_unsqueezed():
     """In presenter mode the chain is the key picture, capped at KEY_PICTURE_MAX_HEIGHT: a 17-block chain
     drawn with every row was squeezed to 14 px a row (its headers on the first row); it draws as many rows
     as fit, 30 px each."""
-    from kvviz_app.figures.edit_chain import FIXED_PX, ROW_PX, rows_fitting
-    from kvviz_app.ui_present import KEY_PICTURE_MAX_HEIGHT
+    from kvviz_app.edit.figures_chain import FIXED_PX, ROW_PX, rows_fitting
+    from kvviz_app.shell.ui_present import KEY_PICTURE_MAX_HEIGHT
 
     a = list(range(1, 272))
     b = a[:250] + [9999] + a[251:]  # 17 blocks of 16, the edit in block 15

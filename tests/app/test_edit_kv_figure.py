@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvviz_app.figures.edit_kv import kv_heatmap_figure
+from kvviz_app.edit.figures_kv import kv_heatmap_figure
 
 
 @pytest.mark.parametrize("first, side", [(3, "left"), (40, "left"), (60, "right"), (97, "right")])

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from kvviz_app.i18n import texts, use_lang
-from kvviz_app.views import edit_explain as E
+from kvviz_app.edit import explain as E
+from kvviz_app.shell.i18n import texts, use_lang
 
 
 def _edit(b_ms: float) -> SimpleNamespace:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz_app.i18n import texts
-from kvviz_app.views.edit_sections import MAX_TOKEN_ROWS, default_rows, rows_from_slider, rows_shown_line
+from kvviz_app.edit.sections import MAX_TOKEN_ROWS, default_rows, rows_from_slider, rows_shown_line
+from kvviz_app.shell.i18n import texts
 
 
 @pytest.mark.parametrize(("total", "first_row"), [(17, 0), (17, 5), (17, 16), (40, 20), (17 + MAX_TOKEN_ROWS, 3)])

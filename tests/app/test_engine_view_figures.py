@@ -3,9 +3,9 @@ and in presenter mode a title that leaves room for the legend above the plot."""
 
 from __future__ import annotations
 
-from kvviz_app.figures import engine_view as F
-from kvviz_app.figures.style import LEGEND_ABOVE_LEFT, base_layout, set_presenter
-from kvviz_app.figures.style import presenter_layer as _layer  # noqa: F401 - the layer base_layout applies
+from kvviz_app.engine_view import figures as F
+from kvviz_app.shell.style import LEGEND_ABOVE_LEFT, base_layout, set_presenter
+from kvviz_app.shell.style import presenter_layer as _layer  # noqa: F401 - the layer base_layout applies
 
 
 class _Step:
@@ -67,8 +67,8 @@ def test_presenter_mode_keeps_no_room_for_a_legend_that_is_not_drawn():
 
 def test_presenter_mode_widens_the_head_sharing_row_names_margin():
     """The calculator's row names ("KV-головы (кэшируются на токен)") were cut at 16 px on a projector."""
-    from kvviz.sim.kvsize import ModelShape
-    from kvviz_app.figures.calculator import HEAD_LABEL_MARGIN, head_sharing_figure
+    from kvviz.analysis.sizes.kvsize import ModelShape
+    from kvviz_app.calculator.figures import HEAD_LABEL_MARGIN, head_sharing_figure
 
     shape = ModelShape("llama-2-7b", num_layers=32, num_heads=32, num_kv_heads=32, head_dim=128)
     assert head_sharing_figure(shape).layout.margin.l == HEAD_LABEL_MARGIN

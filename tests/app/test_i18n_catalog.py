@@ -9,15 +9,24 @@ from pathlib import Path
 import pytest
 
 from kvviz.util.units import format_bytes
-from kvviz_app.i18n import Plural, format_number, gettext, localize, ngettext, normalize_lang, texts, use_lang
-from kvviz_app.i18n import catalog as catalog_mod
-from kvviz_app.i18n import extract as extract_mod
-from kvviz_app.i18n.catalog import load_catalog
-from kvviz_app.i18n.extract import extract, missing, unused
-from kvviz_app.i18n.numbers import THIN_SPACE
+from kvviz_app.shell.i18n import (
+    Plural,
+    format_number,
+    gettext,
+    localize,
+    ngettext,
+    normalize_lang,
+    texts,
+    use_lang,
+)
+from kvviz_app.shell.i18n import catalog as catalog_mod
+from kvviz_app.shell.i18n import extract as extract_mod
+from kvviz_app.shell.i18n.catalog import load_catalog
+from kvviz_app.shell.i18n.extract import extract, missing, unused
+from kvviz_app.shell.i18n.numbers import THIN_SPACE
 
 C = texts("common")
-CORE = texts("core")
+CORE = texts("concepts")
 
 
 def test_every_ui_string_has_a_russian_translation():
@@ -50,8 +59,8 @@ def test_translations_keep_every_placeholder():
 
 def test_the_catalog_is_read_per_language_not_per_process():
     with use_lang("ru"):
-        ru_title = dict((p, t) for p, t, _ in C.PAGES)["kvviz_app/page_scripts/paging.py"]
-    en_title = dict((p, t) for p, t, _ in C.PAGES)["kvviz_app/page_scripts/paging.py"]
+        ru_title = dict((p, t) for p, t, _ in C.PAGES)["pages/paging.py"]
+    en_title = dict((p, t) for p, t, _ in C.PAGES)["pages/paging.py"]
     assert en_title == "Paged vs contiguous memory"
     assert ru_title == "Страничная и непрерывная память"
     assert vars(C.module)["PAGES"][3][1] == en_title  # the module itself keeps the English source
@@ -62,7 +71,7 @@ def test_data_that_is_not_ui_text_is_never_translated():
 
     assert not hasattr(C.module, "MODEL_PROBE_TEXT") and MODEL_PROBE_TEXT not in extract()
     with use_lang("ru"):
-        assert C.PAGES[0][0] == "kvviz_app/page_scripts/home.py" and C.PAGES[0][2] == ":material/home:"
+        assert C.PAGES[0][0] == "pages/home.py" and C.PAGES[0][2] == ":material/home:"
 
 
 @pytest.mark.parametrize(("n", "form"), [
@@ -134,7 +143,7 @@ def test_update_keeps_translations_and_adds_new_strings(tmp_path, monkeypatch):
 
 
 def test_values_formatted_the_english_way_are_localized():
-    from kvviz_app.i18n import localize
+    from kvviz_app.shell.i18n import localize
 
     assert localize("1,234.5 KiB", "ru") == f"1{THIN_SPACE}234,5 КиБ"
     assert localize("≈48.83 GiB", "ru") == "≈48,83 ГиБ"
@@ -145,7 +154,7 @@ def test_values_formatted_the_english_way_are_localized():
 
 
 def test_data_file_titles_are_in_the_catalog():
-    from kvviz_app.i18n import tr
+    from kvviz_app.shell.i18n import tr
 
     with use_lang("ru"):
         assert tr("Shared system prompt, 4 users") == "Общий системный промпт, 4 пользователя"
@@ -155,9 +164,9 @@ def test_data_file_titles_are_in_the_catalog():
 def test_text_module_helpers_compose_in_the_session_language():
     from fractions import Fraction
 
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     K = texts("calculator")
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     S = texts("sessions")
 
     kw = dict(kv_layers=32, layers=32, kv_heads=32, head_dim=128, bytes_per_value=Fraction(2), dtype="fp16",
@@ -171,7 +180,7 @@ def test_text_module_helpers_compose_in_the_session_language():
 
 
 def test_session_segment_labels_are_codes_rendered_per_language():
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     S = texts("sessions")
 
     codes = ["tools", "system", "user 3", "answer 2", "answer 4 starts", "tool result 5", "file read"]
@@ -184,7 +193,7 @@ def test_session_segment_labels_are_codes_rendered_per_language():
 
 
 def test_a_ratio_has_a_decimal_comma_in_russian():
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     T_SEC = texts("security")
 
     with use_lang("ru"):

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-from kvviz.sim.providers import POLICIES
-from kvviz_app.i18n import texts, tr, use_lang
+from kvviz.analysis.providers import POLICIES
+from kvviz_app.shell.i18n import texts, tr, use_lang
 
 CALC = texts("calculator")
 EDIT = texts("edit")
-ENGINE = texts("engine")
+ENGINE = texts("block_table")
 SEC = texts("security")
 SESS = texts("sessions")
 
@@ -51,7 +51,7 @@ def test_policy_values_are_translated():
 
 
 def test_model_source_is_worded_by_the_view():
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     C = texts("common")
 
     with use_lang("ru"):
@@ -67,7 +67,7 @@ def test_every_load_step_the_loader_reports_has_words():
     them (read from the source, so this stays a fast test without torch)."""
     from pathlib import Path
 
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     C = texts("common")
 
     model_dir = Path(__file__).resolve().parents[2] / "kvviz" / "model"

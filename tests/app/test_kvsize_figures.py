@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kvviz.sim import kv_capacity, kv_formula, kvsize
-from kvviz.sim.presets import get_preset
+from kvviz.analysis.sizes import kv_capacity, kv_formula, kvsize
+from kvviz.analysis.sizes.presets import get_preset
 from kvviz.util import units
-from kvviz_app.figures import calculator as F
+from kvviz_app.calculator import figures as F
 
 
 def _line_groups(fig):

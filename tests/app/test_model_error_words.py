@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kvviz.mirror.errors import CodedError
+from kvviz.analysis.sizes.kvsize import KVSizeError, normalize_dtype
+from kvviz.errors import CodedError
 from kvviz.model.settings import InputError, ModelLoadError, check_count, check_max_tokens, normalise_dtype
-from kvviz.sim.kvsize import KVSizeError, normalize_dtype
-from kvviz_app.i18n import texts, use_lang
+from kvviz_app.shell.i18n import texts, use_lang
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ["kvviz/model/settings.py", "kvviz/model/resolve.py", "kvviz/model/loader.py"]

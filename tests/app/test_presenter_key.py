@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-import kvviz.room.service as room_mod
-from kvviz.room.service import ENV_PRESENTER_KEY, get_room, presenter_key_generated
-from kvviz_app.i18n import texts
+import kvviz.experiments.room.service as room_mod
+from kvviz.experiments.room.service import ENV_PRESENTER_KEY, get_room, presenter_key_generated
+from kvviz_app.shell.i18n import texts
 
 T = texts("security")
 
@@ -45,7 +45,7 @@ def test_env_key_is_used_as_given(fresh_room, monkeypatch):
 
 
 def test_server_log_prints_the_generated_key_once_with_the_url(fresh_room, monkeypatch, capsys):
-    from kvviz_app import ui
+    from kvviz_app.shell import ui
 
     monkeypatch.delenv(ENV_PRESENTER_KEY, raising=False)
     monkeypatch.setattr(ui, "_ANNOUNCED", False)

@@ -8,13 +8,13 @@ import re
 
 import pytest
 
-from kvviz.live.subscriber import LiveConfig
-from kvviz.room.presets import PRESETS, preset_prompt
-from kvviz.security.attacker import GAME_CANDIDATES, GAME_TEMPLATE
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.trace import BadLines, WorkloadError
-from kvviz_app.i18n import texts
-from kvviz_app.live_fleet import specs_from_text
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.trace import BadLines, WorkloadError
+from kvviz.experiments.room.presets import PRESETS, preset_prompt
+from kvviz.experiments.security.attacker import GAME_CANDIDATES, GAME_TEMPLATE
+from kvviz.fleet.subscriber import LiveConfig
+from kvviz_app.live.fleet import specs_from_text
+from kvviz_app.shell.i18n import texts
 
 RU = texts("common", "ru")
 LATIN_WORD = re.compile(r"\b(?!tcp\b)(?![A-Z]+\b)[A-Za-z]{4,}\b")  # an English word (tcp, acronyms aside)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, open_via_nav, screenshot, scroll_into_view, wait_idle
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("batching")
 
@@ -26,7 +26,7 @@ def _overflowing(page) -> list[str]:
 
 @pytest.mark.parametrize("width", [1400, 1024])
 def test_batching_page_after_a_burst(app_server, browser, width):
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/batching.py", wait_text=T.KINDS_HEADER, width=width, height=1400)
+    page = open_via_nav(browser, app_server, "pages/batching.py", wait_text=T.KINDS_HEADER, width=width, height=1400)
     page.get_by_role("button", name=T.DEMO_BUTTON).click()
     page.get_by_text("requests in").first.wait_for(timeout=600_000)
     wait_idle(page)

@@ -8,9 +8,9 @@ import re
 import pytest
 from browser_util import assert_no_errors, open_via_nav, screenshot, wait_idle
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
-T = texts("engine")
+T = texts("block_table")
 
 
 pytestmark = pytest.mark.browser
@@ -30,7 +30,7 @@ def _step_pattern(n: int) -> str:
 
 @pytest.mark.parametrize("width, height", [(1024, 768), (1400, 1000)])
 def test_pool_and_queue_visible_after_play_without_scrolling(app_server, browser, width, height):
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/block_table.py", wait_text=T.EVENTS_HEADER,
+    page = open_via_nav(browser, app_server, "pages/block_table.py", wait_text=T.EVENTS_HEADER,
                         width=width, height=height)
     try:
         page.wait_for_selector(".main-svg")

@@ -16,7 +16,7 @@ from browser_util import (
     wait_idle,
 )
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 C = texts("common")
 T = texts("home")
@@ -95,7 +95,7 @@ def test_first_deep_link_on_a_fresh_server_goes_through_app_navigation(browser):
         page = open_page(browser, server.url, "calculator", wait_text=C.MODEL_KV_MEASURED)
         try:
             nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
-            calculator_title = page_title("kvviz_app/page_scripts/calculator.py")
+            calculator_title = page_title("pages/calculator.py")
             assert calculator_title in nav and "app" not in nav.split()
             assert_no_errors(page)
         finally:

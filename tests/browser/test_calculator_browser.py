@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, metric_values, open_page, screenshot, wait_for_metrics, wait_idle
 
-from kvviz.sim import kv_formula, kvsize
+from kvviz.analysis.sizes import kv_formula, kvsize
 from kvviz.util.units import format_bytes
-from kvviz_app.i18n import localize, texts, use_lang
+from kvviz_app.shell.i18n import localize, texts, use_lang
 
 T = texts("calculator")
 

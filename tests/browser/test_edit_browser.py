@@ -6,17 +6,17 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
-from kvviz.edit.presets import load_edit_presets
+from kvviz.analysis.prompt_compare import compare_prompts
+from kvviz.experiments.edit.presets import load_edit_presets
 from kvviz.model import tokenize
-from kvviz.sim.compare import compare_prompts
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("edit")
 
 pytestmark = pytest.mark.browser
 
 def _open_edit_page(browser, base_url):
-    page = open_via_nav(browser, base_url, "kvviz_app/page_scripts/edit.py", wait_text=T.REUSE_EXACT_HEADER, height=1400)
+    page = open_via_nav(browser, base_url, "pages/edit.py", wait_text=T.REUSE_EXACT_HEADER, height=1400)
     page.locator('[data-testid="stPlotlyChart"]').nth(2).locator(".main-svg").first.wait_for()
     wait_idle(page)
     return page

@@ -15,9 +15,9 @@ from browser_util import (
     wait_idle,
 )
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
-T = texts("engine")
+T = texts("block_table")
 R = texts("radix")
 
 
@@ -29,7 +29,7 @@ def _step(page) -> str:
 
 
 def test_block_table_page_in_the_browser(app_server, browser):
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/block_table.py", wait_text=T.EVENTS_HEADER)
+    page = open_via_nav(browser, app_server, "pages/block_table.py", wait_text=T.EVENTS_HEADER)
     try:
         page.wait_for_selector(".main-svg")
         wait_idle(page)
@@ -57,7 +57,7 @@ def test_block_table_page_in_the_browser(app_server, browser):
 
 
 def test_radix_page_in_the_browser(app_server, browser):
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/radix.py", wait_text=R.EVICTIONS_HEADER)
+    page = open_via_nav(browser, app_server, "pages/radix.py", wait_text=R.EVICTIONS_HEADER)
     try:
         page.locator('[data-testid="stPlotlyChart"]').nth(1).wait_for()
         page.wait_for_selector(".main-svg")

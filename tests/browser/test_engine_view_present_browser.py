@@ -8,7 +8,7 @@ import re
 import pytest
 from browser_util import assert_no_errors, open_page, screenshot, wait_idle
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ from live_testpub import WirePublisher, free_port
 from test_layout_1024 import check_layout, tall_screenshot
 
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 pytestmark = pytest.mark.browser
 

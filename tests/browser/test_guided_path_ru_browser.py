@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, open_page, screenshot
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 pytestmark = pytest.mark.browser
 
@@ -38,8 +38,8 @@ def test_the_paging_steps_next_link_names_the_next_page_in_each_sessions_languag
     """English first, then Russian on the same server: whichever language imported the page layer first,
     the other one saw its titles."""
     en_common, en_share = texts("common", "en"), texts("share", "en")
-    en = _title("kvviz_app/page_scripts/block_table.py", en_common)
-    ru = _title("kvviz_app/page_scripts/block_table.py", C_RU)
+    en = _title("pages/block_table.py", en_common)
+    ru = _title("pages/block_table.py", C_RU)
     assert ru != en
     assert _next_link_text(browser, app_server, "en") == en_share.NEXT_LINK.format(title=en)
     assert _next_link_text(browser, app_server, "ru") == S_RU.NEXT_LINK.format(title=ru)

@@ -17,7 +17,7 @@ from browser_util import (
 )
 from test_layout_1024 import check_layout, tall_screenshot
 
-from kvviz_app.i18n import texts, use_lang
+from kvviz_app.shell.i18n import texts, use_lang
 
 C = texts("common")
 TOOLBAR = texts("charts").TOOLBAR
@@ -36,7 +36,7 @@ RU_PAGES = [(path, title) for path, title, _ in _ru(lambda: C.PAGES) if (ROOT / 
 
 def _open_in_russian(browser, base, path, title, width):
     page = open_page(browser, base, "?lang=ru", wait_text=_ru(lambda: C.LANGUAGE_LABEL), width=width)
-    if path != "kvviz_app/page_scripts/home.py":
+    if path != "pages/home.py":
         nav = page.locator('[data-testid="stSidebarNav"]')
         more = nav.get_by_role("button", name=re.compile(r"View \d+ more"))  # pages 11-14 hide behind it
         if not nav.get_by_text(title, exact=True).count() and more.count():
@@ -55,7 +55,7 @@ def _open_in_russian(browser, base, path, title, width):
 def test_every_registered_page_is_rendered_in_russian():
     # RU_PAGES skips paths that do not exist; none may be missing, so no page escapes the Russian check.
     assert [p for p, _ in RU_PAGES] == [p for p, _, _ in C.PAGES]
-    assert {"kvviz_app/page_scripts/live.py", "kvviz_app/page_scripts/workload.py", "kvviz_app/page_scripts/batching.py", "kvviz_app/page_scripts/glossary.py"} <= {p for p, _ in RU_PAGES}
+    assert {"pages/live.py", "pages/workload.py", "pages/batching.py", "pages/glossary.py"} <= {p for p, _ in RU_PAGES}
 
 
 @pytest.mark.parametrize(("path", "title"), RU_PAGES, ids=[p.split("/")[-1][:-3] for p, _ in RU_PAGES])
@@ -98,8 +98,8 @@ def test_two_browsers_two_languages_and_the_browser_locale(app_server, browser):
             page.set_default_timeout(240_000)
             page.goto(app_server, wait_until="domcontentloaded")
         # The glossary: no model work, quick to switch to.
-        ru_title = _ru(lambda: next(t for p, t, _ in C.PAGES if p == "kvviz_app/page_scripts/glossary.py"))
-        en_title = next(t for p, t, _ in C.PAGES if p == "kvviz_app/page_scripts/glossary.py")
+        ru_title = _ru(lambda: next(t for p, t, _ in C.PAGES if p == "pages/glossary.py"))
+        en_title = next(t for p, t, _ in C.PAGES if p == "pages/glossary.py")
         ru.get_by_text(_ru(lambda: C.LANGUAGE_LABEL)).first.wait_for()
         en.get_by_text(C.LANGUAGE_LABEL).first.wait_for()
         for page, title in ((ru, ru_title), (en, en_title)):  # 14 pages: the glossary hides behind "View 4 more"

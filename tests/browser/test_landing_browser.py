@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, open_page, screenshot
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 pytestmark = pytest.mark.browser
 

@@ -16,7 +16,7 @@ from browser_util import (
     wait_settled,
 )
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 PAGES = texts("common").PAGES
 
@@ -117,7 +117,7 @@ def tall_screenshot(page, name: str, width: int) -> None:
 @pytest.mark.parametrize("width,height", [(1024, 768), (1400, 900)])
 @pytest.mark.parametrize("path", LAYOUT_PAGES)
 def test_page_fits_its_width(app_server, browser, path, width, height):
-    stem = "" if path == "kvviz_app/page_scripts/home.py" else path.split("/")[-1].removesuffix(".py")
+    stem = "" if path == "pages/home.py" else path.split("/")[-1].removesuffix(".py")
     page = open_page(browser, app_server, stem, width=width, height=height)
     try:
         page.locator('[data-testid="stMain"] h1').first.wait_for()

@@ -18,7 +18,7 @@ from browser_util import (
 )
 from live_testpub import free_port
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("live")
 
@@ -66,7 +66,7 @@ def _published_and_applied(page) -> tuple[str, int, int]:
 
 def test_live_page_with_the_demo_engine(app_server, browser):
     port = free_port(2)
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/live.py", wait_text=T.DEMO_HEADER, width=1400, height=1600)
+    page = open_via_nav(browser, app_server, "pages/live.py", wait_text=T.DEMO_HEADER, width=1400, height=1600)
     try:
         _fill(page, T.ENDPOINT, f"tcp://127.0.0.1:{port}")
         _fill(page, T.REPLAY, f"tcp://127.0.0.1:{port + 1}")
@@ -98,7 +98,7 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         screenshot(page, "live_prompt_1400", full_page=False)
     finally:
         page.close()
-    narrow = open_via_nav(browser, app_server, "kvviz_app/page_scripts/live.py", wait_text=T.DEMO_HEADER, width=1024, height=1600)
+    narrow = open_via_nav(browser, app_server, "pages/live.py", wait_text=T.DEMO_HEADER, width=1024, height=1600)
     try:
         _fill(narrow, T.ENDPOINT, f"tcp://127.0.0.1:{port}")
         _fill(narrow, T.REPLAY, f"tcp://127.0.0.1:{port + 1}")

@@ -8,7 +8,7 @@ import pytest
 from browser_util import assert_no_errors, open_via_nav, screenshot, wait_for_metrics, wait_idle
 from live_testpub import WirePublisher, free_port
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("live")
 pytestmark = pytest.mark.browser
@@ -24,7 +24,7 @@ def _fill(page, label: str, value: str) -> None:
 
 def test_live_page_listens_for_a_publisher_that_connects(app_server, browser):
     port, replay = free_port(), free_port()
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/live.py", wait_text=T.DEMO_HEADER,
+    page = open_via_nav(browser, app_server, "pages/live.py", wait_text=T.DEMO_HEADER,
                         width=1400, height=1400)
     pub = None
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, metric_values, open_via_nav, screenshot, wait_idle
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("paging")
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 
 
 def test_paging_page_in_the_browser(app_server, browser):
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/paging.py", wait_text=T.WASTE_HEADER)
+    page = open_via_nav(browser, app_server, "pages/paging.py", wait_text=T.WASTE_HEADER)
     try:
         page.wait_for_selector(".main-svg")
         page.locator('[data-testid="stPlotlyChart"]').nth(3).wait_for()

@@ -18,7 +18,7 @@ from browser_util import (  # noqa: F401 - fixtures
     wait_idle,
 )
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("security")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from browser_util import assert_no_errors, open_via_nav, screenshot, wait_for_metrics, wait_idle
 
-from kvviz.workload.example import EXAMPLE_PATH
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.reuse_distance import analyze
-from kvviz_app.i18n import texts
+from kvviz.analysis.workload.example import EXAMPLE_PATH
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.reuse_distance import analyze
+from kvviz_app.shell.i18n import texts
 
 T = texts("workload")
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 @pytest.mark.parametrize("width", [1024, 1400])
 def test_workload_page_in_the_browser(app_server, browser, width):
     profile = analyze(parse_trace(EXAMPLE_PATH.read_bytes()))
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/workload.py", wait_text=T.STATS_HEADER, width=width)
+    page = open_via_nav(browser, app_server, "pages/workload.py", wait_text=T.STATS_HEADER, width=width)
     try:
         page.locator('[data-testid="stPlotlyChart"]').nth(4).wait_for()
         wait_idle(page)
@@ -37,7 +37,7 @@ def test_workload_page_in_the_browser(app_server, browser, width):
 def test_workload_page_bad_upload(app_server, browser, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"hash_ids": [1], "input_length": 5}\n{"hash_ids": [2], "input_length": "many"}\n')
-    page = open_via_nav(browser, app_server, "kvviz_app/page_scripts/workload.py", wait_text=T.STATS_HEADER)
+    page = open_via_nav(browser, app_server, "pages/workload.py", wait_text=T.STATS_HEADER)
     try:
         page.get_by_text(T.SOURCE_OPTIONS["upload"]).click()
         page.get_by_text(T.UPLOAD_WAITING).wait_for()

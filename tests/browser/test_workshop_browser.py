@@ -58,7 +58,7 @@ def test_the_guided_path_keeps_its_next_link_across_hops(app_server, browser, la
 
 def _reuse(values: dict[str, str], lang: str) -> tuple:
     """The edit's token counts (timings and the server-wide store's counts differ from run to run)."""
-    from kvviz_app.i18n import texts, translate
+    from kvviz_app.shell.i18n import texts, translate
     T = texts("edit")
 
     return tuple(values.get(translate(label, lang)) for label in (T.M_COMMON, T.M_REUSED, T.M_RECOMPUTE, T.M_SAVED))
@@ -97,7 +97,7 @@ def test_a_copied_edit_link_keeps_the_seed_unset_in_a_fresh_browser(app_server, 
 
 @pytest.mark.parametrize("lang", ["ru"])  # the notice in Russian (the English one is the AppTest's)
 def test_a_200_kb_prompt_is_kept_and_stays_out_of_the_url(app_server, browser, lang):
-    from kvviz_app.i18n import texts, translate
+    from kvviz_app.shell.i18n import texts, translate
     T_SHARE = texts("share")
 
     page = open_page(browser, app_server, f"edit?mode=free&lang={lang}")

@@ -11,7 +11,7 @@ import pytest
 from live_testpub import WirePublisher, free_port
 
 from kvviz.cli import main
-from kvviz.live.demo import SYSTEM_PROMPTS, DemoPublisher, synthetic_tokenizer
+from kvviz.fleet.demo import SYSTEM_PROMPTS, DemoPublisher, synthetic_tokenizer
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 
 JOIN_S = 60

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
+from kvviz.analysis.sizes import kv_formula
+from kvviz.analysis.sizes.hf_config import MAX_CONFIG_BYTES
+from kvviz.analysis.sizes.presets import CONFIG_DIR, PRESETS
 from kvviz.cli import main
-from kvviz.sim import kv_formula
-from kvviz.sim.hf_config import MAX_CONFIG_BYTES
-from kvviz.sim.presets import CONFIG_DIR, PRESETS
 from kvviz.util import units
 
 

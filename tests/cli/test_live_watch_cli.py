@@ -15,8 +15,8 @@ import pytest
 from live_testpub import WirePublisher, free_port
 
 from kvviz.cli import main
-from kvviz.live.demo import SYSTEM_PROMPTS, DemoPublisher, synthetic_tokenizer
-from kvviz.live.wire import to_int_hash
+from kvviz.fleet.demo import SYSTEM_PROMPTS, DemoPublisher, synthetic_tokenizer
+from kvviz.fleet.wire import to_int_hash
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kvviz.analysis.scenarios.load import SCENARIO_DIR, builtin_names, load_builtin
+from kvviz.analysis.scenarios.play import play_scenario
 from kvviz.cli import main
-from kvviz.sim.scenario_load import SCENARIO_DIR, builtin_names, load_builtin
-from kvviz.sim.scenario_play import play_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,9 +108,9 @@ def test_trace_file_and_stdin(capsys, monkeypatch):
 @pytest.mark.parametrize("name", builtin_names())
 def test_builtin_tokens_match_the_tokenizer(name):
     """The stored ids are what the embedded tokenizer gives for the stored text (regenerate with
-    kvviz.sim.scenario_load.tokenize_scenario(obj, pieces_tokenizer(MAX_REQUEST_TOKENS)) after editing a text)."""
+    kvviz.analysis.scenarios.load.tokenize_scenario(obj, pieces_tokenizer(MAX_REQUEST_TOKENS)) after editing a text)."""
+    from kvviz.analysis.scenarios.records import MAX_REQUEST_TOKENS
     from kvviz.model.tokens import pieces_tokenizer
-    from kvviz.sim.scenario import MAX_REQUEST_TOKENS
 
     tok = pieces_tokenizer(MAX_REQUEST_TOKENS + 1)
     scenario = load_builtin(name)

@@ -54,7 +54,7 @@ def test_fast_lane_leaves_out_model_and_browser_tests(capsys: pytest.CaptureFixt
 
 def test_tests_live_by_layer_with_unique_basenames():
     """tests/<layer>/test_*.py only, no __init__.py (so basenames must be unique across layers)."""
-    layers = {"mirror", "sim", "util", "app", "live", "workload", "features", "repo", "model", "engine", "server",
+    layers = {"mirror", "analysis", "util", "app", "fleet", "workload", "features", "repo", "model", "engine", "server",
               "pages", "browser", "cli", "peer"}
     files = sorted((ROOT / "tests").rglob("test_*.py"))
     assert files and all(f.parent.parent == ROOT / "tests" and f.parent.name in layers for f in files), files

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from kvviz.analysis.workload.example import EXAMPLE_PATH
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.reuse_distance import analyze, replay_lru
 from kvviz.cli import main
-from kvviz.workload.example import EXAMPLE_PATH
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.reuse_distance import analyze, replay_lru
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"num_requests", "input_tokens", "block_size", "num_block_accesses", "unique_blocks",
@@ -180,8 +180,8 @@ def test_workload_and_bytes_print_the_same_budget_blocks(capsys, tmp_path):
 def test_sampled_mode_streams_with_the_whole_trace_numbers(capsys, tmp_path):
     """--sample-rate samples the trace as it is read: the same JSON as sampling the whole trace's columns;
     --memory-mb picks its rate before reading, from the file's size (an upper bound on its accesses)."""
-    from kvviz.workload.sample import analyze_sampled, rate_for_memory, sampled_report
-    from kvviz.workload.stream import estimated_accesses, read_trace
+    from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory, sampled_report
+    from kvviz.analysis.workload.stream import estimated_accesses, read_trace
 
     cols, _ = read_trace(EXAMPLE_PATH)
     code, out, _ = _run(capsys, "--trace", str(EXAMPLE_PATH), "--sample-rate", "0.3", "--json")

@@ -11,7 +11,7 @@ from tiny_llm import greedy_reference, tiny_lm
 from kvviz.engine import EngineConfig, EngineLoop, LLMEngine, SamplingParams
 from kvviz.engine.engine import StepWork
 from kvviz.engine.scheduler import SchedulerOutput
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 
 
 def test_streams_from_threads_and_abort():

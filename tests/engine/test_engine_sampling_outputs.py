@@ -10,7 +10,7 @@ import torch
 from tiny_llm import VOCAB, greedy_reference, reference_logits, tiny_lm
 
 from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 
 BS = 4
 TOKEN_BYTES = 2 * 2 * 2 * 8 * 4
@@ -110,7 +110,7 @@ def test_logprobs_over_the_limit_refused():
 
 
 def test_chat_token_choices_are_the_engine_logprobs(lm):
-    from kvviz.sessions.chat import token_choices
+    from kvviz.experiments.sessions.chat import token_choices
 
     engine = engine_with(lm)
     engine.add_request("c", [2, 4, 6, 8], SamplingParams(max_tokens=3, logprobs=3, ignore_eos=True))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tiny_llm import VOCAB, greedy_reference, reference_logits, tiny_lm
 
 from kvviz.engine import EngineConfig, LLMEngine, SamplingParams, engine_supports
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.mirror.kv_events import AllBlocksCleared, BlockStored
 
 BS = 4

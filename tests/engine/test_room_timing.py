@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.room.timing import TimingSample, compare_hit_miss
+from kvviz.experiments.room.timing import TimingSample, compare_hit_miss
 
 
 def _s(hit: bool, ms: float, tokens: int = 100, at: float = 100.0) -> TimingSample:

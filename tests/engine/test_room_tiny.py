@@ -14,12 +14,12 @@ from tiny_llm import tiny_lm
 
 from kvviz.cli import main
 from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
-from kvviz.room.limits import RoomLimits, with_limits
-from kvviz.room.room import Room
-from kvviz.room.service import get_room
-from kvviz.room.session import salt_for_view
-from kvviz_app.i18n import texts
-from kvviz_app.views.room_labels import age_label, origin_label
+from kvviz.experiments.room.limits import RoomLimits, with_limits
+from kvviz.experiments.room.room import Room
+from kvviz.experiments.room.service import get_room
+from kvviz.experiments.room.session import salt_for_view
+from kvviz_app.security.room_labels import age_label, origin_label
+from kvviz_app.shell.i18n import texts
 
 T = texts("security")
 

@@ -15,7 +15,7 @@ from tiny_llm import VOCAB, tiny_lm
 
 from kvviz.engine import EngineConfig, LLMEngine, Request, RequestStatus, SamplingParams
 from kvviz.engine.scheduler import Scheduler
-from kvviz.mirror.errors import CodedError
+from kvviz.errors import CodedError
 from kvviz.mirror.manager import KVCacheManager
 
 BS = 4

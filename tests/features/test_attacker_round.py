@@ -1,9 +1,9 @@
-"""The attacker game's round record (kvviz.security.attacker.GameRound), without the model (moved out of
+"""The attacker game's round record (kvviz.experiments.security.attacker.GameRound), without the model (moved out of
 tests/model/test_timing.py)."""
 
 from __future__ import annotations
 
-from kvviz.security.attacker import GameRound
+from kvviz.experiments.security.attacker import GameRound
 
 
 def test_game_round_median_of_the_other_candidates():

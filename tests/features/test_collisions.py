@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kvviz.cli import main
-from kvviz.security.collisions import (
+from kvviz.experiments.security.collisions import (
     birthday_blocks,
     birthday_probability,
     force_collision,

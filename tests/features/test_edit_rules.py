@@ -1,6 +1,6 @@
 """The Edit page's tokens-per-letter note applies only to prompts that are mostly Cyrillic letters."""
 
-from kvviz.edit.rules import MIN_NOTE_LETTERS, cyrillic_note_applies
+from kvviz.experiments.edit.rules import MIN_NOTE_LETTERS, cyrillic_note_applies
 
 
 def test_russian_prose_gets_the_note():

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from kvviz.sessions import (
+from kvviz.analysis.providers import POLICIES, SOURCE_NAMES, USAGE_FIELDS, get_policy
+from kvviz.experiments.sessions import (
     SessionError,
     SessionEvents,
     apply_events,
@@ -23,8 +24,7 @@ from kvviz.sessions import (
     run_session,
     session_from_dict,
 )
-from kvviz.sim.providers import POLICIES, SOURCE_NAMES, USAGE_FIELDS, get_policy
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 USAGE_LABELS = texts("sessions").USAGE_LABELS
 

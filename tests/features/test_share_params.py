@@ -1,12 +1,12 @@
-"""kvviz.share: typed URL params (parsers, read with rejection, write without defaults), links, LAN, QR."""
+"""kvviz_app.shell.share: typed URL params (parsers, read with rejection, write without defaults), links, LAN, QR."""
 
 from __future__ import annotations
 
 import pytest
 
-from kvviz import share as S
-from kvviz.paths import PATHS, step_index, total_minutes
-from kvviz.share import Param
+from kvviz_app.shell import share as S
+from kvviz_app.shell.paths import PATHS, step_index, total_minutes
+from kvviz_app.shell.share import Param
 
 SCHEMA = {
     "n": Param("k_n", S.integer(1, 1024), 100),
@@ -86,11 +86,11 @@ def test_qr_svg_is_a_local_svg():
 
 def test_paths_are_consistent():
     assert total_minutes("workshop") == 45
-    assert step_index("self", "kvviz_app/page_scripts/calculator.py", {"mode": "preset", "preset": "llama-3-8b"}) == 3
-    assert step_index("self", "kvviz_app/page_scripts/calculator.py", {}) == 2
-    assert step_index("workshop", "kvviz_app/page_scripts/collisions.py") is None
+    assert step_index("self", "pages/calculator.py", {"mode": "preset", "preset": "llama-3-8b"}) == 3
+    assert step_index("self", "pages/calculator.py", {}) == 2
+    assert step_index("workshop", "pages/collisions.py") is None
     for steps in PATHS.values():
-        assert steps[0].page == "kvviz_app/page_scripts/home.py"
+        assert steps[0].page == "pages/home.py"
 
 
 def test_write_leaves_an_unset_value_out_of_the_link():

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kvviz.analysis.prompt_compare import compare_prompts
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.manager import KVCacheManager
 from kvviz.mirror.radix import RadixCache
-from kvviz.sim.compare import compare_prompts
 
 # Prompts share one of a few prefixes so that hits, sharing and evictions are common.
 PREFIXES = [(), (0, 1, 2, 0, 1, 2, 0, 1), (2, 2, 1, 1, 0, 0, 2, 2), (0, 1, 2, 0, 1)]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kvviz.analysis.paging import experiment as paging
+from kvviz.analysis.sizes import kv_capacity
 from kvviz.mirror import hashing, limits
-from kvviz.sim import kv_capacity, paging
 
 
 def test_one_home_for_the_range_and_the_default():
@@ -13,7 +14,7 @@ def test_one_home_for_the_range_and_the_default():
     assert not hasattr(hashing, "DEFAULT_BLOCK_SIZE") and not hasattr(hashing, "MAX_BLOCK_SIZE")
     assert not hasattr(hashing, "validate_block_size")  # one validator: limits.block_size, at the edge
     assert kv_capacity.DEFAULT_BLOCK_SIZE is limits.DEFAULT_BLOCK_SIZE
-    assert not hasattr(__import__("kvviz.sim.kvsize", fromlist=["x"]), "MAX_BLOCK_SIZE")
+    assert not hasattr(__import__("kvviz.analysis.sizes.kvsize", fromlist=["x"]), "MAX_BLOCK_SIZE")
     assert limits.BLOCK_SIZE_CHOICES[0] == limits.MIN_BLOCK_SIZE
     assert limits.BLOCK_SIZE_CHOICES[-1] == limits.MAX_BLOCK_SIZE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvviz.model import load_model
-from kvviz_app.i18n import texts, use_lang
+from kvviz_app.shell.i18n import texts, use_lang
 
 C = texts("common")
 

@@ -10,8 +10,9 @@ import re
 import numpy as np
 import pytest
 
+from kvviz.analysis.prompt_compare import compare_prompts
 from kvviz.cli import main as cli_main
-from kvviz.edit.diffs import (
+from kvviz.experiments.edit.diffs import (
     char_diff,
     describe_char,
     invisible_chars,
@@ -20,12 +21,11 @@ from kvviz.edit.diffs import (
     token_char_offsets,
     token_diff,
 )
-from kvviz.edit.experiment import run_edit
-from kvviz.edit.inputs import EditInputs, edit_inputs
-from kvviz.edit.presets import load_edit_presets
-from kvviz.edit.report import CLI_KEYS, cli_summary, run_reuse_experiment
+from kvviz.experiments.edit.experiment import run_edit
+from kvviz.experiments.edit.inputs import EditInputs, edit_inputs
+from kvviz.experiments.edit.presets import load_edit_presets
+from kvviz.experiments.edit.report import CLI_KEYS, cli_summary, run_reuse_experiment
 from kvviz.model import InputError, load_model, tokenize
-from kvviz.sim.compare import compare_prompts
 
 pytestmark = pytest.mark.model
 

@@ -11,10 +11,10 @@ import pytest
 
 from kvviz.cli import main
 from kvviz.engine import get_engine_loop
+from kvviz.experiments.room.limits import RoomLimits
+from kvviz.experiments.room.prefill import room_prefill
+from kvviz.experiments.room.room import Room
 from kvviz.model import InputError, tokenize
-from kvviz.room.limits import RoomLimits
-from kvviz.room.prefill import room_prefill
-from kvviz.room.room import Room
 
 pytestmark = pytest.mark.model
 

@@ -10,11 +10,11 @@ import pytest
 
 from kvviz.cli import main
 from kvviz.engine import get_engine_loop
+from kvviz.experiments.security.attacker import attacker_game
+from kvviz.experiments.security.collision_leak import collision_leak
+from kvviz.experiments.security.collisions import DEFAULT_PROMPT_A, DEFAULT_PROMPT_B, force_collision
+from kvviz.experiments.security.side_channel import measure_side_channel
 from kvviz.model import InputError, load_model, tokenize
-from kvviz.security.attacker import attacker_game
-from kvviz.security.collision_leak import collision_leak
-from kvviz.security.collisions import DEFAULT_PROMPT_A, DEFAULT_PROMPT_B, force_collision
-from kvviz.security.side_channel import measure_side_channel
 
 pytestmark = pytest.mark.model
 

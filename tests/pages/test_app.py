@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 C = texts("common")
 T = texts("home")
@@ -36,7 +36,7 @@ def test_app_renders_the_model_card():
 
 
 def test_home_page_alone_runs_a_prefill_and_rejects_empty_text():
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "home.py"), default_timeout=240).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "home.py"), default_timeout=240).run()
     assert not at.exception
     at.button[0].click().run()
     metrics = _metrics(at)
@@ -53,7 +53,7 @@ def test_home_page_alone_runs_a_prefill_and_rejects_empty_text():
 
 
 SIDEBAR_ONLY = """
-from kvviz_app import ui
+from kvviz_app.shell import ui
 ui.render_model_sidebar()
 """
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kvviz.engine import StepItem, StepRecord
-from kvviz_app.figures.batching import padding_tokens, step_timeline
-from kvviz_app.i18n import texts
+from kvviz_app.batching.figures import padding_tokens, step_timeline
+from kvviz_app.shell.i18n import texts
 
 T = texts("batching")
 
@@ -35,7 +35,7 @@ def test_engine_steps_are_split_by_what_each_request_computed():
 def test_the_legend_speaks_the_language_of_the_session_drawing_it():
     """The kinds' legend names are read when a figure is drawn, not when the module is imported (an English
     session imported it first here)."""
-    from kvviz_app.i18n import use_lang
+    from kvviz_app.shell.i18n import use_lang
 
     steps = [_step(1, 120.0, ("a", "scratch", 0, 40), ("b", "cached", 512, 16), ("c", "decode", 300, 1))]
     english = {t.name for t in step_timeline(steps).data if t.name}

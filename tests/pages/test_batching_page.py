@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.engine import get_engine_loop
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("batching")
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_burst_fills_the_timeline_from_the_engine_steps():
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "batching.py"), default_timeout=600).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "batching.py"), default_timeout=600).run()
     assert not at.exception, at.exception
     at.button(key="batching_burst").click().run()
     assert not at.exception, at.exception

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz_app.figures.block_table import pool_columns
+from kvviz_app.block_table.figures import pool_columns
 
 
 @pytest.mark.parametrize("n", range(1, 65))

@@ -1,4 +1,4 @@
-"""The config.json reader speaks codes (kvviz.sim.hf_config); the view words them: every note and error
+"""The config.json reader speaks codes (kvviz.analysis.sizes.hf_config); the view words them: every note and error
 code has English and Russian words, and the Russian calculator page shows no English sentence from core."""
 
 from __future__ import annotations
@@ -10,15 +10,21 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.sim.hf_config import ERROR_CODES, NOTE_CODES, ConfigError, load_config_file, parse_config_text
-from kvviz.sim.kvsize import KVSizeError, check_count
-from kvviz.sim.presets import CONFIG_DIR
-from kvviz_app.i18n import texts, use_lang
+from kvviz.analysis.sizes.hf_config import (
+    ERROR_CODES,
+    NOTE_CODES,
+    ConfigError,
+    load_config_file,
+    parse_config_text,
+)
+from kvviz.analysis.sizes.kvsize import KVSizeError, check_count
+from kvviz.analysis.sizes.presets import CONFIG_DIR
+from kvviz_app.shell.i18n import texts, use_lang
 
 TC = texts("calculator_config")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "calculator.py")
+PAGE = str(ROOT / "pages" / "calculator.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.sim.hf_config import MAX_CONFIG_BYTES
-from kvviz.sim.presets import CONFIG_DIR, PRESETS
+from kvviz.analysis.sizes.hf_config import MAX_CONFIG_BYTES
+from kvviz.analysis.sizes.presets import CONFIG_DIR, PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "calculator.py")
+PAGE = str(ROOT / "pages" / "calculator.py")
 
 
 @pytest.fixture

@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.edit.diffs import replace_char
-from kvviz.edit.presets import load_edit_presets
+from kvviz.analysis.prompt_compare import compare_prompts
+from kvviz.experiments.edit.diffs import replace_char
+from kvviz.experiments.edit.presets import load_edit_presets
 from kvviz.model import tokenize
-from kvviz.sim.compare import compare_prompts
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("edit")
 
 pytestmark = pytest.mark.model
 
-PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "edit.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "edit.py")
 T_PRESET_TITLES = {p.id: p.title for p in load_edit_presets()}
 SENTENCE = "The cat sat on the mat and looked at the rain falling on the street."
 

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.edit.timing import EditTiming
-from kvviz.sim.timing_compare import compare_samples
-from kvviz_app.i18n import texts
+from kvviz.analysis.timing_compare import compare_samples
+from kvviz.experiments.edit.timing import EditTiming
+from kvviz_app.shell.i18n import texts
 
 T = texts("edit")
 
 pytestmark = pytest.mark.model
 
-PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "edit.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "edit.py")
 
 
 def texts(elements) -> str:
@@ -71,7 +71,7 @@ def canned(comparison):
 
 
 def test_overlapping_timings_print_no_saving(at, monkeypatch):
-    import kvviz.edit.report as R
+    import kvviz.experiments.edit.report as R
 
     noisy = compare_samples([230, 380, 250, 400, 240], [367, 240, 390, 235, 260])
     monkeypatch.setattr(R, "time_edit", canned(noisy))
@@ -85,7 +85,7 @@ def test_overlapping_timings_print_no_saving(at, monkeypatch):
 
 
 def test_measured_saving_is_positive_and_speedup_above_one(at, monkeypatch):
-    import kvviz.edit.report as R
+    import kvviz.experiments.edit.report as R
 
     clear = compare_samples([100, 104, 98, 101, 99], [20, 22, 19, 21, 25])
     monkeypatch.setattr(R, "time_edit", canned(clear))
@@ -107,8 +107,8 @@ def test_edit_past_the_token_limit_is_named(at, monkeypatch):
 
 
 def test_byte_tokens_show_the_letter_they_start():
-    from kvviz.sim.compare import compare_prompts
-    from kvviz_app.figures import edit as F
+    from kvviz.analysis.prompt_compare import compare_prompts
+    from kvviz_app.edit import figures as F
 
     pieces, ids = ["<0xD0>", "П", "о"], [1, 2, 3]
     fig = F.token_strip_figure(pieces, ids, pieces, ids, [], [], compare_prompts(ids, ids, block_size=2))

@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.sim.radix_compare import compare_radix_pool
-from kvviz.sim.scenario import ScenarioStep
-from kvviz.sim.scenario_load import load_builtin
-from kvviz.sim.scenario_play import play_scenario
-from kvviz_app import ui
-from kvviz_app.i18n import texts
+from kvviz.analysis.radix_compare import compare_radix_pool
+from kvviz.analysis.scenarios.load import load_builtin
+from kvviz.analysis.scenarios.play import play_scenario
+from kvviz.analysis.scenarios.records import ScenarioStep
+from kvviz_app.shell import ui
+from kvviz_app.shell.i18n import texts
 
-T = texts("engine")
+T = texts("block_table")
 R = texts("radix")
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCK_PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "block_table.py")
-RADIX_PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "radix.py")
+BLOCK_PAGE = str(ROOT / "pages" / "block_table.py")
+RADIX_PAGE = str(ROOT / "pages" / "radix.py")
 
 
 def metrics(app: AppTest) -> dict[str, str]:

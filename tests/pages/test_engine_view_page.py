@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from kvviz.engine import get_engine_loop
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("engine_view")
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_burst_shows_block_tables_steps_and_block_kv():
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "engine_view.py"), default_timeout=600).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "engine_view.py"), default_timeout=600).run()
     assert not at.exception, at.exception
     at.button(key="engine_burst").click().run()
     assert not at.exception, at.exception
@@ -45,11 +45,11 @@ def test_api_requests_show_their_client_and_cached_tokens(monkeypatch):
     done = ApiRequest("chatcmpl-1", "laptop-7", 36, 32, 7, "stop", 0.25, 0.0)
     app = SimpleNamespace(state=SimpleNamespace(serving=SimpleNamespace(recent=[done])))
     monkeypatch.setattr(embedded, "_STARTED", {"url": "http://127.0.0.1:8000", "app": app})
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "engine_view.py"), default_timeout=600).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "engine_view.py"), default_timeout=600).run()
     assert not at.exception, at.exception
     api = [df.value for df in at.dataframe if T.COL_TTFT in df.value.columns]
     assert api and api[0][T.COL_CLIENT].tolist() == ["laptop-7"] and api[0][T.COL_CACHED].tolist() == [32]
     assert any("127.0.0.1:8000/v1" in c.value for c in at.caption)
     monkeypatch.setattr(embedded, "_STARTED", {})
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "engine_view.py"), default_timeout=600).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "engine_view.py"), default_timeout=600).run()
     assert any(c.value == T.API_OFF for c in at.caption)

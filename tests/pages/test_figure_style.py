@@ -1,4 +1,4 @@
-"""kvviz_app.figures.style.set_layout gives what Plotly's update_layout gives (merging subtrees the figure
+"""kvviz_app.shell.style.set_layout gives what Plotly's update_layout gives (merging subtrees the figure
 already has, resetting on None), so every figure keeps its look with the faster path."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import copy
 import plotly.graph_objects as go
 import pytest
 
-from kvviz_app.figures.style import LEGEND_ABOVE_LEFT, base_layout, set_layout
+from kvviz_app.shell.style import LEGEND_ABOVE_LEFT, base_layout, set_layout
 
 
 def _drawn(fig: go.Figure) -> dict:

@@ -4,8 +4,8 @@ router's pick is the marked row."""
 
 from __future__ import annotations
 
-from kvviz_app.figures.fleet import SHARED_COLOURS, UNSHARED, heat_strip_figure, prefix_columns_figure
-from kvviz_app.i18n import texts
+from kvviz_app.live.figures_fleet import SHARED_COLOURS, UNSHARED, heat_strip_figure, prefix_columns_figure
+from kvviz_app.shell.i18n import texts
 
 T = texts("fleet")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.edit.presets import DEFAULT_PRESET_ID, load_edit_presets
+from kvviz.analysis.prompt_compare import compare_prompts
+from kvviz.experiments.edit.presets import DEFAULT_PRESET_ID, load_edit_presets
 from kvviz.model import tokenize
-from kvviz.sim.compare import compare_prompts
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("home")
 pytestmark = pytest.mark.model
@@ -22,7 +22,7 @@ def test_the_landing_page_shows_the_default_edit_as_two_chains():
     preset = {p.id: p for p in load_edit_presets()}[DEFAULT_PRESET_ID]
     cmp = compare_prompts(tokenize(preset.a).ids, tokenize(preset.b).ids, block_size=preset.block_size)
     assert 0 < cmp.reused_blocks < len(cmp.blocks)  # the premise: the picture shows both hits and misses
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "home.py"), default_timeout=240).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "home.py"), default_timeout=240).run()
     assert not at.exception
     assert T.PICTURE_HEADER in [h.value for h in at.subheader]
     assert at.get("plotly_chart"), "no chart on the landing page"

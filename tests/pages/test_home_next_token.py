@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("home")
 
@@ -22,13 +22,13 @@ PROMPT = "Он сказал: «"  # SmolLM2 continues with the first byte of a C
 def test_a_partial_utf8_next_token_shows_its_byte_not_a_replacement_character():
     import torch  # noqa: F401 - before kvviz.model's lazy imports
 
-    from kvviz.edit.diffs import piece_text
+    from kvviz.experiments.edit.diffs import piece_text
     from kvviz.model import load_model, prefill
 
     lm = load_model()
     expected = piece_text(lm, int(prefill(lm, text=PROMPT).last_logits.argmax()))
     assert expected.startswith("<0x"), expected  # the premise: this prompt's next token is a byte
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "home.py"), default_timeout=240).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "home.py"), default_timeout=240).run()
     at.text_area[0].input(PROMPT)
     at.button[0].click().run()
     assert not at.exception

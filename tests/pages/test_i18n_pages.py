@@ -7,19 +7,19 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from kvviz_app.i18n import texts, use_lang
+from kvviz_app.shell.i18n import texts, use_lang
 
-E = texts("engine")
+E = texts("block_table")
 G = texts("glossary")
 P = texts("paging")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ROOT / "kvviz_app" / "page_scripts"
+PAGES = ROOT / "pages"
 SWITCH = """
 import streamlit as st
-from kvviz_app import ui
+from kvviz_app.shell import ui
 ui.render_language_switch()
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 T = texts("glossary")
 st.title(T.TITLE)
 """

@@ -10,20 +10,20 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.sessions import SessionError
-from kvviz.sim.scenario import ScenarioError
+from kvviz.analysis.scenarios.records import ScenarioError
+from kvviz.analysis.workload.trace import WorkloadError
+from kvviz.experiments.sessions import SessionError
 from kvviz.util.jsonio import ERROR_CODES, parse_json, read_limited, read_stream_limited
-from kvviz.workload.trace import WorkloadError
-from kvviz_app.i18n import texts, use_lang
-from kvviz_app.i18n.catalog import gettext
+from kvviz_app.shell.i18n import texts, use_lang
+from kvviz_app.shell.i18n.catalog import gettext
 
-TE = texts("engine")
+TE = texts("block_table")
 TJ = texts("jsonio")
 TS = texts("sessions")
 TW = texts("workload")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
+PAGE = str(ROOT / "pages" / "sessions.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 VIEWS = [(SessionError, TS.session_error), (ScenarioError, TE.scenario_error), (WorkloadError, TW.trace_error)]
 

@@ -10,14 +10,14 @@ from apptest_util import until
 from live_testpub import WirePublisher, free_port
 from streamlit.testing.v1 import AppTest
 
-from kvviz.live.fleet import stop_shared_fleet
+from kvviz.fleet.fleet import stop_shared_fleet
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("fleet")
 L = texts("live")
 
-PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "live.py")
 
 
 def _fleet_mode(app: AppTest) -> AppTest:

@@ -11,12 +11,12 @@ from apptest_util import until
 from live_testpub import WirePublisher, free_port
 from streamlit.testing.v1 import AppTest
 
-from kvviz.live import demo as D
-from kvviz.live.subscriber import LiveConfig, Subscriber, stop_shared
-from kvviz_app.i18n import texts
+from kvviz.fleet import demo as D
+from kvviz.fleet.subscriber import LiveConfig, Subscriber, stop_shared
+from kvviz_app.shell.i18n import texts
 
 T = texts("live")
-PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "live.py")
 
 
 def _button(app: AppTest, label: str):

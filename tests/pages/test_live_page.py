@@ -10,15 +10,15 @@ from apptest_util import until
 from live_testpub import WirePublisher, free_port
 from streamlit.testing.v1 import AppTest
 
-from kvviz.live import demo as D
-from kvviz.live.subscriber import LiveConfig, stop_shared
+from kvviz.fleet import demo as D
+from kvviz.fleet.subscriber import LiveConfig, stop_shared
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 C = texts("common")
 T = texts("live")
 
-PAGE = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "live.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "live.py")
 
 
 def _button(app: AppTest, label: str):

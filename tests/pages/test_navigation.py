@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz_app import navigation
+from kvviz_app.shell import navigation
 
 
 def test_every_route_names_a_page_script():
     table = navigation.routes()
     assert len(table) == 15
     assert all((navigation.ROOT / path).is_file() for path, _title, _icon in table)
-    assert all(path.startswith("kvviz_app/page_scripts/") for path, _title, _icon in table)
+    assert all(path.startswith("pages/") for path, _title, _icon in table)
 
 
 def test_a_missing_page_script_is_a_start_up_error(monkeypatch):
-    gone = ("kvviz_app/page_scripts/no_such_page.py", "Gone", ":material/help:")
+    gone = ("pages/no_such_page.py", "Gone", ":material/help:")
     monkeypatch.setattr(navigation.T.module, "PAGES", [*navigation.T.module.PAGES, gone])
     with pytest.raises(navigation.MissingPageError, match="no_such_page.py"):
         navigation.routes()
@@ -23,10 +23,10 @@ def test_a_missing_page_script_is_a_start_up_error(monkeypatch):
 
 def test_every_page_but_the_landing_page_has_a_blurb_in_the_page_list():
     """The landing page lists the pages with one line each; the glossary had none (issue 27 item 10)."""
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
 
     for lang in ("en", "ru"):
         c = texts("common", lang)
-        pages = {path for path, _title, _icon in c.PAGES} - {"kvviz_app/page_scripts/home.py"}
+        pages = {path for path, _title, _icon in c.PAGES} - {"pages/home.py"}
         assert pages == set(c.PAGE_BLURBS), (lang, pages ^ set(c.PAGE_BLURBS))
         assert all(blurb.strip() for blurb in c.PAGE_BLURBS.values())

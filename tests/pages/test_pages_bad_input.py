@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.sessions import MAX_SESSION_BYTES
-from kvviz.sim.scenario import MAX_REQUEST_TOKENS
-from kvviz_app import ui
-from kvviz_app.i18n import texts
+from kvviz.analysis.scenarios.records import MAX_REQUEST_TOKENS
+from kvviz.experiments.sessions import MAX_SESSION_BYTES
+from kvviz_app.shell import ui
+from kvviz_app.shell.i18n import texts
 
 C = texts("calculator")
 E = texts("edit")
-G = texts("engine")
+G = texts("block_table")
 P = texts("paging")
 S = texts("sessions")
 
-PAGES = Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts"
+PAGES = Path(__file__).resolve().parents[2] / "pages"
 CONTROL = "\x00\x07\u200b\u202e"  # NUL, bell, zero-width space, right-to-left override
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz.sim.paging import PagingConfig
-from kvviz.sim.paging_sim import compare_layouts
-from kvviz_app.figures import paging as F
-from kvviz_app.i18n import texts
+from kvviz.analysis.paging.experiment import PagingConfig
+from kvviz.analysis.paging.sim import compare_layouts
+from kvviz_app.paging import figures as F
+from kvviz_app.shell.i18n import texts
 
 T = texts("paging")
 
@@ -38,7 +38,7 @@ def test_block_table_columns_all_have_headers():
 
     from streamlit.testing.v1 import AppTest
 
-    page = str(Path(__file__).resolve().parents[2] / "kvviz_app" / "page_scripts" / "paging.py")
+    page = str(Path(__file__).resolve().parents[2] / "pages" / "paging.py")
     at = AppTest.from_file(page, default_timeout=120).run()
     assert not at.exception
     for frame in at.dataframe:

@@ -7,7 +7,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "paging.py")
+PAGE = str(ROOT / "pages" / "paging.py")
 
 
 def test_paging_page_defaults_and_controls():

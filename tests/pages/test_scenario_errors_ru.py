@@ -1,4 +1,4 @@
-"""The scenario reader speaks codes (kvviz.sim.scenario.ScenarioError); the view words them: every code has
+"""The scenario reader speaks codes (kvviz.analysis.scenarios.records.ScenarioError); the view words them: every code has
 English and Russian words, the English words are the CLI's line, and the Russian block-table page shows a
 refused request of its own in Russian."""
 
@@ -12,17 +12,22 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
-from kvviz.sim.radix_compare import compare_radix_pool
-from kvviz.sim.scenario import ERROR_CODES, MAX_REQUEST_TOKENS, ScenarioError, user_request_steps
-from kvviz.sim.scenario_load import load_builtin, parse_scenario, parse_scenario_text
-from kvviz.sim.scenario_play import play_scenario
-from kvviz_app.i18n import texts, use_lang
-from kvviz_app.i18n.catalog import gettext
+from kvviz.analysis.radix_compare import compare_radix_pool
+from kvviz.analysis.scenarios.load import load_builtin, parse_scenario, parse_scenario_text
+from kvviz.analysis.scenarios.play import play_scenario
+from kvviz.analysis.scenarios.records import (
+    ERROR_CODES,
+    MAX_REQUEST_TOKENS,
+    ScenarioError,
+    user_request_steps,
+)
+from kvviz_app.shell.i18n import texts, use_lang
+from kvviz_app.shell.i18n.catalog import gettext
 
-T = texts("engine")
+T = texts("block_table")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "block_table.py")
+PAGE = str(ROOT / "pages" / "block_table.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 
@@ -103,7 +108,7 @@ def test_russian_block_table_page_words_a_refused_request_in_russian():
 
 
 def test_every_trace_code_has_words():
-    from kvviz.sim.trace import TRACE_ERROR_CODES
+    from kvviz.analysis.scenarios.block_trace import TRACE_ERROR_CODES
 
     assert set(T.TRACE_ERRORS) == set(TRACE_ERROR_CODES)
     for code, english in vars(T.module)["TRACE_ERRORS"].items():

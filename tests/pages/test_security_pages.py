@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.room.service import get_room
-from kvviz_app.i18n import texts
+from kvviz.experiments.room.service import get_room
+from kvviz_app.shell.i18n import texts
 
 T = texts("security")
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _page(name: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / f"{name}.py"), default_timeout=300).run()
+    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=300).run()
     assert not at.exception, at.exception
     return at
 

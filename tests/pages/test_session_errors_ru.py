@@ -1,4 +1,4 @@
-"""The session reader speaks codes (kvviz.sessions.SessionError); the view words them: every code has
+"""The session reader speaks codes (kvviz.experiments.sessions.SessionError); the view words them: every code has
 English and Russian words, the English words are the CLI's line, and the Russian sessions page shows a bad
 uploaded transcript's error in Russian."""
 
@@ -12,18 +12,24 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
-from kvviz.sessions import SessionError
-from kvviz.sessions.events import SessionEvents, apply_events
-from kvviz.sessions.results import projected_work
-from kvviz.sessions.runner import run_session
-from kvviz.sessions.schema import ERROR_CODES, FIELDS, load_example, load_session_text, session_from_dict
-from kvviz_app.i18n import texts, use_lang
-from kvviz_app.i18n.catalog import gettext
+from kvviz.experiments.sessions import SessionError
+from kvviz.experiments.sessions.events import SessionEvents, apply_events
+from kvviz.experiments.sessions.results import projected_work
+from kvviz.experiments.sessions.runner import run_session
+from kvviz.experiments.sessions.schema import (
+    ERROR_CODES,
+    FIELDS,
+    load_example,
+    load_session_text,
+    session_from_dict,
+)
+from kvviz_app.shell.i18n import texts, use_lang
+from kvviz_app.shell.i18n.catalog import gettext
 
 T = texts("sessions")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
+PAGE = str(ROOT / "pages" / "sessions.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("sessions")
 
@@ -27,7 +27,7 @@ def _send(at: AppTest, text: str) -> AppTest:
 
 
 def test_two_turns_second_reads_the_first_from_cache():
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py"), default_timeout=600).run()
+    at = AppTest.from_file(str(ROOT / "pages" / "sessions.py"), default_timeout=600).run()
     assert not at.exception, at.exception
     _send(at, "What is a cache?")
     _send(at, "Give one example.")

@@ -8,7 +8,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
+PAGE = str(ROOT / "pages" / "sessions.py")
 
 
 def _numbers(at: AppTest) -> dict[str, str]:

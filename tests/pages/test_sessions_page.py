@@ -7,13 +7,13 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("sessions")
 
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "sessions.py")
+PAGE = str(ROOT / "pages" / "sessions.py")
 
 
 def test_sessions_page_defaults_events_and_policies():
@@ -47,7 +47,7 @@ def test_sessions_page_defaults_events_and_policies():
 
 
 def test_sessions_page_in_russian_words_numbers_and_policy_values():
-    from kvviz_app.i18n import use_lang
+    from kvviz_app.shell.i18n import use_lang
 
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.query_params["lang"] = "ru"
@@ -74,7 +74,7 @@ def test_the_sessions_charts_are_titled_in_russian_after_an_english_session_drew
     session that imported the figure module first)."""
     import json
 
-    from kvviz_app.i18n import use_lang
+    from kvviz_app.shell.i18n import use_lang
 
     english = AppTest.from_file(PAGE, default_timeout=120)
     english.run()

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from kvviz.analysis.prompt_compare import compare_prompts
 from kvviz.model import tokenize
-from kvviz.sim.compare import compare_prompts
-from kvviz_app.i18n import texts
+from kvviz_app.shell.i18n import texts
 
 T = texts("edit")
 T_SHARE = texts("share")
 
 pytestmark = pytest.mark.model
 
-PAGE = str(Path(__file__).resolve().parent.parent.parent / "kvviz_app" / "page_scripts" / "edit.py")
+PAGE = str(Path(__file__).resolve().parent.parent.parent / "pages" / "edit.py")
 A = "You are a careful assistant. Answer in one short sentence. The cat sat on the mat by the window."
 B = "You are a careful assistant. Answer in one short sentence. The dog sat on the mat by the window."
 

@@ -17,7 +17,7 @@ HOSTILE = ["<script>alert(1)</script>", "1e309", "nan", "-1", "99999999999999999
 
 
 def _page(name: str, params: dict) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / f"{name}.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "pages" / f"{name}.py"), default_timeout=120)
     for key, value in params.items():
         at.query_params[key] = value
     return at.run()
@@ -127,8 +127,8 @@ def test_presenter_mode_on_the_landing_page_shows_the_join_panel_and_paths():
 
 
 def test_block_table_predicts_the_next_eviction():
-    from kvviz.sim.scenario_load import load_builtin
-    from kvviz.sim.scenario_play import play_scenario
+    from kvviz.analysis.scenarios.load import load_builtin
+    from kvviz.analysis.scenarios.play import play_scenario
 
     run = play_scenario(load_builtin("pool_pressure"))
     k = next(i for i in range(run.num_steps) if any(e.kind.value == "evict" for e in run.view_at(i + 1).events))

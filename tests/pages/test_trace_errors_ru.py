@@ -1,4 +1,4 @@
-"""The workload trace reader speaks codes (kvviz.workload.trace.WorkloadError); the view words them:
+"""The workload trace reader speaks codes (kvviz.analysis.workload.trace.WorkloadError); the view words them:
 every code has English and Russian words, the English words are the CLI's line, and the Russian "Your
 traffic" page shows a bad upload's error in Russian, naming the line."""
 
@@ -11,17 +11,17 @@ import pytest
 from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
+from kvviz.analysis.workload.load import load_trace
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.trace import ERROR_CODES, WorkloadError
 from kvviz.util.plural import Plural
-from kvviz.workload.load import load_trace
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.trace import ERROR_CODES, WorkloadError
-from kvviz_app.i18n import texts, use_lang
-from kvviz_app.i18n.catalog import gettext
+from kvviz_app.shell.i18n import texts, use_lang
+from kvviz_app.shell.i18n.catalog import gettext
 
 T = texts("workload")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "workload.py")
+PAGE = str(ROOT / "pages" / "workload.py")
 CYRILLIC = re.compile("[а-яё]", re.IGNORECASE)
 
 

@@ -30,7 +30,7 @@ LINKS = [
 @pytest.mark.parametrize(("page", "link"), LINKS)
 def test_a_link_logs_no_duplicate_widget_value_warning(page, link, monkeypatch, caplog):
     monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # Streamlit logs it once a process
-    at = AppTest.from_file(str(ROOT / "kvviz_app" / "page_scripts" / f"{page}.py"), default_timeout=120)
+    at = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=120)
     for key, value in link.items():
         at.query_params[key] = value
     with caplog.at_level(logging.WARNING):

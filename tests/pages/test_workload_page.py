@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from kvviz.workload.example import EXAMPLE_PATH
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.reuse_distance import analyze
-from kvviz_app.i18n import texts
+from kvviz.analysis.workload.example import EXAMPLE_PATH
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.reuse_distance import analyze
+from kvviz_app.shell.i18n import texts
 
 T = texts("workload")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "kvviz_app" / "page_scripts" / "workload.py")
+PAGE = str(ROOT / "pages" / "workload.py")
 
 
 def test_workload_page_example_numbers_match_the_core():

@@ -1,4 +1,4 @@
-"""The engine mirror and the simulations are pure Python: importing it (and its CLI commands) never pulls in torch."""
+"""The engine mirror and the pure analyses are pure Python: importing it (and its CLI commands) never pulls in torch."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = [
-    "kvviz.mirror", "kvviz.sim", "kvviz.util", "kvviz.mirror.hashing", "kvviz.mirror.events", "kvviz.mirror.block_pool", "kvviz.mirror.manager",
-    "kvviz.mirror.radix", "kvviz.sim.compare", "kvviz.sim.trace", "kvviz.cli.hash", "kvviz.cli.diff",
-    "kvviz.cli.simulate", "kvviz_app.text.core",
+    "kvviz.mirror", "kvviz.analysis.sizes", "kvviz.analysis.paging", "kvviz.analysis.scenarios", "kvviz.util", "kvviz.mirror.hashing", "kvviz.mirror.events", "kvviz.mirror.block_pool", "kvviz.mirror.manager",
+    "kvviz.mirror.radix", "kvviz.analysis.prompt_compare", "kvviz.analysis.scenarios.block_trace", "kvviz.cli.hash", "kvviz.cli.diff",
+    "kvviz.cli.simulate", "kvviz_app.shell.text_concepts",
 ]
 
 

@@ -1,9 +1,11 @@
 """Layering: every module of a layer is read (its source, lazy imports inside functions included) and
 an import of a forbidden package fails the test, naming the module and the import.
 
-kvviz/mirror (the engine mirror), kvviz/sim (the simulations) and kvviz/util are pure Python (no torch, UI, model, UI text, processes or feature package);
-kvviz_app/figures builds Plotly figures without Streamlit or torch; kvviz/model is torch without Streamlit
-and imports no feature package; a feature package (kvviz/edit, kvviz/security, ...) imports no Streamlit.
+kvviz/mirror (the engine mirror), the pure analyses (sizes, paging, scenarios, comparisons under kvviz/analysis)
+and kvviz/util are pure Python (no torch, UI, model, UI text, processes or feature package); a page's figures
+(kvviz_app/<page>/figures*.py) build Plotly figures without Streamlit or torch; kvviz/model is torch without
+Streamlit and imports no feature package; a feature package (kvviz/experiments/..., kvviz/fleet, the workload
+analyzer) imports no Streamlit.
 """
 
 from __future__ import annotations
@@ -17,14 +19,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Feature packages: experiments that combine core and model (a module or a package each).
-FEATURES = ("kvviz.batching", "kvviz.edit", "kvviz.live", "kvviz.paths", "kvviz.security", "kvviz.sessions",
-            "kvviz.share", "kvviz.workload")
+FEATURES = ("kvviz.experiments.batching", "kvviz.experiments.edit", "kvviz.experiments.room", "kvviz.fleet",
+            "kvviz.experiments.security", "kvviz.experiments.sessions", "kvviz.analysis.workload")
+#: The pure layers: the mirror, the helpers and the analyses that need no model (packages or one-module layers).
+PURE = ("kvviz/mirror", "kvviz/util", "kvviz/analysis/sizes", "kvviz/analysis/paging", "kvviz/analysis/scenarios",
+        "kvviz/analysis/prompt_compare", "kvviz/analysis/radix_compare", "kvviz/analysis/providers",
+        "kvviz/analysis/separation", "kvviz/analysis/timing_compare")
+#: Every page's figure modules (Plotly only).
+FIGURES = tuple(sorted(str(p.relative_to(ROOT).with_suffix("")) for p in (ROOT / "kvviz_app").glob("*/figures*.py")))
+APP_ONLY = ("kvviz_app", "streamlit", "plotly")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    **{pure: ("torch", "transformers", "streamlit", "plotly", "subprocess", "kvviz_app.text", "kvviz.model",
-              "kvviz_app.figures", "kvviz.cli", *FEATURES) for pure in ("kvviz/mirror", "kvviz/sim", "kvviz/util")},
-    "kvviz_app/figures": ("streamlit", "torch", "transformers", "kvviz.model"),
-    "kvviz/model": ("streamlit", "plotly", "kvviz_app.figures", "kvviz.cli", *FEATURES),
+    **{pure: ("torch", "transformers", "subprocess", "kvviz.model", "kvviz.engine", "kvviz.cli", *APP_ONLY, *FEATURES)
+       for pure in PURE},
+    **{fig: ("streamlit", "torch", "transformers", "kvviz.model") for fig in FIGURES},
+    "kvviz/model": ("kvviz.cli", *APP_ONLY, *FEATURES),
     **{feature.replace(".", "/"): ("streamlit", "kvviz.cli") for feature in FEATURES},
 }
 
@@ -56,7 +65,7 @@ def imported_names(path: Path) -> set[str]:
 
 
 def layer_files(layer: str) -> list[Path]:
-    """The modules of a layer: a package's files, or a one-module feature (``kvviz/share`` is share.py)."""
+    """The modules of a layer: a package's files, or a one-module layer (``kvviz/analysis/providers`` is providers.py)."""
     base = ROOT / layer
     return sorted(base.rglob("*.py")) if base.is_dir() else [base.with_suffix(".py")]
 

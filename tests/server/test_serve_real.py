@@ -20,7 +20,7 @@ from live_testpub import free_port
 from prometheus_client.parser import text_string_to_metric_families
 from server_http import request
 
-from kvviz.live import wire
+from kvviz.fleet import wire
 
 pytestmark = pytest.mark.model
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,7 +185,7 @@ def test_errors_from_the_real_engine(serve, client):
 
 
 def test_kv_events_decode_with_kvviz_subscriber(serve, client):
-    from kvviz.live.subscriber import LiveConfig, Subscriber
+    from kvviz.fleet.subscriber import LiveConfig, Subscriber
 
     sub = Subscriber(LiveConfig(serve.kv_endpoint)).start()
     try:
@@ -202,9 +202,9 @@ def test_kv_events_decode_with_kvviz_subscriber(serve, client):
 
 
 @pytest.mark.skipif(not hasattr(wire, "decode_replay"),
-                    reason="kvviz.live's subscriber does not read vLLM 0.33.0's replay layout yet (issue 21)")
+                    reason="kvviz.fleet's subscriber does not read vLLM 0.33.0's replay layout yet (issue 21)")
 def test_kv_events_decode_and_replay_fills_the_gap(serve, client):
-    from kvviz.live.subscriber import LiveConfig, Subscriber
+    from kvviz.fleet.subscriber import LiveConfig, Subscriber
 
     client.completions.create(model="embedded", prompt=PROMPT + " (events before the subscriber)", max_tokens=1)
     sub = Subscriber(LiveConfig(serve.kv_endpoint, serve.kv_replay)).start()

@@ -8,15 +8,15 @@ import time
 import pytest
 from live_testpub import free_port
 
-from kvviz.live import wire
-from kvviz.live.subscriber import LiveConfig, Subscriber
+from kvviz.fleet import wire
+from kvviz.fleet.subscriber import LiveConfig, Subscriber
 from kvviz.mirror.kv_events import BlockStored, KVEventBatch
 from kvviz.server.kv_publisher import KVEventPublisher
 
-# kvviz.live reads vLLM 0.33.0's replay layout ([topic, seq, payload]) once issue 21's change is on main
+# kvviz.fleet reads vLLM 0.33.0's replay layout ([topic, seq, payload]) once issue 21's change is on main
 # (wire.decode_replay); until then the replay tests wait for it, and the live-stream test runs.
 needs_v033_replay = pytest.mark.skipif(not hasattr(wire, "decode_replay"),
-                                       reason="kvviz.live's subscriber does not read vLLM 0.33.0's replay layout yet")
+                                       reason="kvviz.fleet's subscriber does not read vLLM 0.33.0's replay layout yet")
 
 
 def _batch(i: int) -> KVEventBatch:

@@ -26,7 +26,7 @@ def test_text_with_a_visible_character_is_not_blank(text):
 def test_clean_text_refuses_spaces_and_zero_width_spaces_alike(text):
     from kvviz.model.settings import InputError
     from kvviz.model.tokens import clean_text
-    from kvviz_app.i18n import texts
+    from kvviz_app.shell.i18n import texts
     T = texts("common")
 
     with pytest.raises(InputError) as err:
@@ -44,7 +44,7 @@ def test_cli_text_check_refuses_zero_width_spaces(text):
 
 
 def test_session_file_text_refuses_zero_width_spaces():
-    from kvviz.sessions.schema import SessionError, _text
+    from kvviz.experiments.sessions.schema import SessionError, _text
 
     with pytest.raises(SessionError) as caught:
         _text("\u200b\u200b", "user", turn=1)

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reuse_reference_util import tree_trace
 
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.reuse_distance import analyze, distance_histogram, log_grid, replay_lru
-from kvviz.workload.trace import WorkloadTrace
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.reuse_distance import analyze, distance_histogram, log_grid, replay_lru
+from kvviz.analysis.workload.trace import WorkloadTrace
 
 
 def brute_force(trace: WorkloadTrace, capacity: int | None, ttl_ms: float | None = None) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.workload.example import EXAMPLE_PATH, example_text
+from kvviz.analysis.workload.example import EXAMPLE_PATH, example_text
 
 
 def test_bundled_example_equals_a_fresh_generation():

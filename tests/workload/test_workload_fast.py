@@ -1,4 +1,4 @@
-"""The compiled one-pass kernel (kvviz.workload.stack) equals kvviz's first pure-Python pass bit for bit:
+"""The compiled one-pass kernel (kvviz.analysis.workload.stack) equals kvviz's first pure-Python pass bit for bit:
 hit tokens at every capacity, with a TTL, reuse distances, cold accesses, per-block savings and hits,
 per-request tracked hits; on random prefix trees, a generated trace, hashed token lines, and a trace that
 wraps the Fenwick tree's times many times (renumbering)."""
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reuse_reference_util import analyze_reference, tree_trace
 
-from kvviz.workload.columns import from_trace
-from kvviz.workload.gen import WorkloadGenConfig, generate
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.reuse_distance import analyze
-from kvviz.workload.trace import WorkloadTrace
+from kvviz.analysis.workload.columns import from_trace
+from kvviz.analysis.workload.gen import WorkloadGenConfig, generate
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.reuse_distance import analyze
+from kvviz.analysis.workload.trace import WorkloadTrace
 
 
 def assert_same(trace: WorkloadTrace, ttl_s: float | None, track: tuple[int, ...] = (0, 2, 5)) -> None:

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.pool import replay_block_pool
-from kvviz.workload.report import curve, parse_capacities, top_prefixes
-from kvviz.workload.reuse_distance import analyze, replay_lru
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.pool import replay_block_pool
+from kvviz.analysis.workload.report import curve, parse_capacities, top_prefixes
+from kvviz.analysis.workload.reuse_distance import analyze, replay_lru
 
 
 def _token_trace(seed: int, block_size: int = 4, n: int = 60):
@@ -89,7 +89,7 @@ def test_report_helpers():
 
 
 def test_timeline_slices_by_time_and_by_index():
-    from kvviz.workload.report import timeline
+    from kvviz.analysis.workload.report import timeline
 
     lines = [{"hash_ids": [1], "input_length": 10, "timestamp": 60_000 * i} for i in range(10)]
     trace = parse_trace("\n".join(json.dumps(x) for x in lines), 10)

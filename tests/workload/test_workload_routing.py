@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from kvviz.workload.columns import as_columns
-from kvviz.workload.example import EXAMPLE_PATH
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.reuse_distance import analyze, replay_lru
-from kvviz.workload.routing import POLICIES, route, routing_report
+from kvviz.analysis.workload.columns import as_columns
+from kvviz.analysis.workload.example import EXAMPLE_PATH
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.reuse_distance import analyze, replay_lru
+from kvviz.analysis.workload.routing import POLICIES, route, routing_report
 
 
 def _cols(lines, block_size=10):

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reuse_reference_util import tree_trace
 
-from kvviz.workload.columns import as_columns, tile
-from kvviz.workload.gen import WorkloadGenConfig, generate
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.reuse_distance import analyze, log_grid
-from kvviz.workload.sample import BYTES_PER_SAMPLED_BLOCK, analyze_sampled, rate_for_memory
+from kvviz.analysis.workload.columns import as_columns, tile
+from kvviz.analysis.workload.gen import WorkloadGenConfig, generate
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.reuse_distance import analyze, log_grid
+from kvviz.analysis.workload.sample import BYTES_PER_SAMPLED_BLOCK, analyze_sampled, rate_for_memory
 
 request = st.tuples(st.lists(st.integers(0, 3), min_size=1, max_size=7), st.integers(0, 40), st.integers(0, 10))
 

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kvviz.workload.example import EXAMPLE_PATH
-from kvviz.workload.gen import WorkloadGenConfig, generate
-from kvviz.workload.sample import analyze_sampled, sampled_report
-from kvviz.workload.stream import estimated_accesses, read_trace, sample_trace
+from kvviz.analysis.workload.example import EXAMPLE_PATH
+from kvviz.analysis.workload.gen import WorkloadGenConfig, generate
+from kvviz.analysis.workload.sample import analyze_sampled, sampled_report
+from kvviz.analysis.workload.stream import estimated_accesses, read_trace, sample_trace
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from kvviz.analysis.workload.gen import WorkloadGenConfig, generate
+from kvviz.analysis.workload.reuse_distance import analyze, log_grid
+from kvviz.analysis.workload.sharded import analyze_sharded, partition_profile
+from kvviz.analysis.workload.stream import read_trace
 from kvviz.cli import main
-from kvviz.workload.gen import WorkloadGenConfig, generate
-from kvviz.workload.reuse_distance import analyze, log_grid
-from kvviz.workload.sharded import analyze_sharded, partition_profile
-from kvviz.workload.stream import read_trace
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from kvviz.workload.columns import from_trace
-from kvviz.workload.example import EXAMPLE_PATH
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.stream import read_trace
-from kvviz.workload.trace import WorkloadError
+from kvviz.analysis.workload.columns import from_trace
+from kvviz.analysis.workload.example import EXAMPLE_PATH
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.stream import read_trace
+from kvviz.analysis.workload.trace import WorkloadError
 
 FIELDS = ("blocks", "offsets", "input_tokens", "lookup_blocks", "full_blocks", "output_tokens", "timestamps",
           "parent")

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from kvviz.workload.load import load_trace
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.trace import WorkloadError
+from kvviz.analysis.workload.load import load_trace
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.trace import WorkloadError
 
 
 class FakeTokenizer:

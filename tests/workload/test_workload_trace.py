@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from kvviz.analysis.workload.gen import WorkloadGenConfig, generate
+from kvviz.analysis.workload.parse import parse_trace
+from kvviz.analysis.workload.trace import WorkloadError
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, hash_block_chain, init_none_hash
-from kvviz.workload.gen import WorkloadGenConfig, generate
-from kvviz.workload.parse import parse_trace
-from kvviz.workload.trace import WorkloadError
 
 
 def _jsonl(*objs) -> str:
@@ -83,7 +83,7 @@ def test_generator_is_seeded_and_parses():
 
 
 def test_an_in_memory_read_reports_lines_rate_and_eta():
-    from kvviz.workload.example import EXAMPLE_PATH
+    from kvviz.analysis.workload.example import EXAMPLE_PATH
 
     seen = []
     trace = parse_trace(EXAMPLE_PATH.read_bytes(), progress=lambda p: seen.append(

@@ -1,0 +1,342 @@
+"""SHARDS-style spatial sampling of a trace (Waldspurger et al., FAST'15): keep a block when a hash of its
+id falls under ``rate``, run the stack pass on the kept accesses only, and scale capacities by the rate.
+
+Why blocks and not requests: every request of a real trace starts with the same few system-prompt
+blocks, so sampling requests by their first block keeps all or none. Sampling blocks is right under the
+prefix rule because an ancestor block is always at least as recent as its descendants (a request touches
+its whole chain, tail first), so a request's hit at C is the sum of its blocks' tokens whose own reuse
+distance is <= C; that is a sum over single accesses, which spatial sampling estimates (docs/WORKLOAD.md).
+
+The error bar: the kept blocks are split by another part of the hash into ``GROUPS`` disjoint
+sub-samples, each a spatial sample at ``rate / GROUPS``; twice the standard deviation of their
+estimates over sqrt(GROUPS) is reported (about a 95% interval) per capacity, and its maximum overall.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from kvviz.analysis.workload.columns import TraceColumns
+from kvviz.analysis.workload.reuse_distance import log_grid
+from kvviz.analysis.workload.stack import group_bin, sampled_pass
+
+GROUPS = 32
+BYTES_PER_SAMPLED_BLOCK = 320
+"""Peak bytes of a sampled analysis per kept block: the kept accesses (about 22 bytes each, 8.4 a block on
+the bench trace), their interning, the pass's state and curves (make bench: about 300)."""
+_THRESHOLD_BITS = 32
+RESOLVED_KEPT_BLOCKS = 10
+
+
+def block_hash(keys: np.ndarray, salt: int = 0) -> np.ndarray:
+    """splitmix64 of ``keys`` (uint64, vectorised): a fixed, well-mixed hash of a block id; each ``salt``
+    gives an independent hash (the keys are xor-ed with a mixed salt first)."""
+    with np.errstate(over="ignore"):
+        if salt:
+            keys = keys.astype(np.uint64) ^ block_hash(np.asarray([salt], np.uint64))[0]
+        z = keys.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def block_keys(cols: TraceColumns) -> np.ndarray:
+    """The id each block is sampled by: its original Mooncake id, else the 48 bits of its block hash that
+    label it, so a block has the same key in every file of a trace."""
+    if isinstance(cols.labels, np.ndarray):
+        return cols.labels
+    return np.fromiter((int(label, 16) for label in cols.labels), np.int64, len(cols.labels))
+
+
+def rate_for_memory(memory_mb: float, unique_blocks: int) -> float:
+    """The largest rate whose sampled pass fits ``memory_mb`` (1.0 when the exact pass fits)."""
+    if unique_blocks <= 0:
+        return 1.0
+    return min(1.0, memory_mb * 2**20 / (BYTES_PER_SAMPLED_BLOCK * unique_blocks))
+
+
+@dataclass
+class SampleCurve:
+    """One sample's curve: hit tokens at each sampled capacity, kept tokens, kept blocks, its rate."""
+
+    rate: float
+    hits_at: np.ndarray
+    kept_tokens: int
+    kept_blocks: int
+    kept_accesses: int
+
+    def hits_near(self, capacity: int) -> float:
+        """Kept hit tokens at ``capacity`` full-trace blocks: a block at distance d has about
+        1 + rate x (d - 1) kept blocks at or above it, so the sampled curve is read (interpolated) there."""
+        if capacity <= 0:
+            return 0.0
+        c = min(1.0 + self.rate * (capacity - 1), len(self.hits_at) - 1.0)
+        lo = int(math.floor(c))
+        hi = min(lo + 1, len(self.hits_at) - 1)
+        return float(self.hits_at[lo] + (c - lo) * (self.hits_at[hi] - self.hits_at[lo]))
+
+    def rate_at(self, capacity: int, coverage: float) -> float:
+        """Estimated hit rate at ``capacity`` full-trace blocks (kept-token ratio x block coverage)."""
+        if self.kept_tokens == 0 or capacity <= 0:
+            return 0.0
+        return self.hits_near(capacity) / self.kept_tokens * coverage
+
+
+@dataclass
+class Kept:
+    """The kept accesses of one piece of a trace, in trace order: the id each is sampled by, its request
+    (0-based within the piece), its tokens, whether the lookup may hit it, and its sub-sample (group)."""
+
+    keys: np.ndarray  # int64 (K,)
+    req: np.ndarray  # int64 (K,)
+    tok: np.ndarray  # int32 (K,)
+    eligible: np.ndarray  # bool (K,)
+    group: np.ndarray  # uint8 (K,)
+
+    def select(self, mask: np.ndarray) -> Kept:
+        return Kept(self.keys[mask], self.req[mask], self.tok[mask], self.eligible[mask], self.group[mask])
+
+    def shifted(self, requests: int) -> Kept:
+        """The same accesses with their requests numbered from ``requests``."""
+        return Kept(self.keys, self.req + requests, self.tok, self.eligible, self.group)
+
+
+_FIELDS = ("keys", "req", "tok", "eligible", "group")
+
+
+def concat(pieces: list[Kept]) -> Kept:
+    """Pieces back to back (in the order given: trace order when the pieces are); the list is emptied
+    field by field as it goes, so the copy never holds two of a field."""
+    if not pieces:
+        return Kept(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, bool),
+                    np.zeros(0, np.uint8))
+    out = {}
+    for f in _FIELDS:
+        out[f] = np.concatenate([getattr(p, f) for p in pieces])
+        for p in pieces:
+            setattr(p, f, None)
+    pieces.clear()
+    return Kept(**out)
+
+
+def keep(cols: TraceColumns, rate: float, salt: int = 0, keys: np.ndarray | None = None) -> Kept:
+    """The accesses of ``cols`` whose block's hash (of ``keys``, default ``block_keys``) is under ``rate``."""
+    keys = block_keys(cols) if keys is None else keys
+    h = block_hash(keys, salt)[cols.blocks]  # per access, by its block
+    idx = np.flatnonzero((h >> np.uint64(64 - _THRESHOLD_BITS)) < np.uint64(int(rate * 2**_THRESHOLD_BITS)))
+    req = np.searchsorted(cols.offsets, idx, side="right") - 1
+    pos = idx - cols.offsets[req]
+    length = cols.input_tokens[req]
+    bs = cols.block_size
+    tok = (np.minimum((pos + 1) * bs, length) - np.minimum(pos * bs, length)).astype(np.int32)
+    group = ((h[idx] & np.uint64(0xFFFF)) % np.uint64(GROUPS)).astype(np.uint8)
+    return Kept(keys[cols.blocks[idx]], req, tok, pos < cols.lookup_blocks[req], group)
+
+
+@dataclass
+class GroupCurve:
+    """One sub-sample's hits, at the distances measured on the whole sample (binned: ``group_bin``), and
+    its kept tokens: the spread of these estimates is the sampling error of the whole sample's."""
+
+    rate: float
+    hits: np.ndarray  # int64 (bins,), cumulative
+    kept_tokens: int
+    num_blocks: int
+
+    def rate_at(self, capacity: int, coverage: float) -> float:
+        if self.kept_tokens == 0 or capacity <= 0:
+            return 0.0
+        c = min(1.0 + self.rate * (capacity - 1), float(max(self.num_blocks, 1)))
+        lo = int(math.floor(c))
+        a, b = self.hits[group_bin(lo)], self.hits[group_bin(min(lo + 1, max(self.num_blocks, 1)))]
+        return float(a + (c - lo) * (b - a)) / self.kept_tokens * coverage
+
+
+def curve_of(kept: Kept, rate: float) -> tuple[SampleCurve, list[GroupCurve]]:
+    """The curve of kept accesses (any ids, requests non-decreasing in trace order) and its ``GROUPS``
+    sub-samples' curves at the same distances."""
+    dense, num_blocks = _intern(kept.keys)
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(kept.req)) + 1, [len(kept.req)])).astype(np.int64)
+    res = sampled_pass(dense, starts, kept.tok, kept.eligible, kept.group, GROUPS, num_blocks)
+    groups = [GroupCurve(rate, res.group_hits[g], int(res.group_tokens[g]), num_blocks) for g in range(GROUPS)]
+    return SampleCurve(rate, res.hits_at, res.kept_tokens, num_blocks, len(kept.keys)), groups
+
+
+def _intern(keys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense int32 ids 0..U-1 of ``keys`` (a hash table, first-seen order: no sorted copy) and U."""
+    import pandas as pd
+
+    codes, uniques = pd.factorize(keys, sort=False)
+    return codes.astype(np.int32), len(uniques)
+
+
+@dataclass
+class SampledProfile:
+    """A sampled analysis: the ``GROUPS`` hash-disjoint sub-samples' curves, the whole sample's curve
+    (None when only the sub-samples were computed, as on a cluster: then the estimate pools them), and
+    the exact totals (requests, tokens, accesses) that need no sampling; ``coverage`` = block tokens /
+    prompt tokens."""
+
+    rate: float
+    sample: SampleCurve | None
+    groups: list[SampleCurve] | list[GroupCurve]
+    block_size: int
+    num_requests: int
+    input_tokens: int
+    num_block_accesses: int
+    coverage: float
+
+    @property
+    def kept_blocks(self) -> int:
+        return self.sample.kept_blocks if self.sample else sum(g.kept_blocks for g in self.groups)  # type: ignore[union-attr]
+
+    @property
+    def kept_accesses(self) -> int:
+        return self.sample.kept_accesses if self.sample else sum(g.kept_accesses for g in self.groups)  # type: ignore[union-attr]
+
+    @property
+    def distance_rate(self) -> float:
+        """The rate distances were measured at: the whole sample's, or one sub-sample's when pooled."""
+        return self.rate if self.sample is not None else self.rate / max(len(self.groups), 1)
+
+    @property
+    def resolved_from(self) -> int:
+        """The smallest capacity the estimate resolves: 10 kept blocks at ``distance_rate``; below it the
+        curve is read between the first few kept distances and the bar may not cover the error."""
+        return math.ceil(RESOLVED_KEPT_BLOCKS / self.distance_rate)
+
+    @property
+    def unique_blocks(self) -> int:
+        """Estimated distinct blocks of the whole trace."""
+        return round(self.kept_blocks / self.rate)
+
+    def hit_rate(self, capacity: int) -> float:
+        if self.sample is not None:
+            return self.sample.rate_at(capacity, self.coverage)
+        kept = sum(g.kept_tokens for g in self.groups)
+        hits = sum(g.hits_near(capacity) for g in self.groups)  # type: ignore[union-attr]
+        return hits / kept * self.coverage if kept and capacity > 0 else 0.0
+
+    def error(self, capacity: int) -> float:
+        """About a 95% interval half-width of ``hit_rate(capacity)`` (absolute hit rate): twice the
+        standard error from the sub-samples' spread, plus the blur of the distances (``blur``)."""
+        if self.sample is not None and self.rate >= 1.0:
+            return 0.0  # every block kept: the exact curve
+        rates = [g.rate_at(capacity, self.coverage) for g in self.groups if g.kept_tokens]
+        if len(rates) < 2:
+            return 1.0
+        spread = float(np.std(rates, ddof=1)) / math.sqrt(len(rates))
+        return 2.0 * spread + self.blur(capacity)
+
+    def blur(self, capacity: int) -> float:
+        """The bias of reading the curve through noisy distances: the kept blocks among the C most recent
+        are Binomial(C, rate), so the sample sees the curve averaged over C +- s, s = sqrt(C (1 - rate) /
+        rate) full-trace blocks; the bias is about the mean of the curve at C - s and C + s minus its value
+        at C (its curvature), estimated on the sampled curve itself."""
+        rate = self.distance_rate
+        if capacity <= 0 or rate >= 1.0:
+            return 0.0
+        span = math.sqrt(capacity * (1.0 - rate) / rate)
+        lo, hi = max(1, math.floor(capacity - span)), math.ceil(capacity + span)
+        return abs((self.hit_rate(hi) + self.hit_rate(lo)) / 2.0 - self.hit_rate(capacity))
+
+
+class Sampler:
+    """Keeps a spatial sample of a trace fed in pieces (``add``: columns, e.g. one file or one shard at a
+    time, with the ids blocks are sampled by), so only the kept accesses stay in memory."""
+
+    def __init__(self, rate: float, salt: int = 0) -> None:
+        if not 0.0 < rate <= 1.0:
+            raise ValueError(f"the sample rate must be in (0, 1], got {rate}")
+        self.rate, self.salt = rate, salt
+        self.parts: list[Kept] = []
+        self.totals = Totals()
+
+    def add(self, cols: TraceColumns, keys: np.ndarray | None = None) -> None:
+        self.parts.append(keep(cols, self.rate, self.salt, keys).shifted(self.totals.requests))
+        self.totals.add(cols)
+
+    def finish(self) -> SampledProfile:
+        kept = concat(self.parts)
+        self.parts.clear()
+        sample, groups = curve_of(kept, self.rate)
+        return self.totals.profile(self.rate, sample, groups)
+
+
+@dataclass
+class Totals:
+    """What needs no sampling: requests, prompt tokens, tokens in blocks, block accesses, the block size."""
+
+    requests: int = 0
+    tokens: int = 0
+    block_tokens: int = 0
+    accesses: int = 0
+    block_size: int = 0
+
+    def add(self, cols: TraceColumns) -> None:
+        nblocks = np.diff(cols.offsets)
+        self.block_tokens += int(np.minimum(nblocks * cols.block_size, cols.input_tokens).sum())
+        self.tokens += int(cols.input_tokens.sum())
+        self.requests += cols.num_requests
+        self.accesses += cols.num_accesses
+        self.block_size = cols.block_size
+
+    def merge(self, other: Totals) -> None:
+        self.requests += other.requests
+        self.tokens += other.tokens
+        self.block_tokens += other.block_tokens
+        self.accesses += other.accesses
+        self.block_size = other.block_size
+
+    def profile(self, rate: float, sample: SampleCurve | None, groups: list[SampleCurve]) -> SampledProfile:
+        return SampledProfile(rate, sample, groups, self.block_size, self.requests, self.tokens, self.accesses,
+                              self.block_tokens / self.tokens if self.tokens else 0.0)
+
+
+def analyze_sampled(cols: TraceColumns, rate: float, salt: int = 0) -> SampledProfile:
+    """Sample ``cols`` at ``rate`` (0 < rate <= 1) by block and estimate the curve with its error."""
+    sampler = Sampler(rate, salt)
+    sampler.add(cols)
+    return sampler.finish()
+
+
+def sampled_report(sp: SampledProfile, capacities: list[int] | None = None,
+                   bytes_per_token: Fraction | None = None, points: int = 60) -> dict[str, Any]:
+    """The CLI's JSON for a sampled analysis: the exact report's keys (hit numbers estimated), plus
+    ``sampled``, ``sample_rate``, ``hit_rate_error`` (the largest over the curve) and a per-point error."""
+    total, bs = sp.input_tokens, sp.block_size
+    caps = capacities if capacities is not None else log_grid(max(sp.unique_blocks, 1), points)
+    rows = []
+    for c in sorted(set(caps)):
+        rate = sp.hit_rate(c)
+        row: dict[str, Any] = {"capacity_blocks": c, "capacity_tokens": c * bs, "hit_tokens": round(rate * total),
+                               "hit_rate": rate}
+        if bytes_per_token is not None:
+            row["capacity_bytes"] = int(bytes_per_token * c * bs)
+        row["hit_rate_error"] = sp.error(c)
+        rows.append(row)
+    inf = sp.hit_rate(sp.unique_blocks * 4 + 1)
+    fine = log_grid(max(sp.unique_blocks, 1), 400)
+
+    def need(fraction: float) -> int:
+        return next((c for c in fine if sp.hit_rate(c) >= fraction * inf - 1e-12), 0) if inf > 0 else 0
+
+    out: dict[str, Any] = {
+        "num_requests": sp.num_requests, "input_tokens": total, "block_size": bs,
+        "num_block_accesses": sp.num_block_accesses, "unique_blocks": sp.unique_blocks,
+        "hit_tokens_infinite": round(inf * total), "hit_rate_infinite": inf,
+        "capacity_for_50pct_of_max_blocks": need(0.5), "capacity_for_90pct_of_max_blocks": need(0.9),
+        "curve": rows, "sampled": True, "sample_rate": sp.rate,
+        "hit_rate_error": max((r["hit_rate_error"] for r in rows if r["capacity_blocks"] >= sp.resolved_from),
+                              default=0.0),
+        "sampled_blocks": sp.kept_blocks, "sampled_block_accesses": sp.kept_accesses,
+        "resolved_from_capacity_blocks": sp.resolved_from,
+    }
+    if bytes_per_token is not None:
+        out["bytes_per_token"] = float(bytes_per_token) if bytes_per_token.denominator != 1 else int(bytes_per_token)
+    return out

@@ -1,0 +1,50 @@
+"""Figures of the Engine (live) page: the step timeline, the block pool's ref_cnt grid and a block's K/V."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from kvviz_app.shell.cells import visible_piece
+from kvviz_app.shell.i18n import texts
+from kvviz_app.shell.style import BLUE, FREE_GREY, INK, LEGEND_ABOVE_LEFT, PURPLE, base_layout
+
+T = texts("engine_view")
+
+def step_timeline(steps: Sequence) -> go.Figure:
+    """Stacked bars, one per step: prefill-chunk tokens and decode tokens (``StepRecord``s)."""
+    x = [s.step for s in steps]
+    fig = go.Figure([
+        go.Bar(x=x, y=[s.prefill_tokens for s in steps], name=T.FIG_PREFILL, marker_color=BLUE),
+        go.Bar(x=x, y=[s.decode_tokens for s in steps], name=T.FIG_DECODE, marker_color=PURPLE),
+    ])
+    return base_layout(fig, 300, T.FIG_STEPS_TITLE, legend=LEGEND_ABOVE_LEFT, barmode="stack",
+                       xaxis=dict(title=T.FIG_STEP_AXIS), yaxis=dict(title=T.FIG_TOKENS_AXIS))
+
+
+def pool_grid(ref_cnt: Sequence[int], cached: Sequence[bool], columns: int = 32) -> go.Figure:
+    """A grid of physical blocks 1..N-1 coloured by ref_cnt, cached blocks outlined."""
+    ids = list(range(1, len(ref_cnt)))
+    xs = [(i - 1) % columns for i in ids]
+    ys = [(i - 1) // columns for i in ids]
+    fig = go.Figure(go.Scatter(
+        x=xs, y=ys, mode="markers", text=[T.FIG_BLOCK_HOVER.format(id=i) for i in ids],
+        customdata=[ref_cnt[i] for i in ids], hovertemplate="%{text}: ref_cnt %{customdata}<extra></extra>",
+        marker=dict(symbol="square", size=14, color=[ref_cnt[i] for i in ids], cmin=0,
+                    cmax=max(2, max(ref_cnt, default=0)), colorscale=[[0, FREE_GREY], [1, BLUE]],
+                    line=dict(color=INK, width=[1.5 if cached[i] else 0 for i in ids]),
+                    colorbar=dict(title="ref_cnt", thickness=10, tickmode="linear", tick0=0, dtick=1)),
+    ))
+    rows = max(ys, default=0) + 1
+    return base_layout(fig, 60 + 18 * rows, T.FIG_POOL_TITLE, legend=None,
+                       xaxis=dict(visible=False), yaxis=dict(visible=False, autorange="reversed"))
+
+
+def block_heatmap(values, tokens: Sequence[str], title: str) -> go.Figure:
+    """``values`` ``[block_size, kv_heads * head_dim]`` (nested lists) as a heatmap, rows labelled by token."""
+    pieces = list(tokens) + [""] * (len(values) - len(tokens))
+    labels = [f"{i}: {visible_piece(t)}" if t else str(i) for i, t in enumerate(pieces)]
+    fig = go.Figure(go.Heatmap(z=values, y=labels, colorscale="RdBu", zmid=0, colorbar=dict(thickness=10)))
+    return base_layout(fig, 120 + 16 * len(values), title, legend=None,
+                       xaxis=dict(title=T.FIG_KV_X), yaxis=dict(title=T.FIG_KV_Y, autorange="reversed"))

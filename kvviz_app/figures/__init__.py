@@ -1,1 +1,0 @@
-"""Plotly figure builders: plain data in, ``go.Figure`` out. No streamlit here."""

@@ -1,0 +1,51 @@
+"""The app's navigation: the route table (page script, sidebar title, icon) and the run of one script.
+
+Every route names a file under pages/; a route whose file is missing stops the app at
+start-up with :class:`MissingPageError` instead of dropping the page from the sidebar.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from kvviz.server.embedded import start_api_once
+from kvviz_app.shell import ui, ui_present
+from kvviz_app.shell.i18n import texts
+
+T = texts("common")
+
+#: The repo root: route paths are relative to it (the folder of app.py, Streamlit's main script).
+ROOT = Path(__file__).resolve().parents[2]
+#: The app's name in the browser tab: a name, the same in every language.
+APP_TITLE = "kvviz"
+
+
+class MissingPageError(RuntimeError):
+    """A route names a page script that does not exist (a start-up error, never a silent drop)."""
+
+
+def routes() -> list[tuple[str, str, str]]:
+    """(script path, title in the session's language, icon) of every page, in sidebar order."""
+    table = list(T.PAGES)
+    missing = [path for path, _title, _icon in table if not (ROOT / path).is_file()]
+    if missing:
+        raise MissingPageError(f"route table names missing page scripts: {', '.join(missing)}")
+    return table
+
+
+def main() -> None:
+    """One run of the app: page config, language, navigation, the sidebar, then the chosen page."""
+    presenting = ui_present.begin_run()  # ?present=1 / the sidebar toggle; collapses the sidebar on a projector
+    st.set_page_config(page_title=APP_TITLE, page_icon=":material/memory:", layout="wide",
+                       initial_sidebar_state="collapsed" if presenting else "auto")
+    ui.render_language_switch()  # before the navigation, so its titles are in the session's language
+    pages = [st.Page(str(ROOT / path), title=title, icon=icon, default=(i == 0))
+             for i, (path, title, icon) in enumerate(routes())]
+    navigation = st.navigation(pages, expanded=True)  # every page listed: no "View N more" (English, hides pages)
+    ui.announce_presenter_key()  # once per server process: the room's presenter key in the server log
+    start_api_once()  # the OpenAI-compatible API on its own port, on the pages' engine (KVVIZ_API=0: off)
+    ui.render_model_sidebar()
+    ui_present.sidebar()
+    navigation.run()
