@@ -1,4 +1,4 @@
-"""The Edit page in headless Chromium, as a workshop sees it (issue 27 item 7), with the model warm.
+"""The Edit page in headless Chromium, as a workshop sees it, with the model warm.
 
 Keys (one app server, one browser page; the model is loaded by a visit to the landing page first, which is
 read until its own chart is drawn, as a workshop does before its first step):

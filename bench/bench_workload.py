@@ -6,14 +6,14 @@ A generated trace (kvviz.analysis.workload.gen, seed 0) of 10,000 requests in 25
 interleaved runs. Re-running the replay per capacity would cost 500x the replay. Memory: tracemalloc
 peak of the pass on the first half and on the whole trace, per distinct block (flat = linear).
 
-At scale (issue 26): the same generated trace played ``TILES`` times with fresh block ids (about 5.4
+At scale: the same generated trace played ``TILES`` times with fresh block ids (about 5.4
 million block accesses), as columns. ``workload_exact_accesses_per_s``: block accesses per second of the
 exact one-pass curve (median of 3, the kernel compiled before timing); ``workload_bytes_per_unique_block``:
 tracemalloc peak of that pass (its state and its outputs) per distinct block; the trace's own columns
 are ``workload_trace_bytes_per_access``. ``workload_load_avg_1m``: the machine's load when measured
 (a shared machine inflates times; read the rate with it).
 
-Sampled (issue 26): the same trace played ``SAMPLED_TILES`` times with fresh block ids (about 100 million
+Sampled: the same trace played ``SAMPLED_TILES`` times with fresh block ids (about 100 million
 block accesses), fed tile by tile to kvviz.analysis.workload.sample's ``Sampler`` at the rate a ``SAMPLED_MEMORY_MB``
 bound gives, so only the kept accesses are ever held. ``workload_sampled_100m_s``: wall time of sampling
 and the sampled passes (the sub-samples for the error bar included); ``workload_sampled_error``: the
@@ -21,7 +21,7 @@ largest reported error bar (about 95%) over a 60-point grid from the resolved ca
 ``workload_sampled_actual_error`` the largest distance from the exact curve there (the tiled trace's exact
 curve is the base trace's); ``workload_sampled_peak_mb``: tracemalloc peak of a second, untimed run.
 
-Reading (issue 26): ``workload_parquet_read_accesses_per_s``, block accesses a second read from a Parquet
+Reading: ``workload_parquet_read_accesses_per_s``, block accesses a second read from a Parquet
 file of the trace played ``PARQUET_TILES`` times (Mooncake columns checked as arrays), and
 ``workload_jsonl_read_accesses_per_s`` from the base trace as JSON Lines (a line at a time); medians of 3.
 """

@@ -25,7 +25,7 @@ os.environ.setdefault("KVVIZ_API", "0")
 # The real-browser fixtures (app_server, browser) for every test module, with no import needed.
 pytest_plugins = ["browser_util"]
 
-# No Streamlit internals are patched here (issue 22). Each AppTest therefore scans the installed packages
+# No Streamlit internals are patched here. Each AppTest therefore scans the installed packages
 # for component manifests and compiles its page script afresh: measured on this shared machine (load 12-13),
 # the fast lane's page tests took 47.5 s of CPU instead of 23.5 s with the old per-process caches (81 s ->
 # 157 s wall in one process). Accepted: about +12 s of the fast lane on CI's two cores, and a similar share

@@ -1,4 +1,4 @@
-"""The workload analyzer's first one-pass curve, pure Python (kvviz before issue 26): kept verbatim as
+"""The workload analyzer's first one-pass curve, pure Python (before the compiled kernel): kept verbatim as
 the reference the compiled kernel (kvviz.analysis.workload.stack) must equal bit for bit on every output."""
 
 from __future__ import annotations

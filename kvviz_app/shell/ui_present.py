@@ -137,7 +137,7 @@ def _link(step: Step, label: str, icon: str | None = None) -> None:
 
 def start_here() -> None:
     """The landing page's "start here": one line and a link to the Edit page, the first thing a newcomer sees
-    under the title (issue 27 item 10)."""
+    under the title."""
     with st.container(border=True, key="kvviz_start_here"):
         st.markdown(T.START_HERE)
         _link(Step("pages/edit.py", "edit", 0), T.START_LINK, ":material/arrow_forward:")

@@ -1,5 +1,5 @@
 """A KV budget in blocks, the null block left out: the one rule (kvviz.analysis.sizes.kv_capacity.budget_blocks) behind
-the calculator's capacity, the workload page's budget mark and both CLI commands (issue 22)."""
+the calculator's capacity, the workload page's budget mark and both CLI commands."""
 
 from __future__ import annotations
 

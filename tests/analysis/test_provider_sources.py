@@ -1,5 +1,4 @@
-"""Provider policy lines cite public, dated documentation pages, not files a user does not have
-(issue #11 item 9)."""
+"""Provider policy lines cite public, dated documentation pages, not files a user does not have."""
 
 from __future__ import annotations
 

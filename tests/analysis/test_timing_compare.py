@@ -1,4 +1,4 @@
-"""The noise decision behind "ms saved" and "x faster" (issue #11 item 1): a pure function of the
+"""The noise decision behind "ms saved" and "x faster": a pure function of the
 samples. Overlapping samples (a 28-token edit on a busy CPU) give no saving at all, never a negative
 one or a speed-up below 1x."""
 

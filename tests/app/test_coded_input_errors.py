@@ -1,4 +1,4 @@
-"""Input errors below the app are CodedErrors, worded by the app in both languages (issue 22): the
+"""Input errors below the app are CodedErrors, worded by the app in both languages: the
 edit experiment's inputs, the tokenizer's text checks, block sizes and hash names."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Every error kvviz.model's settings, resolve and loader raise is a CodedError with words in both languages
-(issue 22): the codes are collected from the source, so a new raise without a code or without words fails."""
+"""Every error kvviz.model's settings, resolve and loader raise is a CodedError with words in both languages:
+the codes are collected from the source, so a new raise without a code or without words fails."""
 
 from __future__ import annotations
 

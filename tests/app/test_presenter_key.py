@@ -1,4 +1,4 @@
-"""Safer default (issue #11): with no KVVIZ_PRESENTER_KEY the process-wide room gets a generated
+"""Safer default: with no KVVIZ_PRESENTER_KEY the process-wide room gets a generated
 presenter key, printed once in the server log with the room's URL, and reset requires it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The calculator in a real browser: a typed number outside its range reaches the page and is refused in
-words, with no result computed from the number the field showed before (issue 27 item 8)."""
+words, with no result computed from the number the field showed before."""
 
 from __future__ import annotations
 

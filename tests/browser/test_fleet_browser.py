@@ -1,5 +1,5 @@
 """The Live engine page's fleet view in Chromium: three test publishers watched at once, a prompt routed,
-and at 1024 px no table scrolls sideways and no chart text is cut (issue 25's score table did), in English
+and at 1024 px no table scrolls sideways and no chart text is cut (the score table once did), in English
 and Russian."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The landing page in a real browser at the projector's 1024 x 768, in English and Russian: a newcomer sees
-where to start in the first screen, and the link opens that page (issue 27 item 10)."""
+where to start in the first screen, and the link opens that page."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every page at the projector's 1024 x 768 (and at 1400 px): no table or chart overflows its container,
 no chart text is clipped, overlaps other chart text or is smaller than 12 px, and no label or page-link
-title is cut short (issue #11, "Layout at 1024 px and chart text")."""
+title is cut short."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         page.get_by_role("button", name=T.DEMO_START).click()
         page.get_by_text(T.DEMO_RUNNING.split("{")[0].strip()).first.wait_for(timeout=WAIT_S * 1000)
         _wait_batches(page, 10)
-        # issue 27 item 8: the banner said "1 batches published" (its count taken when the demo started)
+        # the banner once said "1 batches published" (its count taken when the demo started)
         # beside a Batches metric of 130; the demo's count now refreshes with the metric
         line, published, applied = _published_and_applied(page)
         assert published >= applied >= 10 and f"{published:,} batches" in line, line

@@ -20,7 +20,7 @@ def test_paging_page_in_the_browser(app_server, browser):
         page.locator('[data-testid="stPlotlyChart"]').nth(3).wait_for()
         wait_idle(page)
         metrics = metric_values(page)
-        # Issue #11 item 6 gave utilisation one definition (share of all KV memory holding token states, over
+        # utilisation has one definition (share of all KV memory holding token states, over
         # the chart's steps), the one the bar chart prints: the headline moved from 29.0% / 96.1% to this.
         assert metrics[T.M_UTIL] == "27.5% → 94.6%" and metrics[T.M_FIT] == "4 → 23"
         main = page.locator('[data-testid="stMain"]').inner_text()

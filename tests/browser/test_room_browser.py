@@ -111,7 +111,7 @@ def test_two_browsers_share_the_room_and_salt_isolates(app_server, browser):  # 
         assert wait_for_metrics(a, lambda v: v.get(T.M_PROMPTS) == "3", PAGE_TIMEOUT_MS / 1000)[T.M_PROMPTS] == "3"
         assert_no_errors(a)
 
-        # issue 27 item 10: the presenter (A) resets; B's page drops its old "Your last prompt" by itself
+        # the presenter (A) resets; B's page drops its old "Your last prompt" by itself
         assert b.get_by_text(T.NO_PROMPT_YET).count() == 0
         _reset(a)
         b.get_by_text(T.NO_PROMPT_YET).first.wait_for()  # the live fragment saw the reset

@@ -1,6 +1,6 @@
 """At the projector's 1024 px, in English and Russian: widget labels and table headers wrap between
 words, never inside one ("kv_lora_r" / "ank", "Blo" / "ck"), and a chart's dashed band runs through no
-label (issue 27 item 9)."""
+label."""
 
 from __future__ import annotations
 

@@ -163,7 +163,7 @@ def test_routing_section(capsys):
 
 
 def test_workload_and_bytes_print_the_same_budget_blocks(capsys, tmp_path):
-    """One rule for "G GiB -> blocks, the null block left out": `bytes` and `workload` agree (issue 22)."""
+    """One rule for "G GiB -> blocks, the null block left out": `bytes` and `workload` agree."""
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(json.dumps({"token_ids": list(range(50)) + [i]}) for i in range(30)))
     args = ["--preset", "deepseek-v3", "--budget-gib", "24", "--block-size", "16", "--json"]

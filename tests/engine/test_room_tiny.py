@@ -334,7 +334,7 @@ def test_room_cli_empty_model_is_one_line(model, capsys):
 
 
 def test_room_medians_come_from_compute_time_and_wait_is_kept_apart(clock):
-    """#11 item 5: under load the wait for the model dwarfs the forward pass; the hit/miss medians come
+    """Under load the wait for the model dwarfs the forward pass; the hit/miss medians come
     from each prompt's compute (its share of its engine steps), the wait for the engine is kept apart."""
     room = make_room(clock, burst=1000)
     s = room.join()

@@ -192,7 +192,7 @@ def test_presets_do_what_their_descriptions_say():
     assert {b.status for b in cat.blocks} == {"hit", "miss", "invalidated", "partial"}
     green = compare_prompts(*ids["on_green"], block_size=presets["on_green"].block_size)
     assert "invalidated" in {b.status for b in green.blocks}  # the same «на зелёном» tokens, other prefix
-    # the hero default (issue 27 item 6): the same one-letter edit near the end and at the start
+    # the hero default: the same one-letter edit near the end and at the start
     assert list(presets)[:2] == ["cat_tail", "cat_start"] and presets["cat_tail"].a == presets["cat_start"].a
     hero_tail, hero_start = compare_prompts(*ids["cat_tail"]), compare_prompts(*ids["cat_start"])
     assert len(ids["cat_tail"][0]) > 200 and hero_tail.reused_tokens >= 0.9 * len(ids["cat_tail"][1])

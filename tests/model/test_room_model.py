@@ -112,7 +112,7 @@ def test_concurrent_sessions_on_the_engine_keep_the_room_consistent(loop):
 
 
 def test_room_reports_the_real_token_count_of_a_long_paste(loop):
-    """#11 item 4: 50,000 characters must report every token of the text, not those of its first 20,000."""
+    """A 50,000-character paste must report every token of the text, not those of its first 20,000."""
     room = fresh_room(loop)
     a = room.join()
     text = "abc " * 12_500  # 50,000 characters
@@ -125,7 +125,7 @@ def test_room_reports_the_real_token_count_of_a_long_paste(loop):
 
 
 def test_room_prefill_times_compute_apart_from_waiting(loop):
-    """#11 item 5: the room records the prefill's compute (its share of its engine steps); waiting in the
+    """The room records the prefill's compute (its share of its engine steps); waiting in the
     engine's queue is kept apart."""
     room = fresh_room(loop)
     a = room.join()

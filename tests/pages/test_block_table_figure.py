@@ -20,5 +20,5 @@ def test_small_pools_fill_their_last_row_as_far_as_seven_to_nine_columns_allow(n
 
 
 def test_the_default_scenario_pool_has_no_lone_block():
-    assert pool_columns(25) == 9  # 9 + 9 + 7, where 8 columns left block #24 alone on a fourth row
+    assert pool_columns(25) == 9  # 9 + 9 + 7, where 8 columns left block 24 alone on a fourth row
     assert pool_columns(65) == 16

@@ -43,10 +43,10 @@ def test_default_preset_shows_the_whole_story(at):
     preset = {p.id: p for p in load_edit_presets()}["cat_tail"]
     cmp = compare_prompts(tokenize(preset.a).ids, tokenize(preset.b).ids, block_size=preset.block_size)
     assert tokens(at, T.M_COMMON) == cmp.common_prefix_tokens
-    # issue 27 item 6: the hero default is a long prompt edited near its end, most of it reused
+    # the hero default is a long prompt edited near its end, most of it reused
     assert tokens(at, T.M_REUSED) == cmp.reused_tokens >= 0.9 * len(cmp.blocks) * preset.block_size - 16
     assert tokens(at, T.M_RECOMPUTE) == cmp.recompute_tokens
-    assert "On kvviz's engine" in texts(at.caption)  # the counts are the engine's (issue 23)
+    assert "On kvviz's engine" in texts(at.caption)  # the counts are the engine's
     values = {m.label: m.value for m in at.metric}
     assert values[T.M_FULL_MS].endswith(" ms") and values[T.M_REUSE_MS].endswith(" ms")
     md = texts(at.markdown)
@@ -94,7 +94,7 @@ def test_free_text_bad_input(at, monkeypatch):
     assert not at.exception and "same token sequence" in texts(at.info)
     at.text_area(key="edit_free_b").set_value("שלום 👋 \x07 مرحبا").run()
     assert not at.exception and not at.error
-    info = texts(at.info)  # the bell is named by its code point and its kind (issue 27: no English Unicode names)
+    info = texts(at.info)  # the bell is named by its code point and its kind (no English Unicode names)
     assert T.NOTHING_COMMON in info and "0007" in info and T.CHAR_KINDS["C"] in info
     monkeypatch.setenv("KVVIZ_MAX_TOKENS", "12")
     at.text_area(key="edit_free_b").set_value(SENTENCE + " And then it slept.").run()

@@ -1,4 +1,4 @@
-"""The edit page's numbers and sentences agree (issue #11 items 1-3): no negative saving or speed-up
+"""The edit page's numbers and sentences agree: no negative saving or speed-up
 below 1x when the timings overlap, the sentence about identical prompts follows the reuse metrics, and
 an edit past the token limit is named as such instead of "same token sequence"."""
 

@@ -81,7 +81,7 @@ def test_two_sessions_in_two_languages_at_once():
     assert ru.title[0].value == _ru(lambda: P.TITLE) != en.title[0].value == P.TITLE
     ru_metrics = {m.label: m.value for m in ru.metric}
     en_metrics = {m.label: m.value for m in en.metric}
-    assert en_metrics["Utilisation"] == "27.5% → 94.6%"  # one definition (issue 11 item 6)
+    assert en_metrics["Utilisation"] == "27.5% → 94.6%"  # one definition, the chart's
     assert ru_metrics["Заполнение"] == "27,5% → 94,6%"  # the same numbers, written the Russian way
     assert "Reservation" not in " ".join(r.label for r in ru.radio)
 

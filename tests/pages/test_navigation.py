@@ -22,7 +22,7 @@ def test_a_missing_page_script_is_a_start_up_error(monkeypatch):
 
 
 def test_every_page_but_the_landing_page_has_a_blurb_in_the_page_list():
-    """The landing page lists the pages with one line each; the glossary had none (issue 27 item 10)."""
+    """The landing page lists the pages with one line each; the glossary once had none."""
     from kvviz_app.shell.i18n import texts
 
     for lang in ("en", "ru"):

@@ -1,5 +1,5 @@
 """The paging page's headline utilisation and its bar chart are one number with one definition
-(issue #11 item 6: the headline said 29.0% / 96.1%, the chart 27% / 95%)."""
+(the headline once said 29.0% / 96.1%, the chart 27% / 95%)."""
 
 from __future__ import annotations
 

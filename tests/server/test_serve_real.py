@@ -20,8 +20,6 @@ from live_testpub import free_port
 from prometheus_client.parser import text_string_to_metric_families
 from server_http import request
 
-from kvviz.fleet import wire
-
 pytestmark = pytest.mark.model
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 240
@@ -201,8 +199,6 @@ def test_kv_events_decode_with_kvviz_subscriber(serve, client):
         sub.stop()
 
 
-@pytest.mark.skipif(not hasattr(wire, "decode_replay"),
-                    reason="kvviz.fleet's subscriber does not read vLLM 0.33.0's replay layout yet (issue 21)")
 def test_kv_events_decode_and_replay_fills_the_gap(serve, client):
     from kvviz.fleet.subscriber import LiveConfig, Subscriber
 

@@ -5,18 +5,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from live_testpub import free_port
 
-from kvviz.fleet import wire
 from kvviz.fleet.subscriber import LiveConfig, Subscriber
 from kvviz.mirror.kv_events import BlockStored, KVEventBatch
 from kvviz.server.kv_publisher import KVEventPublisher
-
-# kvviz.fleet reads vLLM 0.33.0's replay layout ([topic, seq, payload]) once issue 21's change is on main
-# (wire.decode_replay); until then the replay tests wait for it, and the live-stream test runs.
-needs_v033_replay = pytest.mark.skipif(not hasattr(wire, "decode_replay"),
-                                       reason="kvviz.fleet's subscriber does not read vLLM 0.33.0's replay layout yet")
 
 
 def _batch(i: int) -> KVEventBatch:
@@ -43,7 +36,6 @@ def test_the_live_stream_decodes_with_kvviz_subscriber():
         pub.stop()
 
 
-@needs_v033_replay
 def test_replay_fills_the_gap_before_the_subscriber_connected():
     port = free_port(2)
     pub = KVEventPublisher(f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port + 1}").start()

@@ -1,4 +1,4 @@
-"""One rule for invisible-only text (issue #11 item 7): zero-width spaces are as blank as spaces, in
+"""One rule for invisible-only text: zero-width spaces are as blank as spaces, in
 the core rule, in the model's text check and in the CLI's."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Byte tokens of Cyrillic letters paired with the character they complete (issue #11 item 8)."""
+"""Byte tokens of Cyrillic letters paired with the character they complete."""
 
 from __future__ import annotations
 
