@@ -1,8 +1,8 @@
 """One English line per reason code of the engine mirror and the simulations: why a block hit, missed or
 was invalidated, why each block-pool event happened, why a trace step was refused, which NONE_HASH seed
-is in force. The library speaks in codes and parameters; ``render_*`` turns them into these sentences
-for the CLI, and the app passes its translated view of the same tables as ``words``
-(kvviz_app/shell/text_concepts.py: these lines are its msgids)."""
+is in force. A library module that the CLI and the app share: the library speaks in codes and parameters,
+``render_*`` turns them into these sentences for the CLI, and the app passes its translated view of the same
+tables as ``words`` (kvviz_app/shell/text_concepts.py: these lines are its msgids)."""
 
 import sys
 from typing import Any

@@ -22,7 +22,7 @@ from kvviz.analysis.sizes.hf_config import (
 from kvviz.analysis.sizes.kvsize import KVSizeError, ModelShape
 from kvviz.analysis.sizes.presets import PRESETS, get_preset
 from kvviz.cli import CliError, add_block_size_flag, add_json_flag
-from kvviz.cli.config_words import config_note, size_error
+from kvviz.config_words import config_note, size_error
 from kvviz.util import units
 
 _TYPED = ("layers", "kv_heads", "head_dim", "heads", "d_model", "window", "kv_lora_rank", "qk_rope_head_dim")

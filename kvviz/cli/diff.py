@@ -8,7 +8,7 @@ from typing import Any
 from kvviz.analysis.prompt_compare import compare_prompts
 from kvviz.cli import CliError, add_json_flag
 from kvviz.cli.hash import add_hash_options, check_hash_options, parse_token_list, tokens_from_text
-from kvviz.cli.words import render_block_reason
+from kvviz.words import render_block_reason
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

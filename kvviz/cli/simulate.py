@@ -14,8 +14,8 @@ from kvviz.analysis.scenarios.block_trace import (
     run_trace,
 )
 from kvviz.cli import CliError, add_json_flag
-from kvviz.cli.words import render_event, render_step_error
 from kvviz.util.jsonio import read_stream_limited
+from kvviz.words import render_event, render_step_error
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -29,7 +29,7 @@ from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory, sam
 from kvviz.analysis.workload.stream import BadLines, Progress, estimated_accesses, read_trace, sample_trace
 from kvviz.analysis.workload.trace import WorkloadError
 from kvviz.cli import CliError, add_json_flag
-from kvviz.cli.config_words import size_error
+from kvviz.config_words import size_error
 from kvviz.util.units import format_bytes
 
 MAX_TTL_SECONDS = 10**9

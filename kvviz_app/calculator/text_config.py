@@ -1,12 +1,12 @@
 """The app's words for the config.json reader's and KV-size checks' codes: the library's English lines
-(kvviz.cli.config_words, the CLI's) are the msgids; a view of this module reads them translated."""
+(kvviz.config_words, which the CLI prints) are the msgids; a view of this module reads them translated."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvviz.cli import config_words as _en
-from kvviz.cli.config_words import (
+from kvviz import config_words as _en
+from kvviz.config_words import (
     CONFIG_ERRORS,
     CONFIG_NOTES,
     FAMILY_GENERIC,

@@ -1,13 +1,13 @@
 """The app's words for the engine mirror's and the simulations' reason codes: the library's English lines
-(kvviz.cli.words, the CLI's) are the msgids; a view of this module reads them translated, and its
+(kvviz.words, which the CLI prints) are the msgids; a view of this module reads them translated, and its
 ``render_*`` helpers word a code in the view's language."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvviz.cli import words as _en
-from kvviz.cli.words import (
+from kvviz import words as _en
+from kvviz.words import (
     BLOCK_REASON_TEXT,
     EVENT_ALLOCATE,
     EVENT_ALLOCATE_NONE,

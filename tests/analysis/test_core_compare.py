@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kvviz.analysis.prompt_compare import compare_prompts
-from kvviz.cli.words import render_block_reason
 from kvviz.mirror.manager import KVCacheManager
+from kvviz.words import render_block_reason
 
 
 def test_vllm_documented_example():

@@ -18,7 +18,7 @@ from kvviz.analysis.sizes.hf_config import (
 from kvviz.analysis.sizes.kv_formula import bytes_per_token, total_bytes
 from kvviz.analysis.sizes.kvsize import MLA, LayerKind
 from kvviz.analysis.sizes.presets import CONFIG_DIR
-from kvviz.cli.config_words import config_note, size_error
+from kvviz.config_words import config_note, size_error
 
 # (file, family, attention, layers, kv_layers, kv_heads, head_dim, fp16 bytes per token)
 SHIPPED = [
