@@ -1,122 +1,24 @@
 """The shared room: every browser session sends its prompts to the one engine (its pool, its prefix cache),
 the salt switch, the room's totals, the API's requests beside them and the presenter's reset. UI only: the
-room is kvviz.experiments.room.service.get_room(); prompts go through kvviz.experiments.room.prefill.room_prefill (the path the
-concurrency benchmark drives); "Your last prompt" is kvviz.experiments.room.rows.last_prompt_view."""
+room is kvviz.experiments.room.service.get_room(); its parts are drawn by kvviz_app.room.view."""
 
 from __future__ import annotations
 
-import time
-
-import pandas as pd
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 
-from kvviz.experiments.room.prefill import room_prefill
-from kvviz.experiments.room.presets import PRESETS, preset_prompt
-from kvviz.experiments.room.records import YOU
-from kvviz.experiments.room.rows import last_prompt_view
 from kvviz.experiments.room.service import get_room
-from kvviz.experiments.room.timing import HitMissComparison
-from kvviz.mirror.events import usable_blocks
-from kvviz.mirror.hashing import REFERENCE_RELEASE, short_hash
-from kvviz.model.settings import InputError
-from kvviz.server.embedded import api_url, recent_requests
-from kvviz.util.blank import is_blank
-from kvviz.util.units import format_bytes
-from kvviz_app.security import figures as F
-from kvviz_app.security.room_labels import age_label, origin_label
-from kvviz_app.shell import ui, ui_chart, ui_present, ui_share
-from kvviz_app.shell.i18n import current_lang, texts, tr
+from kvviz_app.room import view as V
+from kvviz_app.shell import ui, ui_present, ui_share
+from kvviz_app.shell.i18n import texts, tr
 
 T = texts("security")
-
-_SID = "room_sid"
-_GEN = "room_generation"  # the room's generation this page last drew (a reset elsewhere bumps it)
-_PRESETS = list(PRESETS)
 
 ui.page_header(T.ROOM_TITLE, T.ROOM_INTRO)
 if ui_share.presenting():
     ui_present.join_panel()
 room = get_room()
-sid = room.join(st.session_state.get(_SID))
-st.session_state[_SID] = sid
+sid = V.join(room)
 ui.get_model()  # the sidebar's model status; the room runs on the process-wide engine (the embedded model)
-st.session_state[_GEN] = room.generation
-
-
-def _fmt_ms(ms: float | None) -> str:
-    return T.NO_TIMING if ms is None else ui.loc(f"{ms:,.1f}" if ms < 10 else f"{ms:,.0f}")
-
-
-def _totals() -> None:
-    t = room.totals()
-    if st.session_state.get(_GEN) != room.generation:  # a reset (here, another browser or the API): redraw all
-        st.rerun()
-    c = st.columns(3) + st.columns(3)
-    c[0].metric(T.M_SESSIONS, t.sessions_active,
-                help=T.M_SESSIONS_HELP.format(total=t.sessions_total, salted=t.salted_sessions))
-    c[1].metric(T.M_PROMPTS, ui.loc(f"{t.prompts:,}"), help=T.M_PROMPTS_HELP.format(refused=t.refused))
-    c[2].metric(T.M_HIT_RATE, ui.loc(f"{t.hit_rate:.0%}"), help=T.M_HIT_RATE_HELP.format(hit=t.hit_tokens, total=t.prompt_tokens))
-    c[3].metric(T.M_SHARED, ui.loc(f"{t.shared_blocks:,}"), help=T.M_SHARED_HELP.format(hits=t.cross_session_hits))
-    # the pool's usable size: block 0 is vLLM's null block, never cached (a pool of N blocks holds N - 1)
-    c[4].metric(T.M_POOL, ui.loc(f"{t.cached_blocks:,} / {usable_blocks(t.num_blocks):,}"),
-                help=T.M_POOL_HELP.format(block_size=t.block_size, evictions=t.evictions))
-    _timing(c[5], t.timing, t.median_wait_ms)
-
-
-def _timing(cell: DeltaGenerator, c: HitMissComparison, median_wait_ms: float | None) -> None:
-    """Recent hits vs misses per 100 prompt tokens, with their spread, and the sentence that follows from them."""
-    hit, miss = c.hit, c.miss
-    cell.metric(T.M_ROOM_TIMING, T.M_ROOM_TIMING_VALUE.format(hit=_fmt_ms(hit and hit.median),
-                                                              miss=_fmt_ms(miss and miss.median)),
-                help=T.M_ROOM_TIMING_HELP.format(
-                    window=f"{c.window_s:.0f}", n_hit=hit.n if hit else 0, n_miss=miss.n if miss else 0,
-                    hit=_fmt_ms(hit and hit.median), hit_lo=_fmt_ms(hit and hit.p25), hit_hi=_fmt_ms(hit and hit.p75),
-                    miss=_fmt_ms(miss and miss.median), miss_lo=_fmt_ms(miss and miss.p25),
-                    miss_hi=_fmt_ms(miss and miss.p75), wait=_fmt_ms(median_wait_ms)))
-    load = ui.loc(f"{c.load_per_core:.1f}") if c.load_per_core is not None else T.NO_TIMING
-    cell.caption(T.TIMING_VERDICTS[c.verdict].format(load=load, window=f"{c.window_s:.0f}"))
-
-
-def _feed() -> None:
-    entries = room.feed(sid, limit=20)
-    if not entries:
-        st.caption(T.FEED_EMPTY)
-        return
-    cols = T.FEED_COLUMNS
-    rows = [{
-        cols["who"]: T.WHO_YOU if e.who == YOU else T.WHO_OTHER,
-        cols["tokens"]: e.num_tokens,
-        cols["reused"]: e.hit_tokens,
-        cols["from_others"]: e.blocks_from_others,
-        cols["salted"]: T.YES if e.salted else T.NO,
-        cols["prefill"]: None if e.prefill_ms is None else round(e.prefill_ms, 1),
-        cols["wait"]: None if e.wait_ms is None else round(e.wait_ms, 1),
-        cols["step"]: e.step_requests,
-        cols["age"]: age_label(e.age_s),
-    } for e in entries]
-    ui_chart.plotly_chart(F.feed_chart(entries), width="stretch", key="room_feed_chart")
-    with st.expander(T.FEED_TABLE):
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-
-
-def _api_requests() -> None:
-    st.subheader(T.API_REQUESTS)
-    url = api_url()
-    if url is None:
-        st.caption(T.API_REQUESTS_OFF)
-        return
-    st.caption(T.API_REQUESTS_INTRO.format(url=f"{url}/v1"))
-    done = recent_requests()[::-1][:10]
-    if not done:
-        st.info(T.API_REQUESTS_NONE, icon=":material/info:")
-        return
-    cols, now = T.API_COLUMNS, time.time()
-    st.dataframe(pd.DataFrame([{cols["client"]: r.client, cols["prompt"]: r.prompt_tokens,
-                                cols["cached"]: r.cached_tokens, cols["output"]: r.output_tokens,
-                                cols["age"]: age_label(now - r.finished_at)} for r in done]),
-                 hide_index=True, width="stretch")
-
 
 # ----------------------------------------------------------------------------- the room's totals (live)
 st.subheader(T.ROOM_TOTALS)
@@ -125,15 +27,7 @@ totals_area = st.container()  # filled at the end of the run, so a prompt sent n
 
 # ----------------------------------------------------------------------------- your session
 st.subheader(T.YOUR_SESSION)
-if "room_text" not in st.session_state:
-    st.session_state["room_text"] = preset_prompt(_PRESETS[0], current_lang())
-
-
-def _use_preset() -> None:
-    text = preset_prompt(st.session_state.get("room_preset", ""), current_lang())
-    st.session_state["room_text"] = text
-
-
+V.default_prompt()
 c = st.columns([2, 3])
 with c[0]:
     mode = st.radio(T.SALT_LABEL, list(T.SALT_OPTIONS), format_func=T.SALT_OPTIONS.get, key="room_salt",
@@ -141,107 +35,22 @@ with c[0]:
     team = ""
     if mode == "team":
         team = st.text_input(T.TEAM_LABEL, key="room_team", help=T.TEAM_HELP, max_chars=room.limits.max_team_salt_chars)
-    try:
-        salt = room.set_salt(sid, mode, team)
-    except ValueError as exc:  # a CodedError of kvviz.experiments.room.room
-        st.warning(T.room_error(str(exc), getattr(exc, "code", ""), getattr(exc, "params", {})),
-                   icon=":material/warning:")
-        salt = room.session_view(sid).cache_salt
-    view = room.session_view(sid)
-    if view.salt_mode == "private" and salt:
-        st.caption(T.SALT_NOW_PRIVATE.format(salt=salt[:8]))
-    elif view.salt_mode == "team":
-        st.caption(T.SALT_NOW_TEAM.format(team=view.team_salt))
-    else:
-        st.caption(T.SALT_NOW_OFF)
+    V.salt_status(room, sid, mode, team)
 with c[1]:
-    st.selectbox(T.PRESET_LABEL, _PRESETS, key="room_preset", on_change=_use_preset, format_func=tr)
+    st.selectbox(T.PRESET_LABEL, V.PRESET_NAMES, key="room_preset", on_change=V.use_preset, format_func=tr)
     text = st.text_area(T.PROMPT_LABEL, key="room_text", height=150,
                         help=T.PROMPT_HELP.format(limit=room.limits.max_prompt_tokens))
     if st.button(T.SEND, key="room_send", type="primary", icon=":material/send:"):
-        if is_blank(text):
-            st.warning(T.PROMPT_EMPTY, icon=":material/warning:")
-        else:
-            try:
-                out = room_prefill(room, sid, text=text)
-            except InputError as exc:
-                ui.show_error(exc)
-            else:
-                if not out.admission.ok:
-                    st.warning(T.refusal(out.admission), icon=":material/hourglass_top:")
+        V.send(room, sid, text)
 
-# ----------------------------------------------------------------------------- your last prompt
-last = last_prompt_view(room, sid)
-st.subheader(T.LAST_PROMPT)
-ui.hash_reference()
-if last is None:
-    st.info(T.NO_PROMPT_YET, icon=":material/info:")
-else:
-    adm = last.admission
-    c = st.columns(5)
-    c[0].metric(T.M_TOKENS, ui.loc(f"{adm.num_tokens:,}"))
-    c[1].metric(T.M_FROM_OTHERS, ui.loc(f"{last.from_others_tokens:,}"), help=T.M_FROM_OTHERS_HELP)
-    c[2].metric(T.M_FROM_YOU, ui.loc(f"{last.from_you_tokens:,}"))
-    c[3].metric(T.M_COMPUTED, ui.loc(f"{adm.computed_tokens:,}"), help=T.M_COMPUTED_HELP)
-    c[4].metric(T.M_PREFILL, ui.loc(T.M_PREFILL_VALUE.format(compute=adm.compute_ms, wait=adm.wait_ms)),
-                help=T.M_PREFILL_HELP.format(computed=adm.computed_tokens, reused=adm.hit_tokens,
-                                             step=adm.step_requests))
-    if adm.truncated:
-        st.caption(T.TRUNCATED.format(before=adm.num_tokens_before_truncation, kept=adm.num_tokens))
-    ui_chart.plotly_chart(F.block_strip(adm, room.now()), width="stretch", key="room_strip")
-    with st.expander(T.BLOCK_TABLE):
-        cols = T.BLOCK_COLUMNS
-        st.dataframe(pd.DataFrame([{
-            cols["index"]: b.index, cols["tokens"]: f"{b.first}-{b.last}", cols["status"]: T.STATUS_LABELS[b.status],
-            cols["origin"]: origin_label(b.who, b.age_s) if b.status.startswith("hit") else
-            (T.WHO_YOU if b.status == "computed" else ""),
-            cols["hash"]: short_hash(b.block_hash, 16),
-        } for b in last.blocks]), hide_index=True, width="stretch")
-
-    # ------------------------------------------------------------------------- why the salt isolates
-    st.subheader(T.SALT_WHY)
-    if last.illustrative:
-        st.caption(T.SALT_WHY_OFF)
-        salt_name = T.SALT_NAME_ILLUSTRATIVE
-    else:
-        salt_name = T.SALT_NAME_TEAM if adm.salt_mode == "team" else T.SALT_NAME_PRIVATE
-    st.markdown(T.SALT_WHY_INTRO.format(salt_name=salt_name, release=REFERENCE_RELEASE))
-    ui_chart.plotly_chart(F.salt_chain(last.plain, last.salted, last.plain_cached, last.salted_cached, salt_name),
-                          width="stretch", key="room_salt_chain")
-    with st.expander(T.BLOCK_TABLE):
-        cols = T.SALT_COLUMNS
-        st.dataframe(pd.DataFrame([{
-            cols["index"]: r.index, cols["plain"]: short_hash(r.plain_hash, 16),
-            cols["plain_cached"]: T.YES if r.plain_cached else T.NO, cols["salted"]: short_hash(r.salted_hash, 16),
-            cols["salted_cached"]: T.YES if r.salted_cached else T.NO,
-            cols["extra"]: T.SALT_EXTRA_KEY if r.salt_key else "-",
-        } for r in last.salt_rows]), hide_index=True, width="stretch")
-
-# ----------------------------------------------------------------------------- the room feed (live)
+# ----------------------------------------------------------------------------- your last prompt, the feed (live)
+V.last_prompt(room, sid)
 st.subheader(T.FEED)
-st.fragment(run_every=5 if live else None)(_feed)()
-_api_requests()
+st.fragment(run_every=5 if live else None)(V.feed)(room, sid)
+V.api_requests()
 with totals_area:
-    st.fragment(run_every=5 if live else None)(_totals)()
+    st.fragment(run_every=5 if live else None)(V.totals)(room)
 
 # ----------------------------------------------------------------------------- presenter
-flash = st.session_state.pop("room_flash", None)
-with st.expander(T.PRESENTER, icon=":material/admin_panel_settings:", expanded=flash is not None):
-    if flash is not None:
-        st.success(flash, icon=":material/check:")
-    lim, engine = room.limits, room.loop.engine
-    blocks = usable_blocks(engine.num_blocks)
-    st.markdown(T.PRESENTER_INTRO.format(
-        blocks=blocks, block_size=engine.block_size, tokens=blocks * engine.block_size,
-        kv=ui.loc(format_bytes(engine.kv_cache_bytes)), burst=lim.burst,
-        every=1 / lim.refill_per_s if lim.refill_per_s else 0, max_tokens=lim.max_prompt_tokens))
-    st.caption(T.WORKSHOP_HINT)
-    key = st.text_input(T.PRESENTER_KEY, type="password", key="room_presenter_key", help=T.PRESENTER_KEY_HELP)
-    if st.button(T.RESET, key="room_reset", icon=":material/restart_alt:"):
-        res = room.reset(key)
-        if res.ok:
-            st.session_state["room_flash"] = T.RESET_DONE.format(dropped=res.dropped_blocks)
-            st.rerun()
-        else:
-            st.warning(T.refusal(res), icon=":material/warning:")
+V.presenter(room)
 ui_present.next_link("pages/room.py")
