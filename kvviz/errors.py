@@ -28,6 +28,11 @@ class CodedError(ValueError):
         self.params = params
 
 
+class InputError(CodedError):
+    """Bad user input (empty text, bad token ids, absurd limits, bad device or dtype names, a bad setting): an
+    English line, and a code the app words where it has one."""
+
+
 class CodedLine(str):
     """A notice as one English line (the str itself: CLI, logs, JSON) plus ``code`` and ``params`` for the view."""
 

@@ -17,6 +17,8 @@ from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
+from kvviz.errors import InputError
+
 #: Default and ceiling for the number of tokens one prefill may process.
 DEFAULT_MAX_TOKENS = 2048
 MAX_TOKENS_CEILING = 32768
@@ -143,6 +145,15 @@ def _parse_snapshot(snapshot: tuple[tuple[str, str | None], ...]) -> Settings:
 def settings() -> Settings:
     """The settings of this process's environment, parsed once per distinct set of values."""
     return _parse_snapshot(tuple((name, os.environ.get(name)) for name in NAMES))
+
+
+def kv_cache_bytes_default() -> int:
+    """The engine's K/V budget in bytes: ``KVVIZ_KV_CACHE_MIB`` (MiB, 1..1,048,576) if set, else 256 MiB; a bad
+    value is an ``InputError`` (code ``bad_env_kv_cache``)."""
+    parsed = settings()
+    if "KVVIZ_KV_CACHE_MIB" in parsed.errors:
+        raise InputError(parsed.errors["KVVIZ_KV_CACHE_MIB"], "bad_env_kv_cache", high=MAX_KV_CACHE_MIB)
+    return parsed.kv_cache_bytes
 
 
 def prefer_passive_openmp() -> None:

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def engine_config(args: argparse.Namespace) -> Any:
     """The ``EngineConfig`` the flags ask for (a bad value is a CodedError or InputError)."""
     from kvviz.engine import EngineConfig
-    from kvviz.model.settings import check_count, kv_cache_bytes_default
+    from kvviz.model.settings import check_count
+    from kvviz.settings import kv_cache_bytes_default
 
     budget = kv_cache_bytes_default() if args.kv_cache_mib is None else check_count(
         "--kv-cache-mib", args.kv_cache_mib, 1, 1 << 20) << 20

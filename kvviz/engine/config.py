@@ -12,7 +12,7 @@ from kvviz.errors import CodedError
 from kvviz.mirror.hashing import DEFAULT_SEED
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 from kvviz.mirror.limits import block_size as check_block_size
-from kvviz.model.settings import kv_cache_bytes_default
+from kvviz.settings import kv_cache_bytes_default
 
 SCHEDULING_POLICIES = ("fcfs", "priority")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvviz.errors import CodedError
+from kvviz.errors import InputError as InputError
 from kvviz.settings import DEFAULT_KV_CACHE_MIB as DEFAULT_KV_CACHE_MIB
 
 # Default and ceiling of the tokens one prefill may process: kvviz.settings, re-exported here.
@@ -37,11 +38,6 @@ DTYPE_ALIASES = {
     "bfloat16": "bfloat16", "bf16": "bfloat16",
     "float16": "float16", "fp16": "float16", "half": "float16", "f16": "float16",
 }
-
-
-class InputError(CodedError):
-    """Bad user input (empty text, bad token ids, absurd limits, bad device or dtype names): an English line,
-    and a code the app words where it has one."""
 
 
 class ModelLoadError(CodedError, RuntimeError):
@@ -123,10 +119,3 @@ def check_count(name: str, value: object, lo: int, hi: int) -> int:
                          name=name, low=lo, high=hi, got=repr(value))
     return value
 
-
-def kv_cache_bytes_default() -> int:
-    """The engine's K/V budget in bytes: ``KVVIZ_KV_CACHE_MIB`` (MiB, 1..1,048,576) if set, else 256 MiB."""
-    parsed = settings()
-    if "KVVIZ_KV_CACHE_MIB" in parsed.errors:
-        raise InputError(parsed.errors["KVVIZ_KV_CACHE_MIB"], "bad_env_kv_cache", high=MAX_KV_CACHE_MIB)
-    return parsed.kv_cache_bytes

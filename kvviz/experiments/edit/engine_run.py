@@ -2,7 +2,7 @@
 
 Each prompt is one engine request (``max_tokens=1``: its prefill and the next token). What a request
 reused is the engine's own count (``RequestOutput.num_cached_tokens``) and its block table is read back
-from the core manager's event log (its ``hit`` and ``allocate`` events), so B's table shows A's physical
+from the mirror manager's event log (its ``hit`` and ``allocate`` events), so B's table shows A's physical
 block ids where the engine shared them. Compute and waiting are separate: the time from the request's
 first scheduled step to its first token is compute (its step's forward pass), arrival to first scheduled
 is waiting.
@@ -23,7 +23,7 @@ import numpy as np
 
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.hashing import DEFAULT_SEED
-from kvviz.model.settings import kv_cache_bytes_default
+from kvviz.settings import kv_cache_bytes_default
 
 #: K/V memory of an engine started for page settings other than the process-wide engine's.
 SIDE_ENGINE_SHARE = 2  # half the configured budget
