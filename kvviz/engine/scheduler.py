@@ -3,7 +3,7 @@ a token budget per step, running requests first (decode tokens and unfinished pr
 waiting ones (chunked prefill), preemption by recompute of the newest running request (FCFS) or of the
 lowest-priority, latest one (the priority policy, which also admits waiting requests by priority).
 
-Every block id and hash comes from the core ``KVCacheManager``: a request enters it with the tokens of its
+Every block id and hash comes from the mirror's ``KVCacheManager``: a request enters it with the tokens of its
 first chunk (``add_request``, which reuses the longest cached prefix) and grows by each later chunk or
 decode token (``append_tokens``), so a block is cached once its K/V are computed in this step or before.
 Invariant: for a running request, the manager holds exactly ``num_computed_tokens`` tokens after a step.

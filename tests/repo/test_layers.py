@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Feature packages: experiments that combine core and model (a module or a package each).
+#: Feature packages: experiments that combine the mirror and the model (a module or a package each).
 FEATURES = ("kvviz.experiments.batching", "kvviz.experiments.edit", "kvviz.experiments.room", "kvviz.fleet",
             "kvviz.experiments.security", "kvviz.experiments.sessions", "kvviz.analysis.workload")
 #: The pure layers: the mirror, the helpers and the analyses that need no model (packages or one-module layers).
