@@ -1,4 +1,4 @@
-"""kvviz's serving engine (torch runtime): paged K/V memory, a vLLM-v1 scheduler over the core block
+"""kvviz's serving engine (torch runtime): paged K/V memory, a vLLM-v1 scheduler over the mirror's block
 manager, a model runner with paged attention, sampling, and a thread-safe loop. See docs/ENGINE.md."""
 
 from kvviz.engine.config import EngineConfig

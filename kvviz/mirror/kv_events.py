@@ -2,7 +2,7 @@
 
 Field names, order and defaults follow vLLM's msgspec structs, so a codec can map them one to one
 (vLLM tags each event with its class name). The block pool emits these beside kvviz's own step events;
-a live vLLM publishes the same schema over ZeroMQ. No wire format here: core stays codec-free.
+a live vLLM publishes the same schema over ZeroMQ. No wire format here: the mirror stays codec-free.
 
 Block hashes are ``bytes`` (vLLM's ``ExternalBlockHash`` is ``bytes | int``: an int when
 ``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES`` truncates them to 64 bits).

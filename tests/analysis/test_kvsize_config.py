@@ -180,7 +180,7 @@ def test_unknown_model_type_falls_back_and_says_so():
 
 
 def test_every_note_is_a_code_with_plain_params_and_words():
-    """Core speaks codes: each note of every shipped config is a known code whose params are numbers or
+    """The library speaks codes: each note of every shipped config is a known code whose params are numbers or
     strings, and the view has words for it."""
     for path in CONFIG_DIR.glob("*.json"):
         for note in load_config_file(path).notes:

@@ -26,7 +26,7 @@ from kvviz_app.shell.i18n.extract import extract, missing, unused
 from kvviz_app.shell.i18n.numbers import THIN_SPACE
 
 C = texts("common")
-CORE = texts("concepts")
+CONCEPTS = texts("concepts")
 
 
 def test_every_ui_string_has_a_russian_translation():
@@ -79,9 +79,9 @@ def test_data_that_is_not_ui_text_is_never_translated():
     (21, "блок"), (22, "блока"), (25, "блоков"), (101, "блок"), (111, "блоков"), (0, "блоков"),
 ])
 def test_russian_has_three_plural_forms(n, form):
-    text = CORE.EVENT_HIT
+    text = CONCEPTS.EVENT_HIT
     with use_lang("ru"):
-        out = CORE.EVENT_HIT.format(count=n, tokens=16 * n)
+        out = CONCEPTS.EVENT_HIT.format(count=n, tokens=16 * n)
     assert out.startswith(f"{n} {form} ")
     assert text.format(count=n, tokens=1).startswith(f"{n} cached block{'' if n == 1 else 's'} ")
 

@@ -1,4 +1,4 @@
-"""Real-browser test of the "Edit one character" page: the charts draw, the counts match the core, the
+"""Real-browser test of the "Edit one character" page: the charts draw, the counts match the mirror, the
 cascade animation plays, and clicking a token of A switches to the one-character editor."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m kvviz workload``: the issue's JSON keys, agreement with the core, one-line errors (exit 2)."""
+"""``python -m kvviz workload``: its JSON keys, agreement with the analyzer, one-line errors (exit 2)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The scheduler's admission rule, as vLLM 0.33.0's (``scheduler_reserve_full_isl``, on by default): a waiting
 or preempted request is admitted only if blocks for its whole current sequence (prompt and the tokens it
 already generated), less its prefix hit, fit in the free blocks, not just blocks for its first chunk.
-Fast lane: the scheduler alone over the core manager, and the engine on a tiny random Llama."""
+Fast lane: the scheduler alone over the mirror's manager, and the engine on a tiny random Llama."""
 
 from __future__ import annotations
 

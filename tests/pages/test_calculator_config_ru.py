@@ -1,5 +1,5 @@
 """The config.json reader speaks codes (kvviz.analysis.sizes.hf_config); the view words them: every note and error
-code has English and Russian words, and the Russian calculator page shows no English sentence from core."""
+code has English and Russian words, and the Russian calculator page shows no English sentence from the library."""
 
 from __future__ import annotations
 

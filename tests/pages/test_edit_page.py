@@ -1,5 +1,5 @@
 """AppTest of the "Edit one character" page: a preset, an edit made with the one-character tools, block
-size as a control, and bad input, with the reported counts checked against the core and the CLI."""
+size as a control, and bad input, with the reported counts checked against the mirror and the CLI."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """AppTests of the engine pages: the block-table player (defaults, Step forward/back, Play/Pause, Reset,
 jump, scenario switch, add a request) and the radix tree vs hash chain page (defaults, step, settings).
-Every displayed number is checked against the core's replayed state."""
+Every displayed number is checked against the mirror's replayed state."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ MODULES = [
 ]
 
 
-def test_core_does_not_import_torch_or_streamlit():
+def test_mirror_and_pure_analyses_import_no_torch_or_streamlit():
     code = (
         "import importlib, json, sys\n"
         f"for name in {MODULES!r}: importlib.import_module(name)\n"

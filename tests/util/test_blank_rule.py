@@ -1,5 +1,5 @@
 """One rule for invisible-only text: zero-width spaces are as blank as spaces, in
-the core rule, in the model's text check and in the CLI's."""
+kvviz.util.blank's rule, in the model's text check and in the CLI's."""
 
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ class Scenario:
         return arrivals[-1] if arrivals else self.num_steps
 
     def trace(self) -> Trace:
-        """The bare request trace the core replays."""
+        """The bare request trace the mirror replays."""
         return Trace(self.num_blocks, tuple(TraceStep(s.op, s.id, s.tokens, s.salt, s.note) for s in self.steps),
                      self.block_size, self.hash, self.seed, self.sliding_window, self.name, self.description)
 

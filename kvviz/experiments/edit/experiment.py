@@ -3,7 +3,7 @@
 Steps, so the page can draw each part as soon as its numbers exist:
 
 ``plan_edit`` (no forward pass): tokenize A and B and compare their block chains (``compare_prompts``,
-the core's rule); the token strip and the hash chains need nothing more.
+the mirror's rule); the token strip and the hash chains need nothing more.
 ``run_edit`` (what the engine does): on that plan, send A and then B through kvviz's serving engine
 (``kvviz.experiments.edit.engine_run``): B reuses A's cached blocks, and the engine says how many tokens it reused and which physical blocks
 B's block table shares with A's. Both requests carry a cache salt derived from A, so blocks cached by

@@ -1,3 +1,3 @@
 """Security experiments: the shared room service (salts, rate limits, presenter key) and hash collisions.
 
-Combines the pure engine mirror (kvviz.mirror) with processes and services a pure core must not own."""
+Combines the pure engine mirror (kvviz.mirror) with processes and services a pure mirror must not own."""
