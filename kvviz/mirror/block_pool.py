@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kvviz.mirror.events import NULL_BLOCK_ID, Event, EventKind, PoolCounters, PoolState, usable_blocks
+from kvviz.mirror.events import (
+    NULL_BLOCK_ID,
+    Event,
+    EventKind,
+    PoolCounters,
+    PoolState,
+    ReplayError,
+    usable_blocks,
+)
 from kvviz.mirror.hashing import BlockHash, to_event_extra_keys
 from kvviz.mirror.kv_cache_utils import FreeKVCacheBlockQueue, KVCacheBlock
 from kvviz.mirror.kv_events import (
@@ -256,8 +264,6 @@ class BlockPool:
     def apply(self, event: Event) -> None:
         """Re-perform a recorded event with this pool's own rules (replay). ValueError (ReplayError)
         when the event does not fit the current state."""
-        from kvviz.mirror.events import ReplayError
-
         blocks = [self.blocks[b] for b in event.block_ids] if all(
             0 < b < self.num_blocks for b in event.block_ids) else None
         if blocks is None:

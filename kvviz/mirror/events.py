@@ -1,4 +1,4 @@
-"""Typed block-pool events, the pool state they build, and a pure ``replay`` of them.
+"""Typed block-pool events and the pool state they build (``kvviz.mirror.replay`` replays them).
 
 Every state change of the block pool and manager appends one ``Event``. Replaying the first ``k``
 events from an empty pool gives exactly the state after those steps, so animations replay events and
@@ -24,7 +24,6 @@ Each event carries a reason ``code`` and its ``params`` (the view renders the wo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -234,60 +233,3 @@ class PoolState:
 
 class ReplayError(ValueError):
     """The event log is inconsistent with the state it is applied to."""
-
-
-def _set_positions(table: list[int | None], positions: Sequence[int], ids: Sequence[int | None]) -> None:
-    for pos, bid in zip(positions, ids, strict=True):
-        while len(table) <= pos:
-            table.append(None)
-        table[pos] = bid
-
-
-def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16) -> PoolState:
-    """The state after applying ``events`` in order to a fresh pool of ``num_blocks`` blocks. The pool
-    changes are re-performed by ``BlockPool.apply`` (the same rules that recorded them); request
-    tables and counters are rebuilt here from the events."""
-    from kvviz.mirror.block_pool import BlockPool  # block_pool imports this module
-
-    pool = BlockPool(num_blocks, block_size=block_size)
-    tables: dict[str, list[int | None]] = {}
-    tokens: dict[str, int] = {}
-    counts = {"requests": 0, "prompt_tokens": 0, "hit_tokens": 0, "computed_tokens": 0, "refused": 0}
-    n = 0
-    for ev in events:
-        n += 1
-        pool.apply(ev)
-        rid = ev.request_id
-        if ev.kind is EventKind.HIT:
-            counts["hit_tokens"] += ev.num_tokens
-            counts["prompt_tokens"] += ev.num_tokens
-            tokens.setdefault(rid, ev.num_tokens)
-        elif ev.kind is EventKind.MISS:
-            counts["requests"] += 1
-            counts["prompt_tokens"] += ev.num_tokens
-        elif ev.kind in (EventKind.TOUCH, EventKind.ALLOCATE):
-            _set_positions(tables.setdefault(rid, []), ev.positions, ev.block_ids)
-            if ev.kind is EventKind.ALLOCATE:
-                counts["computed_tokens"] += ev.num_tokens - tokens.get(rid, 0)
-                tokens[rid] = ev.num_tokens
-        elif ev.kind is EventKind.FREE:
-            table = tables.get(rid)
-            if table is not None:
-                _set_positions(table, ev.positions, [None] * len(ev.positions))
-                if all(b is None for b in table):
-                    del tables[rid]
-                    tokens.pop(rid, None)
-        elif ev.kind is EventKind.REFUSE:
-            counts["refused"] += 1
-    state = pool.snapshot()
-    return PoolState(
-        num_blocks=num_blocks,
-        block_size=block_size,
-        ref_cnt=state.ref_cnt,
-        block_hash=state.block_hash,
-        free_queue=state.free_queue,
-        hash_to_blocks=state.hash_to_blocks,
-        requests={rid: RequestBlocks(tuple(t), tokens.get(rid, 0)) for rid, t in tables.items()},
-        counters=PoolCounters(**counts, evictions=pool.num_evictions),
-        num_events=n,
-    )

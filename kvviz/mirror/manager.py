@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from kvviz.errors import CodedError
 from kvviz.mirror.block_pool import BlockPool, KVCacheBlock
 from kvviz.mirror.events import BlockTableEntry, Event, EventKind, PoolCounters, PoolState, RequestBlocks
-from kvviz.mirror.events import replay as replay_events
 from kvviz.mirror.hashing import (
     DEFAULT_HASH,
     DEFAULT_SEED,
@@ -32,6 +31,7 @@ from kvviz.mirror.hashing import (
 )
 from kvviz.mirror.kv_events import SPEC_FULL_ATTENTION, SPEC_SLIDING_WINDOW
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE, BlockSize
+from kvviz.mirror.replay import replay as replay_events
 from kvviz.mirror.single_type import (
     CacheHit,
     cdiv,

@@ -28,7 +28,8 @@ from kvviz.analysis.scenarios.records import (
     running_ids,
     user_request_steps,
 )
-from kvviz.mirror.events import EventKind, replay
+from kvviz.mirror.events import EventKind
+from kvviz.mirror.replay import replay
 
 BUILTINS = builtin_names()
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kvviz.mirror.block_pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
-from kvviz.mirror.events import EventKind, replay
+from kvviz.mirror.events import EventKind
+from kvviz.mirror.replay import replay
 
 
 def ids(blocks):

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from kvviz.mirror.block_pool import KVCacheBlock
-from kvviz.mirror.events import EventKind, replay
+from kvviz.mirror.events import EventKind
 from kvviz.mirror.hashing import hash_block_chain, init_none_hash
 from kvviz.mirror.manager import (
     KVCacheManager,
     find_longest_cache_hit,
     find_longest_cache_hit_sliding_window,
 )
+from kvviz.mirror.replay import replay
 
 
 def test_vllm_example_block_size_4():

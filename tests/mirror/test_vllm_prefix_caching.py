@@ -14,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import pickle
 
-from kvviz.mirror.events import replay
 from kvviz.mirror.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvviz.mirror.manager import KVCacheManager
+from kvviz.mirror.replay import replay
 
 BS = 16
 

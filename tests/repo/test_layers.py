@@ -113,3 +113,31 @@ def test_one_byte_formatter():
             if isinstance(node, ast.FunctionDef) and "bytes" in node.name and node.name.startswith(("fmt", "format")):
                 defs.append(f"{path.relative_to(ROOT)}:{node.name}")
     assert defs == ["kvviz/util/units.py:format_bytes"]
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """Every cycle of imports among the modules of ``package`` (lazy imports inside functions counted)."""
+    files = {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
+    edges = {mod: sorted(name for name in imported_names(path) if name in files and name != mod)
+             for mod, path in files.items()}
+    cycles, done = [], set()
+
+    def visit(mod: str, stack: list[str]) -> None:
+        if mod in stack:
+            cycles.append(stack[stack.index(mod):] + [mod])
+            return
+        if mod in done:
+            return
+        for nxt in edges[mod]:
+            visit(nxt, [*stack, mod])
+        done.add(mod)
+
+    for mod in files:
+        visit(mod, [])
+    return cycles
+
+
+@pytest.mark.parametrize("package", ["kvviz/mirror", "kvviz/engine"])
+def test_no_import_cycle(package):
+    """The engine mirror and the engine runtime read top to bottom: no module imports one that imports it back."""
+    assert import_cycles(package) == []

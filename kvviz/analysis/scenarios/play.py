@@ -13,7 +13,8 @@ from typing import Any
 
 from kvviz.analysis.scenarios.block_trace import StepOutcome, TraceError, run_trace
 from kvviz.analysis.scenarios.records import Scenario, ScenarioError, ScenarioStep, from_trace_error
-from kvviz.mirror.events import Event, EventKind, PoolCounters, PoolState, replay
+from kvviz.mirror.events import Event, EventKind, PoolCounters, PoolState
+from kvviz.mirror.replay import replay
 
 
 @dataclass(frozen=True)
