@@ -14,15 +14,16 @@ from kvviz.analysis.scenarios.records import (
     Scenario,
 )
 from kvviz.mirror.events import usable_blocks
-from kvviz.mirror.hashing import short_hash
+from kvviz.mirror.hashing import resolve_none_hash_seed, short_hash
 from kvviz_app.block_table import figures as F
 from kvviz_app.shell import style, ui, ui_chart, ui_present
-from kvviz_app.shell.i18n import texts
+from kvviz_app.shell.i18n import texts, tr
 from kvviz_app.shell.style import EVENT_BADGE_COLOUR
 
 T = texts("block_table")
 render_event = texts("concepts").render_event
 render_step_error = texts("concepts").render_step_error
+render_seed = texts("concepts").render_seed
 
 #: Cache keys for a scenario: its fingerprint, not Streamlit's walk over hundreds of steps (ms per call).
 SCENARIO_KEY = {Scenario: lambda s: s.fingerprint}
@@ -191,3 +192,17 @@ def step_details(scenario: Scenario, run: ScenarioRun, name: str, k: int, view, 
 
     st.markdown(f"**{T.TIMELINE_HEADER}**")
     ui_chart.plotly_chart(figs["timeline"], width="stretch", key="bt_timeline")
+
+
+def scenario_notes(base: Scenario, scenario: Scenario, n_steps: int) -> None:
+    """Below the player: the scenario's description, its pool and hash seed, and the legend in an expander."""
+    st.markdown(f"{T.INTRO_SHORT} {tr(base.description)}")
+    seed_in_force, seed_reason = resolve_none_hash_seed(scenario.hash, scenario.seed)
+    usable = usable_blocks(scenario.num_blocks)
+    st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
+                                     usable=usable, tokens=usable * scenario.block_size,
+                                     hash=scenario.hash, steps=n_steps)
+               + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
+    with st.expander(T.LEGEND_HEADER):
+        st.markdown(T.INTRO)
+        st.markdown(T.LEGEND)
