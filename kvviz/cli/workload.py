@@ -27,6 +27,7 @@ from kvviz.analysis.workload.reuse_distance import analyze
 from kvviz.analysis.workload.routing import MAX_REPLICAS, POLICIES, routing_report
 from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory, sampled_report
 from kvviz.analysis.workload.stream import BadLines, Progress, estimated_accesses, read_trace, sample_trace
+from kvviz.analysis.workload.tiers import MAX_GRID_POINTS, parse_host_blocks, two_tier_report
 from kvviz.analysis.workload.trace import WorkloadError
 from kvviz.cli import CliError, add_json_flag
 from kvviz.config_words import size_error
@@ -62,6 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "grid) under each --routing policy: a 'routing' section")
     p.add_argument("--routing", metavar="POLICIES", default=",".join(POLICIES),
                    help=f"routing policies for --replicas (default all: {','.join(POLICIES)})")
+    p.add_argument("--host-blocks", metavar="H[,H...]",
+                   help="also a host (CPU) tier of H blocks under the device pool, vLLM 0.33.0's native KV "
+                   "offloading: hit rates by source over --capacities (or a grid) x H, and with a model the "
+                   "bytes a second it loads and stores: a 'two_tier' section (0 = no host tier)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first bad line (by default bad lines are counted, skipped and reported)")
     p.add_argument("--skip-bad-lines", action="store_true", help=argparse.SUPPRESS)  # the default now
@@ -132,6 +137,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--budget-gib must be a positive number of GiB (at most {1 << 30:,})")
     _check_sampling(args, ttl)
     replicas, policies = _routing_args(args)
+    hosts = _host_args(args)
+    if hosts and capacities is not None and len(capacities) > MAX_GRID_POINTS:
+        raise CliError(f"--host-blocks takes at most {MAX_GRID_POINTS} --capacities")
     if args.engine is not None or args.address is not None:
         return _run_sharded(args, capacities, bpt, ttl, replicas)
     show, close = _progress_printer(args.progress)
@@ -139,7 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rate = args.sample_rate
         if args.memory_mb is not None:  # before reading: the accesses bound the distinct blocks
             rate = rate_for_memory(args.memory_mb, estimated_accesses(args.trace))
-        if rate is not None and rate < 1.0 and not replicas:  # streamed: only the kept accesses are held
+        if rate is not None and rate < 1.0 and not replicas and not hosts:  # streamed: only the kept accesses are held
             profile, bad = sample_trace(args.trace, rate, args.block_size, lazy_encoder(), not args.strict, show)
             close()
             out = sampled_report(profile, capacities, bpt)
@@ -160,6 +168,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 out.update(sampled=False, sample_rate=1.0, hit_rate_error=0.0)
         if replicas:
             out["routing"] = routing_report(cols, replicas, policies, capacities)
+        if hosts:
+            per_block = float(bpt * cols.block_size) if bpt is not None else None
+            out["two_tier"] = two_tier_report(cols, hosts, capacities, per_block)
         if args.budget_gib is not None:  # the workload page's "budget" mark: the same blocks
             out["budget"] = budget_blocks(bpt, gib_bytes(args.budget_gib), cols.block_size).to_dict()
     except FileNotFoundError as exc:
@@ -212,6 +223,18 @@ def _routing_args(args: argparse.Namespace) -> tuple[list[int], list[str]]:
     if not policies or unknown:
         raise CliError(f"--routing: unknown policy {unknown[0] if unknown else ''!r} (one of {', '.join(POLICIES)})")
     return sorted({int(p) for p in parts}), list(dict.fromkeys(policies))
+
+
+def _host_args(args: argparse.Namespace) -> list[int]:
+    if args.host_blocks is None:
+        return []
+    try:
+        hosts = parse_host_blocks(args.host_blocks)
+    except ValueError as exc:
+        raise CliError(f"--host-blocks: {exc}") from None
+    if args.sample_rate is not None or args.memory_mb is not None or args.engine is not None:
+        raise CliError("--host-blocks replays the whole trace: drop --sample-rate, --memory-mb and --engine")
+    return hosts
 
 
 def _check_sampling(args: argparse.Namespace, ttl: float | None) -> None:

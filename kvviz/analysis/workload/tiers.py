@@ -248,3 +248,34 @@ def two_tier_grid(trace: WorkloadTrace | TraceColumns, device_capacities: list[i
         duration = span if span > 0 else None
     return TwoTierGrid(bs, int(lengths.sum()), devs, hosts, tracked.sum(axis=1).astype(np.int64), host_tok,
                        host_blk, stored, refused, duration)
+
+
+DEFAULT_DEVICE_POINTS = 8
+
+
+def parse_host_blocks(text: str) -> list[int]:
+    """``"0,1000,..."`` as sorted distinct host capacities in blocks (0 = no host tier); ValueError naming
+    the bad entry."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("give host capacities in blocks, e.g. 0,10000,100000")
+    for p in parts:
+        if not p.isdigit() or len(p) > 10 or int(p) > MAX_HOST_BLOCKS:
+            raise ValueError(f"host capacity {p!r} is not an integer in 0..{MAX_HOST_BLOCKS:,} (blocks)")
+    out = sorted({int(p) for p in parts})
+    if len(out) > MAX_GRID_POINTS:
+        raise ValueError(f"at most {MAX_GRID_POINTS} host capacities")
+    return out
+
+
+def two_tier_report(cols: TraceColumns, host_capacities: list[int], device_capacities: list[int] | None = None,
+                    bytes_per_block: float | None = None) -> dict[str, object]:
+    """The CLI's ``two_tier`` section: the grid's rows (device capacities default to a log-spaced grid of
+    ``DEFAULT_DEVICE_POINTS`` up to the trace's distinct blocks) and what the bandwidths are per."""
+    from kvviz.analysis.workload.reuse_distance import log_grid
+
+    devs = device_capacities or log_grid(max(cols.num_blocks, 1), DEFAULT_DEVICE_POINTS)
+    grid = two_tier_grid(cols, devs, host_capacities)
+    return {"policy": "vllm-0.33.0-offloading-lru", "device_blocks": grid.device_capacities,
+            "host_blocks": grid.host_capacities, "duration_s": grid.duration_s,
+            "bytes_per_block": bytes_per_block, "rows": grid.rows(bytes_per_block)}
