@@ -10,7 +10,6 @@ from pathlib import Path
 
 import streamlit as st
 
-from kvviz.server.embedded import start_api_once
 from kvviz_app.shell import ui, ui_present
 from kvviz_app.shell.i18n import texts
 
@@ -45,7 +44,6 @@ def main() -> None:
              for i, (path, title, icon) in enumerate(routes())]
     navigation = st.navigation(pages, expanded=True)  # every page listed: no "View N more" (English, hides pages)
     ui.announce_presenter_key()  # once per server process: the room's presenter key in the server log
-    start_api_once()  # the OpenAI-compatible API on its own port, on the pages' engine (KVVIZ_API=0: off)
     ui.render_model_sidebar()
     ui_present.sidebar()
     navigation.run()
