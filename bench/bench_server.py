@@ -120,7 +120,7 @@ def run(results: dict) -> None:
     from kvviz.server.chat import render_chat
     from kvviz.server.config import ServerConfig
     from kvviz.server.protocol import ChatMessage
-    from kvviz.server.runner import ServerThread
+    from kvviz.server.uvicorn_server import ServerThread
 
     loop = EngineLoop(LLMEngine(load_model(), EngineConfig()))
     server = ServerThread(create_app(lambda: loop, ServerConfig(port=0, max_waiting=1000))).start()

@@ -108,7 +108,7 @@ def _engine_loop(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     endpoint, replay = _check(args)
     from kvviz.server.app import create_app
-    from kvviz.server.runner import bind, serve_forever, url_of
+    from kvviz.server.uvicorn_server import bind, serve_forever, url_of
 
     env = settings()
     presenter_key = env.presenter_key or secrets.token_urlsafe(9)

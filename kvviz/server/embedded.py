@@ -57,7 +57,7 @@ def start_api_once() -> str | None:
             from kvviz.fleet.subscriber import check_bind_endpoint
             from kvviz.server.app import create_app
             from kvviz.server.kv_publisher import KVEventPublisher, replay_endpoint_for
-            from kvviz.server.runner import ServerThread
+            from kvviz.server.uvicorn_server import ServerThread
 
             config = server_config.from_env(_presenter_key())
             publisher = None

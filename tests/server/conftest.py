@@ -7,7 +7,7 @@ from server_testloop import FakeLoop, FakeParams
 
 from kvviz.server.app import create_app
 from kvviz.server.config import ServerConfig
-from kvviz.server.runner import ServerThread
+from kvviz.server.uvicorn_server import ServerThread
 
 
 class Served:

@@ -79,7 +79,7 @@ def inproc():
     from kvviz.model import load_model
     from kvviz.server.app import create_app
     from kvviz.server.config import ServerConfig
-    from kvviz.server.runner import ServerThread
+    from kvviz.server.uvicorn_server import ServerThread
 
     loop = EngineLoop(LLMEngine(load_model(), EngineConfig()))
     thread = ServerThread(create_app(lambda: loop, ServerConfig(port=0, max_waiting=8))).start()

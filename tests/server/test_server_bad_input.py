@@ -65,7 +65,7 @@ def one_server():
 
     from kvviz.server.app import create_app
     from kvviz.server.config import ServerConfig
-    from kvviz.server.runner import ServerThread
+    from kvviz.server.uvicorn_server import ServerThread
 
     loop = FakeLoop()
     thread = ServerThread(create_app(lambda: loop, ServerConfig(port=0), make_params=FakeParams)).start()

@@ -20,7 +20,7 @@ def server():
 
     from kvviz.server.app import create_app
     from kvviz.server.config import ServerConfig
-    from kvviz.server.runner import ServerThread
+    from kvviz.server.uvicorn_server import ServerThread
 
     loop = FakeLoop(step_s=0.0005)
     thread = ServerThread(create_app(lambda: loop, ServerConfig(port=0, presenter_key="pk"),

@@ -27,7 +27,7 @@ def url():
 
     from kvviz.server.app import create_app
     from kvviz.server.config import ServerConfig
-    from kvviz.server.runner import ServerThread
+    from kvviz.server.uvicorn_server import ServerThread
 
     loop = FakeLoop()
     app = create_app(lambda: loop, ServerConfig(port=0), make_params=FakeParams)

@@ -15,7 +15,7 @@ from server_http import post, request, sse_events
 from kvviz.engine import EngineConfig, EngineLoop, LLMEngine
 from kvviz.server.app import create_app
 from kvviz.server.config import ServerConfig
-from kvviz.server.runner import ServerThread
+from kvviz.server.uvicorn_server import ServerThread
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
