@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from kvviz.experiments.sessions import SessionError
 from kvviz.experiments.sessions.events import SessionEvents, apply_events
 from kvviz.experiments.sessions.results import projected_work
-from kvviz.experiments.sessions.runner import run_session
+from kvviz.experiments.sessions.run import run_session
 from kvviz.experiments.sessions.schema import (
     ERROR_CODES,
     FIELDS,

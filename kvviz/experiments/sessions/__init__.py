@@ -26,7 +26,7 @@ Files: ``schema`` (the session as data, parsing), ``events`` (changes to try), `
 segments), ``results`` (per-turn usage), ``policy`` (provider checkpoints), ``runner`` (``run_session``).
 """
 
-from kvviz.experiments.sessions.events import (
+from kvviz.experiments.sessions.session_events import (
     DEFAULT_FILE,
     DEFAULT_RESTART_TOOL,
     EVENT_NAMES,

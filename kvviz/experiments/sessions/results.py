@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kvviz.analysis.providers import USAGE_FIELDS, CachePolicy
-from kvviz.experiments.sessions.events import SessionEvents
+from kvviz.experiments.sessions.session_events import SessionEvents
 from kvviz.experiments.sessions.schema import SessionError
 
 # ---------------------------------------------------------------- per-turn usage

@@ -38,7 +38,7 @@ ERROR_CODES: tuple[str, ...] = (
     "not_text", "text_too_long", "bad_tools", "bad_seconds", "not_object", "turns_not_list", "too_many_turns",
     "turn_not_object", "results_not_list", "result_not_object", "turn_needs_input", "calls_not_list", "bad_call",
     "bad_file_read", "too_big", "unknown_example",
-    # kvviz.experiments.sessions.runner / events / results
+    # kvviz.experiments.sessions.run / session_events / results
     "bad_block_size", "bad_mark", "bad_min_cacheable", "bad_ttl", "too_many_tokens", "bad_pool", "pool_too_small",
     "bad_turn", "needs_two_turns", "bad_pause", "bad_projection",
 )
