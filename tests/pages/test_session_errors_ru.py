@@ -13,7 +13,6 @@ from coded_words_util import check_coded_words
 from streamlit.testing.v1 import AppTest
 
 from kvviz.experiments.sessions import SessionError
-from kvviz.experiments.sessions.events import SessionEvents, apply_events
 from kvviz.experiments.sessions.results import projected_work
 from kvviz.experiments.sessions.run import run_session
 from kvviz.experiments.sessions.schema import (
@@ -23,6 +22,7 @@ from kvviz.experiments.sessions.schema import (
     load_session_text,
     session_from_dict,
 )
+from kvviz.experiments.sessions.session_events import SessionEvents, apply_events
 from kvviz_app.shell.i18n import texts, use_lang
 from kvviz_app.shell.i18n.catalog import gettext
 

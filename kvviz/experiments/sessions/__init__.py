@@ -26,15 +26,6 @@ Files: ``schema`` (the session as data, parsing), ``events`` (changes to try), `
 segments), ``results`` (per-turn usage), ``policy`` (provider checkpoints), ``runner`` (``run_session``).
 """
 
-from kvviz.experiments.sessions.session_events import (
-    DEFAULT_FILE,
-    DEFAULT_RESTART_TOOL,
-    EVENT_NAMES,
-    NO_EVENTS,
-    SessionEvents,
-    apply_events,
-    default_event_turn,
-)
 from kvviz.experiments.sessions.render import Segment, render_request
 from kvviz.experiments.sessions.results import (
     SegmentSpan,
@@ -44,7 +35,7 @@ from kvviz.experiments.sessions.results import (
     projected_work,
     session_increment,
 )
-from kvviz.experiments.sessions.runner import default_tokenizer, run_session
+from kvviz.experiments.sessions.run import default_tokenizer, run_session
 from kvviz.experiments.sessions.schema import (
     DEFAULT_GAP_S,
     DEFAULT_PAUSE_S,
@@ -65,6 +56,15 @@ from kvviz.experiments.sessions.schema import (
     load_session_file,
     load_session_text,
     session_from_dict,
+)
+from kvviz.experiments.sessions.session_events import (
+    DEFAULT_FILE,
+    DEFAULT_RESTART_TOOL,
+    EVENT_NAMES,
+    NO_EVENTS,
+    SessionEvents,
+    apply_events,
+    default_event_turn,
 )
 
 __all__ = [

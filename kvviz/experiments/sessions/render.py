@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kvviz.experiments.sessions.session_events import DEFAULT_RESTART_TOOL, NO_EVENTS, SessionEvents
 from kvviz.experiments.sessions.schema import Session, ToolCall, Turn
+from kvviz.experiments.sessions.session_events import DEFAULT_RESTART_TOOL, NO_EVENTS, SessionEvents
 
 # ---------------------------------------------------------------- rendering
 

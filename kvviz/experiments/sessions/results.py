@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kvviz.analysis.providers import USAGE_FIELDS, CachePolicy
-from kvviz.experiments.sessions.session_events import SessionEvents
 from kvviz.experiments.sessions.schema import SessionError
+from kvviz.experiments.sessions.session_events import SessionEvents
 
 # ---------------------------------------------------------------- per-turn usage
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from kvviz.analysis.providers import get_policy
-from kvviz.experiments.sessions.events import NO_EVENTS, SessionEvents, apply_events
 from kvviz.experiments.sessions.policy import CheckpointCache, policy_turn
 from kvviz.experiments.sessions.render import Segment, render_request
 from kvviz.experiments.sessions.results import SegmentSpan, SessionResult, TurnUsage, cumulative_work
 from kvviz.experiments.sessions.schema import MARKS, MAX_SESSION_TOKENS, Session, SessionError, Tokenizer
+from kvviz.experiments.sessions.session_events import NO_EVENTS, SessionEvents, apply_events
 from kvviz.mirror import limits
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.manager import MAX_NUM_BLOCKS, KVCacheManager
