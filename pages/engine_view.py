@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.engine import SamplingParams
-from kvviz.engine.view import BURST_NEW_TOKENS, burst_prompts, engine_view
+from kvviz.engine.snapshot import BURST_NEW_TOKENS, burst_prompts, engine_view
 from kvviz.mirror.events import usable_blocks
 from kvviz.model.tokens import token_pieces, tokenize
 from kvviz.server.embedded import api_url, recent_requests

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import torch
 
 from kvviz.engine.config import EngineConfig, check_budget_holds_max_model_len
+from kvviz.engine.detokenizer import Detokenizer
 from kvviz.engine.kv_memory import KVLayout, PagedKVMemory, num_blocks_for
 from kvviz.engine.request import EngineStats, Request, RequestOutput, RequestStatus
 from kvviz.engine.runner import ModelRunner, SeqInput
 from kvviz.engine.sampling import Sampler, SamplingParams, make_generator, token_logprob
 from kvviz.engine.scheduler import Scheduler, SchedulerOutput
 from kvviz.engine.stats import IterationStats
-from kvviz.engine.text import Detokenizer
 from kvviz.errors import CodedError
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.hashing import validate_token_ids
