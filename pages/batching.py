@@ -15,8 +15,8 @@ from kvviz.experiments.batching.demo import DEMO_PROMPT, DEMO_QUESTIONS, fresh_p
 from kvviz.model.tokens import tokenize
 from kvviz_app.batching import figures as F
 from kvviz_app.shell import ui, ui_chart
-from kvviz_app.shell.engine import engine_loop_or_stop
 from kvviz_app.shell.i18n import texts
+from kvviz_app.shell.page_engine import engine_loop_or_stop
 
 T = texts("batching")
 

@@ -15,8 +15,8 @@ from kvviz.model.tokens import token_pieces, tokenize
 from kvviz.server.embedded import api_url, recent_requests
 from kvviz_app.engine_view import figures as F
 from kvviz_app.shell import ui, ui_chart
-from kvviz_app.shell.engine import engine_loop_or_stop
 from kvviz_app.shell.i18n import texts
+from kvviz_app.shell.page_engine import engine_loop_or_stop
 
 T = texts("engine_view")
 

@@ -15,7 +15,7 @@ T = texts("engine_view")
 def _page() -> None:
     import streamlit as st
 
-    from kvviz_app.shell.engine import engine_loop_or_stop
+    from kvviz_app.shell.page_engine import engine_loop_or_stop
 
     engine_loop_or_stop()
     st.write("the engine ran")
@@ -27,7 +27,7 @@ def test_the_engines_refusal_is_shown_and_the_page_stops(monkeypatch):
     def refuse():
         raise CodedError("the engine runs the native Llama decoder", "engine_unsupported_model", **params)
 
-    monkeypatch.setattr("kvviz_app.shell.engine.get_engine_loop", refuse)
+    monkeypatch.setattr("kvviz_app.shell.page_engine.get_engine_loop", refuse)
     at = AppTest.from_function(_page, default_timeout=60).run()
     assert not at.exception, at.exception
     assert [e.value for e in at.error] == [T.UNSUPPORTED.format(**params)]
@@ -38,6 +38,6 @@ def test_other_engine_errors_are_not_swallowed(monkeypatch):
     def broken():
         raise CodedError("KV budget too small", "bad_engine_setting", name="kv_cache_bytes", value="1", high=1)
 
-    monkeypatch.setattr("kvviz_app.shell.engine.get_engine_loop", broken)
+    monkeypatch.setattr("kvviz_app.shell.page_engine.get_engine_loop", broken)
     at = AppTest.from_function(_page, default_timeout=60).run()
     assert at.exception and "KV budget too small" in at.exception[0].message
