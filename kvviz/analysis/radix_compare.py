@@ -155,9 +155,6 @@ class RadixComparison:
             "tail": sum(r.partial_tail_tokens for r in requests),
         }
 
-    def evictions_until(self, k: int) -> tuple[EvictedRun, ...]:
-        return tuple(e for step in self.evictions[1: k + 1] for e in step)
-
     def chain_at(self, k: int, run: ScenarioRun | None = None) -> tuple[ChainNode, ...]:
         """Every block of the pool holding a hash or used by a running request after step k, with its
         chain parent, for drawing the hash chain next to the tree."""

@@ -60,7 +60,6 @@ class AddResult:
     events: tuple[Event, ...] = ()
 
 
-StepResult = AddResult
 
 
 @dataclass

@@ -227,12 +227,6 @@ class RadixCache:
             stack.extend(sorted(node.children.values(), key=lambda n: -n.id))
         return out
 
-    def find_node(self, node_id: int) -> RadixNode:
-        for node in self._iter_nodes():
-            if node.id == node_id:
-                return node
-        raise ValueError(f"no radix node {node_id}")
-
     def snapshot(self) -> list[RadixNodeView]:
         """Every node (root first, depth-first, children by id) for drawing the tree."""
         views: list[RadixNodeView] = []

@@ -146,12 +146,6 @@ def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None,
                                                next(_PASSES))
 
 
-def _forward(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, float]:
-    """``forward_request`` as (cache, last logits, compute ms)."""
-    result_cache, logits, timing = forward_request(lm, new_ids, cache)
-    return result_cache, logits, timing.compute_ms
-
-
 def _capture(cache: Any, num_layers: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Every layer's K and V from a KV cache (transformers' or the native one), as CPU tensors [kv_heads, tokens, head_dim]."""
     layers = getattr(cache, "layers", None)

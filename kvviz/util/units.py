@@ -60,7 +60,3 @@ def format_exact(value: Fraction | int | float) -> str:
     if v.denominator == 1:
         return f"{v.numerator:,} B"
     return f"{float(v):,} B"
-
-
-def format_tokens(n: int) -> str:
-    return f"{n:,} token" + ("" if n == 1 else "s")

@@ -295,11 +295,6 @@ def tex_num(t: Texts, value: int | Fraction | float) -> str:
     return text.replace(",", "{,}")
 
 
-def tex_text(t: Texts, text: str) -> str:
-    """Plain text safe inside ``\\text{}`` (underscores and percent signs escaped)."""
-    return text.replace("\\", "").replace("_", r"\_").replace("%", r"\%").replace("&", r"\&").replace("#", r"\#")
-
-
 def tex_bytes(t: Texts, human: str) -> str:
     """A formatted size (``512 KiB``, ``≈48.83 GiB``) as LaTeX."""
     approx = human.startswith("≈")

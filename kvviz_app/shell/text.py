@@ -123,7 +123,6 @@ MODEL_LOADING_NOTE = (
 )
 MODEL_LOAD_FAILED = "Could not load the model: {error}"
 MODEL_FALLBACK = "Still using {name}."
-MODEL_CAPTION = "{name} · {device} · {dtype}"
 TOKENS_MORE = " ... {count:,} more"
 TOKEN_CHIP_TITLE = "token {i}"
 MODEL_KV_MEASURED = "KV per token (measured)"

@@ -294,12 +294,6 @@ def kv_help(lm: LoadedModel, probe: ModelProbe) -> str:
     )
 
 
-def model_caption(lm: LoadedModel) -> str:
-    """One line naming the model, device and dtype (for page captions)."""
-    info = lm.info
-    return T.MODEL_CAPTION.format(name=info.name, device=info.device, dtype=info.dtype)
-
-
 def render_model_card(lm: LoadedModel) -> None:
     """The model card: architecture, device, dtype, and the KV bytes per token measured live."""
     info = lm.info

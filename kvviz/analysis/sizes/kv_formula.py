@@ -47,15 +47,6 @@ def naive_bytes_per_token(shape: ModelShape, dtype: str) -> Fraction:
     return 2 * shape.num_layers * shape.d_model * dtype_bytes(dtype)
 
 
-def _cached_tokens(kind: LayerKind, tokens: int, window: int | None) -> int:
-    if kind == LayerKind.FULL:
-        return tokens
-    if kind == LayerKind.SLIDING:
-        assert window is not None
-        return min(tokens, window)
-    return 0
-
-
 def exact_request_bytes(shape: ModelShape, dtype: str, tokens: int) -> Fraction:
     """Exact KV bytes of one sequence of ``tokens``: sliding layers keep at most their window."""
     per_layer = bytes_per_layer_per_token(shape, dtype)

@@ -294,16 +294,3 @@ def shape_from_counts(
         sliding_window=window,
         mla=mla,
     )
-
-
-def shape_from_model_info(info: Any, name: str = "embedded model") -> ModelShape:
-    """A shape from a loaded model's info (``num_layers``, ``num_heads``, ``num_kv_heads``,
-    ``head_dim``, ``d_model``), for comparing the formula with measured tensors."""
-    return ModelShape(
-        name=name,
-        num_layers=int(info.num_layers),
-        num_heads=int(info.num_heads),
-        num_kv_heads=int(info.num_kv_heads),
-        head_dim=int(info.head_dim),
-        d_model=int(info.d_model),
-    )

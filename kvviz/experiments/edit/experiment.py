@@ -164,11 +164,6 @@ def full_prefill(lm: LoadedModel, ids: Sequence[int]) -> PrefillResult:
     return result
 
 
-def clear_full_prefill_cache() -> None:
-    with _FULL_LOCK:
-        _FULL_CACHE.clear()
-
-
 _TOKENIZED: OrderedDict[tuple[str, str, int], Tokenized] = OrderedDict()
 _TOKENIZED_SIZE = 8
 

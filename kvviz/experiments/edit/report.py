@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from kvviz.experiments.edit.engine_run import engine_loop_for
 from kvviz.experiments.edit.experiment import EditReport, run_edit
@@ -85,12 +85,3 @@ def run_reuse_experiment(lm: LoadedModel, inputs: EditInputs) -> EditExperiment:
     edit = run_edit(lm, inputs)
     timing = time_report(lm, edit)
     return EditExperiment(edit, timing, run_proof(lm, edit, timing))
-
-
-def wrong_reuse_dict(w: WrongReuse | None) -> dict[str, object] | None:
-    """Plain-data view of a wrong reuse (None stays None)."""
-    if w is None:
-        return None
-    out = asdict(w)
-    out["next_token_changed"] = w.next_token_changed
-    return out
