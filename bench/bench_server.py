@@ -117,7 +117,7 @@ def run(results: dict) -> None:
     from kvviz.engine import EngineConfig, EngineLoop, LLMEngine, SamplingParams
     from kvviz.model import load_model
     from kvviz.server.app import create_app
-    from kvviz.server.chat import render_chat
+    from kvviz.server.chat_template import render_chat
     from kvviz.server.config import ServerConfig
     from kvviz.server.protocol import ChatMessage
     from kvviz.server.uvicorn_server import ServerThread

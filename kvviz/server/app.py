@@ -17,15 +17,15 @@ from starlette.exceptions import HTTPException
 from kvviz import __version__ as kvviz_version
 from kvviz.server import openapi
 from kvviz.server.config import ServerConfig
-from kvviz.server.errors import (
+from kvviz.server.kv_publisher import KVEventPublisher
+from kvviz.server.metrics import ServerMetrics
+from kvviz.server.openai_errors import (
     APIError,
     LastResort,
     api_error_handler,
     bad_request,
     http_error_handler,
 )
-from kvviz.server.kv_publisher import KVEventPublisher
-from kvviz.server.metrics import ServerMetrics
 from kvviz.server.protocol import ChatCompletionRequest, CompletionRequest
 from kvviz.server.routes import Routes, build_router
 from kvviz.server.serving import Serving

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
-from kvviz.server.errors import APIError, bad_request, from_validation
+from kvviz.server.openai_errors import APIError, bad_request, from_validation
 
 M = TypeVar("M", bound=BaseModel)
 

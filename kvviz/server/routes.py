@@ -22,7 +22,7 @@ from kvviz.errors import CodedError
 from kvviz.server import responses as R
 from kvviz.server import tokenize as T
 from kvviz.server.body import read_model
-from kvviz.server.chat import encode_prompt, render_chat
+from kvviz.server.chat_template import encode_prompt, render_chat
 from kvviz.server.errors import APIError, from_coded
 from kvviz.server.metrics import CONTENT_TYPE, ServerMetrics
 from kvviz.server.protocol import DEFAULT_CHAT_MAX_TOKENS, ChatCompletionRequest, CompletionRequest, _Sampling

@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from kvviz.errors import CodedError
 from kvviz.server.config import ServerConfig
-from kvviz.server.errors import APIError, bad_request, from_coded
+from kvviz.server.openai_errors import APIError, bad_request, from_coded
 
 _END = object()
 

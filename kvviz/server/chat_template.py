@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kvviz.server.errors import bad_request
+from kvviz.server.openai_errors import bad_request
 from kvviz.server.protocol import ChatMessage
 
 
