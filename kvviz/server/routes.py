@@ -23,8 +23,8 @@ from kvviz.server import responses as R
 from kvviz.server import tokenize as T
 from kvviz.server.body import read_model
 from kvviz.server.chat_template import encode_prompt, render_chat
-from kvviz.server.errors import APIError, from_coded
 from kvviz.server.metrics import CONTENT_TYPE, ServerMetrics
+from kvviz.server.openai_errors import APIError, from_coded
 from kvviz.server.protocol import DEFAULT_CHAT_MAX_TOKENS, ChatCompletionRequest, CompletionRequest, _Sampling
 from kvviz.server.serving import Job, Serving, new_request_id
 

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from kvviz.server.chat_template import encode_prompt, render_chat
-from kvviz.server.errors import bad_request
+from kvviz.server.openai_errors import bad_request
 from kvviz.server.protocol import INT64, MAX_MESSAGES, MAX_PROMPT_CHARS, ChatMessage, FieldError, _Edge
 
 
