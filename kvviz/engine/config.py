@@ -42,6 +42,8 @@ class EngineConfig:
     # vLLM 0.33.0's default: admit a waiting or preempted request only if its whole sequence (less its prefix
     # hit) fits in the free blocks; False: only its first chunk must (--no-scheduler-reserve-full-isl)
     scheduler_reserve_full_isl: bool = True
+    # vLLM 0.33.0's --kv-offloading-size: GiB of host memory for the offloading tier (None: off, the default)
+    kv_offloading_size: float | None = None
     device: str | None = None
     dtype: str | None = None
 
@@ -60,6 +62,16 @@ class EngineConfig:
                              value=repr(self.scheduler_reserve_full_isl)[:40], high=0)
         if self.max_model_len is not None:
             _positive("max_model_len", self.max_model_len, 1 << 20)
+        size = self.kv_offloading_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, (int, float))
+                                 or not 0 < size <= 1024):
+            raise CodedError(f"kv_offloading_size must be a number of GiB in (0, 1024], got {size!r}",
+                             "bad_engine_setting", name="kv_offloading_size", value=repr(size)[:40], high=1024)
+
+    @property
+    def kv_offloading_bytes(self) -> int:
+        """The host tier's budget in bytes (0: off), as vLLM's ``cpu_bytes_to_use`` = GiB x 2**30."""
+        return 0 if self.kv_offloading_size is None else int(self.kv_offloading_size * (1 << 30))
 
 
 def check_budget_holds_max_model_len(config: EngineConfig, max_model_len: int) -> None:

@@ -18,6 +18,7 @@ import torch
 from kvviz.engine.config import EngineConfig, check_budget_holds_max_model_len
 from kvviz.engine.detokenizer import Detokenizer
 from kvviz.engine.kv_memory import KVLayout, PagedKVMemory, num_blocks_for
+from kvviz.engine.offload import HostTier
 from kvviz.engine.request import EngineStats, Request, RequestOutput, RequestStatus
 from kvviz.engine.runner import ModelRunner, SeqInput
 from kvviz.engine.sampling import Sampler, SamplingParams, make_generator, token_logprob
@@ -102,7 +103,8 @@ class LLMEngine:
         self.manager = KVCacheManager(num_blocks, bs, hash_name=self.config.hash_name, seed=self.config.hash_seed)
         self.pool = self.manager.block_pool
         self.events = self.manager.events
-        self.scheduler = Scheduler(self.config, self.manager)
+        self.host = self._host_tier(layout, lm.torch_dtype)  # vLLM's CPU offloading tier, or None
+        self.scheduler = Scheduler(self.config, self.manager, self.host.pool if self.host is not None else None)
         self.runner = ModelRunner(lm, self.memory)
         self.sampler = Sampler()
         self.detokenizer = Detokenizer(self.tokenizer)
@@ -119,7 +121,19 @@ class LLMEngine:
         self._events_published = 0
         self._block_tokens: dict[int, list[int]] = {}  # cached block id -> its tokens (from BlockStored)
         self._prompt_tokens = self._prompt_cached = self._generation_tokens = self._finished = self._aborted = 0
+        self._prompt_cached_host = 0
         self.chunk_logits: list[tuple[str, int, torch.Tensor]] | None = None  # tests: every chunk's logits
+
+    def _host_tier(self, layout: KVLayout, dtype: torch.dtype) -> HostTier | None:
+        size = self.config.kv_offloading_bytes
+        if not size:
+            return None
+        try:
+            return HostTier.sized(size, self.config.block_size, layout.num_layers, layout.num_kv_heads,
+                                  layout.head_dim, dtype)
+        except ValueError as exc:
+            raise CodedError(str(exc), "bad_engine_setting", name="kv_offloading_size",
+                             value=repr(self.config.kv_offloading_size)[:40], high=1024) from None
 
     # -- sizes ----------------------------------------------------------------------------------------
     @property
@@ -174,6 +188,8 @@ class LLMEngine:
         if req is None:
             return
         self.scheduler.finish(req, "abort")
+        if self.host is not None:
+            self.host.next_store.pop(request_id, None)
         req.metrics.finished_time = time.monotonic()
         self._aborted += 1
         self._pending.append(self._output(req, []))
@@ -203,12 +219,17 @@ class LLMEngine:
         ``work`` and the K/V memory, so the engine's state may be read meanwhile (``EngineLoop.read``)."""
         if not work.seqs:
             return None
+        if self.host is not None:  # host-tier hits: copy their K/V into the request's device blocks first
+            for job in work.plan.loads:
+                self.memory.copy_blocks_in(list(job.block_ids), *self.host.read(list(job.slots)))
         return self.runner.execute(work.seqs, all_logits=self.chunk_logits is not None)
 
     def finish_step(self, work: StepWork, logits: torch.Tensor | None) -> list[RequestOutput]:
         """The step's last part: sample, detokenize, stop checks, free finished requests, record the step
         and publish its KV events. Changes the engine's state."""
         plan, outputs = work.plan, work.outputs
+        if self.host is not None and logits is not None:
+            self._offload(plan)
         it = IterationStats()
         if plan.chunks and logits is not None:
             outputs.extend(self._sample(plan, logits, it))
@@ -224,6 +245,20 @@ class LLMEngine:
             for callback in list(self._stats_subscribers):
                 callback(it)
         return outputs
+
+    def _offload(self, plan: SchedulerOutput) -> None:
+        """After the forward pass: release the step's loads, then copy each scheduled request's newly
+        computed full blocks to the host tier (vLLM's offloading scheduler stores what a step computed)."""
+        host = self.host
+        assert host is not None
+        for job in plan.loads:
+            host.pool.complete_load(job.hashes)
+        blocks = self.pool.blocks
+        for c in plan.chunks:
+            rid = c.request.request_id
+            ids = self.manager.block_ids(rid)
+            host.store(rid, c.start == c.num_cached_tokens, c.end, c.request.all_token_ids, ids,
+                       [blocks[b].block_hash for b in ids], self.memory)
 
     def _sample(self, plan: SchedulerOutput, logits: torch.Tensor, it: IterationStats) -> list[RequestOutput]:
         if self.chunk_logits is not None:  # ``logits`` has a row per scheduled token: record, keep the last rows
@@ -273,6 +308,8 @@ class LLMEngine:
             reason = "length"
         if reason is not None:
             self.scheduler.finish(req, reason)
+            if self.host is not None:
+                self.host.next_store.pop(req.request_id, None)
             m.finished_time = now
             self.requests.pop(req.request_id, None)
             self._finished += 1
@@ -284,6 +321,7 @@ class LLMEngine:
         if previous is None:
             self._prompt_tokens += req.num_prompt_tokens
             self._prompt_cached += max(req.num_cached_tokens, 0)
+            self._prompt_cached_host += req.num_cached_tokens_host
         if req.is_finished:
             it.observe_finished(req, now)
 
@@ -297,7 +335,7 @@ class LLMEngine:
                              req.finish_reason, req.num_prompt_tokens, max(req.num_cached_tokens, 0),
                              req.num_preemptions, req.metrics,
                              logprobs=list(req.logprobs) if req.sampling_params.logprobs is not None else None,
-                             stop_reason=req.stop_reason)
+                             stop_reason=req.stop_reason, num_cached_tokens_host=req.num_cached_tokens_host)
 
     def _record(self, plan: SchedulerOutput, duration: float, wall: float) -> None:
         decode = sum(1 for c in plan.chunks if c.is_decode)
@@ -324,6 +362,8 @@ class LLMEngine:
         self._events_published = len(self.events)
         self._track_block_tokens(new)
         kv: list[KVCacheEvent] = [k for e in new for k in e.kv_events]
+        if self.host is not None:  # the host tier's, after the device's (vLLM appends the connector's events)
+            kv.extend(self.host.pool.take_events())
         if kv and self._subscribers:
             batch = KVEventBatch(ts=time.time(), events=kv)
             for callback in list(self._subscribers):
@@ -366,10 +406,16 @@ class LLMEngine:
             requests_finished_total=self._finished, preempted_prefix_cache_queries=pc.preempted_queries,
             preempted_prefix_cache_hits=pc.preempted_hits, num_steps=s.num_steps,
             requests_aborted_total=self._aborted, prompt_tokens_cached_total=self._prompt_cached,
+            external_prefix_cache_queries=pc.external_queries, external_prefix_cache_hits=pc.external_hits,
+            prefix_cache_hits_host=pc.host_hits, prompt_tokens_cached_host_total=self._prompt_cached_host,
+            host_kv_blocks=self.host.pool.num_blocks if self.host is not None else 0,
+            host_kv_usage=self.host.pool.usage() if self.host is not None else 0.0,
         )
 
     def reset_prefix_cache(self) -> bool:
         ok = self.manager.reset_prefix_cache()
+        if ok and self.host is not None:  # vLLM resets the offloading connector's cache with it
+            self.host.pool.reset()
         self._publish()
         return ok
 

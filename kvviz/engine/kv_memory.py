@@ -77,3 +77,19 @@ class PagedKVMemory:
         """K and V of one physical block over all layers: ``[num_layers, block_size, kv_heads, head_dim]``."""
         return (torch.stack([t[block_id] for t in self.k]).cpu(), torch.stack([t[block_id] for t in self.v]).cpu())
 
+
+    def copy_blocks_out(self, block_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copies of whole blocks' K and V over all layers, on the CPU: ``[num_layers, n, block_size, kv_heads,
+        head_dim]`` each (what a host tier keeps; the blocks themselves are not changed)."""
+        ids = torch.tensor(block_ids, dtype=torch.long, device=self.k[0].device)
+        k = torch.stack([t.index_select(0, ids) for t in self.k]).cpu()
+        v = torch.stack([t.index_select(0, ids) for t in self.v]).cpu()
+        return k, v
+
+    def copy_blocks_in(self, block_ids: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
+        """Overwrite whole blocks with ``k``, ``v`` ``[num_layers, n, block_size, kv_heads, head_dim]`` (a host
+        tier's copy loaded back): block ``block_ids[i]`` of every layer gets row ``i``."""
+        ids = torch.tensor(block_ids, dtype=torch.long, device=self.k[0].device)
+        for layer, (kt, vt) in enumerate(zip(self.k, self.v, strict=True)):
+            kt.index_copy_(0, ids, k[layer].to(kt.device, kt.dtype))
+            vt.index_copy_(0, ids, v[layer].to(vt.device, vt.dtype))

@@ -112,7 +112,8 @@ class Request:
     output_token_ids: list[int] = field(default_factory=list)
     status: RequestStatus = RequestStatus.WAITING
     num_computed_tokens: int = 0
-    num_cached_tokens: int = -1  # vLLM: set when first scheduled, -1 before
+    num_cached_tokens: int = -1  # vLLM: set when first scheduled, -1 before (device + host tier)
+    num_cached_tokens_host: int = 0  # the part of it copied back from the host tier (vLLM's external tokens)
     num_preemptions: int = 0
     finish_reason: str | None = None
     generator: torch.Generator | None = None
@@ -161,6 +162,12 @@ class RequestOutput:
     logits: torch.Tensor | None = None  # [vocab] float32 on the CPU, when SamplingParams.return_logits
     logprobs: list[TokenLogprob] | None = None  # one per token of ``token_ids``, when SamplingParams.logprobs
     stop_reason: int | str | None = None  # the matched stop string or stop token id; None for EOS or length
+    num_cached_tokens_host: int = 0  # of num_cached_tokens, copied back from the host tier
+
+    @property
+    def cached_tokens_by_source(self) -> dict[str, int]:
+        """``num_cached_tokens`` by the tier that supplied it (vLLM 0.33.0's ``CacheHitSource`` values)."""
+        return {"device": self.num_cached_tokens - self.num_cached_tokens_host, "host": self.num_cached_tokens_host}
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,14 @@ class EngineStats:
     num_steps: int = 0
     requests_aborted_total: int = 0
     prompt_tokens_cached_total: int = 0  # prompt tokens read from the prefix cache, counted with prompt_tokens_total
+    # the host tier (0 when off): vLLM's external_prefix_cache_* counters, its hits by source "host" at first
+    # admission, and the prompt tokens of prompt_tokens_cached_total that came from it
+    external_prefix_cache_queries: int = 0
+    external_prefix_cache_hits: int = 0
+    prefix_cache_hits_host: int = 0
+    prompt_tokens_cached_host_total: int = 0
+    host_kv_blocks: int = 0
+    host_kv_usage: float = 0.0
 
     def as_dict(self) -> dict[str, float | int]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

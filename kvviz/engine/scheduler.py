@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kvviz.engine.config import EngineConfig
+from kvviz.engine.offload import HostBlockPool, LoadJob
 from kvviz.engine.request import Request, RequestStatus
 from kvviz.mirror.manager import KVCacheManager
 
@@ -55,6 +56,7 @@ class SchedulerOutput:
     step: int
     chunks: list[ScheduledChunk] = field(default_factory=list)
     preempted: list[str] = field(default_factory=list)
+    loads: list[LoadJob] = field(default_factory=list)  # host-tier hits to copy back before the forward pass
 
     @property
     def num_batched_tokens(self) -> int:
@@ -71,6 +73,16 @@ class PrefixCacheCounters:
     preempted_requests: int = 0
     preempted_queries: int = 0
     preempted_hits: int = 0
+    # the host tier, as vLLM's connector_prefix_cache_stats: tokens looked up past the device hit, and hit
+    external_queries: int = 0
+    external_hits: int = 0
+    host_hits: int = 0  # hits_by_source["host"]: first admissions only, as vLLM attributes them
+
+    def record_external(self, num_tokens: int, num_hits: int, preempted: bool) -> None:
+        self.external_queries += num_tokens
+        self.external_hits += num_hits
+        if not preempted:
+            self.host_hits += num_hits
 
     def record(self, num_tokens: int, num_hits: int, preempted: bool) -> None:
         if preempted:
@@ -86,9 +98,10 @@ class PrefixCacheCounters:
 class Scheduler:
     """Waiting (FCFS, preempted requests at the front) and running queues over one ``KVCacheManager``."""
 
-    def __init__(self, config: EngineConfig, manager: KVCacheManager) -> None:
+    def __init__(self, config: EngineConfig, manager: KVCacheManager, host: HostBlockPool | None = None) -> None:
         self.config = config
         self.manager = manager
+        self.host = host  # the host tier's bookkeeping (--kv-offloading-size), or None
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.prefix_cache = PrefixCacheCounters()
@@ -170,7 +183,9 @@ class Scheduler:
             hashes = req.block_hashes if not req.output_token_ids else manager.request_block_hashes(
                 tokens, req.cache_salt)  # a resumed request also hits its own decoded blocks
             hit = manager.peek_cache_hit(tokens, req.cache_salt, block_hashes=hashes)
-            num_computed = hit.num_computed_tokens
+            num_local = hit.num_computed_tokens
+            host_hashes = self._host_hit(hashes, num_local, len(tokens))
+            num_computed = num_local + len(host_hashes) * manager.block_size
             num_new = len(tokens) - num_computed
             if not self.config.enable_chunked_prefill and num_new > budget:
                 break
@@ -183,15 +198,40 @@ class Scheduler:
             if not result.ok:
                 break
             self.waiting.remove(req)
-            self.prefix_cache.record(len(tokens), num_computed, req.num_preemptions > 0)
+            preempted = req.num_preemptions > 0
+            self.prefix_cache.record(len(tokens), num_local, preempted)
+            if self.host is not None:
+                self.prefix_cache.record_external(len(tokens) - num_local, num_computed - num_local, preempted)
+            if host_hashes:
+                self._plan_load(out, req, host_hashes, num_local)
             if req.num_cached_tokens < 0:
                 req.num_cached_tokens = num_computed
+                req.num_cached_tokens_host = num_computed - num_local
             req.status = RequestStatus.RUNNING
             req.num_computed_tokens = num_computed
             self.running.append(req)
             out.chunks.append(ScheduledChunk(req, num_computed, tokens[num_computed:num_computed + num_new],
                                              num_computed))
             budget -= num_new
+
+    def _host_hit(self, hashes: list, num_local: int, num_tokens: int) -> list:
+        """The full blocks right after the device hit that the host tier holds, leaving at least one token
+        to compute (vLLM's connector lookup of ``get_num_new_matched_tokens``)."""
+        if self.host is None:
+            return []
+        bs = self.manager.block_size
+        first, last = num_local // bs, min(len(hashes), (num_tokens - 1) // bs)
+        if first >= last:
+            return []
+        return list(hashes[first:first + self.host.lookup(hashes[first:last])])
+
+    def _plan_load(self, out: SchedulerOutput, req: Request, host_hashes: list, num_local: int) -> None:
+        """Pin the host blocks and name the device blocks of the request's table they are copied into."""
+        assert self.host is not None
+        first = num_local // self.manager.block_size
+        block_ids = self.manager.block_ids(req.request_id)[first:first + len(host_hashes)]
+        slots = self.host.prepare_load(host_hashes)
+        out.loads.append(LoadJob(req.request_id, tuple(host_hashes), tuple(slots), tuple(block_ids)))
 
     def _preempt(self, req: Request) -> None:
         """Free the request's blocks (its computed full blocks stay cached) and queue it first to recompute."""
