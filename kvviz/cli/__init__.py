@@ -66,6 +66,25 @@ def add_reserve_full_isl_flag(parser: argparse.ArgumentParser) -> None:
                         "hit) are free, as vLLM 0.33.0 does by default; the --no- form checks its first chunk only")
 
 
+def kv_offloading_size_arg(text: str) -> float:
+    """argparse type for ``--kv-offloading-size``: GiB of host memory, a number in (0, 1024]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB, got {text!r}") from None
+    if not 0 < value <= 1024:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB in (0, 1024], got {text!r}")
+    return value
+
+
+def add_kv_offloading_flag(parser: argparse.ArgumentParser) -> None:
+    """Add vLLM 0.33.0's ``--kv-offloading-size`` (GiB; off by default): the host tier under the block pool."""
+    parser.add_argument("--kv-offloading-size", type=kv_offloading_size_arg, default=None, metavar="GIB",
+                        help="GiB of host memory for a second K/V tier: blocks are copied there after they are "
+                        "computed and copied back on a hit instead of recomputed (vLLM 0.33.0's native CPU "
+                        "offloading; default off)")
+
+
 def check_model_option(value: str | None, flag: str = "--model") -> None:
     """Refuse an empty or blank ``--model`` (the default is simply to leave the flag out)."""
     if value is not None and is_blank(value):

@@ -13,6 +13,7 @@ from kvviz.cli import (
     CliError,
     add_block_size_flag,
     add_json_flag,
+    add_kv_offloading_flag,
     add_reserve_full_isl_flag,
     check_model_option,
 )
@@ -37,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", default=None, help="auto (default), float32, bfloat16, float16")
     add_reserve_full_isl_flag(p)
+    add_kv_offloading_flag(p)
     add_block_size_flag(p)
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -66,7 +68,8 @@ def engine_config(args: argparse.Namespace) -> Any:
         "--kv-cache-mib", args.kv_cache_mib, 1, 1 << 20) << 20
     return EngineConfig(block_size=args.block_size, kv_cache_bytes=budget,
                         max_num_batched_tokens=args.max_num_batched_tokens,
-                        scheduler_reserve_full_isl=args.scheduler_reserve_full_isl)
+                        scheduler_reserve_full_isl=args.scheduler_reserve_full_isl,
+                        kv_offloading_size=args.kv_offloading_size)
 
 
 def _generate(args: argparse.Namespace) -> dict[str, Any]:
@@ -104,6 +107,7 @@ def _drain(engine, done: dict[str, Any]) -> None:
 def _entry(out) -> dict[str, Any]:
     m = out.metrics
     return {"request_id": out.request_id, "prompt_tokens": out.num_prompt_tokens, "cached_tokens": out.num_cached_tokens,
+            "cached_tokens_by_source": out.cached_tokens_by_source,
             "token_ids": out.token_ids, "text": out.text, "finish_reason": out.finish_reason,
             "ttft_ms": None if m.ttft_s is None else round(m.ttft_s * 1000, 3),
             "tpot_ms": None if m.tpot_s is None else round(m.tpot_s * 1000, 3),

@@ -11,7 +11,13 @@ import secrets
 import sys
 from typing import Any
 
-from kvviz.cli import CliError, add_block_size_flag, add_json_flag, add_reserve_full_isl_flag
+from kvviz.cli import (
+    CliError,
+    add_block_size_flag,
+    add_json_flag,
+    add_kv_offloading_flag,
+    add_reserve_full_isl_flag,
+)
 from kvviz.server.config import DEFAULT_HOST, DEFAULT_MAX_WAITING, DEFAULT_PORT, ServerConfig
 from kvviz.settings import settings
 
@@ -44,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-cache-mib", type=int, metavar="MIB", help="K/V memory budget in MiB (default: the engine's)")
     p.add_argument("--max-model-len", type=int, metavar="N", help="longest prompt + answer in tokens")
     add_reserve_full_isl_flag(p)
+    add_kv_offloading_flag(p)
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -90,7 +97,8 @@ def engine_config(args: argparse.Namespace) -> Any:
     from kvviz.engine import EngineConfig
 
     kw: dict[str, Any] = {"block_size": int(args.block_size),
-                          "scheduler_reserve_full_isl": args.scheduler_reserve_full_isl}
+                          "scheduler_reserve_full_isl": args.scheduler_reserve_full_isl,
+                          "kv_offloading_size": args.kv_offloading_size}
     if args.kv_cache_mib is not None:
         kw["kv_cache_bytes"] = args.kv_cache_mib << 20
     if args.max_model_len is not None:
