@@ -12,7 +12,7 @@ from kvviz.engine import SamplingParams
 from kvviz.engine.snapshot import BURST_NEW_TOKENS, burst_prompts, engine_view
 from kvviz.mirror.events import usable_blocks
 from kvviz.model.tokens import token_pieces, tokenize
-from kvviz.server.embedded import api_url, recent_requests
+from kvviz.server.embedded import get_api_url, recent_requests
 from kvviz_app.engine_view import figures as F
 from kvviz_app.shell import ui, ui_chart
 from kvviz_app.shell.i18n import texts
@@ -53,7 +53,7 @@ def _requests(view) -> None:
 
 def _api_requests() -> None:
     st.subheader(T.API_HEADER)
-    url = api_url()
+    url = get_api_url()
     if url is None:
         st.caption(T.API_OFF)
         return

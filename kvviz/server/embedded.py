@@ -80,7 +80,7 @@ def start_api_once() -> str | None:
         return thread.url
 
 
-def api_url() -> str | None:
+def get_api_url() -> str | None:
     """The in-process API's URL if it runs (for the workshop checklist)."""
     return _STARTED.get("url")
 

@@ -145,7 +145,7 @@ def feed(room: Room, sid: str) -> None:
 def api_requests() -> None:
     """The OpenAI-compatible API's last ten finished requests on the same engine, or why there are none."""
     st.subheader(T.API_REQUESTS)
-    url = embedded.api_url()
+    url = embedded.get_api_url()
     if url is None:
         st.caption(T.API_REQUESTS_OFF)
         return

@@ -95,7 +95,7 @@ def test_room_page_shows_the_apis_requests_beside_the_sessions(monkeypatch):
     assert any(c.value == T.API_REQUESTS_OFF for c in at.caption)  # tests run with KVVIZ_API=0
     done = [ApiRequest("cmpl-1", "alice-notebook", 48, 32, 5, "length", 0.4, time.time() - 3),
             ApiRequest("cmpl-2", "api 127.0.0.1", 20, 0, 1, "stop", 0.2, time.time())]
-    monkeypatch.setattr(embedded, "api_url", lambda: "http://127.0.0.1:8000")
+    monkeypatch.setattr(embedded, "get_api_url", lambda: "http://127.0.0.1:8000")
     monkeypatch.setattr(embedded, "recent_requests", lambda: list(done))
     at.run()
     assert not at.exception

@@ -11,7 +11,7 @@ from kvviz.server import embedded
 def test_off_with_the_setting(monkeypatch):
     monkeypatch.setattr(embedded, "_STARTED", {})
     monkeypatch.setenv("KVVIZ_API", "0")
-    assert embedded.start_api_once() is None and embedded.api_url() is None
+    assert embedded.start_api_once() is None and embedded.get_api_url() is None
 
 
 def test_started_once_on_the_process_engine(monkeypatch, capsys):

@@ -70,7 +70,7 @@ def _settings_of(engine) -> tuple[int, str, str | None]:
     return c.block_size, c.hash_name, c.hash_seed
 
 
-def engine_loop_for(lm, block_size: int, hash_name: str, seed: str | None = DEFAULT_SEED):
+def get_edit_engine_loop(lm, block_size: int, hash_name: str, seed: str | None = DEFAULT_SEED):
     """The engine loop whose block size, hash and NONE_HASH seed are these: the process-wide one when
     they match it (and ``lm`` is its model), else a page engine over ``lm`` (one kept; the previous is
     closed). Returns ``(loop, shared)``."""

@@ -31,7 +31,7 @@ from kvviz.experiments.edit.engine_run import (
     EngineInfo,
     EngineRequestRun,
     engine_info,
-    engine_loop_for,
+    get_edit_engine_loop,
     run_prompt,
     salt_for,
 )
@@ -254,7 +254,7 @@ def run_edit(lm: LoadedModel, inputs: EditInputs, plan: EditPlan | None = None) 
     model) can raise."""
     plan = plan_edit(lm, inputs) if plan is None else plan
     ids_a, ids_b, comparison = plan.ids_a, plan.ids_b, plan.comparison
-    loop, shared = engine_loop_for(lm, inputs.block_size, inputs.hash_name, inputs.seed)
+    loop, shared = get_edit_engine_loop(lm, inputs.block_size, inputs.hash_name, inputs.seed)
     start = time.perf_counter()
     for bump in (False, True):
         salt = _salt(lm, ids_a, inputs, bump)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kvviz.experiments.edit.engine_run import engine_loop_for
+from kvviz.experiments.edit.engine_run import get_edit_engine_loop
 from kvviz.experiments.edit.experiment import EditReport, run_edit
 from kvviz.experiments.edit.inputs import EditInputs
 from kvviz.experiments.edit.proof import ProofReport, WrongReuse, run_proof
@@ -76,7 +76,7 @@ def cli_summary(x: EditExperiment) -> dict[str, object]:
 
 def time_report(lm: LoadedModel, edit: EditReport) -> EditTiming | None:
     """``time_edit`` on the engine that ran ``edit``, over the tokens the engine reused."""
-    loop, _ = engine_loop_for(lm, edit.block_size, edit.hash_name, edit.seed)
+    loop, _ = get_edit_engine_loop(lm, edit.block_size, edit.hash_name, edit.seed)
     return time_edit(loop, edit.ids_b, edit.engine_reused_tokens)
 
 
