@@ -107,10 +107,14 @@ class _EngineCollector:
 
     def _counters(self, s: StatsLike) -> Iterator[Metric]:
         cached = s.prompt_tokens_cached_total
+        # the host tier (--kv-offloading-size) is kvviz's one connector; 0 when off (older stats lack the fields)
+        cached_host = getattr(s, "prompt_tokens_cached_host_total", 0)
         counters = (("vllm:prefix_cache_queries", "Prefix-cache queries, in queried tokens.", s.prefix_cache_queries),
                     ("vllm:prefix_cache_hits", "Prefix-cache hits, in cached tokens.", s.prefix_cache_hits),
-                    ("vllm:external_prefix_cache_queries", "KV-connector cache queries (kvviz has no connector).", 0),
-                    ("vllm:external_prefix_cache_hits", "KV-connector cache hits (kvviz has no connector).", 0),
+                    ("vllm:external_prefix_cache_queries", "KV-connector cache queries (kvviz: the host tier).",
+                     getattr(s, "external_prefix_cache_queries", 0)),
+                    ("vllm:external_prefix_cache_hits", "KV-connector cache hits (kvviz: the host tier).",
+                     getattr(s, "external_prefix_cache_hits", 0)),
                     ("vllm:mm_cache_queries", "Multi-modal cache queries (kvviz is text only).", 0),
                     ("vllm:mm_cache_hits", "Multi-modal cache hits (kvviz is text only).", 0),
                     ("vllm:num_preemptions", "Preemptions in the engine.", s.num_preemptions),
@@ -121,13 +125,14 @@ class _EngineCollector:
             c = CounterMetricFamily(name, doc, labels=LABELS)
             c.add_metric(self._labels, float(value))
             yield c
-        by_source = {"local_compute": s.prompt_tokens_total - cached, "local_cache_hit": cached,
-                     "external_kv_transfer": 0}
+        by_source = {"local_compute": s.prompt_tokens_total - cached, "local_cache_hit": cached - cached_host,
+                     "external_kv_transfer": cached_host}
         yield self._labelled(CounterMetricFamily, "vllm:prompt_tokens_by_source", "Prompt tokens by source.",
                              "source", by_source)
-        hits = dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": s.prefix_cache_hits}
+        hits = dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": s.prefix_cache_hits,
+                                                      "host": getattr(s, "prefix_cache_hits_host", 0)}
         yield self._labelled(CounterMetricFamily, "vllm:prompt_tokens_cached_by_source",
-                             "Prefix-cache hit tokens by the cache tier that supplied them (kvviz: device only).",
+                             "Prefix-cache hit tokens by the cache tier that supplied them (kvviz: device, host).",
                              "source", hits)
 
     def _labelled(self, kind: Any, name: str, doc: str, label: str, values: dict[str, int]) -> Metric:
