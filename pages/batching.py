@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from kvviz.experiments.batching.burst import run_burst
-from kvviz.experiments.batching.demo import DEMO_PROMPT, DEMO_QUESTIONS, fresh_prompt
+from kvviz.experiments.batching.burst_prompts import DEMO_PROMPT, DEMO_QUESTIONS, fresh_prompt
 from kvviz.model.tokens import tokenize
 from kvviz_app.batching import figures as F
 from kvviz_app.shell import ui, ui_chart
