@@ -1,4 +1,5 @@
-"""Provider cache policies as data: checkpoints, minimum length, lifetimes, usage fields.
+"""Provider cache policies as data, not the mirror: the products' rules (checkpoints, minimum length, lifetimes,
+usage fields) around the one mechanism the mirror computes.
 
 These are **policy, not mechanics**: product decisions of each provider, stated in their public
 documentation. They change over time, so every value carries its source (a documentation page, spelled

@@ -1,4 +1,6 @@
-"""What an engine's prefix cache holds, rebuilt from its KV-cache events (no sockets here).
+"""A remote engine's prefix cache rebuilt from its KV-cache events, not the mirror: events carry hashes and
+locations only (no tokens, ref counts or free queue), so this keeps what they tell and nothing more (no sockets
+here).
 
 Invariants: a block hash is in ``blocks`` iff at least one location (DP rank, medium, group, locality,
 ownership: vLLM 0.33.0's fields) holds it now; a removal of a hash or location never stored changes nothing; at most ``max_blocks`` hashes are

@@ -1,4 +1,5 @@
-"""A radix tree of token sequences with SGLang's ``RadixCache`` semantics
+"""SGLang's prefix cache, not vLLM's: the mirror's block pool keys fixed-size blocks by hash chains, this keys
+token runs by tree edges. A radix tree of token sequences with SGLang's ``RadixCache`` semantics
 (``python/sglang/srt/mem_cache/radix_cache.py``), without the KV tensors.
 
 Each edge holds a run of tokens; ``match_prefix`` walks from the root and splits a node when the

@@ -1,4 +1,5 @@
-"""SGLang's radix tree as a prefix-cache engine: a ``RadixCache`` with a fixed number of token slots.
+"""SGLang's radix tree as a prefix-cache engine (token slots, not the mirror's vLLM blocks): a ``RadixCache``
+with a fixed number of token slots, for comparing SGLang's design with vLLM's.
 
 A request matches its longest cached prefix, locks it, and the rest of its prompt is inserted as a new
 leaf (locked while it runs); decoded tokens occupy private slots and join the tree when the request

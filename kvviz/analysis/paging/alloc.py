@@ -1,4 +1,5 @@
-"""The two KV allocators of the paging experiment and the per-step split of memory into waste kinds.
+"""Token-slot allocators, not the mirror: they compare memory layouts (contiguous slabs vs blocks), with no hashes
+or cache lookups. The two KV allocators of the paging experiment and the per-step split of memory into waste kinds.
 
 ``ContiguousAllocator`` places one first-fit slab per request; ``PagedAllocator`` hands out blocks from a
 free queue with the shared prefix's full blocks stored once. Invariant: ``account_slots`` splits the
