@@ -6,23 +6,28 @@ head_dim^-1/2, SiLU-gated MLP, tied LM head); parameter names equal transformers
 safetensors file loads into either. Only plain configs qualify (``native_llama_supported``); any
 other model goes through transformers. Tests check both give the same logits and K/V.
 
-Invariant: a ``KVCache`` (``kvviz.model.kv_cache``) grows into new tensors, so tensors handed to it (a
-reused prefix) are never modified; its K are post-rotary, exactly what an engine stores.
+The decoder loop exists once, here (``NativeLlamaForCausalLM.forward_tokens``): tokens are rows
+``[T, hidden]``; each layer hands its new Q/K/V to a ``KVAttention``, which stores the K/V where they live
+and returns the attention output. The model's ``forward`` (prefill pages, tests) uses a ``CacheAttention``
+over a ``KVCache``; the engine passes its paged attention (``kvviz.engine.attention``) and its packed
+projections. Invariant: a ``KVCache`` grows into new tensors, so tensors handed to it (a reused prefix)
+are never modified; its K are post-rotary, exactly what an engine stores.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kvviz.model.kv_cache import KVCache, KVCacheLayer
+from kvviz.model.kv_cache import CacheAttention, KVAttention, KVCache, KVCacheLayer, causal_mask
 
 _SUPPORTED_MODEL_TYPES = ("llama",)
 
@@ -122,15 +127,11 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` ``[..., dim]`` -> same shape; the normalisation in one kernel (``F.rms_norm``, the same
+        numbers as x * rsqrt(mean(x^2) + eps))."""
         dtype = x.dtype
-        h = x.to(torch.float32)
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = F.rms_norm(x.to(torch.float32), (x.shape[-1],), eps=self.eps)
         return self.weight * h.to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class RotaryEmbedding(nn.Module):
@@ -142,18 +143,24 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("inv_freq", 1.0 / (theta**exponent), persistent=False)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``positions`` ``[T]`` -> cos, sin ``[T, head_dim]`` (each half of a row repeats the frequencies)."""
         freqs = positions.to(torch.float32)[:, None] * self.inv_freq.to(positions.device)[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
+    def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and the signed sin ``[T, 1, head_dim]`` for ``apply_rotary``: the sin's first half negated,
+        so rotate_half(x) * sin = roll(x, half) * signed sin (negation is exact: the same numbers)."""
+        cos, sin = self.forward(positions, dtype)
+        half = sin.shape[-1] // 2
+        signed = torch.cat((-sin[:, :half], sin[:, half:]), dim=-1)
+        return cos[:, None, :], signed[:, None, :]
 
-def causal_mask(past: int, n: int, device: torch.device) -> torch.Tensor | None:
-    """``n`` new queries after ``past`` cached positions: ``[n, past + n]`` bool, query past+i sees keys
-    0..past+i. With no past SDPA's ``is_causal`` is that mask (None here); with a past its top-left
-    alignment is not, so the mask is explicit; one query sees everything (None)."""
-    if not past or n <= 1:
-        return None
-    return torch.arange(past + n, device=device)[None, :] <= (past + torch.arange(n, device=device))[:, None]
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary positions on ``x`` ``[T, n, head_dim]`` (``cos``/``signed_sin`` ``[T, 1, head_dim]``):
+    x cos + rotate_half(x) sin, rotate_half as one roll."""
+    return x * cos + torch.roll(x, x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 class Fused:
@@ -176,18 +183,54 @@ class Fused:
     def applies(self) -> bool:
         return [p.weight.data_ptr() for p in self.parts] == self._ptrs
 
-    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Each projection of ``x``: one GEMM while the views hold, else one by one."""
+    def joined(self, x: torch.Tensor) -> torch.Tensor:
+        """Every projection of ``x`` ``[..., in]`` side by side ``[..., sum(outs)]``: one GEMM while the views
+        hold, else one by one (and joined)."""
         if self.applies():
-            return F.linear(x, self.weight).split(self.sizes, dim=-1)
-        return tuple(p(x) for p in self.parts)
+            return F.linear(x, self.weight)
+        return torch.cat([p(x) for p in self.parts], dim=-1)
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Each projection of ``x``, split."""
+        return self.joined(x).split(self.sizes, dim=-1)
+
+
+Project = Callable[[torch.Tensor], torch.Tensor]
+
+
+class Projections(Protocol):
+    """One layer's matrix products, ``[T, in] -> [T, out]`` each: the model's own (``OwnProjections``) or the
+    engine's packed copies (``kvviz.engine.weights.LayerWeights``)."""
+
+    qkv: Project  # [T, hidden] -> [T, (heads + 2 kv_heads) * head_dim]
+    o: Project  # [T, heads * head_dim] -> [T, hidden]
+    gate_up: Project  # [T, hidden] -> [T, 2 * intermediate]
+    down: Project  # [T, intermediate] -> [T, hidden]
+
+
+def _side_by_side(parts: list[Linear]) -> Project:
+    """``x`` -> every part's projection of ``x`` side by side (no fused weight)."""
+    return lambda x: torch.cat([p(x) for p in parts], dim=-1)
+
+
+class OwnProjections:
+    """A layer's ``Projections`` from its own weights (fused when ``fuse`` ran and still applies)."""
+
+    def __init__(self, layer: DecoderLayer) -> None:
+        a, m = layer.self_attn, layer.mlp
+        self.qkv: Project = a.qkv.joined if a.qkv is not None else _side_by_side([a.q_proj, a.k_proj, a.v_proj])
+        self.o: Project = a.o_proj
+        self.gate_up: Project = m.gate_up.joined if m.gate_up is not None else _side_by_side([m.gate_proj, m.up_proj])
+        self.down: Project = m.down_proj
 
 
 class Attention(nn.Module):
-    """Grouped-query self-attention with rotary positions; K/V heads shared by groups of query heads."""
+    """Grouped-query self-attention with rotary positions; K/V heads shared by groups of query heads. Its
+    weights are named as transformers'; the product with them comes from a ``Projections``."""
 
-    def __init__(self, cfg: LlamaConfig) -> None:
+    def __init__(self, cfg: LlamaConfig, index: int) -> None:
         super().__init__()
+        self.index = index  # the layer's number: where its K/V live in a KVAttention
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.q_proj = Linear(cfg.hidden_size, self.heads * self.head_dim)
         self.k_proj = Linear(cfg.hidden_size, self.kv_heads * self.head_dim)
@@ -198,32 +241,14 @@ class Attention(nn.Module):
     def fuse(self) -> None:
         self.qkv = Fused([self.q_proj, self.k_proj, self.v_proj])
 
-    def _qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Q, K (both rotated) and V of ``x`` ``[batch, n, hidden]``, each ``[batch, heads, n, head_dim]``."""
-        batch, n, _ = x.shape
-        q, k, v = self.qkv(x) if self.qkv is not None else (self.q_proj(x), self.k_proj(x), self.v_proj(x))
-        q = q.reshape(batch, n, self.heads, self.head_dim).transpose(1, 2)
-        k = k.reshape(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = v.reshape(batch, n, self.kv_heads, self.head_dim).transpose(1, 2)
-        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin, v
-
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                layer_cache: KVCacheLayer | None) -> torch.Tensor:
-        """softmax(q k^T / sqrt(d) + mask) v over the cached keys followed by ``k``; ``[batch, heads, n, d]``."""
-        n = q.shape[2]
-        if layer_cache is not None:
-            k, v = layer_cache.update(k, v)
-        # enable_gqa: each K/V head serves its group of query heads in place (no repeated copies of the
-        # prefix; the same result as repeat_interleave, bit for bit)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None and n > 1,
-                                              scale=self.head_dim ** -0.5, enable_gqa=self.heads != self.kv_heads)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
-                layer_cache: KVCacheLayer | None) -> torch.Tensor:
-        batch, n, _ = x.shape
-        q, k, v = self._qkv(x, cos, sin)
-        out = self._attend(q, k, v, mask, layer_cache)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, n, self.heads * self.head_dim))
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], attn: KVAttention,
+                proj: Projections) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` (normed) -> ``[T, hidden]``; the new K/V go to ``attn``."""
+        t, h, kvh, d = x.shape[0], self.heads, self.kv_heads, self.head_dim
+        qkv = proj.qkv(x).view(t, h + 2 * kvh, d)  # [T, h + 2 kvh, d]
+        qk = apply_rotary(qkv[:, :h + kvh], *rope)  # [T, h + kvh, d]: Q and K rotated at once
+        o = attn.attend(self.index, qk[:, :h], qk[:, h:], qkv[:, h + kvh:])  # [T, h, d]
+        return proj.o(o.reshape(t, h * d))
 
 
 class MLP(nn.Module):
@@ -239,25 +264,28 @@ class MLP(nn.Module):
     def fuse(self) -> None:
         self.gate_up = Fused([self.gate_proj, self.up_proj])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up(x) if self.gate_up is not None else (self.gate_proj(x), self.up_proj(x))
-        return self.down_proj(F.silu(gate) * up)
+    def forward(self, x: torch.Tensor, proj: Projections) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]``."""
+        gate, up = proj.gate_up(x).chunk(2, dim=-1)  # [T, intermediate] each
+        return proj.down(F.silu(gate).mul_(up))
 
 
 class DecoderLayer(nn.Module):
     """Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, cfg: LlamaConfig) -> None:
+    def __init__(self, cfg: LlamaConfig, index: int = 0) -> None:
         super().__init__()
-        self.self_attn = Attention(cfg)
+        self.self_attn = Attention(cfg, index)
         self.mlp = MLP(cfg)
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None,
-                layer_cache: KVCacheLayer | None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask, layer_cache)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], attn: KVAttention,
+                proj: Projections | None = None) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]`` (a new tensor: ``x`` is not written)."""
+        proj = proj if proj is not None else OwnProjections(self)
+        x = x + self.self_attn(self.input_layernorm(x), rope, attn, proj)
+        return x.add_(self.mlp(self.post_attention_layernorm(x), proj))
 
 
 class LlamaBody(nn.Module):
@@ -266,7 +294,7 @@ class LlamaBody(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
         self.embed_tokens = Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)
 
@@ -274,7 +302,8 @@ class LlamaBody(nn.Module):
 class NativeLlamaForCausalLM(nn.Module):
     """A Llama causal LM whose call matches the subset of transformers' API kvviz uses:
     ``model(input_ids=..., past_key_values=cache, use_cache=..., logits_to_keep=k)`` returns an
-    object with ``logits`` ``[batch, k or tokens, vocab]`` and ``past_key_values`` (a KVCache)."""
+    object with ``logits`` ``[batch, k or tokens, vocab]`` and ``past_key_values`` (a KVCache).
+    ``forward_tokens`` is the decoder itself, for any ``KVAttention`` (the engine's paged one too)."""
 
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
@@ -296,24 +325,34 @@ class NativeLlamaForCausalLM(nn.Module):
         """An empty cache, or one holding the given per-layer (K, V) ``[1, kv_heads, P, head_dim]``."""
         return KVCache(self.config.num_hidden_layers, data)
 
+    def forward_tokens(self, ids: torch.Tensor, positions: torch.Tensor, attn: KVAttention,
+                       projections: Sequence[Projections] | None = None,
+                       keep: torch.Tensor | None = None) -> torch.Tensor:
+        """The decoder: token ``ids`` ``[T]`` at ``positions`` ``[T]`` (any number of sequences, as ``attn``
+        knows them) through every layer; the final-normed hidden states ``[T, hidden]``, or of the rows
+        ``keep`` ``[R]`` only. ``projections``: one per layer (default: the layers' own weights)."""
+        x = self.model.embed_tokens(ids)  # [T, hidden]
+        rope = self.model.rotary_emb.tables(positions, x.dtype)  # cos, signed sin [T, 1, d]
+        for i, layer in enumerate(self.model.layers):
+            x = layer(x, rope, attn, projections[i] if projections is not None else None)
+        if keep is not None:
+            x = x[keep]  # [R, hidden]
+        return self.model.norm(x)
+
     def forward(self, input_ids: torch.Tensor, past_key_values: KVCache | None = None, use_cache: bool = True,
                 logits_to_keep: int = 0) -> SimpleNamespace:
+        """``input_ids`` ``[1, n]`` after the cache's positions -> logits ``[1, n or logits_to_keep, vocab]``."""
+        if input_ids.shape[0] != 1:
+            raise ValueError(f"the native decoder runs one sequence per call, not {input_ids.shape[0]}")
         if use_cache and past_key_values is None:
             past_key_values = self.new_cache()
         cache = past_key_values if use_cache else None
-        past = cache.get_seq_length() if cache is not None else 0
-        n = input_ids.shape[1]
-        device = input_ids.device
-        positions = torch.arange(past, past + n, device=device)
-        x = self.model.embed_tokens(input_ids)
-        cos, sin = self.model.rotary_emb(positions, x.dtype)
-        mask = causal_mask(past, n, device)
-        for i, layer in enumerate(self.model.layers):
-            x = layer(x, cos, sin, mask, cache.layers[i] if cache is not None else None)
-        x = self.model.norm(x)
-        if logits_to_keep:
-            x = x[:, -logits_to_keep:]
-        return SimpleNamespace(logits=self.lm_head(x), past_key_values=cache)
+        cfg, n, device = self.config, input_ids.shape[1], input_ids.device
+        attn = CacheAttention(cache, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, n, device)
+        positions = torch.arange(attn.past, attn.past + n, device=device)  # [n]
+        keep = torch.arange(n - logits_to_keep, n, device=device) if 0 < logits_to_keep < n else None
+        x = self.forward_tokens(input_ids[0], positions, attn, keep=keep)  # [n or k, hidden]
+        return SimpleNamespace(logits=self.lm_head(x).unsqueeze(0), past_key_values=cache)
 
 
 def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLlamaForCausalLM:
@@ -340,3 +379,8 @@ def load_native_llama(folder: Path, dtype: torch.dtype, device: str) -> NativeLl
     model.model.rotary_emb.to(target)
     model.fuse_projections()
     return model
+
+
+__all__ = ["Attention", "CacheAttention", "DecoderLayer", "KVAttention", "KVCache", "KVCacheLayer", "LlamaConfig",
+           "NativeLlamaForCausalLM", "OwnProjections", "Projections", "apply_rotary", "causal_mask",
+           "load_native_llama", "native_llama_supported"]

@@ -1,0 +1,155 @@
+"""PagedAttention: the decoder layers' ``KVAttention`` (``kvviz.model.kv_cache``) over the engine's paged memory.
+
+One is built per step from the scheduled sequences (their block tables), as nano-vllm builds its attention
+context per step (nanovllm/utils/context.py) and vLLM 0.33.0 its attention metadata: every layer of the
+model then calls ``attend``, which writes the step's new K/V into their slots (``PagedKVMemory.write``)
+and attends each query to positions ``0..end-1`` of its own sequence, read through its block table. A
+prefix hit is a block table pointing at blocks another request filled, in an earlier step or earlier in
+this layer.
+
+Decode tokens (one per request) attend in one batch: their block tables, padded with the null block,
+select whole blocks once a layer into one buffer reused by every layer of the step (``index_select``, no
+per-token gather), and each K/V head's group of query heads attends as the rows of one query. A prefill
+chunk with nothing before it attends to its own new K/V (the numbers just written); one after a past reads
+its blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from kvviz.engine.kv_memory import PagedKVMemory
+
+
+@dataclass(frozen=True)
+class SeqInput:
+    """One request's part of a step: ``token_ids`` at positions ``start..``, its block ids (covering them)."""
+
+    token_ids: list[int]
+    start: int
+    block_ids: list[int]
+    wants_logits: bool
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.token_ids)
+
+
+@dataclass
+class _Decode:
+    """The step's decode tokens: which rows, the blocks they read, the padding mask and reused buffers."""
+
+    rows: torch.Tensor | None  # [Rd] token rows of the decode tokens (None: every row, in order)
+    blocks: torch.Tensor  # [Rd * nblk] block ids, each table padded with the null block
+    nblk: int
+    mask: torch.Tensor | None  # [Rd, 1, 1, nblk * bs] additive (0 or -inf); None when nothing is padded
+    k_buf: torch.Tensor  # [Rd * nblk, bs, kv_heads, d], refilled each layer
+    v_buf: torch.Tensor
+
+
+@dataclass(frozen=True)
+class _Prefill:
+    """One prefill chunk: rows ``row..row+n`` of the step, positions ``end-n..end-1`` of its sequence."""
+
+    row: int
+    n: int
+    blocks: torch.Tensor | None  # [ceil(end / bs)] its block table; None: no past, it attends to its own K/V
+    end: int
+    mask: torch.Tensor | None  # [n, end] bool when there is a past (query start+i sees keys 0..start+i)
+
+
+class PagedAttention:
+    """``KVAttention`` of one step over ``memory``: slots to write, decode batch, prefill chunks."""
+
+    def __init__(self, memory: PagedKVMemory, seqs: list[SeqInput], heads: int, kv_heads: int,
+                 head_dim: int) -> None:
+        self.memory = memory
+        self.device = memory.k[0].device
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.group = heads // kv_heads  # query heads per K/V head (repeat_interleave order)
+        self.scale = head_dim ** -0.5
+        self.gqa = heads != kv_heads
+        self._plan(seqs)
+
+    def _plan(self, seqs: list[SeqInput]) -> None:
+        bs, dev = self.memory.block_size, self.device
+        slots: list[int] = []
+        decode_rows, decode_tables, decode_lens = [], [], []
+        self.prefills: list[_Prefill] = []
+        row = 0
+        for s in seqs:
+            n = len(s.token_ids)
+            slots.extend(s.block_ids[p // bs] * bs + p % bs for p in range(s.start, s.end))
+            table = s.block_ids[:-(-s.end // bs)]
+            if n == 1:
+                decode_rows.append(row)
+                decode_tables.append(table)
+                decode_lens.append(s.end)
+            elif not s.start:
+                self.prefills.append(_Prefill(row, n, None, s.end, None))
+            else:
+                mask = (torch.arange(s.end)[None, :] <= (s.start + torch.arange(n))[:, None]).to(dev)
+                self.prefills.append(_Prefill(row, n, torch.tensor(table, dtype=torch.long, device=dev), s.end, mask))
+            row += n
+        self.slots = torch.tensor(slots, dtype=torch.long, device=dev)  # [T] where each new token's K/V go
+        self.decode = self._plan_decode(decode_rows, decode_tables, decode_lens, row) if decode_rows else None
+
+    def _plan_decode(self, rows: list[int], tables: list[list[int]], lens: list[int], num_rows: int) -> _Decode:
+        bs, dev, mem = self.memory.block_size, self.device, self.memory
+        nblk = max(len(t) for t in tables)
+        blocks = torch.tensor([b for t in tables for b in (*t, *(0,) * (nblk - len(t)))], dtype=torch.long,
+                              device=dev)  # the null block (0) pads the shorter tables
+        mask = None
+        if any(n != nblk * bs for n in lens):  # padded keys: masked out (-inf), never attended
+            keep = torch.arange(nblk * bs)[None, :] < torch.tensor(lens)[:, None]  # [Rd, nblk * bs]
+            mask = torch.zeros(keep.shape, dtype=mem.k[0].dtype).masked_fill_(~keep, float("-inf"))
+            mask = mask[:, None, None, :].to(dev)
+        shape = (len(rows) * nblk, bs, mem.layout.num_kv_heads, mem.layout.head_dim)
+        in_order = rows == list(range(num_rows))
+        return _Decode(None if in_order else torch.tensor(rows, device=dev), blocks, nblk, mask,
+                       torch.empty(shape, dtype=mem.k[0].dtype, device=dev),
+                       torch.empty(shape, dtype=mem.k[0].dtype, device=dev))
+
+    def _attend_decode(self, layer: int, q: torch.Tensor, d: _Decode) -> torch.Tensor:
+        """Decode queries ``[Rd, heads, head_dim]`` over their block tables -> ``[Rd, heads, head_dim]``."""
+        rd = q.shape[0]
+        torch.index_select(self.memory.k[layer], 0, d.blocks, out=d.k_buf)
+        torch.index_select(self.memory.v[layer], 0, d.blocks, out=d.v_buf)
+        length = d.nblk * self.memory.block_size
+        k = d.k_buf.view(rd, length, self.kv_heads, self.head_dim).transpose(1, 2)  # [Rd, kv_heads, L, d]
+        v = d.v_buf.view(rd, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        # the group of query heads of K/V head j (heads j*G .. j*G+G-1) are G query rows for that head
+        qg = q.reshape(rd, self.kv_heads, self.group, self.head_dim)  # [Rd, kv_heads, G, d]
+        o = F.scaled_dot_product_attention(qg, k, v, attn_mask=d.mask, scale=self.scale)
+        return o.reshape(rd, self.heads, self.head_dim)
+
+    def _attend_prefill(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        p: _Prefill) -> torch.Tensor:
+        """A chunk's queries ``[n, heads, d]`` (its new K/V ``k``, ``v`` ``[n, kv_heads, d]``) -> ``[n, heads, d]``."""
+        if p.blocks is not None:  # a past: the whole sequence's K/V from its blocks
+            kv_heads, hd = self.kv_heads, self.head_dim
+            k = self.memory.k[layer].index_select(0, p.blocks).view(-1, kv_heads, hd)[:p.end]  # [end, kv_heads, d]
+            v = self.memory.v[layer].index_select(0, p.blocks).view(-1, kv_heads, hd)[:p.end]
+        o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
+                                           v.transpose(0, 1).unsqueeze(0), attn_mask=p.mask,
+                                           is_causal=p.mask is None, scale=self.scale, enable_gqa=self.gqa)
+        return o[0].transpose(0, 1)  # [1, heads, n, d] -> [n, heads, d]
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Write ``k``, ``v`` ``[T, kv_heads, d]`` into their slots, then ``q`` ``[T, heads, d]`` -> ``[T, heads, d]``."""
+        self.memory.write(layer, self.slots, k, v)
+        d = self.decode
+        if d is not None and d.rows is None and not self.prefills:  # a decode-only step: rows in order
+            return self._attend_decode(layer, q, d)
+        if d is None and len(self.prefills) == 1:  # one prefill chunk: all the rows
+            return self._attend_prefill(layer, q, k, v, self.prefills[0])
+        out = torch.empty_like(q)
+        if d is not None:
+            out[d.rows] = self._attend_decode(layer, q[d.rows], d)
+        for p in self.prefills:
+            rows = slice(p.row, p.row + p.n)
+            out[rows] = self._attend_prefill(layer, q[rows], k[rows], v[rows], p)
+        return out
