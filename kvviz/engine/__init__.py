@@ -2,10 +2,11 @@
 manager, a model runner with paged attention, sampling, and a thread-safe loop. See docs/ENGINE.md."""
 
 from kvviz.engine.config import EngineConfig
-from kvviz.engine.engine import LLMEngine, StepItem, StepRecord, engine_supports
+from kvviz.engine.engine import LLMEngine, engine_supports
 from kvviz.engine.loop import EngineLoop, RequestStream, get_engine_loop
 from kvviz.engine.request import EngineStats, Request, RequestMetrics, RequestOutput, RequestStatus
 from kvviz.engine.sampling import SamplingParams
+from kvviz.engine.steps import StepItem, StepRecord
 
 __all__ = [
     "EngineConfig", "EngineLoop", "EngineStats", "LLMEngine", "Request", "RequestMetrics", "RequestOutput",

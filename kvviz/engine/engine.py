@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
@@ -24,6 +23,7 @@ from kvviz.engine.runner import ModelRunner, SeqInput
 from kvviz.engine.sampling import Sampler, SamplingParams, make_generator, token_logprob
 from kvviz.engine.scheduler import Scheduler, SchedulerOutput
 from kvviz.engine.stats import IterationStats
+from kvviz.engine.steps import StepItem, StepRecord, StepWork, step_kind
 from kvviz.errors import CodedError
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.hashing import validate_token_ids
@@ -33,48 +33,6 @@ from kvviz.mirror.manager import KVCacheManager
 MAX_REQUEST_ID_CHARS = 256
 KVEventCallback = Callable[[KVEventBatch], None]
 StatsCallback = Callable[[IterationStats], None]
-
-
-@dataclass(frozen=True)
-class StepItem:
-    """One request's part of a step: ``num_tokens`` computed from position ``start`` (the ``start`` tokens
-    before them were read from its blocks, computed earlier or hit in the prefix cache). ``kind``:
-    ``decode`` (one token after the prompt), ``cached`` (a prompt's tail after a prefix-cache hit) or
-    ``scratch`` (a prompt with no prefix-cache hit; its later chunks read its own earlier ones)."""
-
-    request_id: str
-    client: str
-    kind: str
-    start: int
-    num_tokens: int
-    num_cached_tokens: int
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What one step computed, for the timelines (engine view, batching page): measured wall time of the
-    step (schedule, forward, sampling, stop checks) and each request's part of it."""
-
-    step: int
-    prefill_tokens: int
-    decode_tokens: int
-    num_requests: int
-    preempted: tuple[str, ...]
-    duration_s: float
-    started_at: float = 0.0  # time.time() when the step began
-    items: tuple[StepItem, ...] = ()
-
-
-@dataclass
-class StepWork:
-    """A begun step: its schedule, what the forward pass computes, outputs already due (aborts), and when
-    it began (``time.time()`` and ``time.monotonic()``)."""
-
-    plan: SchedulerOutput
-    seqs: list[SeqInput]
-    outputs: list[RequestOutput]
-    wall: float
-    started: float
 
 
 def engine_supports(lm) -> str | None:
@@ -340,7 +298,7 @@ class LLMEngine:
     def _record(self, plan: SchedulerOutput, duration: float, wall: float) -> None:
         decode = sum(1 for c in plan.chunks if c.is_decode)
         prefill = plan.num_batched_tokens - decode
-        items = tuple(StepItem(c.request.request_id, c.request.client, _kind(c), c.start, c.num_tokens,
+        items = tuple(StepItem(c.request.request_id, c.request.client, step_kind(c), c.start, c.num_tokens,
                                max(c.request.num_cached_tokens, 0)) for c in plan.chunks)
         self.steps.append(StepRecord(plan.step, prefill, decode, len(plan.chunks), tuple(plan.preempted), duration,
                                      wall, items))
@@ -449,12 +407,6 @@ MAX_STEP_RECORDS = 512
 MAX_EVENTS = 20000
 
 
-def _kind(chunk) -> str:
-    if chunk.is_decode:
-        return "decode"
-    return "cached" if chunk.request.num_cached_tokens > 0 else "scratch"
-
-
 def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> tuple[int | None, str | None]:
     """Where the earliest stop string starts in ``text`` and which one it is (searching only where a new
     match can be); ``(None, None)`` when none is there."""
@@ -462,4 +414,4 @@ def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> tuple[int | N
     return min(found, key=lambda f: f[0]) if found else (None, None)
 
 
-__all__ = ["LLMEngine", "StepItem", "StepRecord", "StepWork", "engine_supports", "RequestStatus"]
+__all__ = ["LLMEngine", "engine_supports", "RequestStatus"]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvviz.engine.engine import LLMEngine, StepRecord
+from kvviz.engine.engine import LLMEngine
 from kvviz.engine.request import EngineStats
+from kvviz.engine.steps import StepRecord
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import pytest
 from tiny_llm import greedy_reference, tiny_lm
 
 from kvviz.engine import EngineConfig, EngineLoop, LLMEngine, SamplingParams
-from kvviz.engine.engine import StepWork
 from kvviz.engine.scheduler import SchedulerOutput
+from kvviz.engine.steps import StepWork
 from kvviz.errors import CodedError
 
 
