@@ -6,13 +6,13 @@ import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from tests.analysis.test_scenario import scenarios
 
 from kvviz.analysis.radix_compare import compare_radix_pool
 from kvviz.analysis.scenarios.load import load_builtin, parse_scenario
 from kvviz.analysis.scenarios.play import play_scenario
 from kvviz.analysis.scenarios.records import Scenario, ScenarioError, ScenarioStep
 from kvviz.mirror.radix_engine import RadixEngine
+from tests.analysis.test_scenario import scenarios
 
 
 def make(num_blocks: int, block_size: int, *steps: tuple) -> Scenario:
