@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvviz_app.shell.i18n.texts import Texts
 
-# ----------------------------------------------------------------------------- room core (kvviz.experiments.room.room)
+# ----------------------------------------------------------------------------- the room (kvviz.experiments.room.room)
 WHO_YOU = "you"
 WHO_OTHER = "another session"
 AGE_NOW = "just now"
