@@ -7,7 +7,7 @@ blocks) or, with ``--concurrent``, all at once. One JSON entry per prompt plus t
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvviz.cli import (
     CliError,
@@ -17,6 +17,9 @@ from kvviz.cli import (
     add_reserve_full_isl_flag,
     check_model_option,
 )
+
+if TYPE_CHECKING:  # types only: no torch or engine import at run time
+    from kvviz.engine import LLMEngine
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -97,7 +100,7 @@ def _generate(args: argparse.Namespace) -> dict[str, Any]:
                                                   if k not in ("num_blocks", "block_size", "kv_cache_bytes")}}}
 
 
-def _drain(engine, done: dict[str, Any]) -> None:
+def _drain(engine: LLMEngine, done: dict[str, Any]) -> None:
     while engine.has_unfinished_requests():
         for out in engine.step():
             if out.finished:

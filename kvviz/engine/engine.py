@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -30,12 +31,15 @@ from kvviz.mirror.hashing import validate_token_ids
 from kvviz.mirror.kv_events import KVCacheEvent, KVEventBatch
 from kvviz.mirror.manager import KVCacheManager
 
+if TYPE_CHECKING:  # types only: kvviz.model is not imported at run time
+    from kvviz.model.loader import LoadedModel
+
 MAX_REQUEST_ID_CHARS = 256
 KVEventCallback = Callable[[KVEventBatch], None]
 StatsCallback = Callable[[IterationStats], None]
 
 
-def engine_supports(lm) -> str | None:
+def engine_supports(lm: LoadedModel) -> str | None:
     """None when the engine can run ``lm`` (the native Llama decoder), else why not."""
     if getattr(lm.info, "backend", "") != "native":
         return (f"the engine runs the native Llama decoder; {lm.info.name} is loaded through transformers "
@@ -46,7 +50,7 @@ def engine_supports(lm) -> str | None:
 class LLMEngine:
     """One model, one paged K/V memory, one mirror block manager, one scheduler."""
 
-    def __init__(self, lm, config: EngineConfig | None = None) -> None:
+    def __init__(self, lm: LoadedModel, config: EngineConfig | None = None) -> None:
         why_not = engine_supports(lm)
         if why_not is not None:
             raise CodedError(why_not, "engine_unsupported_model", model=lm.info.name,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -31,15 +31,19 @@ from kvviz.server.routes import Routes, build_router
 from kvviz.server.serving import Serving
 from kvviz.server.tokenize import DetokenizeRequest, TokenizeChatRequest, TokenizeCompletionRequest
 
+if TYPE_CHECKING:  # types only: the engine (torch) is imported when the first request needs it
+    from kvviz.engine import EngineLoop, SamplingParams
 
-def engine_params(**kwargs: Any) -> Any:
+
+def engine_params(**kwargs: Any) -> SamplingParams:
     """kvviz.engine's SamplingParams (imported when the first request is built: torch is not needed before)."""
     from kvviz.engine import SamplingParams
 
     return SamplingParams(**kwargs)
 
 
-def create_app(get_loop: Callable[[], Any], config: ServerConfig, *, make_params: Callable[..., Any] = engine_params,
+def create_app(get_loop: Callable[[], EngineLoop], config: ServerConfig, *,
+               make_params: Callable[..., SamplingParams] = engine_params,
                publisher: KVEventPublisher | None = None) -> FastAPI:
     """The API app; ``publisher`` (already bound) receives the engine's KV events once the engine exists."""
     serving = Serving(get_loop, config)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvviz.server import config as server_config
+
+if TYPE_CHECKING:  # types only: the engine (torch) is imported in the warm-up thread
+    from kvviz.engine import EngineLoop, SamplingParams
 
 _LOCK = threading.Lock()
 _STARTED: dict[str, Any] = {}
@@ -24,13 +27,13 @@ def _presenter_key() -> str:
     return get_room().presenter_key  # the room's key: one presenter key per process
 
 
-def _engine_loop() -> Any:
+def _engine_loop() -> EngineLoop:
     from kvviz.engine import get_engine_loop
 
     return get_engine_loop()
 
 
-def _sampling_params(**kwargs: Any) -> Any:
+def _sampling_params(**kwargs: Any) -> SamplingParams:
     from kvviz.server.app import engine_params
 
     return engine_params(**kwargs)

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-if TYPE_CHECKING:  # the engine's records (kvviz.engine.stats), as types only
+if TYPE_CHECKING:  # the engine's loop and records, as types only
+    from kvviz.engine import EngineLoop, LLMEngine
     from kvviz.engine.stats import FinishedRequestStats, IterationStats
 
 # vLLM 0.33.0's bucket families (vllm/v1/metrics/buckets.py)
@@ -178,7 +179,7 @@ class ServerMetrics:
     def _hist(self, name: str, doc: str, buckets: Sequence[float]) -> Any:
         return Histogram(name, doc, LABELS, registry=self.registry, buckets=buckets).labels(*self._labels)
 
-    def attach(self, loop: Any) -> Callable[[], None]:
+    def attach(self, loop: EngineLoop) -> Callable[[], None]:
         """Observe the engine of ``loop`` (once it exists): its steps, its length, its cache config; returns
         the unsubscribe."""
         engine = loop.engine
@@ -241,7 +242,7 @@ TOKEN_HISTOGRAMS = (
 )
 
 
-def cache_config_labels(engine: Any) -> dict[str, str]:
+def cache_config_labels(engine: LLMEngine) -> dict[str, str]:
     """vLLM's ``CacheConfig`` fields (``config/cache.py``) that kvviz's engine has a value for, as strings."""
     config = getattr(engine, "config", None)
     if config is None:

@@ -17,13 +17,16 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
 from kvviz.errors import CodedError
 from kvviz.server.config import ServerConfig
 from kvviz.server.openai_errors import APIError, bad_request, from_coded
+
+if TYPE_CHECKING:  # types only: the engine (torch) is imported when the first request needs it
+    from kvviz.engine import EngineLoop, LLMEngine, RequestOutput, SamplingParams
 
 _END = object()
 
@@ -51,7 +54,7 @@ class Job:
 
     request_id: str
     prompt_ids: list[int]
-    params: Any  # kvviz.engine.SamplingParams
+    params: SamplingParams
     cache_salt: str | None = None
     priority: int = 0
     client: str = ""
@@ -65,22 +68,22 @@ class Serving:
     """The server's view of the engine loop (created on first use, so the app's process does not load
     the model before an API request needs it)."""
 
-    def __init__(self, get_loop: Callable[[], Any], config: ServerConfig) -> None:
+    def __init__(self, get_loop: Callable[[], EngineLoop], config: ServerConfig) -> None:
         self._get_loop = get_loop
-        self._loop: Any = None
+        self._loop: EngineLoop | None = None
         self._lock = threading.Lock()
         self.config = config
         self.pending = 0
         self.recent: deque[ApiRequest] = deque(maxlen=RECENT)  # newest last
-        self.on_finished: list[Callable[[Any], None]] = []  # called with each finished RequestOutput
+        self.on_finished: list[Callable[[RequestOutput], None]] = []  # called with each finished output
         # called once an API request's every job finished (stop or length): (job id, generated tokens) each
         self.on_request_finished: list[Callable[[list[tuple[str, int]]], None]] = []
         self.on_rejected: list[Callable[[], None]] = []  # called for each 503 (queue full)
-        self.on_started: list[Callable[[Any], None]] = []  # called once with the engine loop, when it exists
+        self.on_started: list[Callable[[EngineLoop], None]] = []  # called once with the loop, when it exists
 
     # ------------------------------------------------------------------ the engine
     @property
-    def loop(self) -> Any:
+    def loop(self) -> EngineLoop:
         with self._lock:
             if self._loop is None:
                 loop = self._get_loop()
@@ -94,7 +97,7 @@ class Serving:
         return self._loop is not None
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> LLMEngine:
         return self.loop.engine
 
     @property
@@ -266,14 +269,14 @@ class Serving:
         return last
 
 
-def _abort_soon(loop: Any, request_id: str, cancel: threading.Event) -> None:
+def _abort_soon(loop: EngineLoop, request_id: str, cancel: threading.Event) -> None:
     """Abort in a thread (the call may wait for a running step); the pump aborts again if its submit was
     still waiting (``cancel`` tells it the client is gone)."""
     cancel.set()
     threading.Thread(target=loop.abort, args=(request_id,), daemon=True, name="kvviz-api abort").start()
 
 
-def _pump(loop: Any, job: Job, cancel: threading.Event, aloop: asyncio.AbstractEventLoop,
+def _pump(loop: EngineLoop, job: Job, cancel: threading.Event, aloop: asyncio.AbstractEventLoop,
           queue: asyncio.Queue[Any]) -> None:
     """Submit one request and move its outputs from the engine loop's blocking stream onto the event loop."""
     def put(item: Any) -> None:
@@ -299,7 +302,7 @@ async def _wait_disconnect(request: Request) -> None:
         pass
 
 
-async def _abort_on_disconnect(request: Request, loop: Any, request_id: str, cancel: threading.Event) -> None:
+async def _abort_on_disconnect(request: Request, loop: EngineLoop, request_id: str, cancel: threading.Event) -> None:
     """Wait for the client's ``http.disconnect`` and abort its request (frees its blocks at once)."""
     while True:
         message = await request.receive()

@@ -18,12 +18,17 @@ import hashlib
 import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.hashing import DEFAULT_SEED
 from kvviz.settings import kv_cache_bytes_default
+
+if TYPE_CHECKING:  # types only: no torch or engine import at run time
+    from kvviz.engine import EngineLoop, LLMEngine
+    from kvviz.model.loader import LoadedModel
 
 #: K/V memory of an engine started for page settings other than the process-wide engine's.
 SIDE_ENGINE_SHARE = 2  # half the configured budget
@@ -61,16 +66,17 @@ class EngineInfo:
     prefix_cache_hits: int
 
 
-_SIDE: dict[tuple, object] = {}
+_SIDE: dict[tuple, EngineLoop] = {}
 _SIDE_LOCK = threading.Lock()
 
 
-def _settings_of(engine) -> tuple[int, str, str | None]:
+def _settings_of(engine: LLMEngine) -> tuple[int, str, str | None]:
     c = engine.config
     return c.block_size, c.hash_name, c.hash_seed
 
 
-def get_edit_engine_loop(lm, block_size: int, hash_name: str, seed: str | None = DEFAULT_SEED):
+def get_edit_engine_loop(lm: LoadedModel, block_size: int, hash_name: str,
+                         seed: str | None = DEFAULT_SEED) -> tuple[EngineLoop, bool]:
     """The engine loop whose block size, hash and NONE_HASH seed are these: the process-wide one when
     they match it (and ``lm`` is its model), else a page engine over ``lm`` (one kept; the previous is
     closed). Returns ``(loop, shared)``."""
@@ -85,7 +91,7 @@ def get_edit_engine_loop(lm, block_size: int, hash_name: str, seed: str | None =
         loop = _SIDE.get(key)
         if loop is None:
             for old in list(_SIDE.values()):
-                old.close()  # type: ignore[attr-defined]
+                old.close()
             _SIDE.clear()
             config = EngineConfig(block_size=wanted[0], hash_name=hash_name, hash_seed=wanted[2],
                                   kv_cache_bytes=kv_cache_bytes_default() // SIDE_ENGINE_SHARE)
@@ -94,7 +100,7 @@ def get_edit_engine_loop(lm, block_size: int, hash_name: str, seed: str | None =
     return loop, False
 
 
-def engine_info(loop, shared: bool) -> EngineInfo:
+def engine_info(loop: EngineLoop, shared: bool) -> EngineInfo:
     s = loop.stats()
     return EngineInfo(shared, s.block_size, loop.engine.config.hash_name, s.num_blocks, s.kv_cache_bytes,
                       s.kv_cache_usage, s.prefix_cache_queries, s.prefix_cache_hits)
@@ -111,11 +117,11 @@ def fresh_salt() -> str:
     return f"kvviz-edit-fresh-{uuid.uuid4().hex}"
 
 
-def _next_seq(engine) -> int:
+def _next_seq(engine: LLMEngine) -> int:
     return engine.events[-1].seq + 1 if engine.events else 0
 
 
-def _block_table(engine, request_id: str, since_seq: int) -> tuple[int, ...]:
+def _block_table(engine: LLMEngine, request_id: str, since_seq: int) -> tuple[int, ...]:
     """The request's block table from its ``hit`` and ``allocate`` events (its last admission)."""
     mine = []
     for event in reversed(engine.events):
@@ -137,7 +143,7 @@ def _block_table(engine, request_id: str, since_seq: int) -> tuple[int, ...]:
     return tuple(table[i] for i in sorted(table))
 
 
-def run_prompt(loop, ids: list[int], cache_salt: str | None, *, logits: bool = False,
+def run_prompt(loop: EngineLoop, ids: list[int], cache_salt: str | None, *, logits: bool = False,
                block_table: bool = False) -> EngineRequestRun:
     """Prefill ``ids`` as one engine request under ``cache_salt`` and wait for its first token."""
     from kvviz.engine import SamplingParams

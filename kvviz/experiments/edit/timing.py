@@ -16,11 +16,15 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kvviz.analysis.timing_compare import MIN_SAMPLES, TimingComparison, compare_samples
 from kvviz.experiments.edit.engine_run import EngineRequestRun, fresh_salt, run_prompt
+
+if TYPE_CHECKING:  # types only: no torch or engine import at run time
+    from kvviz.engine import EngineLoop
 
 #: Timed requests per side.
 REPEATS = 3
@@ -46,7 +50,7 @@ class EditTiming:
         return statistics.median(self.full_wait_ms + self.reuse_wait_ms)
 
 
-def time_edit(loop, ids_b: Sequence[int], reused_tokens: int, repeats: int = REPEATS,
+def time_edit(loop: EngineLoop, ids_b: Sequence[int], reused_tokens: int, repeats: int = REPEATS,
               budget_s: float = BUDGET_S) -> EditTiming | None:
     """Samples of B computed in full and of B on its first ``reused_tokens`` tokens cached; None when
     nothing is reused (there is no second side to time)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvviz.engine import RequestOutput
+from kvviz.engine import LLMEngine, RequestOutput
 from kvviz.experiments.room.records import OTHER, YOU, Admission, BlockOutcome
 from kvviz.experiments.room.session import BlockOrigin
 from kvviz.experiments.room.timing import TimingSample
@@ -12,7 +12,7 @@ class PromptRecords:
     """``Room``'s bookkeeping of admitted prompts (a base of ``Room``: it reads and updates the room's
     sessions, origins, totals, feed and timings under the room's lock)."""
 
-    def _record(self, engine, ticket: tuple, out: RequestOutput, latency_ms: float) -> Admission:
+    def _record(self, engine: LLMEngine, ticket: tuple, out: RequestOutput, latency_ms: float) -> Admission:
         """The room's records of a prompt the engine finished (the mirror of cached hashes already holds the
         blocks its step cached, unless a later step evicted them)."""
         session_id, tokens, before, truncated, salt, salt_mode, generation = ticket

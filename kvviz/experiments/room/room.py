@@ -34,7 +34,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from kvviz.engine import EngineLoop, SamplingParams, get_engine_loop
+from kvviz.engine import EngineLoop, LLMEngine, SamplingParams, get_engine_loop
 from kvviz.engine.loop import started_engine_loop
 from kvviz.errors import CodedError
 from kvviz.experiments.room.limits import RoomLimits
@@ -109,7 +109,7 @@ class Room(PromptRecords):
                 self._engine = self._subscribed = loop
             return loop
 
-    def _subscribe(self, engine) -> None:
+    def _subscribe(self, engine: LLMEngine) -> None:
         """Between two steps: mirror the pool's cached hashes, then follow its KV events."""
         with self._lock:
             self._cached = Counter(engine.pool.cached_hash_counts())
@@ -373,7 +373,7 @@ class Room(PromptRecords):
                                error_params={"wait": round(wait, 2)})
         return None
 
-    def _reset_engine(self, engine) -> int | None:
+    def _reset_engine(self, engine: LLMEngine) -> int | None:
         """Between two steps: the engine's reset and the room's; the cached blocks dropped, None if refused."""
         with self._lock:
             dropped = sum(len(d) for d in engine.pool.cached_block_hash_to_block.values())
@@ -387,7 +387,7 @@ class Room(PromptRecords):
         """Raise AssertionError when a room invariant (module docstring) is broken."""
         self.loop.call(self._check)
 
-    def _check(self, engine) -> None:
+    def _check(self, engine: LLMEngine) -> None:
         with self._lock:
             pool = engine.pool
             pool.check_invariants()

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvviz.errors import CodedError
+
+if TYPE_CHECKING:  # types only: no torch or engine import at run time
+    from kvviz.engine import EngineLoop
 
 MAX_CHAT_TURNS = 24
 MAX_MESSAGE_CHARS = 2000
@@ -90,7 +93,7 @@ def token_choices(tokenizer: Any, logprobs: list[Any]) -> tuple[TokenChoice, ...
                              tuple((piece(t), math.exp(lp)) for t, lp in e.top)) for e in logprobs)
 
 
-def chat_turn(loop: Any, chat: Chat, user: str, *, max_tokens: int = 48, request_id: str) -> ChatTurn:
+def chat_turn(loop: EngineLoop, chat: Chat, user: str, *, max_tokens: int = 48, request_id: str) -> ChatTurn:
     """Send ``user`` through the engine loop, append the exchange to ``chat``; the turn's record."""
     from kvviz.engine import SamplingParams
 
