@@ -14,6 +14,16 @@ the first ``SOAK_WARM``). ``weights_bytes`` / ``weights_read_ms``: the model's p
 embedding once) and the time to read them all once (a sum over each, the process's threads, median of
 ``READS``): the memory bound of a one-stream decode step; ``decode_1_ms_per_token`` and
 ``decode_1_over_bound`` (time per token over that bound; reported, no target here).
+
+The host tier (``--kv-offloading-size``), on an engine of ``OFFLOAD_DEVICE_BLOCKS`` device blocks and
+``OFFLOAD_GIB`` of host memory: ``offload_load_ms_per_block`` (copy one 16-token block's K/V from the host tier
+into a device block, all layers; median of ``OFFLOAD_LOADS``), ``offload_recompute_ms_per_block`` (a step that
+computes one block's 16 tokens after a device-cached block; median of ``ROUNDS``) and their ratio
+``offload_load_vs_recompute``; TTFT of a 1,024-token prompt whose first 1,008 tokens were evicted from the
+device pool but are in the host tier (``ttft_host_1008_of_1024_ms``), against the same prompt fully
+recomputed (``ttft_recomputed_1024_ms``) and with those 1,008 tokens on the device
+(``ttft_device_1008_of_1024_ms``); ``ttft_host_over_recomputed``, ``ttft_host_over_device``. On a CPU-only
+machine both tiers are host memory: the load is a memory copy, the recompute a forward pass.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ STREAMS = 16
 TTFT_TOKENS, TTFT_CACHED = 1024, 1008
 SOAK_REQUESTS, SOAK_IN_FLIGHT, SOAK_WARM = 2000, 64, 200
 READS = 5
+OFFLOAD_DEVICE_BLOCKS, OFFLOAD_GIB, OFFLOAD_LOADS = 80, 0.25, 20
 
 
 def _say(what: str) -> None:
@@ -193,6 +204,56 @@ def run(results: dict) -> None:
     results["soak_free_blocks_at_end"] = free
     results["soak_usable_blocks"] = engine.num_blocks - 1
 
+    _say("host tier")
+    _offload(results, lm)
+
+
+def _offload(results: dict, lm) -> None:
+    """The host tier's keys (see the module docstring)."""
+    from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
+
+    info, bs = lm.info, 16
+    block_bytes = 2 * info.num_layers * info.num_kv_heads * info.head_dim * info.element_size * bs
+    engine = LLMEngine(lm, EngineConfig(block_size=bs, kv_cache_bytes=(OFFLOAD_DEVICE_BLOCKS + 1) * block_bytes,
+                                        kv_offloading_size=OFFLOAD_GIB))
+    first = SamplingParams(max_tokens=1)
+    recompute, on_host, on_device, recomputed = [], [], [], []
+    for r in range(ROUNDS):
+        head = _prompt(lm, bs, 300 + r)
+        _ttft_ms(engine, head + [head[0]], first)  # caches the head block on the device
+        t0 = len(engine.steps)
+        _ttft_ms(engine, head + _prompt(lm, bs + 1, 400 + r), first)  # computes one more block (+1 token)
+        recompute.append(sum(s.duration_s for s in engine.steps[t0:]) * 1000.0)
+        long = _prompt(lm, TTFT_TOKENS, 500 + r)
+        _ttft_ms(engine, long, first)  # computed, stored to the host tier
+        for k in range(2):  # two other long prompts push every one of its blocks out of the device pool
+            _ttft_ms(engine, _prompt(lm, TTFT_TOKENS, 600 + 10 * r + k), first)
+        other = long[:TTFT_CACHED] + _prompt(lm, TTFT_TOKENS - TTFT_CACHED, 700 + r)
+        n0 = engine.stats().prefix_cache_hits_host
+        on_host.append(_ttft_ms(engine, other, first))
+        assert engine.stats().prefix_cache_hits_host - n0 == TTFT_CACHED, "the prefix was not a host hit"
+        on_device.append(_ttft_ms(engine, long[:TTFT_CACHED] + _prompt(lm, TTFT_TOKENS - TTFT_CACHED, 800 + r),
+                                  first))
+        recomputed.append(_ttft_ms(engine, _prompt(lm, TTFT_TOKENS, 900 + r), first))
+    loads, host, mem = [], engine.host, engine.memory
+    saved = mem.copy_blocks_out([1])
+    for i in range(OFFLOAD_LOADS):  # one stored host block into device block 1, as the engine loads a hit
+        t0 = time.perf_counter()
+        mem.copy_blocks_in([1], *host.read([i % host.pool.num_blocks]))
+        loads.append((time.perf_counter() - t0) * 1000.0)
+    mem.copy_blocks_in([1], *saved)
+    _say(f"host tier: load {sorted(loads)[len(loads) // 2]:.3f} ms/block, recompute {recompute} ms; TTFT host "
+         f"{on_host}, device {on_device}, recomputed {recomputed} ms")
+    med = statistics.median
+    results["offload_load_ms_per_block"] = round(med(loads), 4)
+    results["offload_recompute_ms_per_block"] = round(med(recompute), 2)
+    results["offload_load_vs_recompute"] = round(med(loads) / med(recompute), 4)
+    results["ttft_host_1008_of_1024_ms"] = round(med(on_host), 1)
+    results["ttft_device_1008_of_1024_ms"] = round(med(on_device), 1)
+    results["ttft_recomputed_1024_ms"] = round(med(recomputed), 1)
+    results["ttft_host_over_recomputed"] = round(med(on_host) / med(recomputed), 4)
+    results["ttft_host_over_device"] = round(med(on_host) / med(on_device), 2)
+
 
 TARGETS = [
     ("decode_1_over_hf", "decode_1_tok_s >= hf_generate_tok_s (same run)", lambda r: r["decode_1_over_hf"] >= 1.0),
@@ -203,4 +264,6 @@ TARGETS = [
      lambda r: r["kv_resident_bytes"] == r["kv_expected_bytes"]),
     ("soak_rss_growth_pct", "RSS grows < 5 % over the soak, every block free at the end",
      lambda r: r["soak_rss_growth_pct"] < 5.0 and r["soak_free_blocks_at_end"] == r["soak_usable_blocks"]),
+    ("offload_load_vs_recompute", "loading a 16-token block from the host tier <= 0.05 x recomputing it (CPU fp32)",
+     lambda r: r["offload_load_vs_recompute"] <= 0.05),
 ]
