@@ -19,7 +19,7 @@ from kvviz.cli import (
 )
 
 if TYPE_CHECKING:  # types only: no torch or engine import at run time
-    from kvviz.engine import LLMEngine
+    from kvviz.engine import EngineConfig, LLMEngine
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(str(exc)) from exc
 
 
-def engine_config(args: argparse.Namespace) -> Any:
+def engine_config(args: argparse.Namespace) -> EngineConfig:
     """The ``EngineConfig`` the flags ask for (a bad value is a CodedError or InputError)."""
     from kvviz.engine import EngineConfig
     from kvviz.model.settings import check_count

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvviz.cli import (
     CliError,
@@ -20,6 +20,10 @@ from kvviz.cli import (
 )
 from kvviz.server.config import DEFAULT_HOST, DEFAULT_MAX_WAITING, DEFAULT_PORT, ServerConfig
 from kvviz.settings import settings
+
+if TYPE_CHECKING:  # types only: no torch or zmq import before a command needs it
+    from kvviz.engine import EngineConfig, EngineLoop
+    from kvviz.server.kv_publisher import KVEventPublisher
 
 MAX_WAITING_LIMIT = 100_000
 HASH_FORMATS = ("int", "bytes")
@@ -84,7 +88,7 @@ def _check(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return endpoint, replay
 
 
-def kv_event_publisher(args: argparse.Namespace, endpoint: str, replay: str | None) -> Any:
+def kv_event_publisher(args: argparse.Namespace, endpoint: str, replay: str | None) -> KVEventPublisher:
     """The KV-event publisher ``args`` ask for, its sockets bound (ValueError on a busy port)."""
     from kvviz.server.kv_publisher import KVEventPublisher
 
@@ -92,7 +96,7 @@ def kv_event_publisher(args: argparse.Namespace, endpoint: str, replay: str | No
                             int_hashes=args.kv_events_hash_format == "int")
 
 
-def engine_config(args: argparse.Namespace) -> Any:
+def engine_config(args: argparse.Namespace) -> EngineConfig:
     """The ``EngineConfig`` the flags ask for (checked ones)."""
     from kvviz.engine import EngineConfig
 
@@ -106,7 +110,7 @@ def engine_config(args: argparse.Namespace) -> Any:
     return EngineConfig(**kw)
 
 
-def _engine_loop(args: argparse.Namespace) -> Any:
+def _engine_loop(args: argparse.Namespace) -> EngineLoop:
     from kvviz.engine import EngineLoop, LLMEngine
     from kvviz.model import load_model
 

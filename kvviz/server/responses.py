@@ -14,7 +14,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # types only: the engine (torch) is imported when the first request needs it
+    from kvviz.engine import RequestOutput
 
 DONE = "data: [DONE]\n\n"
 FLOOR = -9999.0  # vLLM's stand-in for -inf in JSON
@@ -24,7 +27,7 @@ class Decoder(Protocol):
     def decode(self, token_ids: list[int], skip_special_tokens: bool = ...) -> str: ...
 
 
-def usage(out: Any, n: int = 1) -> dict[str, Any]:
+def usage(out: RequestOutput | list[RequestOutput], n: int = 1) -> dict[str, Any]:
     """Usage of one output, or of a request's outputs (``out`` a list, ``n`` choices per prompt): each
     prompt counted once, its cached tokens the most any of its n sequences found."""
     outs = out if isinstance(out, list) else [out]
@@ -77,7 +80,7 @@ def chat_logprobs(tok: Decoder, entries: Sequence[Any], k: int) -> dict[str, Any
     return {"content": content}
 
 
-def new_entries(out: Any) -> list[Any]:
+def new_entries(out: RequestOutput) -> list[Any]:
     """The logprob entries of ``out``'s new tokens (a stream's delta)."""
     if out.logprobs is None:
         return []
@@ -88,11 +91,11 @@ def sse(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 
-def _finish_reason(out: Any) -> str | None:
+def _finish_reason(out: RequestOutput) -> str | None:
     return out.finish_reason if out.finished else None
 
 
-def completion(rid: str, model: str, created: int, outs: list[Any], n: int, choice: Any) -> dict[str, Any]:
+def completion(rid: str, model: str, created: int, outs: list[RequestOutput], n: int, choice: Any) -> dict[str, Any]:
     """The whole completions answer: ``choice(index, out)`` gives each choice's text and logprobs."""
     choices = []
     for index, out in enumerate(outs):
@@ -103,7 +106,7 @@ def completion(rid: str, model: str, created: int, outs: list[Any], n: int, choi
             "usage": usage(outs, n)}
 
 
-def chat(rid: str, model: str, created: int, outs: list[Any], n: int, logprobs: Any) -> dict[str, Any]:
+def chat(rid: str, model: str, created: int, outs: list[RequestOutput], n: int, logprobs: Any) -> dict[str, Any]:
     """The whole chat answer: ``logprobs(out)`` gives a choice's logprobs object (or None)."""
     choices = [{"index": index, "message": {"role": "assistant", "content": out.text},
                 "logprobs": logprobs(out), "finish_reason": out.finish_reason, "stop_reason": out.stop_reason}
@@ -112,7 +115,7 @@ def chat(rid: str, model: str, created: int, outs: list[Any], n: int, logprobs: 
             "usage": usage(outs, n)}
 
 
-def completion_chunk(rid: str, model: str, created: int, out: Any, with_usage: bool, index: int = 0,
+def completion_chunk(rid: str, model: str, created: int, out: RequestOutput, with_usage: bool, index: int = 0,
                      text: str | None = None, logprobs: Any = None) -> dict[str, Any]:
     chunk: dict[str, Any] = {"id": rid, "object": "text_completion", "created": created, "model": model,
                              "choices": [{"index": index, "text": out.delta_text if text is None else text,
@@ -135,7 +138,7 @@ def chat_chunk(rid: str, model: str, created: int, delta: dict[str, Any], finish
     return chunk
 
 
-def usage_chunk(rid: str, model: str, created: int, obj: str, outs: list[Any], n: int = 1) -> dict[str, Any]:
+def usage_chunk(rid: str, model: str, created: int, obj: str, outs: list[RequestOutput], n: int = 1) -> dict[str, Any]:
     """The last chunk when ``stream_options.include_usage``: no choices, the whole request's usage."""
     return {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
             "usage": usage(list(outs), n)}

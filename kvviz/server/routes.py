@@ -11,7 +11,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends
 from starlette.requests import Request
@@ -28,9 +28,12 @@ from kvviz.server.openai_errors import APIError, from_coded
 from kvviz.server.protocol import DEFAULT_CHAT_MAX_TOKENS, ChatCompletionRequest, CompletionRequest, _Sampling
 from kvviz.server.serving import Job, Serving, new_request_id
 
+if TYPE_CHECKING:  # types only: the engine (torch) is imported when the first request needs it
+    from kvviz.engine import RequestOutput, SamplingParams
+
 PRESENTER_HEADER = "x-presenter-key"
 CLIENT_HEADER = "x-kvviz-client"
-ParamsFactory = Callable[..., Any]
+ParamsFactory = Callable[..., "SamplingParams"]
 
 
 class Routes:
@@ -78,13 +81,13 @@ class Routes:
         host = request.client.host if request.client else "?"
         return f"api {host}"
 
-    def _params(self, req: _Sampling, max_tokens: int, child: int = 0) -> Any:
+    def _params(self, req: _Sampling, max_tokens: int, child: int = 0) -> SamplingParams:
         try:
             return self._make(req, max_tokens, child)
         except CodedError as exc:  # the engine's own sampling checks
             raise from_coded(exc) from None
 
-    def _make(self, req: _Sampling, max_tokens: int, child: int) -> Any:
+    def _make(self, req: _Sampling, max_tokens: int, child: int) -> SamplingParams:
         seed = req.real_seed()  # child i of n draws with seed + i, as vLLM 0.33.0's parallel sampling
         return self.make_params(max_tokens=max_tokens, temperature=1.0 if req.temperature is None else req.temperature,
                                 top_p=1.0 if req.top_p is None else req.top_p,
@@ -160,14 +163,14 @@ class Routes:
         if not req.stream:
             outs = await self.serving.complete_many(jobs, request)
 
-            def choice(index: int, out: Any) -> tuple[str, Any]:
+            def choice(index: int, out: RequestOutput) -> tuple[str, Any]:
                 logprobs = None if k is None else R.completion_logprobs(tok, out.logprobs or [], k, 0)
                 return (echo[index // n] if echo else "") + out.text, logprobs
 
             return JSONResponse(R.completion(rid, model, created, outs, n, choice))
         offsets, echoed, finals = [0] * len(jobs), [False] * len(jobs), {}
 
-        def chunks(index: int, out: Any) -> list[str]:
+        def chunks(index: int, out: RequestOutput) -> list[str]:
             text = out.delta_text
             if echo and not echoed[index]:
                 text, echoed[index] = echo[index // n] + text, True
@@ -198,9 +201,9 @@ class Routes:
         if not req.stream:
             outs = await self.serving.complete_many(jobs, request)
             return JSONResponse(R.chat(rid, model, created, outs, n, lambda out: logprobs_of(out.logprobs)))
-        finals: dict[int, Any] = {}
+        finals: dict[int, RequestOutput] = {}
 
-        def chunks(index: int, out: Any) -> list[str]:
+        def chunks(index: int, out: RequestOutput) -> list[str]:
             usage_of = out if req.continuous_usage else None
             delta = {"content": out.delta_text} if out.delta_text or not out.finished else {}
             items = [R.sse(R.chat_chunk(rid, model, created, delta, out.finish_reason if out.finished else None,
@@ -214,8 +217,8 @@ class Routes:
         return await self._sse(jobs, request, chunks, roles)
 
     @staticmethod
-    def _usage_tail(rid: str, model: str, created: int, obj: str, req: _Sampling, finals: dict[int, Any],
-                    index: int, out: Any, count: int) -> list[str]:
+    def _usage_tail(rid: str, model: str, created: int, obj: str, req: _Sampling, finals: dict[int, RequestOutput],
+                    index: int, out: RequestOutput, count: int) -> list[str]:
         """The usage chunk after the last choice finishes, when ``stream_options.include_usage``."""
         if out.finished:
             finals[index] = out

@@ -259,7 +259,7 @@ class Serving:
             raise APIError(503, "the engine stopped before the request finished")
         return [last[i] for i in range(len(jobs))]
 
-    async def complete(self, job: Job, request: Request | None = None) -> Any:
+    async def complete(self, job: Job, request: Request | None = None) -> RequestOutput:
         """The finished RequestOutput of ``job`` (non-streaming)."""
         last = None
         async for out in self.stream(job, request):
