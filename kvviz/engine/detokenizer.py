@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types only: transformers is imported where a tokenizer is loaded
+    from transformers import PreTrainedTokenizerBase
 
 
 class Detokenizer:
     """Decodes a request's output ids (special tokens skipped), as vLLM's detokenizer does by default."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         self.tokenizer = tokenizer
 
     def text(self, token_ids: list[int]) -> str:

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +26,9 @@ from kvviz.model.embedded import (
 from kvviz.model.resolve import ModelSource, resolve_backend, resolve_device, resolve_dtype, resolve_model
 from kvviz.model.settings import EMBEDDED_MODEL, EMBEDDED_PIP, ModelLoadError
 from kvviz.settings import settings
+
+if TYPE_CHECKING:  # types only: transformers is imported where a tokenizer is loaded
+    from transformers import PreTrainedTokenizerBase
 
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -82,8 +85,8 @@ class ModelInfo:
 class LoadedModel:
     """A model ready for prefill. Hold ``lock`` around every forward pass (it is reentrant)."""
 
-    model: Any
-    tokenizer: Any
+    model: torch.nn.Module  # the native Llama decoder or a transformers model
+    tokenizer: PreTrainedTokenizerBase
     info: ModelInfo
     source: ModelSource
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -144,11 +147,11 @@ def _explain_load_error(source: ModelSource, exc: Exception) -> ModelLoadError:
 # ----------------------------------------------------------------------------- tokenizers
 
 
-_TOKENIZERS: dict[str, Any] = {}
+_TOKENIZERS: dict[str, PreTrainedTokenizerBase] = {}
 _TOKENIZER_LOCK = threading.Lock()
 
 
-def load_tokenizer(model_name: str | None = None) -> Any:
+def load_tokenizer(model_name: str | None = None) -> PreTrainedTokenizerBase:
     """The tokenizer for a model (cached per process); needs no weights."""
     source = resolve_model(model_name)
     with _TOKENIZER_LOCK:
@@ -164,7 +167,7 @@ def load_tokenizer(model_name: str | None = None) -> Any:
         return tok
 
 
-def _load_tokenizer_uncached(source: ModelSource) -> Any:
+def _load_tokenizer_uncached(source: ModelSource) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     silence_transformers()

@@ -14,13 +14,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvviz.errors import CodedLine
 from kvviz.model.loader import load_tokenizer
 from kvviz.model.settings import MAX_INPUT_CHARS, InputError, check_max_tokens, max_tokens_default
 from kvviz.util.blank import is_blank
 from kvviz.util.utf8 import letters
+
+if TYPE_CHECKING:  # types only: transformers is imported where a tokenizer is loaded
+    from transformers import PreTrainedTokenizerBase
 
 _SP_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 # transformers may reconfigure a fast tokenizer's backend (truncation, padding) inside a call, which
@@ -68,7 +71,7 @@ def byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
-def _tokenizer_style(tokenizer: Any) -> str:
+def _tokenizer_style(tokenizer: PreTrainedTokenizerBase) -> str:
     """'bytelevel' (GPT-2 style), 'sentencepiece' (▁ and <0xNN>), or 'other'."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     decoder = repr(getattr(backend, "decoder", "")) if backend is not None else ""
@@ -79,13 +82,13 @@ def _tokenizer_style(tokenizer: Any) -> str:
     return "other"
 
 
-def token_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
+def token_pieces(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
     """Readable text of each token id (see the module docstring for split characters)."""
     with _TOKENIZER_CALL_LOCK:
         return _token_pieces(tokenizer, ids)
 
 
-def _token_pieces(tokenizer: Any, ids: list[int]) -> list[str]:
+def _token_pieces(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> list[str]:
     style = _tokenizer_style(tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(list(ids))
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
@@ -180,7 +183,7 @@ def tokenize_ids(token_ids: object, model_name: str | None = None, max_tokens: i
     return _limit(tokenizer, ids, limit, False, model_name)
 
 
-def _limit(tokenizer: Any, ids: list[int], limit: int, chars_cut: bool, model_name: str | None) -> Tokenized:
+def _limit(tokenizer: PreTrainedTokenizerBase, ids: list[int], limit: int, chars_cut: bool, model_name: str | None) -> Tokenized:
     total = len(ids)
     truncated = chars_cut or total > limit
     kept = ids[:limit]

@@ -9,10 +9,13 @@ to objects (as its ``_postprocess_messages``), a tool message keeps its ``tool_c
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvviz.server.openai_errors import bad_request
 from kvviz.server.protocol import ChatMessage
+
+if TYPE_CHECKING:  # types only: transformers is imported where a tokenizer is loaded
+    from transformers import PreTrainedTokenizerBase
 
 
 def template_message(m: ChatMessage) -> dict[str, Any]:
@@ -36,7 +39,7 @@ def _arguments(text: str) -> Any:
         return text
 
 
-def render_chat(tokenizer: Any, messages: list[ChatMessage], *, add_generation_prompt: bool = True,
+def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage], *, add_generation_prompt: bool = True,
                 continue_final_message: bool = False, tokenize: bool = True) -> Any:
     """Token ids (or, ``tokenize=False``, the text) of ``messages`` under ``tokenizer``'s chat template;
     400 when the template refuses them."""
@@ -58,7 +61,7 @@ def render_chat(tokenizer: Any, messages: list[ChatMessage], *, add_generation_p
     return [int(t) for t in ids]
 
 
-def encode_prompt(tokenizer: Any, prompt: str | list[int], add_special_tokens: bool = True) -> list[int]:
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str | list[int], add_special_tokens: bool = True) -> list[int]:
     """A completion prompt's token ids: text through the tokenizer (with its BOS, if any), ids as given."""
     if isinstance(prompt, list):
         return list(prompt)

@@ -26,6 +26,8 @@ from kvviz.server.config import ServerConfig
 from kvviz.server.openai_errors import APIError, bad_request, from_coded
 
 if TYPE_CHECKING:  # types only: the engine (torch) is imported when the first request needs it
+    from transformers import PreTrainedTokenizerBase
+
     from kvviz.engine import EngineLoop, LLMEngine, RequestOutput, SamplingParams
 
 _END = object()
@@ -101,7 +103,7 @@ class Serving:
         return self.loop.engine
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         return self.engine.tokenizer
 
     @property

@@ -8,13 +8,16 @@ rendering), so a client can count a conversation's tokens before sending it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, model_validator
 
 from kvviz.server.chat_template import encode_prompt, render_chat
 from kvviz.server.openai_errors import bad_request
 from kvviz.server.protocol import INT64, MAX_MESSAGES, MAX_PROMPT_CHARS, ChatMessage, FieldError, _Edge
+
+if TYPE_CHECKING:  # types only: transformers is imported where a tokenizer is loaded
+    from transformers import PreTrainedTokenizerBase
 
 
 class TokenizeCompletionRequest(_Edge):
@@ -55,7 +58,7 @@ def tokenize_model(body: dict[str, Any]) -> type[TokenizeCompletionRequest] | ty
     return TokenizeChatRequest if "messages" in body else TokenizeCompletionRequest
 
 
-def tokenize(tokenizer: Any, req: TokenizeCompletionRequest | TokenizeChatRequest, max_model_len: int) -> dict:
+def tokenize(tokenizer: PreTrainedTokenizerBase, req: TokenizeCompletionRequest | TokenizeChatRequest, max_model_len: int) -> dict:
     """vLLM's ``TokenizeResponse`` body."""
     if isinstance(req, TokenizeChatRequest):
         options = {"add_generation_prompt": req.add_generation_prompt,
@@ -71,7 +74,7 @@ def tokenize(tokenizer: Any, req: TokenizeCompletionRequest | TokenizeChatReques
     return {"count": len(ids), "max_model_len": max_model_len, "tokens": ids, "token_strs": strs}
 
 
-def detokenize(tokenizer: Any, req: DetokenizeRequest) -> dict:
+def detokenize(tokenizer: PreTrainedTokenizerBase, req: DetokenizeRequest) -> dict:
     """vLLM's ``DetokenizeResponse`` body; an id outside the vocabulary is a 400 naming it."""
     vocab = len(tokenizer)
     for i, t in enumerate(req.tokens):

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from kvviz.errors import CodedError
 
 if TYPE_CHECKING:  # types only: no torch or engine import at run time
+    from transformers import PreTrainedTokenizerBase
+
     from kvviz.engine import EngineLoop
 
 MAX_CHAT_TURNS = 24
@@ -64,11 +66,11 @@ class Chat:
     turns: list[ChatTurn] = field(default_factory=list)
 
 
-def _render(tokenizer: Any, messages: list[dict[str, str]]) -> str:
+def _render(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-def next_prompt_ids(tokenizer: Any, chat: Chat, user: str) -> list[int]:
+def next_prompt_ids(tokenizer: PreTrainedTokenizerBase, chat: Chat, user: str) -> list[int]:
     """The token ids of the next prompt: the conversation so far, token for token, then the new message."""
     messages = [*chat.messages, {"role": "user", "content": user}]
     if not chat.turns:
@@ -84,7 +86,7 @@ def next_prompt_ids(tokenizer: Any, chat: Chat, user: str) -> list[int]:
     return chat.ids + tokenizer(suffix, add_special_tokens=False).input_ids
 
 
-def token_choices(tokenizer: Any, logprobs: list[Any]) -> tuple[TokenChoice, ...]:
+def token_choices(tokenizer: PreTrainedTokenizerBase, logprobs: list[Any]) -> tuple[TokenChoice, ...]:
     """Each answer token's text, probability and top alternatives from the engine's logprob entries."""
     def piece(token_id: int) -> str:
         return tokenizer.decode([token_id], skip_special_tokens=False)
