@@ -6,10 +6,25 @@ its translated tables as ``words``)."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-from kvviz.analysis.sizes.hf_config import ConfigError
+from kvviz.analysis.sizes.hf_config import ConfigError, ConfigNote
 from kvviz.util.plural import Plural
+from kvviz.words import Template
+
+
+class ConfigWords(Protocol):
+    """The tables ``config_note`` and ``size_error`` word codes with: this module, or the app's translated view."""
+
+    UNKNOWN_MODEL_TYPE: str
+    CONFIG_NOTES: Mapping[str, Template]
+    CONFIG_ERRORS: Mapping[str, Template]
+    SIZE_ERRORS: Mapping[str, Template]
+    FIELD_NAMES: Mapping[str, str]
+    JSON_KINDS: Mapping[str, str]
+
+    def ordinal(self, n: int) -> str: ...
 
 UNKNOWN_MODEL_TYPE = "?"
 #: ParsedConfig.family "generic" (no known family: the common field names were read); other families are names.
@@ -116,7 +131,7 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _fill(template: Any, params: dict[str, Any]) -> str:
+def _fill(template: Template, params: dict[str, Any]) -> str:
     """``template`` filled with ``params``; a template that needs a param the code did not give shows the
     template's words with the params after them instead of raising (tests keep the two in step)."""
     try:
@@ -125,7 +140,7 @@ def _fill(template: Any, params: dict[str, Any]) -> str:
         return f"{template} {params}"
 
 
-def config_note(note: Any, words: Any = None) -> str:
+def config_note(note: ConfigNote, words: ConfigWords | None = None) -> str:
     """One ``ConfigNote`` as one line: in English, or with ``words`` (tables and ``ordinal`` of this
     module's names, e.g. the app's translated view)."""
     w = words or sys.modules[__name__]
@@ -137,7 +152,7 @@ def config_note(note: Any, words: Any = None) -> str:
     return _fill(w.CONFIG_NOTES[note.code], params)
 
 
-def size_error(exc: Exception, words: Any = None) -> str:
+def size_error(exc: Exception, words: ConfigWords | None = None) -> str:
     """A ``ConfigError`` or ``KVSizeError`` as one line, in English or with ``words`` (as config_note);
     the exception's own line when it has no known code."""
     w = words or sys.modules[__name__]
@@ -157,7 +172,7 @@ def size_error(exc: Exception, words: Any = None) -> str:
     return str(exc)
 
 
-def _reason(params: dict[str, Any], size_errors: dict[str, Any]) -> str:
+def _reason(params: dict[str, Any], size_errors: Mapping[str, Template]) -> str:
     reason = params.get("reason") or ""
     if reason in size_errors:
         return _fill(size_errors[reason], params)

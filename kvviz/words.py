@@ -5,9 +5,27 @@ is in force. A library module that the CLI and the app share: the library speaks
 tables as ``words`` (kvviz_app/shell/text_concepts.py: these lines are its msgids)."""
 
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from kvviz.util.plural import Plural
+
+
+class Template(Protocol):
+    """A line with ``{name}`` fields: a str, or a ``Plural`` that picks its form by a count among the params."""
+
+    def format(self, **params: Any) -> str: ...
+
+
+class ReasonWords(Protocol):
+    """The tables ``render_*`` word codes with: this module, or the app's translated view of it."""
+
+    EVENT_TEXT: Mapping[str, Template]
+    STEP_ERROR_TEXT: Mapping[str, Template]
+    BLOCK_REASON_TEXT: Mapping[str, Template]
+    SEED_RANDOM_SHOWN: str
+    SEED_REASON_TEXT: Mapping[str, str]
+    SEED_IN_FORCE: str
 
 # compare_prompts: one short sentence per block of prompt B, against a cache filled by prompt A.
 REASON_HIT = "Same tokens and same parent hash as A's block {index}: reused from the cache."
@@ -87,18 +105,18 @@ SEED_IN_FORCE = "NONE_HASH seed: {shown}. Why: {why}"
 SEED_RANDOM_SHOWN = "random ({prefix}...)"
 
 
-def _fill(template: str, params: dict[str, Any]) -> str:
+def _fill(template: Template, params: dict[str, Any]) -> str:
     try:
         return template.format(**params)
     except (KeyError, IndexError):
         return template
 
 
-def _words(words: Any) -> Any:
+def _words(words: ReasonWords | None) -> ReasonWords:
     return words or sys.modules[__name__]
 
 
-def render_event(code: str, params: dict[str, Any], words: Any = None) -> str:
+def render_event(code: str, params: dict[str, Any], words: ReasonWords | None = None) -> str:
     """The sentence for one block-pool event's reason code (English, or from ``words``' EVENT_TEXT)."""
     return _fill(_words(words).EVENT_TEXT.get(code, code), params)
 
@@ -110,17 +128,17 @@ STEP_ERROR_TEXT = {
 }
 
 
-def render_step_error(code: str, params: dict[str, Any], words: Any = None) -> str:
+def render_step_error(code: str, params: dict[str, Any], words: ReasonWords | None = None) -> str:
     """The sentence for a refused or skipped trace step."""
     return _fill(_words(words).STEP_ERROR_TEXT.get(code, code), params)
 
 
-def render_block_reason(code: str, params: dict[str, Any], words: Any = None) -> str:
+def render_block_reason(code: str, params: dict[str, Any], words: ReasonWords | None = None) -> str:
     """The sentence for one compared block's reason code."""
     return _fill(_words(words).BLOCK_REASON_TEXT.get(code, code), params)
 
 
-def render_seed(seed: str, reason: str, algo: str, words: Any = None) -> str:
+def render_seed(seed: str, reason: str, algo: str, words: ReasonWords | None = None) -> str:
     """Which NONE_HASH seed is in force and why (differs between cryptographic and fast algorithms)."""
     w = _words(words)
     shown = w.SEED_RANDOM_SHOWN.format(prefix=seed[:8]) if reason == "random_non_crypto" else repr(seed)
