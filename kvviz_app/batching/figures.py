@@ -4,7 +4,7 @@ from its blocks, the tokens it computed (coloured by kind of work) and the paddi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -21,6 +21,9 @@ from kvviz_app.shell.style import (
     base_layout,
 )
 
+if TYPE_CHECKING:  # the engine's records, as types only (a figure imports no torch)
+    from kvviz.engine.steps import StepRecord
+
 T = texts("batching")
 
 REUSED_GREY = "#d1d5db"
@@ -33,13 +36,13 @@ def kind_names() -> dict[str, str]:
     return {"scratch": T.FIG_SCRATCH, "cached": T.FIG_CACHED, "decode": T.FIG_DECODE}
 
 
-def padding_tokens(step: Any) -> int:
+def padding_tokens(step: StepRecord) -> int:
     """Tokens a padded batch would add to a step: every request padded to the step's longest computed part."""
     longest = max((i.num_tokens for i in step.items), default=0)
     return sum(longest - i.num_tokens for i in step.items)
 
 
-def step_timeline(steps: Sequence[Any], mine: str | None = None) -> go.Figure:
+def step_timeline(steps: Sequence[StepRecord], mine: str | None = None) -> go.Figure:
     """Horizontal bars, one per engine step (``StepRecord``s, oldest at the bottom): per request
     the tokens read from its blocks (grey), the tokens computed in the step by kind (``StepItem.kind``), the
     padding a padded batch would add; beside it the step's measured time. Requests whose id starts with

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvviz import config_words as _en
 from kvviz.config_words import (
@@ -17,6 +17,7 @@ from kvviz.config_words import (
 )
 
 if TYPE_CHECKING:
+    from kvviz.analysis.sizes.hf_config import ConfigNote
     from kvviz_app.shell.i18n.texts import Texts
 
 __all__ = ["CONFIG_ERRORS", "CONFIG_NOTES", "FAMILY_GENERIC", "FIELD_NAMES", "JSON_KINDS", "SIZE_ERRORS",
@@ -28,7 +29,7 @@ def ordinal(t: Texts, n: int) -> str:
     return f"{n}-й" if t.language == "ru" else _en.ordinal(n)
 
 
-def config_note(t: Texts, note: Any) -> str:
+def config_note(t: Texts, note: ConfigNote) -> str:
     """One ``ConfigNote`` in the view's language."""
     return _en.config_note(note, t)
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from kvviz.experiments.room.records import Admission, ResetResult
     from kvviz_app.shell.i18n.texts import Texts
 
 # ----------------------------------------------------------------------------- the room (kvviz.experiments.room.room)
@@ -44,7 +45,7 @@ def room_error(t: Texts, english: str | None, code: str = "", params: dict | Non
         return english or ""
 
 
-def refusal(t: Texts, outcome: Any) -> str:
+def refusal(t: Texts, outcome: Admission | ResetResult) -> str:
     """Why the room refused (a kvviz.experiments.security Admission or ResetResult), in the view's language."""
     return t.room_error(outcome.error, outcome.error_code, outcome.error_params)
 

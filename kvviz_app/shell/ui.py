@@ -11,7 +11,7 @@ import html
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -42,7 +42,10 @@ T = texts("common")
 T_SEC = texts("security")
 
 if TYPE_CHECKING:  # torch is imported only when a model is actually needed
+    from streamlit.delta_generator import DeltaGenerator
+
     from kvviz.model import LoadedModel
+    from kvviz.model.embedded import LoadStep
 
 _MODEL_KEY = "kvviz_model"  # session_state: the model name this session uses
 _KIND_KEY = "kvviz_model_kind"
@@ -148,7 +151,7 @@ def page_header(title: str, intro: str | None = None) -> None:
         ui_present.intro(intro)
 
 
-def hash_reference(where: Any = None) -> None:
+def hash_reference(where: DeltaGenerator | None = None) -> None:
     """One caption naming the engine release kvviz's block hashes follow (``REFERENCE_RELEASE``)."""
     from kvviz.mirror.hashing import REFERENCE_RELEASE
 
@@ -212,7 +215,7 @@ def _model_resource(model_name: str, device: str | None, dtype: str | None) -> L
     return load_model(model_name, device=device, dtype=dtype)
 
 
-def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel:
+def _load_with_progress(model_name: str, area: DeltaGenerator | None = None) -> LoadedModel:
     """Load through the shared resource, showing a progress bar while a first load runs."""
     from kvviz.model import find_loaded_model, load_model, resolve_device
 
@@ -225,7 +228,7 @@ def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel
             st.caption(T.MODEL_LOADING_NOTE)
             bar = st.progress(0.0, text=text)
 
-        def report(step: Any, fraction: float) -> None:  # a kvviz.model.loader.LoadStep
+        def report(step: LoadStep, fraction: float) -> None:
             template = T.LOAD_STEPS.get(step.code)
             message = template.format(**step.params) if template else step.code
             bar.progress(min(max(float(fraction), 0.0), 1.0), text=message)
@@ -237,7 +240,7 @@ def _load_with_progress(model_name: str, area: Any | None = None) -> LoadedModel
     return _model_resource(model_name, None, None)
 
 
-def try_get_model(model_name: str | None = None, progress_area: Any | None = None) -> tuple[LoadedModel | None, str | None]:
+def try_get_model(model_name: str | None = None, progress_area: DeltaGenerator | None = None) -> tuple[LoadedModel | None, str | None]:
     """(model, None) or (None, one-line error) for the session's model (or ``model_name``)."""
     name = model_name or selected_model_name()
     try:
@@ -249,7 +252,7 @@ def try_get_model(model_name: str | None = None, progress_area: Any | None = Non
         return None, f"{type(exc).__name__}: {first}"
 
 
-def get_model(progress_area: Any | None = None) -> LoadedModel:
+def get_model(progress_area: DeltaGenerator | None = None) -> LoadedModel:
     """The session's model, loaded once per process; on failure shows an error and stops the page."""
     lm, error = try_get_model(progress_area=progress_area)
     if lm is None:

@@ -4,11 +4,15 @@ labels) in the session's language: Plotly reads them from a per-chart locale giv
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from kvviz_app.shell.i18n import current_lang, texts
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    from streamlit.delta_generator import DeltaGenerator
 
 T = texts("charts")
 
@@ -31,7 +35,7 @@ def chart_config(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return config
 
 
-def plotly_chart(fig: Any, where: Any = None, **kwargs: Any) -> Any:
+def plotly_chart(fig: go.Figure, where: DeltaGenerator | None = None, **kwargs: Any) -> Any:
     """``st.plotly_chart`` (or ``where.plotly_chart``: a column, a placeholder) with ``chart_config``."""
     kwargs["config"] = chart_config(kwargs.get("config"))
     return (st if where is None else where).plotly_chart(fig, **kwargs)

@@ -5,7 +5,7 @@ different modes at once (the figure layer's presenter flag is a context variable
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -13,6 +13,13 @@ from streamlit.errors import StreamlitAPIException
 from kvviz_app.shell import share, style, ui_chart, ui_share
 from kvviz_app.shell.i18n import texts
 from kvviz_app.shell.paths import PATHS, Step, step_index, total_minutes
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    from streamlit.delta_generator import DeltaGenerator
+
+    from kvviz.analysis.prompt_compare import PromptComparison
+    from kvviz.analysis.scenarios.play import StepView
 
 C = texts("common")
 T = texts("share")
@@ -75,12 +82,12 @@ def intro(text: str) -> None:
         st.markdown(text)
 
 
-def key_slot() -> Any:
+def key_slot() -> DeltaGenerator | None:
     """In presenter mode, a container right under the title for the page's key picture; else None."""
     return st.container() if ui_share.presenting() else None
 
 
-def picture(slot: Any, fig: Any, where: Any = None, **kwargs: Any) -> Any:
+def picture(slot: DeltaGenerator | None, fig: go.Figure, where: DeltaGenerator | None = None, **kwargs: Any) -> Any:
     """Draw the key picture: into ``slot`` (the top of the page) with chart text of at least 16 px in
     presenter mode, else into ``where`` (default: the page, in order). Returns st.plotly_chart's value."""
     if slot is None:
@@ -91,7 +98,7 @@ def picture(slot: Any, fig: Any, where: Any = None, **kwargs: Any) -> Any:
     return ui_chart.plotly_chart(fig, where=slot, **kwargs)
 
 
-def chart(fig: Any, **kwargs: Any) -> Any:
+def chart(fig: go.Figure, **kwargs: Any) -> Any:
     """st.plotly_chart, with chart text of at least 16 px in presenter mode."""
     return ui_chart.plotly_chart(style.presenter_layer(fig) if ui_share.presenting() else fig, **kwargs)
 
@@ -210,7 +217,7 @@ def _verdict(right: bool, guess: str, answer: str) -> None:
         st.warning(T.PREDICT_WRONG.format(guess=guess, answer=answer), icon=":material/lightbulb:")
 
 
-def predict_edit(comparison: Any, change_pos: int, tokens_b: int, ident: tuple) -> bool:
+def predict_edit(comparison: PromptComparison, change_pos: int, tokens_b: int, ident: tuple) -> bool:
     """The Edit page's prediction box (first missing block, reused tokens), before the answers.
 
     Returns False while the learner has not revealed yet (the page stops there), True otherwise."""
@@ -249,7 +256,7 @@ def predict_edit(comparison: Any, change_pos: int, tokens_b: int, ident: tuple) 
     return True
 
 
-def predict_evict(scenario: str, step: int, view: Any, next_view: Any | None) -> None:
+def predict_evict(scenario: str, step: int, view: StepView, next_view: StepView | None) -> None:
     """The block-table player's prediction: at a step whose successor evicts a cached block, ask which
     one; at the successor, say whether the prediction was right."""
     if not predict_toggle("block_table"):
@@ -278,7 +285,7 @@ def predict_evict(scenario: str, step: int, view: Any, next_view: Any | None) ->
             st.caption(T.BT_PREDICT_SAVED)
 
 
-def _evicted(view: Any) -> int | None:
+def _evicted(view: StepView) -> int | None:
     """The first block this step's events evict, or None."""
     for event in view.events:
         if event.kind.value == "evict" and event.block_ids:
