@@ -7,9 +7,12 @@ prefix rule because an ancestor block is always at least as recent as its descen
 its whole chain, tail first), so a request's hit at C is the sum of its blocks' tokens whose own reuse
 distance is <= C; that is a sum over single accesses, which spatial sampling estimates (docs/WORKLOAD.md).
 
-The error bar: the kept blocks are split by another part of the hash into ``GROUPS`` disjoint
-sub-samples, each a spatial sample at ``rate / GROUPS``; twice the standard deviation of their
-estimates over sqrt(GROUPS) is reported (about a 95% interval) per capacity, and its maximum overall.
+The error bar (about 95%): twice a standard error, plus the capacity axis's shift, plus unseen heavy first
+blocks. The standard error is the larger of the ``GROUPS`` hash-disjoint sub-samples' spread and the kept
+blocks' own ratio-estimator variance (sums of each block's squared hits at checkpoints), which sees one hot
+block kept with its full weight; the shift is the curve's move over two standard deviations of the kept count
+(the blocks of one chain share it); a request's first block that carries a point of the prompt tokens and is
+not kept adds its share (its exact tokens are counted as the trace streams). See docs/WORKLOAD.md.
 """
 
 from __future__ import annotations
@@ -23,13 +26,18 @@ import numpy as np
 
 from kvviz.analysis.workload.columns import TraceColumns
 from kvviz.analysis.workload.reuse_distance import log_grid
-from kvviz.analysis.workload.stack import group_bin, sampled_pass
+from kvviz.analysis.workload.stack import block_terms, group_bin, sampled_pass
 
 GROUPS = 32
 BYTES_PER_SAMPLED_BLOCK = 320
 """Peak bytes of a sampled analysis per kept block: the kept accesses (about 22 bytes each, 8.4 a block on
 the bench trace), their interning, the pass's state and curves (make bench: about 300)."""
 _THRESHOLD_BITS = 32
+SHIFT_SIGMAS = 2.0
+"""Standard deviations of the capacity axis the error allows for (``SampledProfile.shift``)."""
+HEAVY_ROOT_SHARE = 0.01
+"""A first block is heavy when its own tokens, over every request it starts, are this share of all prompt
+tokens: one such block moves the hit rate by a point depending on whether the hash keeps it."""
 RESOLVED_KEPT_BLOCKS = 10
 
 
@@ -69,6 +77,11 @@ class SampleCurve:
     kept_tokens: int
     kept_blocks: int
     kept_accesses: int
+    checkpoints: np.ndarray | None = None
+    """Sampled capacities where the blocks' own variance terms were summed (``block_terms``)."""
+    sum_yy: np.ndarray | None = None
+    sum_yt: np.ndarray | None = None
+    sum_tt: float = 0.0
 
     def hits_near(self, capacity: int) -> float:
         """Kept hit tokens at ``capacity`` full-trace blocks: a block at distance d has about
@@ -85,6 +98,23 @@ class SampleCurve:
         if self.kept_tokens == 0 or capacity <= 0:
             return 0.0
         return self.hits_near(capacity) / self.kept_tokens * coverage
+
+    def block_error(self, capacity: int, coverage: float) -> float | None:
+        """A standard error of ``rate_at`` from the kept blocks themselves (a ratio estimator over blocks
+        kept with probability ``rate``): sqrt((1 - rate) / rate x sum (y_b - r t_b)^2) / kept tokens, y_b
+        being block b's hit tokens at the capacity and t_b its kept tokens (sums read between checkpoints).
+        A hot block kept weighs in with its own square, which a spread over sub-samples (most of them
+        without it) underrates. None without the sums."""
+        if self.checkpoints is None or self.sum_yy is None or self.sum_yt is None or not self.kept_tokens:
+            return None
+        if capacity <= 0:
+            return 0.0
+        c = min(1.0 + self.rate * (capacity - 1), len(self.hits_at) - 1.0)
+        yy = float(np.interp(c, self.checkpoints, self.sum_yy))
+        yt = float(np.interp(c, self.checkpoints, self.sum_yt))
+        r = self.hits_near(capacity) / self.kept_tokens
+        total = max(yy - 2.0 * r * yt + r * r * self.sum_tt, 0.0)
+        return math.sqrt((1.0 - self.rate) / self.rate * total) / self.kept_tokens * coverage
 
 
 @dataclass
@@ -124,11 +154,16 @@ def concat(pieces: list[Kept]) -> Kept:
     return Kept(**out)
 
 
+def kept_mask(hashes: np.ndarray, rate: float) -> np.ndarray:
+    """Which block hashes fall under ``rate`` (the sampling decision)."""
+    return (hashes >> np.uint64(64 - _THRESHOLD_BITS)) < np.uint64(int(rate * 2**_THRESHOLD_BITS))
+
+
 def keep(cols: TraceColumns, rate: float, salt: int = 0, keys: np.ndarray | None = None) -> Kept:
     """The accesses of ``cols`` whose block's hash (of ``keys``, default ``block_keys``) is under ``rate``."""
     keys = block_keys(cols) if keys is None else keys
     h = block_hash(keys, salt)[cols.blocks]  # per access, by its block
-    idx = np.flatnonzero((h >> np.uint64(64 - _THRESHOLD_BITS)) < np.uint64(int(rate * 2**_THRESHOLD_BITS)))
+    idx = np.flatnonzero(kept_mask(h, rate))
     req = np.searchsorted(cols.offsets, idx, side="right") - 1
     pos = idx - cols.offsets[req]
     length = cols.input_tokens[req]
@@ -164,7 +199,9 @@ def curve_of(kept: Kept, rate: float) -> tuple[SampleCurve, list[GroupCurve]]:
     starts = np.concatenate(([0], np.flatnonzero(np.diff(kept.req)) + 1, [len(kept.req)])).astype(np.int64)
     res = sampled_pass(dense, starts, kept.tok, kept.eligible, kept.group, GROUPS, num_blocks)
     groups = [GroupCurve(rate, res.group_hits[g], int(res.group_tokens[g]), num_blocks) for g in range(GROUPS)]
-    return SampleCurve(rate, res.hits_at, res.kept_tokens, num_blocks, len(kept.keys)), groups
+    cps, yy, yt, tt = block_terms(dense, kept.tok, res.dist, num_blocks)
+    del res.dist
+    return SampleCurve(rate, res.hits_at, res.kept_tokens, num_blocks, len(kept.keys), cps, yy, yt, tt), groups
 
 
 def _intern(keys: np.ndarray) -> tuple[np.ndarray, int]:
@@ -190,6 +227,9 @@ class SampledProfile:
     input_tokens: int
     num_block_accesses: int
     coverage: float
+    unseen_heavy: float = 0.0
+    """Prompt-token share of the heavy first blocks (``HEAVY_ROOT_SHARE``) the hash did not keep: the sample
+    cannot see them, so their hits are in the error."""
 
     @property
     def kept_blocks(self) -> int:
@@ -224,26 +264,30 @@ class SampledProfile:
 
     def error(self, capacity: int) -> float:
         """About a 95% interval half-width of ``hit_rate(capacity)`` (absolute hit rate): twice the
-        standard error from the sub-samples' spread, plus the blur of the distances (``blur``)."""
+        standard error from the sub-samples' spread, plus the shift of the capacity axis (``shift``), plus
+        the token share of heavy first blocks the sample missed (``unseen_heavy``)."""
         if self.sample is not None and self.rate >= 1.0:
             return 0.0  # every block kept: the exact curve
         rates = [g.rate_at(capacity, self.coverage) for g in self.groups if g.kept_tokens]
         if len(rates) < 2:
             return 1.0
         spread = float(np.std(rates, ddof=1)) / math.sqrt(len(rates))
-        return 2.0 * spread + self.blur(capacity)
+        own = self.sample.block_error(capacity, self.coverage) if self.sample is not None else None
+        return 2.0 * max(spread, own or 0.0) + self.shift(capacity) + self.unseen_heavy
 
-    def blur(self, capacity: int) -> float:
-        """The bias of reading the curve through noisy distances: the kept blocks among the C most recent
-        are Binomial(C, rate), so the sample sees the curve averaged over C +- s, s = sqrt(C (1 - rate) /
-        rate) full-trace blocks; the bias is about the mean of the curve at C - s and C + s minus its value
-        at C (its curvature), estimated on the sampled curve itself."""
+    def shift(self, capacity: int) -> float:
+        """How far the curve moves when the capacity axis is off by two standard deviations: the kept blocks
+        among the C most recent are Binomial(C, rate), s = sqrt(C (1 - rate) / rate) full-trace blocks, and
+        the blocks of one request (one chain) are touched together, so every block of a stretch of traffic
+        sees the same kept set above it: the shift is shared, not averaged away. The curve is
+        non-decreasing, so the largest move over C +- 2s is at an end."""
         rate = self.distance_rate
         if capacity <= 0 or rate >= 1.0:
             return 0.0
-        span = math.sqrt(capacity * (1.0 - rate) / rate)
+        span = SHIFT_SIGMAS * math.sqrt(capacity * (1.0 - rate) / rate)
         lo, hi = max(1, math.floor(capacity - span)), math.ceil(capacity + span)
-        return abs((self.hit_rate(hi) + self.hit_rate(lo)) / 2.0 - self.hit_rate(capacity))
+        here = self.hit_rate(capacity)
+        return max(self.hit_rate(hi) - here, here - self.hit_rate(lo))
 
 
 class Sampler:
@@ -256,16 +300,37 @@ class Sampler:
         self.rate, self.salt = rate, salt
         self.parts: list[Kept] = []
         self.totals = Totals()
+        self.root_keys = np.zeros(0, np.int64)
+        self.root_tokens = np.zeros(0, np.int64)
 
     def add(self, cols: TraceColumns, keys: np.ndarray | None = None) -> None:
+        keys = block_keys(cols) if keys is None else keys
         self.parts.append(keep(cols, self.rate, self.salt, keys).shifted(self.totals.requests))
         self.totals.add(cols)
+        self._add_unseen_roots(cols, keys)
+
+    def _add_unseen_roots(self, cols: TraceColumns, keys: np.ndarray) -> None:
+        """Exact prompt tokens per first block the hash does not keep (summed by key: any piece size gives
+        the same totals)."""
+        has = np.diff(cols.offsets) > 0
+        roots = keys[cols.blocks[cols.offsets[:-1][has]]].astype(np.int64)
+        unseen = ~kept_mask(block_hash(roots, self.salt), self.rate)
+        tokens = np.minimum(cols.input_tokens[has], cols.block_size).astype(np.int64)  # the first block's own
+        roots, tokens = roots[unseen], tokens[unseen]
+        merged, inverse = np.unique(np.concatenate((self.root_keys, roots)), return_inverse=True)
+        self.root_tokens = np.bincount(inverse, np.concatenate((self.root_tokens, tokens)),
+                                       len(merged)).astype(np.int64)
+        self.root_keys = merged
 
     def finish(self) -> SampledProfile:
         kept = concat(self.parts)
         self.parts.clear()
         sample, groups = curve_of(kept, self.rate)
-        return self.totals.profile(self.rate, sample, groups)
+        profile = self.totals.profile(self.rate, sample, groups)
+        if self.totals.tokens and self.rate < 1.0:
+            share = self.root_tokens / self.totals.tokens
+            profile.unseen_heavy = float(share[share >= HEAVY_ROOT_SHARE].sum())
+        return profile
 
 
 @dataclass

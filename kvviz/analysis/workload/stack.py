@@ -180,11 +180,12 @@ def group_bin(d):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree,
-                  owner):  # pragma: no cover - compiled
+                  owner, dist):  # pragma: no cover - compiled
     """A spatial sample's pass: each kept access (its tokens ``tok``, ``eligible`` when the lookup may hit
     it) adds its tokens at its own sampled distance (no prefix maximum: see docs/WORKLOAD.md, an ancestor
     is never deeper than its descendants); ``starts`` bound the requests. The same hits also go to their
-    sub-sample's binned histogram ``ggain[group]`` (and tokens to ``gtok``). Returns the kept tokens."""
+    sub-sample's binned histogram ``ggain[group]`` (and tokens to ``gtok``); ``dist[j]`` keeps each
+    access's distance (0 when it cannot hit). Returns the kept tokens."""
     now_t = 0
     live = 0
     total = 0
@@ -199,6 +200,7 @@ def _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last,
                 if d > 0:
                     gain[d] += tok[j]
                     ggain[g, group_bin(d)] += tok[j]
+                    dist[j] = d
         for j in range(end - 1, start - 1, -1):
             now_t, live = _touch(last, tree, owner, now_t, live, blocks[j])
     return total
@@ -207,12 +209,14 @@ def _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last,
 @dataclass
 class SampledPass:
     """A sample's pass: ``hits_at[c]`` = kept hit tokens at c kept blocks (c = 0..num_blocks), kept
-    tokens, and per sub-sample the cumulative binned hits (``group_hits[g, group_bin(c)]``) and tokens."""
+    tokens, per sub-sample the cumulative binned hits (``group_hits[g, group_bin(c)]``) and tokens, and
+    each access's sampled distance (``dist``, int32, 0 = no hit)."""
 
     hits_at: np.ndarray  # int64 (num_blocks + 1,)
     kept_tokens: int
     group_hits: np.ndarray  # int64 (groups, bins)
     group_tokens: np.ndarray  # int64 (groups,)
+    dist: np.ndarray  # int32 (K,)
 
 
 def sampled_pass(blocks: np.ndarray, starts: np.ndarray, tok: np.ndarray, eligible: np.ndarray,
@@ -227,5 +231,33 @@ def sampled_pass(blocks: np.ndarray, starts: np.ndarray, tok: np.ndarray, eligib
     last = np.zeros(max(num_blocks, 1), np.int32)
     tree = np.zeros(size + 1, np.int32)
     owner = np.zeros(size + 1, np.int32)
-    total = _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree, owner)
-    return SampledPass(np.cumsum(gain, out=gain), int(total), np.cumsum(ggain, axis=1), gtok)
+    dist = np.zeros(len(blocks), np.int32)
+    total = _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree, owner, dist)
+    return SampledPass(np.cumsum(gain, out=gain), int(total), np.cumsum(ggain, axis=1), gtok, dist)
+
+
+CHECKPOINTS = 48
+"""Sampled capacities (log-spaced) at which ``block_terms`` sums the blocks' squares."""
+
+
+def block_terms(dense: np.ndarray, tok: np.ndarray, dist: np.ndarray, num_blocks: int,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """At log-spaced sampled capacities c: sum_b y_b(c)^2 and sum_b y_b(c) t_b, where y_b(c) is block b's
+    kept hit tokens at distance <= c and t_b its kept tokens; and sum_b t_b^2. One stable sort of the
+    hits by checkpoint, then one bincount per checkpoint."""
+    n = max(num_blocks, 1)
+    cps = np.unique(np.round(np.geomspace(1, n, CHECKPOINTS)).astype(np.int64))
+    t = np.bincount(dense, tok, n)
+    hit = np.flatnonzero(dist > 0)
+    k = np.searchsorted(cps, dist[hit], side="left").astype(np.uint8)  # first checkpoint >= the distance
+    order = hit[np.argsort(k, kind="stable")]
+    bounds = np.searchsorted(np.sort(k), np.arange(len(cps) + 1), side="left")
+    y = np.zeros(n, np.float64)
+    yy = np.zeros(len(cps), np.float64)
+    yt = np.zeros(len(cps), np.float64)
+    for i in range(len(cps)):
+        part = order[bounds[i]:bounds[i + 1]]
+        if len(part):
+            y += np.bincount(dense[part], tok[part], n)
+        yy[i], yt[i] = float(y @ y), float(y @ t)
+    return cps.astype(np.float64), yy, yt, float(t @ t)
