@@ -36,3 +36,18 @@ def test_an_indirect_import_breaks_a_contract(tmp_path):
     out = _lint(tmp_path)
     assert out.returncode == 1 and "BROKEN" in out.stdout
     assert "probe_pkg.middle -> probe_pkg.app" in out.stdout
+
+
+def test_a_type_checking_import_counts(tmp_path):
+    """An import under ``if TYPE_CHECKING:`` breaks a contract too (exclude_type_checking_imports is off), so a
+    pure layer that needs a heavier type for a hint defines a Protocol instead of importing it."""
+    pkg = tmp_path / "probe_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mirror.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from probe_pkg import app\n")
+    (pkg / "app.py").write_text("")
+    (tmp_path / ".importlinter").write_text(
+        "[importlinter]\nroot_package = probe_pkg\n\n[importlinter:contract:one]\nname = mirror alone\n"
+        "type = forbidden\nsource_modules =\n    probe_pkg.mirror\nforbidden_modules =\n    probe_pkg.app\n")
+    out = _lint(tmp_path)
+    assert out.returncode == 1 and "probe_pkg.mirror -> probe_pkg.app" in out.stdout
