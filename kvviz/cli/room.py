@@ -4,10 +4,13 @@ room page sends them (same Room, same salts, same rows): cached tokens are the e
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvviz.cli import CliError, add_json_flag, check_model_option
 from kvviz.experiments.room.session import SALT_MODES
+
+if TYPE_CHECKING:  # types only: the room imports the engine (torch) when the command runs
+    from kvviz.experiments.room.room import Room
 
 
 def _pair(value: str, what: str) -> tuple[str, str]:
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         loop.close()
 
 
-def _run_prompts(room: Any, prompts: list[tuple[str, str]], salts: list[tuple[str, str]]) -> dict[str, Any]:
+def _run_prompts(room: Room, prompts: list[tuple[str, str]], salts: list[tuple[str, str]]) -> dict[str, Any]:
     """Each prompt through ``room`` in order (sessions join on first use), as rows of the JSON."""
     from kvviz.experiments.room.prefill import room_prefill
     from kvviz.experiments.room.rows import last_prompt_view

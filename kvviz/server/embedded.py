@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from kvviz.server import config as server_config
 
 if TYPE_CHECKING:  # types only: the engine (torch) is imported in the warm-up thread
+    from fastapi import FastAPI
+
     from kvviz.engine import EngineLoop, SamplingParams
 
 _LOCK = threading.Lock()
@@ -39,7 +41,7 @@ def _sampling_params(**kwargs: Any) -> SamplingParams:
     return engine_params(**kwargs)
 
 
-def _warm(app: Any) -> None:
+def _warm(app: FastAPI) -> None:
     """Create the engine in the background, so /metrics shows the pool before the first request."""
     try:
         app.state.serving.loop  # noqa: B018 - the property creates the engine loop

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 from kvviz.analysis.paging.experiment import WASTE_KINDS, PagingConfig, Request, reservation_tokens
 
@@ -133,7 +132,7 @@ class PagedAllocator:
 
 
 def account_slots(
-    layout: str, alloc: Any, cfg: PagingConfig, running: list[Seq], waiting: deque[Seq]
+    layout: str, alloc: ContiguousAllocator | PagedAllocator, cfg: PagingConfig, running: list[Seq], waiting: deque[Seq]
 ) -> dict[str, int]:
     """Split the memory into WASTE_KINDS at this instant (the values sum to memory_tokens)."""
     slots = dict.fromkeys(WASTE_KINDS, 0)
