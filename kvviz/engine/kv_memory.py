@@ -89,7 +89,9 @@ class PagedKVMemory:
     def copy_blocks_in(self, block_ids: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
         """Overwrite whole blocks with ``k``, ``v`` ``[num_layers, n, block_size, kv_heads, head_dim]`` (a host
         tier's copy loaded back): block ``block_ids[i]`` of every layer gets row ``i``."""
-        ids = torch.tensor(block_ids, dtype=torch.long, device=self.k[0].device)
+        device, dtype = self.k[0].device, self.k[0].dtype
+        ids = torch.tensor(block_ids, dtype=torch.long, device=device)
+        k, v = k.to(device, dtype), v.to(device, dtype)  # one transfer each, not one per layer
         for layer, (kt, vt) in enumerate(zip(self.k, self.v, strict=True)):
-            kt.index_copy_(0, ids, k[layer].to(kt.device, kt.dtype))
-            vt.index_copy_(0, ids, v[layer].to(vt.device, vt.dtype))
+            kt.index_copy_(0, ids, k[layer])
+            vt.index_copy_(0, ids, v[layer])
