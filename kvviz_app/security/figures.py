@@ -45,6 +45,25 @@ def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
     return base_layout(fig, height, title, top=20, title_top=56, legend={**LEGEND_ABOVE_RIGHT, "y": 1.02})
 
 
+def _log_ticks(values: Sequence[float]) -> list[float]:
+    """Tick values of a log axis over ``values``: the 1-2-5 series (1-1.5-2-3-...-9 when that shows fewer than
+    three inside), from the last at or below the smallest to the first at or above the largest. Left to itself,
+    Plotly labels a log axis spanning a decade or two with its minor digits at 9 px (under the charts' 12 px)."""
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return []
+    lo, hi = min(positive), max(positive)
+    decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)):  # the finer one when a span shows < 3 labels
+        series = [round(m * 10.0 ** e, 12) for e in decades for m in mantissas]
+        first = max((v for v in series if v <= lo), default=series[0])
+        last = min((v for v in series if v >= hi), default=series[-1])
+        ticks = [v for v in series if first <= v <= last]
+        if sum(lo <= v <= hi for v in ticks) >= 3:
+            break
+    return ticks
+
+
 def block_strip(adm: Admission, now: float) -> go.Figure:
     """One bar segment per logical block of an admitted prompt (width = its tokens), coloured by who
     computed it; hover shows the anonymised origin and the block hash."""
@@ -146,7 +165,8 @@ def timing_figure(results: Sequence[object]) -> go.Figure:
             hovertemplate=T.FIG_LATENCY_HOVER.format(name=name),
         ))
     fig.update_layout(violinmode="group", violingap=0.25)
-    fig.update_yaxes(title_text=T.FIG_LATENCY_AXIS, type="log", gridcolor=FREE_GREY)
+    every = [v for r in results for group in ("cached", "uncached") for v in r.latencies(group)]  # type: ignore[attr-defined]
+    fig.update_yaxes(title_text=T.FIG_LATENCY_AXIS, type="log", gridcolor=FREE_GREY, tickvals=_log_ticks(every))
     fig = _layout(fig, 440, T.SC_RESULTS)
     # the legend below the plot: above it, a long (Russian) title ran into it at 1024 px
     return fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="center", x=0.5),
@@ -183,11 +203,13 @@ def game_figure(results: Sequence[object]) -> go.Figure:
                                  text=stext, name=T.FIG_SECRET, legendgroup="s", showlegend=col == 1,
                                  hovertemplate=T.FIG_SECRET_HOVER), row=1, col=col)
         fig.update_xaxes(title_text=T.FIG_ROUND, dtick=1, row=1, col=col)
+    every = [ms for r in results for rnd in r.rounds for ms in rnd.latencies_ms]  # type: ignore[attr-defined]
     fig.update_yaxes(title_text=T.FIG_PROBE_AXIS, type="log", gridcolor=FREE_GREY, row=1, col=1)
-    fig.update_yaxes(type="log", gridcolor=FREE_GREY)
+    fig.update_yaxes(type="log", gridcolor=FREE_GREY, tickvals=_log_ticks(every))
     _layout(fig, 400, T.GAME_CHART_TITLE)
+    # the panels' titles sit between the chart's title (one line or wrapped) and the plot: 24 px more for them
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
-                      margin=dict(l=10, r=10, t=70, b=10))
+                      margin=dict(l=10, r=10, t=fig.layout.margin.t + 24, b=10))
     return fig
 
 
@@ -199,10 +221,11 @@ def game_accuracy_figure(results: Sequence[object]) -> go.Figure:
     fig = go.Figure(go.Bar(x=labels, y=acc, text=text, textposition="outside",
                            marker_color=[RED if not r.salted else GREEN for r in results],  # type: ignore[attr-defined]
                            hovertemplate=T.FIG_ACC_HOVER, showlegend=False))
-    if results:
+    if results:  # chance is named in the legend: as a label on its line it sat on a bar's "1/6" at chance
         chance = results[0].chance  # type: ignore[attr-defined]
-        fig.add_hline(y=chance, line=dict(color=INK, dash="dash"), annotation_text=f"{T.CHANCE} {chance:.0%}",
-                      annotation_position="top left")
+        fig.add_hline(y=chance, line=dict(color=INK, dash="dash"))
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=INK, dash="dash"),
+                                 name=f"{T.CHANCE} {chance:.0%}", hoverinfo="skip"))
     fig.update_yaxes(range=[0, 1.15], tickformat=".0%", gridcolor=FREE_GREY)
     return _layout(fig, 300, T.GAME_ACC_TITLE)
 

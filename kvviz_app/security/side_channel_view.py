@@ -117,9 +117,9 @@ def games() -> None:
         col.metric(f"{T.M_GAME_ACC}, {T.SALT_ON if g.salted else T.SALT_OFF}",
                    T.M_GAME_ACC_VALUE.format(correct=g.correct, rounds=len(g.rounds), acc=g.accuracy),
                    help=T.M_GAME_ACC_HELP.format(n=len(g.candidates), chance=g.chance))
-    left, right = st.columns([1, 2])
-    ui_chart.plotly_chart(F.game_accuracy_figure(played), width="stretch", key="sc_game_acc", where=left)
-    ui_chart.plotly_chart(F.game_figure(played), width="stretch", key="sc_game_rounds", where=right)
+    # one under the other, full width: side by side (a third, two thirds) their titles and labels were cut at 1024 px
+    ui_chart.plotly_chart(F.game_accuracy_figure(played), width="stretch", key="sc_game_acc")
+    ui_chart.plotly_chart(F.game_figure(played), width="stretch", key="sc_game_rounds")
     cols = T.GAME_COLUMNS
     rows = []
     for g in played:
