@@ -41,6 +41,7 @@ from kvviz_app.shell import ui, ui_chart
 from kvviz_app.shell.i18n import texts, tr
 from kvviz_app.workload import figures as F
 from kvviz_app.workload.routing import routing_section
+from kvviz_app.workload.tiers import tiers_section
 
 TC = texts("calculator_config")
 T = texts("workload")
@@ -234,6 +235,9 @@ explain = T.POOL_EXPLAIN.format(cap=capacity, lru=lru_rate, pool=pool.hit_rate, 
 if abs(diff) < 0.1:
     explain += " " + T.POOL_SAME
 st.markdown(explain)
+
+# ----------------------------------------------------------------------------- a host tier under the pool
+tiers_section((digest, block_size, model_name), trace, grid, capacity, bpt)
 
 # ----------------------------------------------------------------------------- replicas and routing
 routing_section((digest, block_size, model_name), trace, profile, grid, capacity, lru_rate)

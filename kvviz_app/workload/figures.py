@@ -176,3 +176,49 @@ def routing_figure(rows: Sequence[dict], metric: str, title: str, y_title: str) 
     # at the bottom of the figure, inside its margin: never over the tick labels or the axis title
     below = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0)
     return base_layout(fig, 400, title, legend=below, margin=dict(l=10, r=10, t=48, b=110))
+
+
+TIER_COLORS = (BLUE, TEAL, AMBER, PURPLE, ORANGE)
+
+
+def tier_figure(rows: Sequence[dict], hosts: Sequence[int]) -> go.Figure:
+    """Hit rate against the device capacity (log x): the device tier alone, and for each host size the total
+    (solid) and the host tier's share (dotted). ``rows`` are ``TwoTierGrid.rows()``."""
+    fig = go.Figure()
+    hover = "C=%{x:,}: %{y:.1%}<extra></extra>"
+    base = sorted((r for r in rows if r["host_blocks"] == hosts[0]), key=lambda r: r["device_blocks"])
+    fig.add_trace(go.Scatter(x=[r["device_blocks"] for r in base], y=[r["device_hit_rate"] for r in base],
+                             name=T.TIER_DEVICE, mode="lines+markers", line=dict(color=INK, width=2, dash="dash"),
+                             hovertemplate=hover))
+    for i, host in enumerate(h for h in hosts if h > 0):
+        mine = sorted((r for r in rows if r["host_blocks"] == host), key=lambda r: r["device_blocks"])
+        color = TIER_COLORS[i % len(TIER_COLORS)]
+        xs = [r["device_blocks"] for r in mine]
+        fig.add_trace(go.Scatter(x=xs, y=[r["hit_rate"] for r in mine], mode="lines+markers",
+                                 name=T.TIER_TOTAL.format(host=host), line=dict(color=color, width=3),
+                                 hovertemplate=hover))
+        fig.add_trace(go.Scatter(x=xs, y=[r["host_hit_rate"] for r in mine], mode="lines",
+                                 name=T.TIER_HOST_ONLY.format(host=host), line=dict(color=color, width=2, dash="dot"),
+                                 hovertemplate=hover))
+    fig.update_xaxes(title=T.TIER_X, type="log", dtick=1, gridcolor=PALE_GREY)
+    fig.update_yaxes(title=T.TIER_Y, tickformat=".0%", rangemode="tozero", gridcolor=PALE_GREY)
+    below = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0)
+    return base_layout(fig, 460, T.TIER_HIT_TITLE, legend=below, margin=dict(l=10, r=10, t=48, b=130))
+
+
+def tier_load_figure(rows: Sequence[dict], hosts: Sequence[int], per_second: bool) -> go.Figure:
+    """The host tier's loads against the device capacity (log x), one line per host size: bytes a second of
+    trace time when ``per_second``, else blocks loaded."""
+    fig = go.Figure()
+    key = "load_bytes_per_s" if per_second else "host_blocks_loaded"
+    for i, host in enumerate(h for h in hosts if h > 0):
+        mine = sorted((r for r in rows if r["host_blocks"] == host), key=lambda r: r["device_blocks"])
+        fig.add_trace(go.Scatter(x=[r["device_blocks"] for r in mine], y=[r[key] or 0 for r in mine],
+                                 mode="lines+markers", name=T.TIER_LOAD_HOST.format(host=host),
+                                 line=dict(color=TIER_COLORS[i % len(TIER_COLORS)], width=2),
+                                 hovertemplate="C=%{x:,}: %{y:,.4s}<extra></extra>"))
+    fig.update_xaxes(title=T.TIER_X, type="log", dtick=1, gridcolor=PALE_GREY)
+    fig.update_yaxes(title=T.TIER_LOAD_Y if per_second else T.TIER_LOAD_Y_BLOCKS, rangemode="tozero",
+                     gridcolor=PALE_GREY, tickformat="~s")
+    below = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0)
+    return base_layout(fig, 380, T.TIER_LOAD_TITLE, legend=below, margin=dict(l=10, r=10, t=48, b=100))

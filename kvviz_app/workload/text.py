@@ -199,6 +199,32 @@ ROUTE_CAP_CAPTION = (
     "The same policies at the largest replica count chosen, the total capacity on the x axis: how much more "
     "cache N replicas need to match one cache (the dashed line) under each router."
 )
+# A second tier under the block pool (kvviz.analysis.workload.tiers): vLLM 0.33.0's native KV offloading.
+TIER_HEADER = "A second tier: what would a host (CPU) cache add?"
+TIER_HOSTS = "Host tier sizes (blocks)"
+TIER_HOSTS_HELP = (
+    "A host tier of H blocks under the device cache, as vLLM 0.33.0's native KV offloading runs it: every "
+    "full prompt block is stored there, LRU evicts, and after a device miss the longest run of host hits is "
+    "loaded back."
+)
+TIER_HIT_TITLE = "Hit rate by source against the device cache"
+TIER_X = "device cache capacity (blocks, log)"
+TIER_Y = "hit rate"
+TIER_DEVICE = "device tier alone"
+TIER_TOTAL = "device + host tier of {host} blocks"
+TIER_HOST_ONLY = "from the host tier, {host} blocks"
+TIER_LOAD_TITLE = "What the host tier loads back"
+TIER_LOAD_Y = "bytes a second of trace time"
+TIER_LOAD_Y_BLOCKS = "blocks loaded"
+TIER_LOAD_HOST = "host tier of {host} blocks"
+TIER_CAPTION = (
+    "Solid: all hits (device + host); dotted: the host tier's share. The device tier is the LRU cache of the "
+    "curve above and does not change with the host tier; the host tier keeps every full prompt block a request "
+    "offers (all of them or none, when they do not fit) and a lookup loads the run of consecutive host hits "
+    "that follows the device hit. Exact, checked against a plain replay of both tiers. {load_note}"
+)
+TIER_LOAD_NOTE = "Bandwidth: blocks loaded × {block} a block ÷ {seconds} s of trace time."
+TIER_LOAD_NOTE_BLOCKS = "Choose a model (and a trace with timestamps) to see bytes a second."
 # Reading an uploaded trace (kvviz.analysis.workload.trace.Progress): lines read, requests, rate, time left.
 PROGRESS = "Reading the trace: {done} of {total} lines, {requests} requests, {rate} lines/s{eta}"
 PROGRESS_ETA = ", about {eta} s left"

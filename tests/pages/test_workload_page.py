@@ -29,7 +29,9 @@ def test_workload_page_example_numbers_match_the_core():
     rate = profile.hit_tokens_infinite / profile.input_tokens
     assert metrics[T.M_INFINITE] == f"{rate:.1%}"
     assert metrics[T.M_NEED] == T.M_NEED_VALUE.format(c50=profile.capacity_for(0.5), c90=profile.capacity_for(0.9))
-    assert len(at.get("plotly_chart")) == 8  # curve, timeline, pool, routing (hit rate, imbalance, over C), histogram, prefixes
+    # curve, timeline, pool, host tier (hit rate by source, loads), routing (hit rate, imbalance, over C),
+    # histogram, prefixes
+    assert len(at.get("plotly_chart")) == 10
     assert any("Touch order" in m.value for m in at.markdown)  # the definitions are on the page
 
     at.text_input(key="wl_marks").set_value("64, 512").run()
