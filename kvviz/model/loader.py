@@ -315,7 +315,7 @@ def _load_uncached(source: ModelSource, device: str, dtype: str, backend: str, r
     return LoadedModel(model=model, tokenizer=tokenizer, info=info, source=source)
 
 
-def _warm_up(model: Any, device: str) -> None:
+def _warm_up(model: torch.nn.Module, device: str) -> None:
     """One 2-token forward so lazy kernel set-up and weight page-in are part of loading, not of the
     first measured prefill."""
     try:
@@ -326,7 +326,7 @@ def _warm_up(model: Any, device: str) -> None:
                              model=type(model).__name__, device=device, detail=str(exc)) from exc
 
 
-def _model_info(model: Any, source: ModelSource, description: str, device: str, dtype: str,
+def _model_info(model: torch.nn.Module, source: ModelSource, description: str, device: str, dtype: str,
                 load_s: float, from_cache: bool, backend: str) -> ModelInfo:
     config = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
     num_heads = int(config.num_attention_heads)

@@ -77,7 +77,7 @@ class PrefillResult:
         }
 
 
-def _cache_kwarg(model: Any) -> str:
+def _cache_kwarg(model: torch.nn.Module) -> str:
     """Name of the forward argument that takes a cache (``cache`` in new transformers)."""
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
