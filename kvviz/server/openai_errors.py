@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kvviz.errors import CodedError
 from kvviz.server.protocol import FieldError
@@ -110,16 +111,16 @@ class LastResort:
     JSON body (or, once the response started, the end of that body), never re-raised, so neither Starlette
     nor uvicorn logs "Exception in ASGI application" with a traceback."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
 
-        async def tracked(message: dict[str, Any]) -> None:
+        async def tracked(message: Message) -> None:
             nonlocal started
             started = started or message["type"] == "http.response.start"
             await send(message)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 START_TIMEOUT_S = 30.0
 
@@ -33,7 +33,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _server(app: Any, log_level: str) -> uvicorn.Server:
+def _server(app: ASGIApp, log_level: str) -> uvicorn.Server:
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
                             timeout_graceful_shutdown=2, timeout_keep_alive=5)
     return uvicorn.Server(config)
@@ -42,7 +42,7 @@ def _server(app: Any, log_level: str) -> uvicorn.Server:
 class ServerThread:
     """uvicorn serving ``app`` on ``host:port`` in a daemon thread; ``url`` once started; ``stop`` ends it."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
         self.sock = bind(host, port)
         self.host = host
         self.port = self.sock.getsockname()[1]
@@ -80,7 +80,7 @@ def url_of(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve_forever(app: Any, sock: socket.socket, log_level: str = "warning") -> None:
+def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "warning") -> None:
     """Serve on the bound ``sock`` in the foreground until Ctrl-C / SIGTERM (uvicorn's signal handling)."""
     try:
         _server(app, log_level).run(sockets=[sock])
