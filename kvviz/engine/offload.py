@@ -127,7 +127,7 @@ class HostBlockPool:
         return out
 
     def complete_store(self, hashes: Sequence[BlockHash]) -> None:
-        """The copies landed: the blocks become ready and evictable; one ``BlockStored`` (medium CPU)."""
+        """The copies landed: the blocks become ready and evictable; a ``BlockStored`` (medium CPU) each."""
         metas = []
         for h in hashes:
             b = self.blocks[h]
@@ -138,10 +138,11 @@ class HostBlockPool:
         if not hashes:
             return
         self.num_stored += len(hashes)
-        bs = self.block_size
-        self.events.append(BlockStored(block_hashes=list(hashes), parent_block_hash=metas[0].parent,
-                                       token_ids=[t for m in metas for t in m.token_ids], block_size=bs,
-                                       medium=MEDIUM_CPU, group_idx=0))
+        # one event per block with its own parent, as vLLM's offloading events (a store may skip held blocks,
+        # so the stored ones need not form a chain)
+        self.events.extend(BlockStored(block_hashes=[h], parent_block_hash=m.parent, token_ids=list(m.token_ids),
+                                       block_size=self.block_size, medium=MEDIUM_CPU, group_idx=0)
+                           for h, m in zip(hashes, metas, strict=True))
 
     # -- whole tier -----------------------------------------------------------------------------
     def reset(self) -> None:

@@ -77,9 +77,10 @@ def test_evicted_prefix_is_copied_back_from_the_host_tier(lm):
     assert (s.prefix_cache_hits, s.prefix_cache_hits_host, s.prompt_tokens_cached_host_total) == (0, 16, 16)
     assert s.external_prefix_cache_hits == 16 and s.prompt_tokens_cached_total == 16
     host_events = [e for b in batches for e in b.events if getattr(e, "medium", None) == MEDIUM_CPU]
-    stored = [e for e in host_events if isinstance(e, BlockStored)]
-    assert stored and stored[0].block_hashes == hashes and stored[0].token_ids == a[:16]
-    assert stored[0].parent_block_hash is None and stored[0].block_size == BS
+    stored = [e for e in host_events if isinstance(e, BlockStored)][:4]  # one per block, each with its parent
+    assert [e.block_hashes for e in stored] == [[h] for h in hashes]
+    assert [e.parent_block_hash for e in stored] == [None, *hashes[:3]]
+    assert [e.token_ids for e in stored] == [a[i:i + BS] for i in range(0, 16, BS)] and stored[0].block_size == BS
 
 
 def test_without_the_setting_there_is_no_host_tier(lm):
