@@ -96,7 +96,7 @@ def live_numbers(sub, config: LiveConfig) -> None:
                  T.COL_SESSION: t.session_id or "—",
                  T.COL_TEXT: _decoder().decode(list(t.chain_tokens[:400])) if decode
                  else T.COL_TEXT_TOKENS.format(n=len(t.chain_tokens))} for t in view.trees]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.table(pd.DataFrame(rows), hide_index=True)  # an HTML table: its 8 columns fit 1024 px (a grid scrolled)
     _stores(view)
     if url := st.session_state.get(K_METRICS, "").strip():
         _scrape(url)
@@ -122,7 +122,7 @@ def _stores(view) -> None:
              T.COL_GROUP: f"{r.group_idx}: {r.kv_cache_spec_kind or '—'}", T.COL_LORA: r.lora_name or "—",
              T.COL_EXTRA: _extra_text(r.extra_keys), T.COL_LOOKAHEAD: r.lookahead_tokens}
             for r in reversed(view.recent)]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.table(pd.DataFrame(rows), hide_index=True)  # 12 rows at most; an HTML table fits 1024 px (a grid scrolled)
 
 
 def _extra_text(keys: tuple | None) -> str:

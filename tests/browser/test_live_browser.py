@@ -1,6 +1,6 @@
 """The Live engine page in Chromium against the demo engine started from the page: live numbers and
 charts, the prefix-tree table, the prompt check; then a second browser session at 1024 px that sees the
-same (process-wide) demo engine."""
+same (process-wide) demo engine, its tables inside the page (no table scrolls or is cut sideways)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from browser_util import (
     screenshot,
     scroll_into_view,
     wait_idle,
+    wait_settled,
 )
 from live_testpub import free_port
+from test_layout_1024 import check_layout
 
 from kvviz_app.shell.i18n import texts
 
@@ -109,7 +111,11 @@ def test_live_page_with_the_demo_engine(app_server, browser):
         wait_idle(narrow)
         assert_no_errors(narrow)
         narrow.locator(".main-svg").nth(1).wait_for()
+        narrow.get_by_text(T.STORES_HEADER).first.wait_for()
         wait_idle(narrow)
+        wait_settled(narrow)
         screenshot(narrow, "live_1024")
+        problems = check_layout(narrow)
+        assert not problems, f"live page at 1024 px: {problems[:12]}"
     finally:
         narrow.close()

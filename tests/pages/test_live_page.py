@@ -68,7 +68,7 @@ def test_events_from_a_publisher_and_a_prompt_check() -> None:
         m = _metrics(app)
         assert m[T.M_BLOCKS] == "3" and m[T.M_TOKENS] == "48" and m[T.M_MEDIA] == "2 / 1"
         assert m[T.M_REPLAYED] == "2" and m[T.M_MISSED] == "0 / 0"
-        trees = app.dataframe[0].value
+        trees = app.table[0].value
         assert list(trees[T.COL_BLOCKS]) == [2, 1] and list(trees[T.COL_TOKENS]) == [32, 16]
         app.text_area(key="lv_prompt").set_value(",".join(map(str, tokens)))
         app.radio(key="lv_tok").set_value(T.TOKENIZER_IDS)
@@ -102,7 +102,7 @@ def test_vllm_033_fields_shown_and_a_salted_prompt_matches() -> None:
     try:
         _connect(app, port, port + 1)
         until(app, lambda a: _metrics(a).get(T.M_BATCHES) == "1", describe=_metrics)
-        trees, stores = app.dataframe[0].value, app.dataframe[1].value
+        trees, stores = app.table[0].value, app.table[1].value
         assert list(trees[T.COL_WHERE]) == ["CPU/REMOTE"] and list(trees[T.COL_SESSION]) == ["chat-9"]
         row = stores.iloc[0]
         assert (row[T.COL_PLACE], row[T.COL_SESSION]) == ("CPU · REMOTE · tier-2", "chat-9")
