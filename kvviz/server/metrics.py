@@ -249,4 +249,6 @@ def cache_config_labels(engine: LLMEngine) -> dict[str, str]:
         return {}
     return {"cache_dtype": "auto",  # the K/V are kept in the model's dtype, vLLM's "auto"
             "prefix_caching_hash_algo": str(config.hash_name), "kv_cache_memory_bytes": str(config.kv_cache_bytes),
-            "num_cpu_blocks": "None", "sliding_window": "None", "is_attention_free": "False"}
+            "num_cpu_blocks": "None", "sliding_window": "None", "is_attention_free": "False",
+            # vLLM's str() of the GiB (None: off) and its one backend kvviz follows
+            "kv_offloading_size": str(getattr(config, "kv_offloading_size", None)), "kv_offloading_backend": "native"}

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
 from kvviz.server.metrics import ServerMetrics
 
@@ -43,3 +45,6 @@ def test_a_host_hit_is_counted_by_source():
     assert d("vllm:prompt_tokens_by_source_total[external_kv_transfer]") == 8
     assert d("vllm:prompt_tokens_by_source_total[local_cache_hit]") == 0
     assert d("vllm:prompt_tokens_by_source_total[local_compute]") == 3
+    info = next(f for f in text_string_to_metric_families(metrics.render().decode())
+                if f.name == "vllm:cache_config_info").samples[0].labels
+    assert info["kv_offloading_backend"] == "native" and float(info["kv_offloading_size"]) == 16 * BLOCK_BYTES / (1 << 30)
