@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from kvviz.analysis.workload.report import CurvePoint, PrefixNode
-from kvviz_app.shell.i18n import texts
+from kvviz_app.shell.i18n import current_lang, localize, texts
 from kvviz_app.shell.style import (
     AMBER,
     BLUE,
@@ -181,6 +181,10 @@ def routing_figure(rows: Sequence[dict], metric: str, title: str, y_title: str) 
 TIER_COLORS = (BLUE, TEAL, AMBER, PURPLE, ORANGE)
 
 
+def _blocks(n: int) -> str:
+    return localize(f"{n:,}", current_lang())
+
+
 def tier_figure(rows: Sequence[dict], hosts: Sequence[int]) -> go.Figure:
     """Hit rate against the device capacity (log x): the device tier alone, and for each host size the total
     (solid) and the host tier's share (dotted). ``rows`` are ``TwoTierGrid.rows()``."""
@@ -195,10 +199,10 @@ def tier_figure(rows: Sequence[dict], hosts: Sequence[int]) -> go.Figure:
         color = TIER_COLORS[i % len(TIER_COLORS)]
         xs = [r["device_blocks"] for r in mine]
         fig.add_trace(go.Scatter(x=xs, y=[r["hit_rate"] for r in mine], mode="lines+markers",
-                                 name=T.TIER_TOTAL.format(host=host), line=dict(color=color, width=3),
+                                 name=T.TIER_TOTAL.format(host=_blocks(host)), line=dict(color=color, width=3),
                                  hovertemplate=hover))
         fig.add_trace(go.Scatter(x=xs, y=[r["host_hit_rate"] for r in mine], mode="lines",
-                                 name=T.TIER_HOST_ONLY.format(host=host), line=dict(color=color, width=2, dash="dot"),
+                                 name=T.TIER_HOST_ONLY.format(host=_blocks(host)), line=dict(color=color, width=2, dash="dot"),
                                  hovertemplate=hover))
     fig.update_xaxes(title=T.TIER_X, type="log", dtick=1, gridcolor=PALE_GREY)
     fig.update_yaxes(title=T.TIER_Y, tickformat=".0%", rangemode="tozero", gridcolor=PALE_GREY)
@@ -214,7 +218,7 @@ def tier_load_figure(rows: Sequence[dict], hosts: Sequence[int], per_second: boo
     for i, host in enumerate(h for h in hosts if h > 0):
         mine = sorted((r for r in rows if r["host_blocks"] == host), key=lambda r: r["device_blocks"])
         fig.add_trace(go.Scatter(x=[r["device_blocks"] for r in mine], y=[r[key] or 0 for r in mine],
-                                 mode="lines+markers", name=T.TIER_LOAD_HOST.format(host=host),
+                                 mode="lines+markers", name=T.TIER_LOAD_HOST.format(host=_blocks(host)),
                                  line=dict(color=TIER_COLORS[i % len(TIER_COLORS)], width=2),
                                  hovertemplate="C=%{x:,}: %{y:,.4s}<extra></extra>"))
     fig.update_xaxes(title=T.TIER_X, type="log", dtick=1, gridcolor=PALE_GREY)

@@ -4,7 +4,7 @@ upload is one clear message naming the line."""
 from __future__ import annotations
 
 import pytest
-from browser_util import assert_no_errors, open_via_nav, screenshot, wait_for_metrics, wait_idle
+from browser_util import assert_no_errors, open_page, open_via_nav, screenshot, wait_for_metrics, wait_idle
 
 from kvviz.analysis.workload.example import EXAMPLE_PATH
 from kvviz.analysis.workload.parse import parse_trace
@@ -45,5 +45,27 @@ def test_workload_page_bad_upload(app_server, browser, tmp_path):
         page.get_by_text("line 2: 'input_length' must be an integer").wait_for()
         main = page.locator('[data-testid="stMain"]').inner_text()
         assert "Traceback" not in main
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_workload_host_tier_section(app_server, browser, lang, width):
+    """The host-tier section draws both figures in either language; its legend and axis words are the
+    catalog's (no English left in Russian), and no word of its caption is split over two lines."""
+    TL = texts("workload", lang)
+    page = open_page(browser, app_server, f"workload?lang={lang}", wait_text=TL.STATS_HEADER, width=width)
+    try:
+        header = page.get_by_text(TL.TIER_HEADER)
+        header.scroll_into_view_if_needed()
+        # the titles may be wrapped over lines (wrap_title): wait for a legend entry and an axis title
+        page.get_by_text(TL.TIER_DEVICE).first.wait_for()
+        page.get_by_text(TL.TIER_LOAD_Y).first.wait_for()
+        wait_idle(page)
+        assert_no_errors(page)
+        assert screenshot(page, f"workload_tier_{lang}_{width}").exists()
+        page.get_by_text(TL.TIER_LOAD_Y).first.scroll_into_view_if_needed()
+        assert screenshot(page, f"workload_tier_load_{lang}_{width}").exists()
     finally:
         page.close()

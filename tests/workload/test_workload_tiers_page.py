@@ -39,12 +39,12 @@ def test_tier_section_shows_the_exact_grid():
     rows = grid.rows()
     by = {(r["host_blocks"], r["device_blocks"]): r for r in rows}
     assert fig["data"][0]["y"] == [by[(0, d)]["device_hit_rate"] for d in device]
-    total = next(t for t in fig["data"] if t["name"] == T.TIER_TOTAL.format(host=chosen[-1]))
+    total = next(t for t in fig["data"] if t["name"] == T.TIER_TOTAL.format(host=f"{chosen[-1]:,}"))
     assert total["y"] == [by[(chosen[-1], d)]["hit_rate"] for d in device]
     load = _figure(at, T.TIER_LOAD_TITLE)
     bytes_per_block = 131072 * 512  # the default model, Llama-3-8B fp16, 512-token blocks
     want = [by[(chosen[-1], d)]["host_blocks_loaded"] * bytes_per_block / grid.duration_s for d in device]
-    got = next(t for t in load["data"] if t["name"] == T.TIER_LOAD_HOST.format(host=chosen[-1]))["y"]
+    got = next(t for t in load["data"] if t["name"] == T.TIER_LOAD_HOST.format(host=f"{chosen[-1]:,}"))["y"]
     assert all(abs(a - b) <= 1e-6 * max(b, 1.0) for a, b in zip(got, want, strict=True))
     assert max(want) > 0
 
