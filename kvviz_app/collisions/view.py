@@ -165,10 +165,12 @@ def costs() -> None:
     ui_chart.plotly_chart(F.birthday_figure(), width="stretch", key="col_birthday")
     st.caption(T.BIRTHDAY_NOTE)
     cols = T.COST_COLUMNS
-    st.table(pd.DataFrame([{  # an HTML table: its headers wrap, so the last columns stay in view at 1024 px
-        cols["name"]: c.name, cols["digest"]: str(c.digest_bytes) if c.digest_bytes else "—",
+    # an HTML table whose headers wrap, so the last columns stay in view at 1024 px; words stay whole and a
+    # hash name breaks only after an underscore (a table free to break anywhere printed "cbor_o" / "nly")
+    ui_table.wrapping_table(pd.DataFrame([{
+        cols["name"]: ui_table.header_label(c.name), cols["digest"]: str(c.digest_bytes) if c.digest_bytes else "—",
         cols["ns_block"]: ui.loc(f"{c.ns_per_block:,.0f}"), cols["ns_token"]: ui.loc(f"{c.ns_per_token:,.1f}"),
         cols["ms_50k"]: ui.loc(f"{c.ms_per_50k_tokens:,.2f}"),
         cols["birthday"]: ui.loc(f"{birthday_blocks(8 * c.digest_bytes):.2g}") if c.digest_bytes else "—",
         cols["safe"]: T.SAFE.get(c.name, ""),
-    } for c in measured]))
+    } for c in measured]), key="col_costs_table")

@@ -55,3 +55,24 @@ def test_the_papers_dashed_band_runs_through_no_bar_label(app_server, browser, l
         assert not crossed, f"the dashed band crosses {crossed}"
     finally:
         page.close()
+
+
+#: Marks the hash-cost table (the page's last HTML table) so that split_words can select its cells.
+_MARK_COSTS = """() => { const t = [...document.querySelectorAll('[data-testid="stTable"]')].pop();
+  if (t) t.setAttribute('data-costs', '1'); return !!t; }"""
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_the_hash_cost_tables_cells_keep_names_whole(app_server, browser, lang):
+    """The cost table's hash names ("cbor_only", "sha256_cbor") break at most after an underscore, its
+    words nowhere: a table free to break anywhere printed "cbor_o" / "nly" and "sha2" / "56"."""
+    open_page(browser, app_server, "").close()  # the app's own run first: it registers st.navigation
+    page = _open(browser, app_server, "collisions", lang)
+    try:
+        assert_no_errors(page)
+        assert page.evaluate(_MARK_COSTS)
+        split = split_words(page, "[data-costs] td, [data-costs] th")  # a zero-width space ends a word
+        screenshot(page, f"collisions-costs-{lang}-1024")
+        assert not split, f"collisions ({lang}) at 1024 px splits these words in the cost table: {split}"
+    finally:
+        page.close()
