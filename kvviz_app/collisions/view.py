@@ -51,6 +51,14 @@ def _collision(a: tuple[int, ...], b: tuple[int, ...], bits: int, vocab: int) ->
     return force_collision(a, b, bits=bits, block_size=BLOCK, vocab_size=vocab)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _leak_of(model: str, tokens_a: tuple[int, ...], tokens_b: tuple[int, ...], hit_blocks: int,
+             _lm: LoadedModel, _col: CollisionDemo) -> CollisionLeak:
+    """The collision's served answer, kept per model and collision (the key: both prompts' tokens and the
+    blocks the toy pool serves; ``_lm`` and ``_col`` are not hashed)."""
+    return collision_leak(_lm, _col, new_tokens=6)
+
+
 @st.cache_data(show_spinner=False, max_entries=1)
 def _costs(run: int) -> list[HashCost]:
     return measure_hash_costs(num_blocks=2000, block_size=BLOCK, repeats=5)
@@ -138,7 +146,7 @@ def _leak(lm: LoadedModel, col: CollisionDemo) -> None:
     """The answer the colliding blocks serve beside the correct one (a real generation on the model)."""
     st.markdown(f"**{T.LEAK}**")
     with st.spinner(T.LEAK_RUNNING):
-        leak: CollisionLeak = collision_leak(lm, col, new_tokens=6)
+        leak = _leak_of(lm.info.model_id, col.tokens_a, col.tokens_b, col.hit_blocks, lm, col)
     st.markdown(T.LEAK_INTRO.format(n=len(leak.correct_ids)))
     c = st.columns(2)
     c[0].markdown(f"{T.LEAK_CORRECT}:")

@@ -136,3 +136,25 @@ def test_collisions_page_shows_a_served_block_and_costs():
     assert not at.exception and at.success
     at.text_area(key="col_a").set_value("short").run()
     assert not at.exception and at.error  # prompts must be longer than one block
+
+
+def test_collisions_page_generates_the_leak_once_for_the_same_collision(monkeypatch):
+    """The answer a collision serves (two prefills and a greedy continuation on the model) is kept per
+    model and collision: a rerun that changes nothing of it (here: "measure again") does not generate it
+    again."""
+    from kvviz_app.collisions import view
+
+    calls = []
+    real = view.collision_leak
+
+    def counted(lm, col, new_tokens):
+        calls.append(col.tokens_b)
+        return real(lm, col, new_tokens=new_tokens)
+
+    monkeypatch.setattr(view, "collision_leak", counted)
+    at = _page("collisions")
+    assert len(at.code) == 2
+    first = len(calls)  # 0 when an earlier test in this process generated it already
+    at.button(key="col_costs_again").click().run()
+    assert not at.exception and len(at.code) == 2
+    assert len(calls) == first, "the same collision's answer was generated again"
