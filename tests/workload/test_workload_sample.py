@@ -59,13 +59,13 @@ def test_rate_from_a_memory_bound():
 
 def test_the_error_bar_covers_the_actual_error():
     # Independent hashes (salts) of one 2-million-access trace whose exact curve is computed: the bar (twice
-    # the sub-samples' standard error plus the distances' blur) must hold the real error at most points
-    # from the resolved capacity up (measured: 82% of points at rate 0.1, 98% at 0.3: at low rates the bar is
-    # narrower than a 95% interval should be).
+    # the larger standard error, sub-samples' or kept blocks' own, plus the capacity axis's shift) must hold
+    # the real error at 95% of points from the resolved capacity up (measured: all of them at rates 0.1 and
+    # 0.3; the old bar, sub-samples and the curvature at +-1 sd, held 82-89% at 0.1).
     lines = generate(WorkloadGenConfig(num_requests=3000, block_size=64, seed=2))
     cols = tile(as_columns(parse_trace("\n".join(json.dumps(x) for x in lines), 64)), 4)
     exact = analyze(cols)
-    for rate, least in ((0.1, 0.8), (0.3, 0.95)):
+    for rate, least in ((0.1, 0.95), (0.3, 0.95)):
         covered = points = 0
         for salt in range(1, 7):
             sampled = analyze_sampled(cols, rate, salt)
