@@ -76,13 +76,15 @@ class PrefixCacheCounters:
     # the host tier, as vLLM's connector_prefix_cache_stats: tokens looked up past the device hit, and hit
     external_queries: int = 0
     external_hits: int = 0
-    host_hits: int = 0  # hits_by_source["host"]: first admissions only, as vLLM attributes them
+    host_hits: int = 0  # hits_by_source["host"] (the host tier is kvviz's one connector tier)
 
     def record_external(self, num_tokens: int, num_hits: int, preempted: bool) -> None:
+        """vLLM's ``connector_prefix_cache_stats.record``: a re-admission after preemption is not counted."""
+        if preempted:
+            return
         self.external_queries += num_tokens
         self.external_hits += num_hits
-        if not preempted:
-            self.host_hits += num_hits
+        self.host_hits += num_hits
 
     def record(self, num_tokens: int, num_hits: int, preempted: bool) -> None:
         if preempted:

@@ -191,3 +191,12 @@ def _check_host_blocks(lm, engine: LLMEngine, batches) -> None:
         k, _v = host.read([block.slot])
         fresh = fresh_keys(lm, prefix, 1, slice(len(prefix) - BS, len(prefix)))
         assert (k[1, 0] - fresh).abs().max().item() <= 1e-4
+
+
+def test_a_readmission_after_preemption_is_not_counted_as_a_connector_lookup():
+    from kvviz.engine.scheduler import PrefixCacheCounters
+
+    counters = PrefixCacheCounters()
+    counters.record_external(12, 8, preempted=False)
+    counters.record_external(12, 8, preempted=True)  # vLLM's PrefixCacheStats.record returns for these
+    assert (counters.external_queries, counters.external_hits, counters.host_hits) == (12, 8, 8)
