@@ -31,7 +31,7 @@ NAMES = (
     "KVVIZ_CACHE_DIR", "KVVIZ_MODEL", "KVVIZ_DEVICE", "KVVIZ_DTYPE", "KVVIZ_BACKEND", "KVVIZ_MAX_TOKENS",
     "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
     "KVVIZ_API", "KVVIZ_API_HOST", "KVVIZ_API_PORT", "KVVIZ_API_KEY", "KVVIZ_API_MAX_WAITING",
-    "KVVIZ_KV_EVENTS_ENDPOINT",
+    "KVVIZ_KV_EVENTS_ENDPOINT", "KVVIZ_STEP_THREADS", "OMP_NUM_THREADS",
 )
 #: The OpenAI-compatible API (kvviz.server): where the app's process serves it, and its waiting-queue bound.
 DEFAULT_API_HOST = "127.0.0.1"
@@ -60,6 +60,10 @@ class Settings:
     api_key: str | None = None  # KVVIZ_API_KEY: required as 'Authorization: Bearer' on /v1 (None: no key)
     api_max_waiting: int = DEFAULT_API_MAX_WAITING  # KVVIZ_API_MAX_WAITING: 1..100000 (more get 503)
     kv_events_endpoint: str | None = None  # KVVIZ_KV_EVENTS_ENDPOINT: the app's KV-event PUB address
+    # KVVIZ_STEP_THREADS: torch threads for every engine step of a serving loop, 1..1024 (None: the policy
+    # of kvviz.engine.threads); omp_num_threads_set: OMP_NUM_THREADS is set, so every step uses torch's count
+    step_threads: int | None = None
+    omp_num_threads_set: bool = False
     errors: Mapping[str, str] = field(default_factory=dict)  # variable name -> its one-line error
 
 
@@ -116,6 +120,7 @@ def parse(env: Mapping[str, str]) -> Settings:
     api_port = whole("KVVIZ_API_PORT", DEFAULT_API_PORT, 0, 65535, "KVVIZ_API_PORT={raw!r} is not a TCP port (0..65535)")
     api_max_waiting = whole("KVVIZ_API_MAX_WAITING", DEFAULT_API_MAX_WAITING, 1, 100_000,
                             "KVVIZ_API_MAX_WAITING={raw!r} is not a queue length (1..100000)")
+    step_threads = whole("KVVIZ_STEP_THREADS", 0, 1, 1024, "KVVIZ_STEP_THREADS={raw!r} is not a thread count (1..1024)")
     cache = raw["KVVIZ_CACHE_DIR"]
     return Settings(
         cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "kvviz",
@@ -133,6 +138,8 @@ def parse(env: Mapping[str, str]) -> Settings:
         api_key=raw["KVVIZ_API_KEY"] or None,
         api_max_waiting=api_max_waiting,
         kv_events_endpoint=raw["KVVIZ_KV_EVENTS_ENDPOINT"] or None,
+        step_threads=step_threads or None,
+        omp_num_threads_set=bool(raw["OMP_NUM_THREADS"]),
         errors=MappingProxyType(errors),
     )
 

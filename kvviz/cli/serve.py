@@ -73,6 +73,8 @@ def _check(args: argparse.Namespace) -> tuple[str | None, str | None]:
         raise CliError(f"--max-model-len must be in 2..{1 << 20:,}, got {args.max_model_len}")
     if args.api_key is not None and not args.api_key.strip():
         raise CliError("--api-key is empty: leave it out for no key")
+    if "KVVIZ_STEP_THREADS" in settings().errors:
+        raise CliError(settings().errors["KVVIZ_STEP_THREADS"])
     if not args.kv_events_endpoint:
         return None, None
     from kvviz.fleet.subscriber import check_bind_endpoint

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from kvviz.engine.engine import LLMEngine
 from kvviz.engine.request import EngineStats, RequestOutput
 from kvviz.engine.sampling import SamplingParams
+from kvviz.engine.threads import StepThreads, default_policy
 
 #: Python's GIL switch interval (s) once an engine loop runs in the process. A step makes hundreds of short
 #: torch calls and gives the GIL up in each; at Python's default of 5 ms, any thread running Python beside
@@ -84,8 +85,9 @@ class EngineLoop:
     running step's lock) and are all added between two steps, so requests that arrive during a step share
     the next one."""
 
-    def __init__(self, engine: LLMEngine) -> None:
+    def __init__(self, engine: LLMEngine, threads: StepThreads | None = None) -> None:
         self.engine = engine
+        self.threads = threads or StepThreads(default_policy())  # torch threads per step, by its size
         self._step_lock = threading.Lock()  # a whole step; ``call`` and ``abort`` take it (between steps)
         self._lock = threading.Lock()  # the engine's state: every change, and ``read`` (not the forward pass)
         self._idle = threading.Condition(self._lock)  # notified when no request is left unfinished
@@ -169,6 +171,8 @@ class EngineLoop:
                 self.engine.abort_request(rid)
         self._work.set()
         self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self.threads.restore()
 
     def _admit(self) -> None:
         """Add every waiting submission (under ``_lock``, between steps) and release its caller."""
@@ -206,6 +210,7 @@ class EngineLoop:
             except BaseException as exc:  # noqa: BLE001 - every waiting stream learns of the failure
                 self._fail(exc)
                 return True
+        self.threads.before_step(work.plan.num_batched_tokens)
         try:
             logits = self.engine.execute_step(work)  # readers (``read``, ``stats``) may run meanwhile
         except BaseException as exc:  # noqa: BLE001
