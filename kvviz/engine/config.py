@@ -33,7 +33,7 @@ class EngineConfig:
     block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_bytes: int = field(default_factory=kv_cache_bytes_default)
     max_num_batched_tokens: int = 2048
-    max_num_seqs: int = 64
+    max_num_seqs: int = 128  # vLLM 0.33.0's API server on a CPU (engine/arg_utils.py, cpu defaults)
     max_model_len: int | None = None
     enable_chunked_prefill: bool = True
     hash_name: str = "sha256"
