@@ -31,7 +31,7 @@ NAMES = (
     "KVVIZ_CACHE_DIR", "KVVIZ_MODEL", "KVVIZ_DEVICE", "KVVIZ_DTYPE", "KVVIZ_BACKEND", "KVVIZ_MAX_TOKENS",
     "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
     "KVVIZ_API", "KVVIZ_API_HOST", "KVVIZ_API_PORT", "KVVIZ_API_KEY", "KVVIZ_API_MAX_WAITING",
-    "KVVIZ_KV_EVENTS_ENDPOINT", "KVVIZ_STEP_THREADS", "OMP_NUM_THREADS",
+    "KVVIZ_KV_EVENTS_ENDPOINT", "KVVIZ_STEP_THREADS", "OMP_NUM_THREADS", "KVVIZ_KV_OFFLOADING_SIZE",
 )
 #: The OpenAI-compatible API (kvviz.server): where the app's process serves it, and its waiting-queue bound.
 DEFAULT_API_HOST = "127.0.0.1"
@@ -64,6 +64,8 @@ class Settings:
     # of kvviz.engine.threads); omp_num_threads_set: OMP_NUM_THREADS is set, so every step uses torch's count
     step_threads: int | None = None
     omp_num_threads_set: bool = False
+    # KVVIZ_KV_OFFLOADING_SIZE: GiB of host memory for the app's engine's host tier, (0, 1024] (None: off)
+    kv_offloading_size: float | None = None
     errors: Mapping[str, str] = field(default_factory=dict)  # variable name -> its one-line error
 
 
@@ -121,6 +123,8 @@ def parse(env: Mapping[str, str]) -> Settings:
     api_max_waiting = whole("KVVIZ_API_MAX_WAITING", DEFAULT_API_MAX_WAITING, 1, 100_000,
                             "KVVIZ_API_MAX_WAITING={raw!r} is not a queue length (1..100000)")
     step_threads = whole("KVVIZ_STEP_THREADS", 0, 1, 1024, "KVVIZ_STEP_THREADS={raw!r} is not a thread count (1..1024)")
+    offloading = number("KVVIZ_KV_OFFLOADING_SIZE", 0.0, 0.0, 1024.0,
+                        "KVVIZ_KV_OFFLOADING_SIZE={raw!r} is not a size in GiB (0..1024, 0: off)")
     cache = raw["KVVIZ_CACHE_DIR"]
     return Settings(
         cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "kvviz",
@@ -140,6 +144,7 @@ def parse(env: Mapping[str, str]) -> Settings:
         kv_events_endpoint=raw["KVVIZ_KV_EVENTS_ENDPOINT"] or None,
         step_threads=step_threads or None,
         omp_num_threads_set=bool(raw["OMP_NUM_THREADS"]),
+        kv_offloading_size=offloading or None,
         errors=MappingProxyType(errors),
     )
 
@@ -167,3 +172,12 @@ def prefer_passive_openmp() -> None:
     """At program start (app, CLI), before torch is imported: idle OpenMP threads sleep instead of
     spinning (on a shared CPU spinning makes small prefills 5-20x slower); an explicit setting wins."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def kv_offloading_size_default() -> float | None:
+    """The app's engine's host tier in GiB: ``KVVIZ_KV_OFFLOADING_SIZE`` if set and above 0, else None (off);
+    a bad value is an ``InputError`` (code ``bad_env_kv_offloading``)."""
+    parsed = settings()
+    if "KVVIZ_KV_OFFLOADING_SIZE" in parsed.errors:
+        raise InputError(parsed.errors["KVVIZ_KV_OFFLOADING_SIZE"], "bad_env_kv_offloading", high=1024)
+    return parsed.kv_offloading_size

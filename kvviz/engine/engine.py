@@ -10,6 +10,7 @@ free queue, block hashes and events are the mirror's ``KVCacheManager``'s; the K
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -84,6 +85,9 @@ class LLMEngine:
         self._block_tokens: dict[int, list[int]] = {}  # cached block id -> its tokens (from BlockStored)
         self._prompt_tokens = self._prompt_cached = self._generation_tokens = self._finished = self._aborted = 0
         self._prompt_cached_host = 0
+        self.num_blocks_cached = self.num_blocks_evicted = 0  # device pool: blocks given a hash / evicted, totals
+        # (request id, client, prompt tokens, cached from device, cached from host) of the last requests admitted
+        self.recent_hits: deque[tuple[str, str, int, int, int]] = deque(maxlen=MAX_RECENT_HITS)
         self.chunk_logits: list[tuple[str, int, torch.Tensor]] | None = None  # tests: every chunk's logits
 
     def _host_tier(self, layout: KVLayout, dtype: torch.dtype) -> HostTier | None:
@@ -284,6 +288,9 @@ class LLMEngine:
             self._prompt_tokens += req.num_prompt_tokens
             self._prompt_cached += max(req.num_cached_tokens, 0)
             self._prompt_cached_host += req.num_cached_tokens_host
+            cached = max(req.num_cached_tokens, 0)
+            self.recent_hits.append((req.request_id, req.client, req.num_prompt_tokens,
+                                     cached - req.num_cached_tokens_host, req.num_cached_tokens_host))
         if req.is_finished:
             it.observe_finished(req, now)
 
@@ -339,10 +346,12 @@ class LLMEngine:
         bs = self.block_size
         for e in events:
             if e.kind is EventKind.CACHE:
+                self.num_blocks_cached += len(e.block_ids)
                 for kv in e.kv_events:
                     for j, bid in enumerate(e.block_ids):
                         self._block_tokens[bid] = list(kv.token_ids[j * bs:(j + 1) * bs])
             elif e.kind is EventKind.EVICT:
+                self.num_blocks_evicted += len(e.block_ids)
                 for bid in e.block_ids:
                     self._block_tokens.pop(bid, None)
             elif e.kind is EventKind.RESET and e.code == "reset":
@@ -409,6 +418,7 @@ class LLMEngine:
 MAX_STEP_RECORDS = 512
 #: The mirror manager's event log is cut to its newest half beyond this many events (each published once).
 MAX_EVENTS = 20000
+MAX_RECENT_HITS = 32  # requests kept in ``recent_hits``
 
 
 def _find_stop(text: str, stops: tuple[str, ...], checked: int) -> tuple[int | None, str | None]:

@@ -38,6 +38,68 @@ class EngineView:
     requests: tuple[RequestView, ...]
     steps: tuple[StepRecord, ...]
     stats: EngineStats
+    tiers: TierView | None = None  # the host tier beside the device pool; None when it is off
+
+
+@dataclass(frozen=True)
+class RequestHits:
+    """A request's prompt at admission by where its tokens came from: device pool, host tier, or computed."""
+
+    request_id: str
+    client: str
+    prompt: int
+    device: int
+    host: int
+
+    @property
+    def computed(self) -> int:
+        return self.prompt - self.device - self.host
+
+
+@dataclass(frozen=True)
+class TierView:
+    """Both tiers side by side, and a block's journey as totals since start. Invariants: held + free =
+    blocks in each tier; cached_in_host <= cached; loaded + dropped <= stored."""
+
+    device_blocks: int  # usable device blocks (the null block left out)
+    device_held: int  # in use by a request or holding a hash
+    device_cached: int  # holding a hash (can be hit)
+    cached_in_host: int  # of device_cached, those whose hash the host tier holds too
+    host_blocks: int
+    host_held: int
+    host_bytes: int
+    both_on_host: bool  # a CPU-only engine: the device pool is host memory too
+    computed: int  # device blocks computed and cached (given a hash; the ones loaded back left out)
+    evicted: int  # cached device blocks evicted (their hash dropped from the device pool)
+    stored: int  # blocks copied to the host tier
+    loaded: int  # blocks copied back from the host tier on a hit
+    dropped: int  # blocks evicted from the host tier (LRU)
+    skipped: int  # stores skipped whole: too few host blocks could be evicted
+    recent: tuple[RequestHits, ...]  # newest first
+
+    @property
+    def device_free(self) -> int:
+        return self.device_blocks - self.device_held
+
+    @property
+    def host_free(self) -> int:
+        return self.host_blocks - self.host_held
+
+
+def tier_view(engine: LLMEngine) -> TierView | None:
+    """The host tier and the device pool from the engine's own counters; None without a host tier."""
+    host = engine.host
+    if host is None:
+        return None
+    hp, blocks = host.pool, engine.pool.blocks[1:]
+    cached = [b.block_hash for b in blocks if b.block_hash is not None]
+    return TierView(
+        len(blocks), sum(1 for b in blocks if b.ref_cnt > 0 or b.block_hash is not None), len(cached),
+        sum(1 for h in cached if h in hp.blocks), hp.num_blocks, len(hp.blocks), host.nbytes,
+        engine.memory.k[0].device.type == "cpu", engine.num_blocks_cached - hp.num_loaded, engine.num_blocks_evicted,
+        hp.num_stored, hp.num_loaded, hp.num_evicted, hp.num_skipped_stores,
+        tuple(RequestHits(*r) for r in reversed(engine.recent_hits)),
+    )
 
 
 def engine_view(engine: LLMEngine, max_steps: int = 64) -> EngineView:
@@ -52,7 +114,7 @@ def engine_view(engine: LLMEngine, max_steps: int = 64) -> EngineView:
         engine.num_blocks, engine.block_size, engine.kv_cache_bytes, engine.memory.block_bytes,
         tuple(b.ref_cnt for b in pool.blocks), tuple(b.block_hash is not None for b in pool.blocks),
         tuple(b.block_id for b in pool.free_block_queue), tuple(reqs), tuple(engine.steps[-max_steps:]),
-        engine.stats(),
+        engine.stats(), tier_view(engine),
     )
 
 

@@ -188,6 +188,7 @@ INPUT_ERRORS = {
     "unknown_backend": "Unknown backend {name}; use one of {choices}.",
     "bad_env_max_tokens": "KVVIZ_MAX_TOKENS is not a valid token limit (1..{high:,}).",
     "bad_env_kv_cache": "KVVIZ_KV_CACHE_MIB is not a size in MiB (1..{high:,}).",
+    "bad_env_kv_offloading": "KVVIZ_KV_OFFLOADING_SIZE is not a size in GiB (0..{high:,}, 0: off).",
     "max_tokens_not_int": "The token limit must be an integer, got {got}.",
     "max_tokens_range": "The token limit must be between 1 and {high:,}, got {got:,}.",
     "unknown_model_dtype": "Unknown dtype {name}; use one of {choices}.",

@@ -33,9 +33,16 @@ def test_valid_values_are_parsed_and_stripped():
     assert s.presenter_key == "k" and s.hf_hub_offline and s.cache_dir == Path("/tmp/kv") and not s.errors
 
 
+def test_the_host_tier_size_is_off_by_default_and_zero_keeps_it_off():
+    assert S.parse({}).kv_offloading_size is None
+    assert S.parse({"KVVIZ_KV_OFFLOADING_SIZE": "0"}).kv_offloading_size is None
+    assert S.parse({"KVVIZ_KV_OFFLOADING_SIZE": " 0.5 "}).kv_offloading_size == 0.5
+
+
 @pytest.mark.parametrize("name, bad", [
     ("KVVIZ_MAX_TOKENS", "0"), ("KVVIZ_MAX_TOKENS", "1e3"), ("KVVIZ_MAX_TOKENS", "lots"),
     ("KVVIZ_KV_CACHE_MIB", "0"), ("KVVIZ_KV_CACHE_MIB", "1.5"),
+    ("KVVIZ_KV_OFFLOADING_SIZE", "-1"), ("KVVIZ_KV_OFFLOADING_SIZE", "2048"), ("KVVIZ_KV_OFFLOADING_SIZE", "half"),
 ])
 def test_an_invalid_value_keeps_the_default_and_names_the_variable(name, bad):
     s = S.parse({name: bad})
