@@ -11,7 +11,7 @@ Decode tokens (one per request) attend in one batch: their block tables, padded 
 select whole blocks once a layer into one buffer reused by every layer of the step (``index_select``, no
 per-token gather), and each K/V head's group of query heads attends as the rows of one query. A prefill
 chunk with nothing before it attends to its own new K/V (the numbers just written); one after a past reads
-its blocks.
+its blocks: as a view when its block table is a run of consecutive ids (no copy), else selected.
 """
 
 from __future__ import annotations
@@ -48,6 +48,17 @@ class _Decode:
     mask: torch.Tensor | None  # [Rd, 1, 1, nblk * bs] additive (0 or -inf); None when nothing is padded
     k_buf: torch.Tensor  # [Rd * nblk, bs, kv_heads, d], refilled each layer
     v_buf: torch.Tensor
+    alone: _Past | None = None  # one decode token whose table is consecutive: read in place (no select)
+
+
+@dataclass(frozen=True)
+class _Past:
+    """Where positions ``0..end-1`` of one sequence are: from flat slot ``first`` on when its block table is
+    a run of consecutive block ids (read as a view, no copy), else in ``blocks`` (selected, a copy)."""
+
+    end: int
+    first: int | None
+    blocks: torch.Tensor | None  # [ceil(end / bs)] block ids, when not consecutive
 
 
 @dataclass(frozen=True)
@@ -56,8 +67,7 @@ class _Prefill:
 
     row: int
     n: int
-    blocks: torch.Tensor | None  # [ceil(end / bs)] its block table; None: no past, it attends to its own K/V
-    end: int
+    past: _Past | None  # None: no past, it attends to its own new K/V
     mask: torch.Tensor | None  # [n, end] bool when there is a past (query start+i sees keys 0..start+i)
 
 
@@ -89,13 +99,27 @@ class PagedAttention:
                 decode_tables.append(table)
                 decode_lens.append(s.end)
             elif not s.start:
-                self.prefills.append(_Prefill(row, n, None, s.end, None))
+                self.prefills.append(_Prefill(row, n, None, None))
             else:
                 mask = (torch.arange(s.end)[None, :] <= (s.start + torch.arange(n))[:, None]).to(dev)
-                self.prefills.append(_Prefill(row, n, torch.tensor(table, dtype=torch.long, device=dev), s.end, mask))
+                self.prefills.append(_Prefill(row, n, self._past(table, s.end), mask))
             row += n
         self.slots = torch.tensor(slots, dtype=torch.long, device=dev)  # [T] where each new token's K/V go
         self.decode = self._plan_decode(decode_rows, decode_tables, decode_lens, row) if decode_rows else None
+
+    def _past(self, table: list[int], end: int) -> _Past:
+        if table == list(range(table[0], table[0] + len(table))):
+            return _Past(end, table[0] * self.memory.block_size, None)
+        return _Past(end, None, torch.tensor(table, dtype=torch.long, device=self.device))
+
+    def _read(self, layer: int, past: _Past) -> tuple[torch.Tensor, torch.Tensor]:
+        """K and V of positions ``0..end-1`` ``[end, kv_heads, d]`` each: views of the blocks or selected copies."""
+        k, v = self.memory.k[layer], self.memory.v[layer]  # [num_blocks, bs, kv_heads, d]
+        if past.first is not None:
+            flat = (-1, self.kv_heads, self.head_dim)
+            return (k.view(flat)[past.first:past.first + past.end], v.view(flat)[past.first:past.first + past.end])
+        return (k.index_select(0, past.blocks).view(-1, self.kv_heads, self.head_dim)[:past.end],
+                v.index_select(0, past.blocks).view(-1, self.kv_heads, self.head_dim)[:past.end])
 
     def _plan_decode(self, rows: list[int], tables: list[list[int]], lens: list[int], num_rows: int) -> _Decode:
         bs, dev, mem = self.memory.block_size, self.device, self.memory
@@ -109,12 +133,21 @@ class PagedAttention:
             mask = mask[:, None, None, :].to(dev)
         shape = (len(rows) * nblk, bs, mem.layout.num_kv_heads, mem.layout.head_dim)
         in_order = rows == list(range(num_rows))
+        if len(rows) == 1 and (past := self._past(tables[0], lens[0])).first is not None:
+            return _Decode(None if in_order else torch.tensor(rows, device=dev), blocks, nblk, None,
+                           blocks.new_empty(0), blocks.new_empty(0), past)
         return _Decode(None if in_order else torch.tensor(rows, device=dev), blocks, nblk, mask,
                        torch.empty(shape, dtype=mem.k[0].dtype, device=dev),
                        torch.empty(shape, dtype=mem.k[0].dtype, device=dev))
 
     def _attend_decode(self, layer: int, q: torch.Tensor, d: _Decode) -> torch.Tensor:
         """Decode queries ``[Rd, heads, head_dim]`` over their block tables -> ``[Rd, heads, head_dim]``."""
+        if d.alone is not None:
+            k, v = self._read(layer, d.alone)  # [end, kv_heads, d], views
+            qg = q.reshape(1, self.kv_heads, self.group, self.head_dim)  # [1, kv_heads, G, d]
+            o = F.scaled_dot_product_attention(qg, k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0),
+                                               scale=self.scale)
+            return o.reshape(1, self.heads, self.head_dim)
         rd = q.shape[0]
         torch.index_select(self.memory.k[layer], 0, d.blocks, out=d.k_buf)
         torch.index_select(self.memory.v[layer], 0, d.blocks, out=d.v_buf)
@@ -129,10 +162,8 @@ class PagedAttention:
     def _attend_prefill(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         p: _Prefill) -> torch.Tensor:
         """A chunk's queries ``[n, heads, d]`` (its new K/V ``k``, ``v`` ``[n, kv_heads, d]``) -> ``[n, heads, d]``."""
-        if p.blocks is not None:  # a past: the whole sequence's K/V from its blocks
-            kv_heads, hd = self.kv_heads, self.head_dim
-            k = self.memory.k[layer].index_select(0, p.blocks).view(-1, kv_heads, hd)[:p.end]  # [end, kv_heads, d]
-            v = self.memory.v[layer].index_select(0, p.blocks).view(-1, kv_heads, hd)[:p.end]
+        if p.past is not None:  # a past: the whole sequence's K/V from its blocks
+            k, v = self._read(layer, p.past)  # [end, kv_heads, d]
         o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
                                            v.transpose(0, 1).unsqueeze(0), attn_mask=p.mask,
                                            is_causal=p.mask is None, scale=self.scale, enable_gqa=self.gqa)

@@ -127,10 +127,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., dim]`` -> same shape; the normalisation in one kernel (``F.rms_norm``, the same
-        numbers as x * rsqrt(mean(x^2) + eps))."""
+        """``x`` ``[..., dim]`` -> same shape (transformers' order of operations: the same numbers)."""
         dtype = x.dtype
-        h = F.rms_norm(x.to(torch.float32), (x.shape[-1],), eps=self.eps)
+        h = x.to(torch.float32)
+        h = h * h.pow(2).mean(-1, keepdim=True).add_(self.eps).rsqrt_()
         return self.weight * h.to(dtype)
 
 
