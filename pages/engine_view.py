@@ -14,6 +14,7 @@ from kvviz.mirror.events import usable_blocks
 from kvviz.model.tokens import token_pieces, tokenize
 from kvviz.server.embedded import get_api_url, recent_requests
 from kvviz_app.engine_view import figures as F
+from kvviz_app.engine_view.tiers import tiers_section
 from kvviz_app.shell import ui, ui_chart
 from kvviz_app.shell.i18n import texts
 from kvviz_app.shell.page_engine import engine_loop_or_stop
@@ -88,6 +89,7 @@ def _view() -> None:
     st.subheader(T.POOL_HEADER)
     st.caption(T.POOL_CAPTION.format(head=", ".join(map(str, view.free_queue[:16])) + " …"))
     ui_chart.plotly_chart(F.pool_grid(view.ref_cnt, view.cached), width="stretch", key="engine_pool")
+    tiers_section(view.tiers)
 
 
 st.fragment(run_every=1 if live else None)(_view)()

@@ -8,9 +8,20 @@ import plotly.graph_objects as go
 
 from kvviz_app.shell.cells import visible_piece
 from kvviz_app.shell.i18n import texts
-from kvviz_app.shell.style import BLUE, FREE_GREY, INK, LEGEND_ABOVE_LEFT, PURPLE, base_layout
+from kvviz_app.shell.style import (
+    BLUE,
+    FREE_GREY,
+    INK,
+    LEGEND_ABOVE_LEFT,
+    MUTED,
+    ORANGE,
+    PURPLE,
+    TEAL,
+    base_layout,
+)
 
 T = texts("engine_view")
+
 
 def step_timeline(steps: Sequence) -> go.Figure:
     """Stacked bars, one per step: prefill-chunk tokens and decode tokens (``StepRecord``s)."""
@@ -48,3 +59,33 @@ def block_heatmap(values, tokens: Sequence[str], title: str) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=values, y=labels, colorscale="RdBu", zmid=0, colorbar=dict(thickness=10)))
     return base_layout(fig, 120 + 16 * len(values), title, legend=None,
                        xaxis=dict(title=T.FIG_KV_X), yaxis=dict(title=T.FIG_KV_Y, autorange="reversed"))
+
+
+def tiers_bars(t) -> go.Figure:
+    """Two horizontal stacked bars, device pool and host memory (a ``TierView``): held blocks by kind, then free."""
+    y = [T.FIG_TIER_DEVICE, T.FIG_TIER_HOST]
+    in_use = t.device_held - t.device_cached
+    parts = [
+        (T.FIG_HELD_CACHED_IN_HOST, [t.cached_in_host, 0], TEAL),
+        (T.FIG_HELD_CACHED, [t.device_cached - t.cached_in_host, 0], BLUE),
+        (T.FIG_HELD_IN_USE, [in_use, 0], PURPLE),
+        (T.FIG_HOST_HELD, [0, t.host_held], ORANGE),
+        (T.FIG_FREE, [t.device_free, t.host_free], FREE_GREY),
+    ]
+    fig = go.Figure([go.Bar(y=y, x=x, name=name, orientation="h", marker_color=color,
+                            hovertemplate="%{y}: %{x} " + name + "<extra></extra>") for name, x, color in parts])
+    return base_layout(fig, 230, T.FIG_TIERS_TITLE, legend=LEGEND_ABOVE_LEFT, barmode="stack",
+                       xaxis=dict(title=T.FIG_BLOCKS_AXIS), yaxis=dict(autorange="reversed"))
+
+
+def hits_by_source(recent: Sequence) -> go.Figure:
+    """One stacked bar per request (``RequestHits``, oldest left): device hit, host hit, computed tokens."""
+    rows = list(recent)[::-1]
+    x = [r.request_id for r in rows]
+    fig = go.Figure([
+        go.Bar(x=x, y=[r.device for r in rows], name=T.FIG_SRC_DEVICE, marker_color=BLUE),
+        go.Bar(x=x, y=[r.host for r in rows], name=T.FIG_SRC_HOST, marker_color=ORANGE),
+        go.Bar(x=x, y=[r.computed for r in rows], name=T.FIG_SRC_COMPUTED, marker_color=MUTED),
+    ])
+    return base_layout(fig, 320, T.FIG_HITS_TITLE, legend=LEGEND_ABOVE_LEFT, barmode="stack",
+                       xaxis=dict(type="category"), yaxis=dict(title=T.FIG_TOKENS_COUNT))

@@ -72,3 +72,59 @@ NO_BLOCKS = "No block holds K/V yet."
 FIG_KV_TITLE = "{which} of block {id}, layer {layer}: one row per token slot, one column per head x dimension"
 FIG_KV_X = "kv head x dimension"
 FIG_KV_Y = "slot"
+TIERS_HEADER = "Two tiers: the device pool and host memory"
+TIERS_OFF = (
+    "This engine has no host tier (the default). Start kvviz with `KVVIZ_KV_OFFLOADING_SIZE=0.5` (GiB of host "
+    "memory, vLLM's `--kv-offloading-size`) to see both tiers here; `kvviz serve --kv-offloading-size 0.5` "
+    "gives a separate API server one."
+)
+TIERS_INTRO = (
+    "vLLM 0.33.0's native offloading: after each step the newly computed full blocks are copied to a host "
+    "memory pool ({host:,} blocks, {mib:.1f} MiB, LRU). When the device pool evicts a cached block, its "
+    "copy can still be hit: the blocks right after a prompt's device hit are looked up in host memory and "
+    "copied back instead of computed."
+)
+TIERS_CPU_ONLY = (
+    "This machine has no accelerator: the device pool is CPU memory too, so both tiers are host memory here. "
+    "The bookkeeping, the hits and the copies are the same as on a GPU; only the copy speed is not."
+)
+FIG_TIERS_TITLE = "Blocks in each tier"
+FIG_TIER_DEVICE = "device pool"
+FIG_TIER_HOST = "host memory"
+FIG_HELD_CACHED_IN_HOST = "cached, copy in host memory"
+FIG_HELD_CACHED = "cached, device only"
+FIG_HELD_IN_USE = "in use, not cached"
+FIG_HOST_HELD = "held in host memory"
+FIG_FREE = "free blocks"
+FIG_BLOCKS_AXIS = "blocks"
+TIERS_COUNTS = (
+    "Device pool: {dheld:,} of {dblocks:,} blocks held, {dfree:,} free; {dcached:,} hold a hash, and "
+    "{in_host:,} of those hashes are in host memory too. Host memory: {hheld:,} of {hblocks:,} blocks held, "
+    "{hfree:,} free."
+)
+JOURNEY_HEADER = "A block's journey, counted since start"
+JOURNEY = (
+    "**{computed:,}** blocks computed and cached in the device pool → **{stored:,}** copied to host memory "
+    "→ **{evicted:,}** evicted from the device pool → **{loaded:,}** loaded back from host memory on a hit; "
+    "**{dropped:,}** dropped from host memory (its LRU), **{skipped:,}** stores skipped (host memory full "
+    "of blocks in use)."
+)
+HITS_HEADER = "Prompt tokens by source, recent requests"
+HITS_NONE = "No request admitted yet: send a burst."
+FIG_HITS_TITLE = "Each request's prompt: device hit, host hit, computed"
+FIG_SRC_DEVICE = "device pool hit"
+FIG_SRC_HOST = "copied back from host memory"
+FIG_SRC_COMPUTED = "computed in prefill"
+FIG_TOKENS_COUNT = "prompt tokens"
+PREDICT_QUESTION = "This prompt's prefix was evicted from the device pool. Will it be computed again?"
+PREDICT_YES = "Yes, computed again"
+PREDICT_NO = "No, copied back from host memory"
+PREDICT_ANSWER_NO = (
+    "not computed again: request {id} found {host:,} of its {prompt:,} prompt tokens in host memory "
+    "and copied them back (device pool hit {device:,}, computed {computed:,})"
+)
+PREDICT_NOT_YET = (
+    "Nothing measured yet: no request has been copied back from host memory. Send the burst, then other "
+    "prompts until the device pool evicts its blocks, then the burst again; the answer comes from that "
+    "request's numbers."
+)

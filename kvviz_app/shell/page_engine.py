@@ -7,16 +7,21 @@ import streamlit as st
 
 from kvviz.engine import EngineLoop, get_engine_loop
 from kvviz.errors import CodedError
+from kvviz_app.shell import ui
 from kvviz_app.shell.i18n import texts
 
 T = texts("engine_view")
 
 
 def engine_loop_or_stop() -> EngineLoop:
-    """``get_engine_loop()``; when the engine refuses the model, an error box and ``st.stop()``."""
+    """``get_engine_loop()``; when the engine refuses the model or ``KVVIZ_KV_OFFLOADING_SIZE``, an error box and
+    ``st.stop()``."""
     try:
         return get_engine_loop()
     except CodedError as exc:
+        if exc.code == "bad_env_kv_offloading":  # KVVIZ_KV_OFFLOADING_SIZE: one line, no traceback
+            st.error(ui.error_text(exc), icon=":material/error:")
+            st.stop()
         if exc.code != "engine_unsupported_model":
             raise
         st.error(T.UNSUPPORTED.format(**exc.params), icon=":material/block:")
