@@ -9,9 +9,10 @@ this layer.
 
 Decode tokens (one per request) attend in one batch: their block tables, padded with the null block,
 select whole blocks once a layer into one buffer reused by every layer of the step (``index_select``, no
-per-token gather), and each K/V head's group of query heads attends as the rows of one query. A prefill
-chunk with nothing before it attends to its own new K/V (the numbers just written); one after a past reads
-its blocks: as a view when its block table is a run of consecutive ids (no copy), else selected.
+per-token gather), and each K/V head's group of query heads attends as the rows of one query; a lone
+decode token with a consecutive table reads its blocks in place. A prefill chunk with nothing before it
+attends to its own new K/V (the numbers just written); one after a past reads its blocks: as a view when
+its block table is a run of consecutive ids (no copy), else selected.
 """
 
 from __future__ import annotations
