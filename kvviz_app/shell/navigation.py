@@ -2,10 +2,17 @@
 
 Every route names a file under pages/; a route whose file is missing stops the app at
 start-up with :class:`MissingPageError` instead of dropping the page from the sidebar.
+
+Streamlit treats a ``pages/`` folder beside the main script as its legacy multipage folder until the
+process's first ``st.navigation`` call: on a fresh server, a first deep link (``/edit``, a share link) runs
+the page file alone. ``leave_legacy_folder_mode`` (called by every page's header) notices such a run and
+reruns it through app.py, with public calls only.
 """
 
 from __future__ import annotations
 
+import sys
+from contextvars import ContextVar
 from pathlib import Path
 
 import streamlit as st
@@ -19,6 +26,8 @@ T = texts("common")
 ROOT = Path(__file__).resolve().parents[2]
 #: The app's name in the browser tab: a name, the same in every language.
 APP_TITLE = "kvviz"
+#: True while app.py's navigation runs the chosen page (this thread's run).
+_IN_APP: ContextVar[bool] = ContextVar("kvviz_in_app", default=False)
 
 
 class MissingPageError(RuntimeError):
@@ -40,10 +49,31 @@ def main() -> None:
     st.set_page_config(page_title=APP_TITLE, page_icon=":material/memory:", layout="wide",
                        initial_sidebar_state="collapsed" if presenting else "auto")
     ui.render_language_switch()  # before the navigation, so its titles are in the session's language
-    pages = [st.Page(str(ROOT / path), title=title, icon=icon, default=(i == 0))
-             for i, (path, title, icon) in enumerate(routes())]
-    navigation = st.navigation(pages, expanded=True)  # every page listed: no "View N more" (English, hides pages)
+    navigation = st.navigation(_pages(), expanded=True)  # every page listed: no "View N more" (English, hides pages)
     ui.announce_presenter_key()  # once per server process: the room's presenter key in the server log
     ui.render_model_sidebar()
     ui_present.sidebar()
-    navigation.run()
+    token = _IN_APP.set(True)
+    try:
+        navigation.run()
+    finally:
+        _IN_APP.reset(token)
+
+
+def _pages() -> list[st.Page]:
+    return [st.Page(str(ROOT / path), title=title, icon=icon, default=(i == 0))
+            for i, (path, title, icon) in enumerate(routes())]
+
+
+def leave_legacy_folder_mode() -> None:
+    """A page run under app.py (the main script) but not through its navigation is Streamlit's legacy
+    folder mode: register the app's pages (``st.navigation`` ends that mode for the process) and rerun, so
+    the same URL resolves through app.py with its sidebar and language. A page run as its own main script
+    (AppTest, ``streamlit run pages/x.py``) is left alone."""
+    if _IN_APP.get():
+        return
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main_file is None or Path(main_file).resolve() != ROOT / "app.py":
+        return
+    st.navigation(_pages(), position="hidden")
+    st.rerun()
