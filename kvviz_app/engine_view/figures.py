@@ -21,6 +21,10 @@ from kvviz_app.shell.style import (
 )
 
 T = texts("engine_view")
+#: Under the plot, in the traces' order: a two-row legend above it would run into the title at 1024 px.
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0, traceorder="normal")
+#: Beside the plot: the per-request chart's slanted ids take the space under it.
+LEGEND_RIGHT = dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, traceorder="normal")
 
 
 def step_timeline(steps: Sequence) -> go.Figure:
@@ -74,18 +78,23 @@ def tiers_bars(t) -> go.Figure:
     ]
     fig = go.Figure([go.Bar(y=y, x=x, name=name, orientation="h", marker_color=color,
                             hovertemplate="%{y}: %{x} " + name + "<extra></extra>") for name, x, color in parts])
-    return base_layout(fig, 230, T.FIG_TIERS_TITLE, legend=LEGEND_ABOVE_LEFT, barmode="stack",
+    return base_layout(fig, 300, T.FIG_TIERS_TITLE, legend=LEGEND_BELOW, barmode="stack",
                        xaxis=dict(title=T.FIG_BLOCKS_AXIS), yaxis=dict(autorange="reversed"))
 
 
 def hits_by_source(recent: Sequence) -> go.Figure:
     """One stacked bar per request (``RequestHits``, oldest left): device hit, host hit, computed tokens."""
     rows = list(recent)[::-1]
-    x = [r.request_id for r in rows]
+    x = list(range(len(rows)))  # positions: two long ids cut to the same label stay two bars
+    ids = [r.request_id for r in rows]
+    hover = "%{customdata}: %{y} %{fullData.name}<extra></extra>"
     fig = go.Figure([
-        go.Bar(x=x, y=[r.device for r in rows], name=T.FIG_SRC_DEVICE, marker_color=BLUE),
-        go.Bar(x=x, y=[r.host for r in rows], name=T.FIG_SRC_HOST, marker_color=ORANGE),
-        go.Bar(x=x, y=[r.computed for r in rows], name=T.FIG_SRC_COMPUTED, marker_color=MUTED),
+        go.Bar(x=x, y=[getattr(r, part) for r in rows], name=name, marker_color=color, customdata=ids,
+               hovertemplate=hover)
+        for part, name, color in (("device", T.FIG_SRC_DEVICE, BLUE), ("host", T.FIG_SRC_HOST, ORANGE),
+                                  ("computed", T.FIG_SRC_COMPUTED, MUTED))
     ])
-    return base_layout(fig, 320, T.FIG_HITS_TITLE, legend=LEGEND_ABOVE_LEFT, barmode="stack",
-                       xaxis=dict(type="category"), yaxis=dict(title=T.FIG_TOKENS_COUNT))
+    labels = [i if len(i) <= 16 else i[:14] + "…" for i in ids]  # an API id is 37 characters
+    return base_layout(fig, 360, T.FIG_HITS_TITLE, legend=LEGEND_RIGHT, barmode="stack", title_top=72,
+                       xaxis=dict(tickmode="array", tickvals=x, ticktext=labels, tickangle=-45, automargin=True),
+                       yaxis=dict(title=T.FIG_TOKENS_COUNT))

@@ -109,6 +109,11 @@ JOURNEY = (
     "**{dropped:,}** dropped from host memory (its LRU), **{skipped:,}** stores skipped (host memory full "
     "of blocks in use)."
 )
+JOURNEY_NOTE = (
+    "A block whose hash host memory holds already is not copied again (only marked recently used). A load "
+    "for a preempted request's re-admission counts here but not in its tokens below: as vLLM, a prompt's "
+    "hits are counted once, when it is first scheduled."
+)
 HITS_HEADER = "Prompt tokens by source, recent requests"
 HITS_NONE = "No request admitted yet: send a burst."
 FIG_HITS_TITLE = "Each request's prompt: device hit, host hit, computed"

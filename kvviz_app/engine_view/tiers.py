@@ -33,6 +33,7 @@ def tiers_section(t: TierView | None) -> None:
     st.markdown(f"**{T.JOURNEY_HEADER}**")
     st.markdown(T.JOURNEY.format(computed=t.computed, stored=t.stored, evicted=t.evicted, loaded=t.loaded,
                                  dropped=t.dropped, skipped=t.skipped))
+    st.caption(T.JOURNEY_NOTE)
     st.markdown(f"**{T.HITS_HEADER}**")
     if not t.recent:
         st.info(T.HITS_NONE, icon=":material/info:")
