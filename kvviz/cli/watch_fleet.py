@@ -67,6 +67,7 @@ def fleet_report(fleet: Fleet, tokens: list[int] | None, block_size: int | None,
         "churn_per_s": round(h.churn_per_s, 3), "batches": h.batches, "last_seq": h.last_seq,
         "gaps_filled": h.gaps_filled, "missed": h.missed, "decode_errors": h.decode_errors,
         "restarts": h.restarts, "overflow": h.overflow, "pod": h.pod, "model": h.model,
+        "blocks_by_medium": h.blocks_by_medium,
     } for h in healths]
     out: dict[str, Any] = {
         "replicas": replicas,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvviz.fleet.engine_model import ExternalBlockHash, hash_label, match_hash_form
 from kvviz.fleet.routing import ReplicaView, Route, route
@@ -111,6 +111,9 @@ class ReplicaHealth:
     overflow: int
     pod: str | None  # from an llm-d style topic kv@<pod>@<model>
     model: str | None
+    # medium -> blocks held there, from the events' medium ("GPU": the device, "CPU": vLLM's host-memory
+    # offload tier); a block on both tiers counts once in each, so the sum can exceed blocks_held
+    blocks_by_medium: dict[str, int] = field(default_factory=dict)
 
 
 class Fleet:
@@ -173,6 +176,7 @@ class Fleet:
             recent = m.samples()[-CHURN_WINDOW_S:]
             churn = sum(x.stored + x.removed for x in recent) / len(recent) if recent else 0.0
             prefixes = len(m.roots())
+            media = m.blocks_by_medium()
             topic = sub.last_topic
         match = _LLMD_TOPIC.fullmatch(topic.decode("utf-8", "replace")) if topic else None
         ranks = sub.counters.ranks.values()
@@ -180,7 +184,7 @@ class Fleet:
                              self.is_stale(name), summary["last_seq"], summary["batches"], summary["gaps_filled"],
                              summary["missed"], summary["decode_errors"], sub.counters.restarts,
                              summary["cached_blocks"], prefixes, churn, m.overflow,
-                             match.group(1) if match else None, match.group(2) if match else None)
+                             match.group(1) if match else None, match.group(2) if match else None, media)
 
     def healths(self) -> list[ReplicaHealth]:
         return [self.health(n) for n in self.names]
