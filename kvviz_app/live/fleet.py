@@ -4,11 +4,20 @@ its index and the scorers are kvviz.fleet.fleet and kvviz.fleet.routing (the sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 import streamlit as st
 
 from kvviz.errors import CodedError
-from kvviz.fleet.fleet import FLEET_MAX_BLOCKS, STALE_AFTER_S, Fleet, parse_replicas, shared_fleet
+from kvviz.fleet.fleet import (
+    FLEET_MAX_BLOCKS,
+    STALE_AFTER_S,
+    Fleet,
+    ReplicaHealth,
+    parse_replicas,
+    shared_fleet,
+)
 from kvviz.mirror.hashing import HASH_FUNCTIONS, get_hash_fn, hash_block_chain, init_none_hash
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 from kvviz_app.live import figures_fleet as F
@@ -62,19 +71,33 @@ def _health(fleet: Fleet) -> None:
     cols = T.HEALTH_COLS
     st.markdown(f"**{T.HEALTH_HEADER}**")
     show_pod = any(h.pod for h in healths)  # the pod column only when a replica's topic names one
+    media = media_columns(healths)
     rows = [{
         cols["name"]: h.name, cols["status"]: T.STATUS_STALE if h.stale else L.STATUS_WORD.get(h.status, h.status),
         cols["last_seq"]: "—" if h.last_seq is None else h.last_seq, cols["gaps"]: h.gaps_filled,
         cols["errors"]: h.decode_errors, cols["blocks"]: h.blocks_held, cols["prefixes"]: h.distinct_prefixes,
+        **{label: h.blocks_by_medium.get(m, 0) for m, label in media},
         cols["churn"]: ui.loc(f"{h.churn_per_s:,.1f}"), **({cols["pod"]: h.pod or "—"} if show_pod else {})}
         for h in healths]
     ui_table.wrapping_table(pd.DataFrame(rows), key="fleet_health")  # a grid of nine columns scrolled at 1024 px
     index = fleet.cluster_index()
     st.caption(T.CLUSTER_LINE.format(distinct=len(index), shared=sum(1 for v in index.values() if len(v) > 1))
                + " " + T.STALE_NOTE.format(seconds=STALE_AFTER_S, cap=FLEET_MAX_BLOCKS))
+    if media:
+        st.caption(T.MEDIA_NOTE)
     for h in healths:
         if h.overflow:
             st.warning(T.OVERFLOW_LINE.format(name=h.name, overflow=h.overflow), icon=":material/warning:")
+
+
+def media_columns(healths: Sequence[ReplicaHealth]) -> list[tuple[str, str]]:
+    """(medium, column label) per medium any replica holds blocks on, the device first, then host memory;
+    none when every block is on the device (the blocks-held column says it all)."""
+    held = {m for h in healths for m, n in h.blocks_by_medium.items() if n}
+    if not held - {"GPU"}:
+        return []
+    order = sorted(held, key=lambda m: ({"GPU": 0, "CPU": 1}.get(m, 2), m))
+    return [(m, T.MEDIUM_COLS.get(m) or T.MEDIUM_OTHER.format(medium=m)) for m in order]
 
 
 def _current_route(fleet: Fleet):

@@ -33,6 +33,13 @@ HEALTH_HEADER = "Replicas"
 HEALTH_COLS = {"name": "replica", "status": "status", "last_seq": "last seq", "gaps": "gaps filled",
                "errors": "bad messages", "blocks": "blocks held", "prefixes": "distinct prefixes",
                "churn": "stores + removals / s", "pod": "pod (topic)"}
+MEDIUM_COLS = {"GPU": "on GPU (device)", "CPU": "in host memory (CPU)"}
+MEDIUM_OTHER = "on {medium}"
+MEDIA_NOTE = (
+    "Blocks by medium come from the events' `medium`: GPU is the engine's device pool, CPU its host-memory "
+    "tier (vLLM's KV offloading, `serve --kv-offloading-size`). A block on both tiers counts in both columns; "
+    "blocks held counts it once. llm-d's router weighs a leading block on GPU 1.0 and in host memory 0.8."
+)
 STATUS_STALE = "stale"
 STALE_NOTE = (
     "A replica is stale when none of its sockets has been connected for {seconds:g} s (an engine that exits "

@@ -50,6 +50,7 @@ def test_three_replicas_health_and_routing() -> None:
         assert list(health[cols["name"]]) == ["a", "b", "c"] and list(health[cols["errors"]]) == [0, 0, 0]
         assert set(health[cols["status"]]) <= set(L.STATUS_WORD.values())  # words, not the subscriber's codes
         assert cols["pod"] not in health.columns  # no replica names a pod: no column of dashes
+        assert T.MEDIUM_COLS["GPU"] not in health.columns  # every block on the device: no media columns
         app.text_area(key="lf_prompt").set_value(",".join(map(str, tokens)))
         app.radio(key="lf_tok").set_value("ids")
         app.number_input(key="lf_load_b").set_value(50)
@@ -64,6 +65,35 @@ def test_three_replicas_health_and_routing() -> None:
         _button(app, T.ROUTE_CHECK).click().run()  # the next prompt: round-robin moves on
         assert {m.label: m.value for m in app.metric}[T.PICKS["round_robin"]] == "b"
         assert len(app.get("plotly_chart")) >= 2  # the prefix columns and the heat strip
+    finally:
+        if specs is not None:
+            stop_shared_fleet(specs)
+        for p in pubs.values():
+            p.close()
+
+
+def test_blocks_by_medium_columns_with_a_host_tier() -> None:
+    """A replica with a host-memory tier (events with medium "CPU") adds a column per medium to the table."""
+    ports = {n: free_port(2) for n in "ab"}
+    pubs = {n: WirePublisher(p, p + 1, rank=0) for n, p in ports.items()}  # replay: published before watching
+    tokens = list(range(700, 748))
+    d = hash_block_chain(tokens, 16, "sha256", init_none_hash("sha256", None))
+    pubs["a"].publish([pubs["a"].s["BlockStored"](d[:3], None, tokens, 16, None, "GPU", None)])
+    pubs["b"].publish([pubs["b"].s["BlockStored"](d[:3], None, tokens, 16, None, "CPU", None),
+                       pubs["b"].s["BlockStored"](d[:1], None, tokens[:16], 16, None, "GPU", None)])
+    text = "\n".join(f"{n}=tcp://127.0.0.1:{p} tcp://127.0.0.1:{p + 1}" for n, p in ports.items())
+    app = _fleet_mode(AppTest.from_file(PAGE, default_timeout=60).run())
+    specs = None
+    try:
+        app.text_area(key="lf_specs").set_value(text).run()
+        _button(app, T.FLEET_CONNECT).click().run()
+        specs = app.session_state["lf_fleet"]
+        gpu, cpu = T.MEDIUM_COLS["GPU"], T.MEDIUM_COLS["CPU"]
+        until(app, lambda a: a.table and cpu in a.table[0].value.columns and list(a.table[0].value[cpu]) == [0, 3])
+        health = app.table[0].value
+        assert list(health[gpu]) == [3, 1] and list(health[T.HEALTH_COLS["blocks"]]) == [3, 3]
+        assert any(T.MEDIA_NOTE in c.value for c in app.caption)
+        assert not app.exception and not app.error
     finally:
         if specs is not None:
             stop_shared_fleet(specs)
