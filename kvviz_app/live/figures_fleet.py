@@ -16,10 +16,11 @@ HELD_AFTER_MISS = "#86efac"
 
 
 def prefix_columns_figure(columns: Sequence[tuple[str, Sequence[tuple[str, int]], int]], pick: str | None,
-                          title: str, labels: dict[str, str]) -> go.Figure:
+                          title: str, labels: dict[str, str], media: Sequence[str] | None = None) -> go.Figure:
     """``columns``: per replica its largest prefix trees as (root label, blocks) and the blocks outside
     them. A root held by two or more replicas gets its own colour in every column it appears in; the
-    others, and the blocks outside the largest trees, stack as one grey bar."""
+    others, and the blocks outside the largest trees, stack as one grey bar. ``media``: one line per
+    replica (its blocks by medium) written under its name."""
     names = [n for n, _, _ in columns]
     holders: dict[str, int] = {}
     size: dict[str, int] = {}
@@ -42,6 +43,8 @@ def prefix_columns_figure(columns: Sequence[tuple[str, Sequence[tuple[str, int]]
         fig.add_annotation(x=pick, y=1.0, yref="paper", yanchor="bottom", text=labels["pick"], showarrow=False,
                            font=dict(color=GREEN, size=13))
     fig.update_layout(barmode="stack", bargap=0.35)
+    if media is not None:
+        fig.update_xaxes(tickvals=names, ticktext=[f"{n}<br>{m}" for n, m in zip(names, media, strict=True)])
     fig.update_yaxes(title=labels["axis"], rangemode="tozero")
     # the pick's mark sits on the plot's top edge, under the title; the legend (one entry per shared prefix,
     # several rows at 1024 px) goes below the replica names, where nothing else is (above, all three overlapped)

@@ -115,8 +115,11 @@ def _fleet_view(fleet: Fleet) -> None:
     _health(fleet)
     current = _current_route(fleet)
     pick = current[4].picks["longest_prefix"] if current else None
-    ui_chart.plotly_chart(F.prefix_columns_figure(fleet.prefix_columns(), pick, T.COLUMNS_TITLE, T.COLUMNS_LABELS),
-                          width="stretch", key="lf_columns")
+    healths = fleet.healths()
+    media = [m for m, _ in media_columns(healths)]  # under each name its blocks per medium, with a host tier
+    lines = [" · ".join(f"{m} " + ui.loc(f"{h.blocks_by_medium.get(m, 0):,}") for m in media) for h in healths] if media else None
+    ui_chart.plotly_chart(F.prefix_columns_figure(fleet.prefix_columns(), pick, T.COLUMNS_TITLE, T.COLUMNS_LABELS,
+                                                  media=lines), width="stretch", key="lf_columns")
 
 
 def _route_view(fleet: Fleet) -> None:

@@ -22,6 +22,14 @@ def test_shared_prefix_is_one_colour_across_columns() -> None:
     assert fig.layout.annotations[0].x == "c"
 
 
+def test_columns_name_each_replicas_blocks_by_medium() -> None:
+    columns = [("a", [("sys1", 6)], 0), ("b", [("sys1", 6)], 2)]
+    fig = prefix_columns_figure(columns, None, "t", T.COLUMNS_LABELS, media=["GPU 6", "GPU 2 · CPU 8"])
+    assert list(fig.layout.xaxis.tickvals) == ["a", "b"]
+    assert list(fig.layout.xaxis.ticktext) == ["a<br>GPU 6", "b<br>GPU 2 · CPU 8"]
+    assert prefix_columns_figure(columns, None, "t", T.COLUMNS_LABELS).layout.xaxis.ticktext is None
+
+
 def test_heat_strip_cells_and_the_pick_row() -> None:
     fig = heat_strip_figure(["a", "b"], [["GPU", None, "GPU"], ["CPU", "CPU", None]], [1, 2], [False, True], "a", 16,
                             "t", T.STRIP_LABELS)

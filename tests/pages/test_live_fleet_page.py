@@ -3,6 +3,7 @@ table, each scorer's pick for a prompt given as token ids, bad replica lists as 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,8 @@ def test_blocks_by_medium_columns_with_a_host_tier() -> None:
         health = app.table[0].value
         assert list(health[gpu]) == [3, 1] and list(health[T.HEALTH_COLS["blocks"]]) == [3, 3]
         assert any(T.MEDIA_NOTE in c.value for c in app.caption)
+        spec = json.loads(app.get("plotly_chart")[0].proto.spec)  # the prefix columns: names over their media
+        assert spec["layout"]["xaxis"]["ticktext"] == ["a<br>GPU 3 · CPU 0", "b<br>GPU 1 · CPU 3"]
         assert not app.exception and not app.error
     finally:
         if specs is not None:
