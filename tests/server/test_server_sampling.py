@@ -119,7 +119,9 @@ def test_streamed_completion_logprobs_equal_the_whole_answer(url):
             lps += c["choices"][0]["logprobs"]["token_logprobs"]
     want = whole["choices"][0]["logprobs"]
     assert tokens == want["tokens"] and offsets == want["text_offset"]
-    assert lps == pytest.approx(want["token_logprobs"])
+    # the same tokens; the numbers to fp32 rounding: the second request's blocks sit elsewhere in the pool, and
+    # attention reads a run of consecutive blocks in place but selects scattered ones (1e-7 apart seen)
+    assert lps == pytest.approx(want["token_logprobs"], rel=0, abs=1e-5)
     assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
 
 

@@ -21,9 +21,20 @@ distributed = pytest.importorskip("dask.distributed")
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", processes=True,
-                                  dashboard_address="127.0.0.1:0") as c:
-        yield c
+    """Two spawned workers. A spawned process re-runs the parent's ``__main__`` file, so the process's own
+    ``__main__`` is put back first: an AppTest run earlier in this process leaves a page script there, which
+    each worker would run (and die on) at start."""
+    import sys
+
+    from conftest import PROCESS_MAIN
+
+    left, sys.modules["__main__"] = sys.modules["__main__"], PROCESS_MAIN
+    try:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", processes=True,
+                                      dashboard_address="127.0.0.1:0") as c:
+            yield c
+    finally:
+        sys.modules["__main__"] = left
 
 
 @pytest.fixture(scope="module")
