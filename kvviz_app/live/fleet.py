@@ -71,33 +71,50 @@ def _health(fleet: Fleet) -> None:
     cols = T.HEALTH_COLS
     st.markdown(f"**{T.HEALTH_HEADER}**")
     show_pod = any(h.pod for h in healths)  # the pod column only when a replica's topic names one
-    media = media_columns(healths)
     rows = [{
         cols["name"]: h.name, cols["status"]: T.STATUS_STALE if h.stale else L.STATUS_WORD.get(h.status, h.status),
         cols["last_seq"]: "—" if h.last_seq is None else h.last_seq, cols["gaps"]: h.gaps_filled,
         cols["errors"]: h.decode_errors, cols["blocks"]: h.blocks_held, cols["prefixes"]: h.distinct_prefixes,
-        **{label: h.blocks_by_medium.get(m, 0) for m, label in media},
         cols["churn"]: ui.loc(f"{h.churn_per_s:,.1f}"), **({cols["pod"]: h.pod or "—"} if show_pod else {})}
         for h in healths]
     ui_table.wrapping_table(pd.DataFrame(rows), key="fleet_health")  # a grid of nine columns scrolled at 1024 px
     index = fleet.cluster_index()
     st.caption(T.CLUSTER_LINE.format(distinct=len(index), shared=sum(1 for v in index.values() if len(v) > 1))
                + " " + T.STALE_NOTE.format(seconds=STALE_AFTER_S, cap=FLEET_MAX_BLOCKS))
-    if media:
-        st.caption(T.MEDIA_NOTE)
+    _media(healths)
     for h in healths:
         if h.overflow:
             st.warning(T.OVERFLOW_LINE.format(name=h.name, overflow=h.overflow), icon=":material/warning:")
 
 
-def media_columns(healths: Sequence[ReplicaHealth]) -> list[tuple[str, str]]:
-    """(medium, column label) per medium any replica holds blocks on, the device first, then host memory;
-    none when every block is on the device (the blocks-held column says it all)."""
+def fleet_media(healths: Sequence[ReplicaHealth]) -> list[str]:
+    """Every medium any replica holds blocks on, the device first, then host memory; empty when every block
+    is on the device (blocks held then says it all)."""
     held = {m for h in healths for m, n in h.blocks_by_medium.items() if n}
     if not held - {"GPU"}:
         return []
-    order = sorted(held, key=lambda m: ({"GPU": 0, "CPU": 1}.get(m, 2), m))
-    return [(m, T.MEDIUM_COLS.get(m) or T.MEDIUM_OTHER.format(medium=m)) for m in order]
+    return sorted(held, key=lambda m: ({"GPU": 0, "CPU": 1}.get(m, 2), m))
+
+
+def media_lines(healths: Sequence[ReplicaHealth]) -> list[str] | None:
+    """Per replica its blocks by medium as "GPU n · CPU m"; None without a medium other than the device."""
+    order = fleet_media(healths)
+    if not order:
+        return None
+    return [" · ".join(f"{m} " + ui.loc(f"{h.blocks_by_medium.get(m, 0):,}") for m in order) for h in healths]
+
+
+def _media(healths: Sequence[ReplicaHealth]) -> None:
+    """Each replica's blocks by medium (a table of its own: the health table has no room left at 1024 px)."""
+    order = fleet_media(healths)
+    if not order:
+        return
+    st.markdown(f"**{T.MEDIA_HEADER}**")
+    rows = [{T.HEALTH_COLS["name"]: h.name,
+             **{T.MEDIUM_COLS.get(m) or T.MEDIUM_OTHER.format(medium=m): h.blocks_by_medium.get(m, 0) for m in order},
+             T.HEALTH_COLS["blocks"]: h.blocks_held} for h in healths]
+    ui_table.wrapping_table(pd.DataFrame(rows), key="fleet_media")
+    st.caption(T.MEDIA_NOTE)
 
 
 def _current_route(fleet: Fleet):
@@ -116,8 +133,7 @@ def _fleet_view(fleet: Fleet) -> None:
     current = _current_route(fleet)
     pick = current[4].picks["longest_prefix"] if current else None
     healths = fleet.healths()
-    media = [m for m, _ in media_columns(healths)]  # under each name its blocks per medium, with a host tier
-    lines = [" · ".join(f"{m} " + ui.loc(f"{h.blocks_by_medium.get(m, 0):,}") for m in media) for h in healths] if media else None
+    lines = media_lines(healths)  # under each name its blocks per medium, when a replica has a host tier
     ui_chart.plotly_chart(F.prefix_columns_figure(fleet.prefix_columns(), pick, T.COLUMNS_TITLE, T.COLUMNS_LABELS,
                                                   media=lines), width="stretch", key="lf_columns")
 

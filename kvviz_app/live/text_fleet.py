@@ -33,6 +33,7 @@ HEALTH_HEADER = "Replicas"
 HEALTH_COLS = {"name": "replica", "status": "status", "last_seq": "last seq", "gaps": "gaps filled",
                "errors": "bad messages", "blocks": "blocks held", "prefixes": "distinct prefixes",
                "churn": "stores + removals / s", "pod": "pod (topic)"}
+MEDIA_HEADER = "Blocks by medium"
 MEDIUM_COLS = {"GPU": "on GPU (device)", "CPU": "in host memory (CPU)"}
 MEDIUM_OTHER = "on {medium}"
 MEDIA_NOTE = (

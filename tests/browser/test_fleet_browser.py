@@ -33,6 +33,9 @@ def _publishers() -> tuple[dict[str, int], dict[str, WirePublisher], list[int]]:
     for name, hashes, toks in (("a", d2, other), ("c", d2, other), ("b", d3, own)):
         pub = pubs[name]
         pub.publish([pub.s["BlockStored"](hashes, None, toks, 16, None, "GPU", None)])
+    # b's own prefix also in host memory (a host tier, medium "CPU"): the health table's media columns and
+    # the lines under the prefix columns must fit too; the prompt's routing does not change
+    pubs["b"].publish([pubs["b"].s["BlockStored"](d3, None, own, 16, None, "CPU", None)])
     return ports, pubs, tokens
 
 
