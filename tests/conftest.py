@@ -7,14 +7,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: This process's own ``__main__`` (pytest's or an xdist worker's), before any AppTest replaces it: Streamlit's
-#: script runner installs each page script it runs as ``sys.modules["__main__"]`` and never puts it back.
-PROCESS_MAIN = sys.modules["__main__"]
 TESTS = ROOT / "tests"
 # The repo root (for ``import kvviz``) and tests/ (for ``import browser_util`` from tests/<layer>/).
 for _path in (ROOT, TESTS):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+import main_module_util  # noqa: E402, F401 - records this process's own __main__ before any AppTest replaces it
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

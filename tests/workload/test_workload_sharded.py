@@ -26,7 +26,7 @@ def cluster():
     each worker would run (and die on) at start."""
     import sys
 
-    from conftest import PROCESS_MAIN
+    from main_module_util import PROCESS_MAIN
 
     left, sys.modules["__main__"] = sys.modules["__main__"], PROCESS_MAIN
     try:
