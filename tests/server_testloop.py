@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvviz.engine import RequestMetrics, RequestOutput, SamplingParams
+from kvviz.engine.request import EngineStats
 from kvviz.engine.stats import FinishedRequestStats, IterationStats
 from kvviz.mirror.kv_events import BlockStored, KVEventBatch
 
@@ -179,11 +180,9 @@ class FakeLoop:
             run.done = True
             self._emit(rid, run, "abort", [])
 
-    def stats(self) -> Any:
-        from types import SimpleNamespace
-
+    def stats(self) -> EngineStats:
         with self.lock:
-            return SimpleNamespace(num_running=len(self.running), num_waiting=0, num_preemptions=0,
+            return EngineStats(num_running=len(self.running), num_waiting=0, num_preemptions=0,
                                    kv_cache_usage=min(1.0, len(self.running) / 64), prefix_cache_queries=self.queries,
                                    prefix_cache_hits=self.hits, num_blocks=64, block_size=BLOCK, kv_cache_bytes=1 << 20,
                                    prompt_tokens_total=self.prompt_total, generation_tokens_total=self.gen_total,

@@ -285,12 +285,11 @@ class LLMEngine:
         """The step's metrics for one sampled token; the prompt counts at its first token (vLLM's rule)."""
         it.observe_token(req, previous, now)
         if previous is None:
+            cached, host = max(req.num_cached_tokens, 0), req.num_cached_tokens_host
             self._prompt_tokens += req.num_prompt_tokens
-            self._prompt_cached += max(req.num_cached_tokens, 0)
-            self._prompt_cached_host += req.num_cached_tokens_host
-            cached = max(req.num_cached_tokens, 0)
-            self.recent_hits.append((req.request_id, req.client, req.num_prompt_tokens,
-                                     cached - req.num_cached_tokens_host, req.num_cached_tokens_host))
+            self._prompt_cached += cached
+            self._prompt_cached_host += host
+            self.recent_hits.append((req.request_id, req.client, req.num_prompt_tokens, cached - host, host))
         if req.is_finished:
             it.observe_finished(req, now)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Protocol
 
 import torch
@@ -109,7 +110,7 @@ class HostBlockPool:
         need = len(new) - len(self._free_slots)
         if need > 0:
             offer = set(hashes)
-            victims = [h for h, b in self.blocks.items() if b.ref_cnt == 0 and h not in offer][:need]
+            victims = list(islice((h for h, b in self.blocks.items() if b.ref_cnt == 0 and h not in offer), need))
             if len(victims) < need:
                 self.num_skipped_stores += 1
                 return None

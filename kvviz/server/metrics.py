@@ -10,7 +10,7 @@ tokens (every request of the engine, as vLLM's, not only the API's). Labels are 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -18,6 +18,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:  # the engine's loop and records, as types only
     from kvviz.engine import EngineLoop, LLMEngine
+    from kvviz.engine.request import EngineStats
     from kvviz.engine.stats import FinishedRequestStats, IterationStats
 
 # vLLM 0.33.0's bucket families (vllm/v1/metrics/buckets.py)
@@ -50,26 +51,10 @@ def request_tokens_buckets(max_model_len: int) -> tuple[int, ...]:
         scale *= 10
 
 
-class StatsLike(Protocol):
-    """The scrape-time numbers (kvviz.engine's ``EngineStats``)."""
-
-    num_running: int
-    num_waiting: int
-    num_preemptions: int
-    kv_cache_usage: float
-    prefix_cache_queries: int
-    prefix_cache_hits: int
-    num_blocks: int
-    block_size: int
-    prompt_tokens_total: int
-    generation_tokens_total: int
-    prompt_tokens_cached_total: int
-
-
 class _EngineCollector:
     """vLLM's gauges and counters, read from the engine's stats at each scrape (none before it starts)."""
 
-    def __init__(self, stats: Callable[[], StatsLike | None], model: str) -> None:
+    def __init__(self, stats: Callable[[], EngineStats | None], model: str) -> None:
         self._stats = stats
         self._labels = [model, "0"]
         self.cache_labels: dict[str, str] = {}  # vLLM's CacheConfig fields kvviz has a value for
@@ -91,7 +76,7 @@ class _EngineCollector:
         info.add_metric(list(labels.values()), 1.0)
         yield info
 
-    def _gauges(self, s: StatsLike) -> Iterator[Metric]:
+    def _gauges(self, s: EngineStats) -> Iterator[Metric]:
         gauges = (("vllm:num_requests_running", "Requests in model execution batches.", s.num_running),
                   ("vllm:num_requests_waiting", "Requests waiting to be processed.", s.num_waiting),
                   ("vllm:kv_cache_usage_perc", "KV-cache usage (1 = every block in use).", s.kv_cache_usage))
@@ -106,16 +91,15 @@ class _EngineCollector:
         yield self._labelled(GaugeMetricFamily, "vllm:engine_sleep_state", "Engine sleep state (kvviz never sleeps).",
                              "sleep_state", {"awake": 1, "weights_offloaded": 0, "discard_all": 0})
 
-    def _counters(self, s: StatsLike) -> Iterator[Metric]:
+    def _counters(self, s: EngineStats) -> Iterator[Metric]:
         cached = s.prompt_tokens_cached_total
-        # the host tier (--kv-offloading-size) is kvviz's one connector; 0 when off (older stats lack the fields)
-        cached_host = getattr(s, "prompt_tokens_cached_host_total", 0)
+        cached_host = s.prompt_tokens_cached_host_total  # the host tier (--kv-offloading-size): kvviz's one connector
         counters = (("vllm:prefix_cache_queries", "Prefix-cache queries, in queried tokens.", s.prefix_cache_queries),
                     ("vllm:prefix_cache_hits", "Prefix-cache hits, in cached tokens.", s.prefix_cache_hits),
                     ("vllm:external_prefix_cache_queries", "KV-connector cache queries (kvviz: the host tier).",
-                     getattr(s, "external_prefix_cache_queries", 0)),
+                     s.external_prefix_cache_queries),
                     ("vllm:external_prefix_cache_hits", "KV-connector cache hits (kvviz: the host tier).",
-                     getattr(s, "external_prefix_cache_hits", 0)),
+                     s.external_prefix_cache_hits),
                     ("vllm:mm_cache_queries", "Multi-modal cache queries (kvviz is text only).", 0),
                     ("vllm:mm_cache_hits", "Multi-modal cache hits (kvviz is text only).", 0),
                     ("vllm:num_preemptions", "Preemptions in the engine.", s.num_preemptions),
@@ -131,7 +115,7 @@ class _EngineCollector:
         yield self._labelled(CounterMetricFamily, "vllm:prompt_tokens_by_source", "Prompt tokens by source.",
                              "source", by_source)
         hits = dict.fromkeys(CACHE_HIT_SOURCES, 0) | {"device": s.prefix_cache_hits,
-                                                      "host": getattr(s, "prefix_cache_hits_host", 0)}
+                                                      "host": s.prefix_cache_hits_host}
         yield self._labelled(CounterMetricFamily, "vllm:prompt_tokens_cached_by_source",
                              "Prefix-cache hit tokens by the cache tier that supplied them (kvviz: device, host).",
                              "source", hits)
@@ -146,7 +130,7 @@ class _EngineCollector:
 class ServerMetrics:
     """The server's registry: the engine collector plus histograms observed from the engine's steps."""
 
-    def __init__(self, stats: Callable[[], StatsLike | None], model: str) -> None:
+    def __init__(self, stats: Callable[[], EngineStats | None], model: str) -> None:
         self.registry = CollectorRegistry()
         self._collector = _EngineCollector(stats, model)
         self.registry.register(self._collector)  # type: ignore[arg-type]
