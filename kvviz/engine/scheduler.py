@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from kvviz.engine.config import EngineConfig
 from kvviz.engine.offload import HostBlockPool, LoadJob
 from kvviz.engine.request import Request, RequestStatus
+from kvviz.mirror.host_pool import load_span
 from kvviz.mirror.manager import KVCacheManager
 
 
@@ -221,8 +222,7 @@ class Scheduler:
         to compute (vLLM's connector lookup of ``get_num_new_matched_tokens``)."""
         if self.host is None:
             return []
-        bs = self.manager.block_size
-        first, last = num_local // bs, min(len(hashes), (num_tokens - 1) // bs)
+        first, last = load_span(num_local, num_tokens, len(hashes), self.manager.block_size)
         if first >= last:
             return []
         return list(hashes[first:first + self.host.lookup(hashes[first:last])])
