@@ -16,7 +16,17 @@ block table; ``num_tokens`` is 0 unless said otherwise):
   and blocks with a hash to the tail, each group in event order (vLLM's ``free_blocks``).
 - ``refuse``: not enough free blocks; nothing changed.
 - ``reset``: ``reset_prefix_cache``: every hash dropped (code ``reset``), or refused while blocks are
-  in use (code ``reset_refused``).
+  in use (code ``reset_refused``); a host tier is cleared with it.
+
+With a host tier (``KVCacheManager(host_blocks=...)``, ``kvviz.mirror.offloading``; no device-pool change):
+
+- ``host_load``: held host blocks copied back into the request's fresh device blocks ``block_ids`` at
+  ``positions`` (``num_tokens`` = tokens loaded, not computed).
+- ``host_evict``: host blocks ``block_hashes`` dropped (LRU) to make room; ``BlockRemoved`` medium CPU.
+- ``host_store``: a request's full blocks offered to the host tier (``block_hashes`` / ``block_ids`` /
+  ``positions`` = the whole offer, in chain order; ``params["stored"]`` the positions copied, the others
+  were held and only touched; code ``host_store_skipped``: too few host blocks could be evicted, nothing
+  stored); ``BlockStored`` medium CPU per stored block.
 
 Each event carries a reason ``code`` and its ``params`` (the view renders the words; see
 ``kvviz_app.shell.text_concepts``) and the vLLM KV-cache events it implies (``kv_events``). Block 0 is the null block.
@@ -52,6 +62,12 @@ class EventKind(StrEnum):
     EVICT = "evict"
     REFUSE = "refuse"
     RESET = "reset"
+    HOST_LOAD = "host_load"
+    HOST_EVICT = "host_evict"
+    HOST_STORE = "host_store"
+
+
+HOST_KINDS = frozenset({EventKind.HOST_LOAD, EventKind.HOST_EVICT, EventKind.HOST_STORE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +113,7 @@ class PoolCounters:
     computed_tokens: int = 0
     evictions: int = 0
     refused: int = 0
+    host_hit_tokens: int = 0  # prompt tokens copied back from a host tier instead of computed
 
     @property
     def queries(self) -> int:
@@ -144,6 +161,27 @@ class BlockView:
     state: str
 
 
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """A host tier at one point: its capacity, every held block as (hash, slot) with the least recently
+    used (the next to drop) first, and its running totals of blocks stored, loaded, evicted, stores skipped."""
+
+    num_blocks: int
+    lru: tuple[tuple[BlockHash, int], ...] = ()
+    stored: int = 0
+    loaded: int = 0
+    evicted: int = 0
+    skipped: int = 0
+
+    @property
+    def held(self) -> frozenset[BlockHash]:
+        return frozenset(h for h, _ in self.lru)
+
+    def hash_in_slot(self) -> dict[int, BlockHash]:
+        """slot -> the hash it holds (free slots absent)."""
+        return {slot: h for h, slot in self.lru}
+
+
 @dataclass(frozen=True)
 class PoolState:
     """Complete state of a block pool and its requests at one point in the event log."""
@@ -157,6 +195,7 @@ class PoolState:
     requests: dict[str, RequestBlocks] = field(default_factory=dict)
     counters: PoolCounters = field(default_factory=PoolCounters)
     num_events: int = 0
+    host: HostState | None = None  # the host tier under the pool; None when there is none
 
     def state_of(self, block_id: int) -> str:
         if block_id == NULL_BLOCK_ID:
@@ -228,6 +267,10 @@ class PoolState:
             },
             "null_block": NULL_BLOCK_ID,
             "num_events": self.num_events,
+            **({} if self.host is None else {"host": {
+                "num_blocks": self.host.num_blocks, "lru": [[h.hex(), slot] for h, slot in self.host.lru],
+                "stored": self.host.stored, "loaded": self.host.loaded, "evicted": self.host.evicted,
+                "skipped": self.host.skipped, "host_hit_tokens": c.host_hit_tokens}}),
         }
 
 

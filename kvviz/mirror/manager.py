@@ -7,7 +7,9 @@ hashes from the start, capped at ``num_tokens - 1`` tokens) followed by ``alloca
 the hits, pop new blocks, cache the newly full ones). A request that does not fit is refused with
 the pool left unchanged. Every change is an ``Event`` in ``self.events`` (a reason code and its
 parameters; ``kvviz_app.shell.text_concepts`` renders the words). ``reset_prefix_cache`` drops every hash when no
-block is in use. Block 0 is the null block, as in vLLM.
+block is in use. Block 0 is the null block, as in vLLM. ``host_blocks`` adds a host tier under the pool
+(``kvviz.mirror.offloading``, vLLM's CPU offloading): full blocks are stored there as they are computed, and a
+prompt loads the run of blocks after its device hit that the tier still holds instead of computing them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from kvviz.mirror.hashing import (
 )
 from kvviz.mirror.kv_events import SPEC_FULL_ATTENTION, SPEC_SLIDING_WINDOW
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE, BlockSize
+from kvviz.mirror.offloading import HostOffload
 from kvviz.mirror.replay import replay as replay_events
 from kvviz.mirror.single_type import (
     CacheHit,
@@ -77,6 +80,7 @@ class KVCacheManager:
 
     ``sliding_window`` (tokens, >= 2) switches the hit search to vLLM's sliding-window variant and
     frees blocks that fall out of the window as decoding proceeds, as ``SlidingWindowManager`` does.
+    ``host_blocks`` (>= 1, full attention only) puts a host tier of that many blocks under the pool.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class KVCacheManager:
         hash_name: str = DEFAULT_HASH,
         seed: str | None = DEFAULT_SEED,
         sliding_window: int | None = None,
+        host_blocks: int | None = None,
     ) -> None:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 2 <= num_blocks <= MAX_NUM_BLOCKS:
             raise ValueError(f"num_blocks must be an integer in 2..{MAX_NUM_BLOCKS} (block 0 is the null block), "
@@ -106,8 +111,12 @@ class KVCacheManager:
         self.block_pool = BlockPool(num_blocks, events=self.events, block_size=self.block_size,
                                     kv_cache_spec_kind=SPEC_FULL_ATTENTION if sliding_window is None
                                     else SPEC_SLIDING_WINDOW, sliding_window=sliding_window)
+        if host_blocks is not None and sliding_window is not None:
+            raise ValueError("a host tier is mirrored for full attention only")
+        self.host = HostOffload(host_blocks, self.block_pool) if host_blocks is not None else None
         self._requests: dict[str, _Request] = {}
         self._requests_added = 0
+        self._host_hit_tokens = 0
         self._prompt_tokens = 0
         self._hit_tokens = 0
         self._computed_tokens = 0
@@ -195,14 +204,16 @@ class KVCacheManager:
 
     def add_request(self, request_id: str, token_ids: Sequence[int], cache_salt: str | None = None, *,
                     block_hashes: Sequence[BlockHash] | None = None,
-                    full_num_tokens: int | None = None) -> AddResult:
+                    full_num_tokens: int | None = None, skip_reading_prefix_cache: bool = False) -> AddResult:
         """Admit a prompt whose prefill is about to run: reuse the longest cached prefix (capped at
         ``num_tokens - 1`` tokens), allocate blocks for the rest, cache its full blocks. An engine with
         chunked prefill admits the tokens of the first chunk (and ``append_tokens`` the later ones), so
         only blocks whose K/V are computed in this step or before are cached (vLLM's ``allocate_slots``);
         ``block_hashes`` as in ``peek_cache_hit``. ``full_num_tokens`` (the request's whole current length,
         >= the chunk's): refused unless blocks for all of them, less the hit, are free now (vLLM 0.33.0's
-        ``allocate_slots(full_sequence_must_fit=True)``); only the chunk's blocks are allocated."""
+        ``allocate_slots(full_sequence_must_fit=True)``); only the chunk's blocks are allocated.
+        ``skip_reading_prefix_cache``: no lookup, every block is new (vLLM 0.33.0's
+        ``KVCacheManager.prefix_cache_lookup_enabled``); its full blocks are cached all the same."""
         self._check_new_id(request_id)
         if cache_salt is not None and not isinstance(cache_salt, str):
             raise ValueError(f"cache salt must be a string, got {type(cache_salt).__name__}")
@@ -211,7 +222,7 @@ class KVCacheManager:
         self._check_full_num_tokens(full_num_tokens, num_tokens)
         bs = self.block_size
         hashes = self._hashes_of(tokens, cache_salt, block_hashes)
-        computed = self._find_hit(hashes, num_tokens - 1, self.sliding_window)
+        computed = [] if skip_reading_prefix_cache else self._find_hit(hashes, num_tokens - 1, self.sliding_window)
         num_computed = len(computed) * bs
         skipped = self._num_skipped_blocks(num_computed)
         reused = [b for b in computed[skipped:] if b is not None]
@@ -232,7 +243,12 @@ class KVCacheManager:
             pool.emit(EventKind.HIT, request_id, reused, "hit", {"count": len(reused), "tokens": num_computed},
                       num_tokens=num_computed, positions=reused_pos)
         to_compute = num_tokens - num_computed
-        if len(computed) < len(hashes) and pool.get_cached_block(hashes[len(computed)]) is not None:
+        from_host = self.host.lookup(hashes, num_computed, num_tokens) if self.host is not None else []
+        loaded = len(from_host) * bs
+        if from_host:
+            miss_code, miss_params = "miss_host", {"tokens": to_compute - loaded, "loaded": loaded,
+                                                   "index": len(computed) + len(from_host)}
+        elif len(computed) < len(hashes) and pool.get_cached_block(hashes[len(computed)]) is not None:
             miss_code, miss_params = "miss_capped", {"tokens": to_compute}
         else:
             miss_code, miss_params = "miss", {"tokens": to_compute, "index": len(computed)}
@@ -241,7 +257,8 @@ class KVCacheManager:
         self._requests_added += 1
         self._prompt_tokens += num_tokens
         self._hit_tokens += num_computed
-        self._computed_tokens += to_compute
+        self._host_hit_tokens += loaded
+        self._computed_tokens += to_compute - loaded
 
         req = _Request(request_id, tokens, cache_salt, hashes)
         pool.touch(reused, request_id, positions=reused_pos)
@@ -252,7 +269,11 @@ class KVCacheManager:
         new_blocks = pool.get_new_blocks(num_new, request_id, positions=range(start, start + num_new),
                                          num_tokens=num_tokens)
         req.blocks.extend(new_blocks)
+        if from_host:  # vLLM copies them into the request's fresh blocks; they are cached like computed ones
+            self.host.load(request_id, new_blocks[:len(from_host)], from_host, start)  # type: ignore[union-attr]
         cached = self._cache_blocks(req)
+        if self.host is not None:
+            self.host.offer(request_id, True, req.blocks, req.block_hashes, req.token_ids)
         events = tuple(self.events[first_event:])
         return AddResult(
             "add", request_id, True, num_tokens, num_computed,
@@ -312,6 +333,8 @@ class KVCacheManager:
         req.blocks.extend(new_blocks)
         self._computed_tokens += len(new_tokens)
         cached = self._cache_blocks(req)
+        if self.host is not None:
+            self.host.offer(request_id, False, req.blocks, req.block_hashes, req.token_ids)
         events = tuple(self.events[first_event:])
         return AddResult(
             "append", request_id, True, total, prev,
@@ -337,8 +360,12 @@ class KVCacheManager:
 
     def reset_prefix_cache(self) -> bool:
         """vLLM's ``reset_prefix_cache``: drop every cached hash; False (and nothing changed, a
-        ``reset_refused`` event) while any request holds blocks."""
-        return self.block_pool.reset_prefix_cache()
+        ``reset_refused`` event) while any request holds blocks. A host tier is cleared with it (vLLM resets
+        the offloading connector's cache too)."""
+        ok = self.block_pool.reset_prefix_cache()
+        if ok and self.host is not None:
+            self.host.reset()
+        return ok
 
     def free_request(self, request_id: str) -> AddResult:
         """The request finished: release its blocks in reverse order, so its tail blocks are evicted
@@ -349,6 +376,8 @@ class KVCacheManager:
         blocks = [req.blocks[i] for i in order]
         self.block_pool.free_blocks(blocks, request_id, positions=order)  # type: ignore[arg-type]
         del self._requests[request_id]
+        if self.host is not None:
+            self.host.forget(request_id)
         return AddResult(
             "free", request_id, True, len(req.token_ids), 0,
             freed_block_ids=tuple(b.block_id for b in blocks),  # type: ignore[union-attr]
@@ -386,6 +415,7 @@ class KVCacheManager:
             computed_tokens=self._computed_tokens,
             evictions=self.block_pool.num_evictions,
             refused=self._refused,
+            host_hit_tokens=self._host_hit_tokens,
         )
 
     def snapshot(self) -> PoolState:
@@ -395,12 +425,14 @@ class KVCacheManager:
             rid: RequestBlocks(tuple(b.block_id if b is not None else None for b in r.blocks), len(r.token_ids))
             for rid, r in self._requests.items()
         }
-        return replace(self.block_pool.snapshot(), requests=requests, counters=self.counters)
+        return replace(self.block_pool.snapshot(), requests=requests, counters=self.counters,
+                       host=self.host.state() if self.host is not None else None)
 
     def replay(self, k: int | None = None) -> PoolState:
         """The state after the first ``k`` events (all when None), rebuilt from the event log."""
         events = self.events if k is None else self.events[:k]
-        return replay_events(self.num_blocks, events, self.block_size)
+        host = self.host.pool.num_blocks if self.host is not None else None
+        return replay_events(self.num_blocks, events, self.block_size, host)
 
 
 def _evicted(events: Sequence[Event]) -> tuple[int, ...]:

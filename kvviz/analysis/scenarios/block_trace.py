@@ -1,10 +1,11 @@
 """Request traces for the block manager: load and validate a JSON trace, replay it step by step.
 
 A trace is ``{"block_size": 16, "num_blocks": 8, "hash": "sha256", "seed": null,
-"sliding_window": null, "steps": [{"op": "add"|"append"|"free", "id": "r1", "tokens": [...],
+"sliding_window": null, "host_blocks": null, "steps": [{"op": "add"|"append"|"free", "id": "r1", "tokens": [...],
 "salt": "..."}, {"op": "reset"}]}``. ``add`` = a prompt just prefilled, ``append`` = decoded tokens,
 ``free`` = the request finished, ``reset`` = ``reset_prefix_cache``. Only ``num_blocks`` (block 0 is the
-null block, so at least 2) and ``steps`` are required; ``seed`` null = vLLM's default seed resolution.
+null block, so at least 2) and ``steps`` are required; ``seed`` null = vLLM's default seed resolution;
+``host_blocks`` puts a host tier of that many blocks under the pool (vLLM's CPU offloading; null = none).
 A refused step is reported in its step (``error``: a reason code, ``error_params``); later steps on a
 refused id are reported as skipped (code ``skipped_refused``), not failed. Each step also reports
 vLLM's KV-cache events and prefix-cache counters.
@@ -35,7 +36,8 @@ MAX_TRACE_BYTES = 16 * 1024 * 1024
 MAX_TRACE_STEPS = 10_000
 MAX_TRACE_TOKENS = 1_000_000
 OPS = ("add", "append", "free", "reset")
-_TOP_KEYS = {"block_size", "num_blocks", "hash", "seed", "sliding_window", "steps", "name", "description"}
+_TOP_KEYS = {"block_size", "num_blocks", "hash", "seed", "sliding_window", "steps", "name", "description",
+             "host_blocks"}
 _STEP_KEYS = {"add": {"op", "id", "tokens", "salt", "note"}, "append": {"op", "id", "tokens", "note"},
               "free": {"op", "id", "note"}, "reset": {"op", "note"}}
 
@@ -73,9 +75,11 @@ class Trace:
     sliding_window: int | None = None
     name: str | None = None
     description: str | None = None
+    host_blocks: int | None = None
 
     def new_manager(self) -> KVCacheManager:
-        return KVCacheManager(self.num_blocks, self.block_size, self.hash, self.seed, self.sliding_window)
+        return KVCacheManager(self.num_blocks, self.block_size, self.hash, self.seed, self.sliding_window,
+                              self.host_blocks)
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,12 @@ def parse_trace(obj: Any) -> Trace:
     window = obj.get("sliding_window")
     if window is not None:
         window = _int(window, "sliding_window", 2, 1 << 30)
+    host_blocks = obj.get("host_blocks")
+    if host_blocks is not None:
+        host_blocks = _int(host_blocks, "host_blocks", 1, MAX_NUM_BLOCKS)
+        if window is not None:
+            raise TraceError("host_blocks: a host tier is mirrored for full attention only (no sliding_window)",
+                             "out_of_range", key="host_blocks", low=1, high=MAX_NUM_BLOCKS, got=host_blocks)
     for key in ("name", "description"):
         if obj.get(key) is not None and not isinstance(obj[key], str):
             raise TraceError(f"{key} must be a string", "not_string", key=key)
@@ -192,7 +202,7 @@ def parse_trace(obj: Any) -> Trace:
                              step=i, limit=MAX_TRACE_TOKENS)
         steps.append(step)
     return Trace(num_blocks, tuple(steps), block_size, hash_name, seed, window,
-                 obj.get("name"), obj.get("description"))
+                 obj.get("name"), obj.get("description"), host_blocks)
 
 
 def _parse_step(i: int, raw: Any) -> TraceStep:

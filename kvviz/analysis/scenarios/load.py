@@ -30,7 +30,7 @@ MAX_SCENARIO_BLOCKS = 256  # a scenario's pool is drawn block by block
 MAX_SCENARIO_BYTES = 4 * 1024 * 1024
 
 _TOP_KEYS = {"name", "title", "description", "block_size", "num_blocks", "hash", "seed", "sliding_window",
-             "prefix_text", "user_template", "steps"}
+             "prefix_text", "user_template", "steps", "host_blocks"}
 _STEP_KEYS = {"op", "id", "tokens", "text", "pieces", "salt", "note"}
 
 
@@ -69,11 +69,12 @@ def parse_scenario(obj: Any, name: str = "custom", tokenizer: Tokenizer | None =
     if len(raw_steps) > MAX_SCENARIO_STEPS:
         raise ScenarioError(f"too many steps: {len(raw_steps)} (at most {MAX_SCENARIO_STEPS})", "file_too_many_steps",
                             count=len(raw_steps), limit=MAX_SCENARIO_STEPS)
-    nb = obj.get("num_blocks")
-    if isinstance(nb, int) and not isinstance(nb, bool) and nb > MAX_SCENARIO_BLOCKS:
-        raise ScenarioError(f"num_blocks must be at most {MAX_SCENARIO_BLOCKS} for a scenario (the pool is "
-                            f"drawn block by block), got {nb}", "too_many_blocks", limit=MAX_SCENARIO_BLOCKS,
-                            value=nb)
+    for key in ("num_blocks", "host_blocks"):
+        nb = obj.get(key)
+        if isinstance(nb, int) and not isinstance(nb, bool) and nb > MAX_SCENARIO_BLOCKS:
+            raise ScenarioError(f"{key} must be at most {MAX_SCENARIO_BLOCKS} for a scenario (the pool is "
+                                f"drawn block by block), got {nb}", "too_many_blocks", limit=MAX_SCENARIO_BLOCKS,
+                                value=nb, key=key)
     texts: list[str | None] = []
     pieces: list[tuple[str, ...] | None] = []
     trace_steps: list[dict[str, Any]] = []
@@ -109,7 +110,8 @@ def parse_scenario(obj: Any, name: str = "custom", tokenizer: Tokenizer | None =
         texts.append(text)
         pieces.append(step_pieces)
         trace_steps.append(step)
-    trace_obj = {k: obj[k] for k in ("block_size", "num_blocks", "hash", "seed", "sliding_window") if k in obj}
+    trace_obj = {k: obj[k] for k in ("block_size", "num_blocks", "hash", "seed", "sliding_window", "host_blocks")
+                 if k in obj}
     trace_obj["steps"] = trace_steps
     try:
         trace = parse_trace(trace_obj)
@@ -130,7 +132,7 @@ def parse_scenario(obj: Any, name: str = "custom", tokenizer: Tokenizer | None =
         name=str(_opt_str(obj, "name", None) or name), title=str(title), description=description,
         num_blocks=trace.num_blocks, steps=steps, block_size=trace.block_size, hash=trace.hash,
         seed=trace.seed, sliding_window=trace.sliding_window, prefix_text=prefix_text,
-        user_template=user_template,
+        user_template=user_template, host_blocks=trace.host_blocks,
     )
     return scenario
 

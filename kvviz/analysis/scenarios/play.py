@@ -20,8 +20,9 @@ from kvviz.mirror.replay import replay
 @dataclass(frozen=True)
 class BlockTableRow:
     """Logical block ``index`` of a request (tokens ``start+1..end``, 1-based as people count) mapped
-    to physical ``block_id``; ``source`` is ``hit`` (reused from the cache), ``new`` (allocated for
-    it) or ``skipped`` (outside the sliding window: the null block)."""
+    to physical ``block_id``; ``source`` is ``hit`` (reused from the cache), ``host`` (copied back from the
+    host tier into a fresh block), ``new`` (allocated for it) or ``skipped`` (outside the sliding window:
+    the null block)."""
 
     index: int
     block_id: int | None
@@ -52,7 +53,8 @@ class BlockTableRow:
 
 @dataclass(frozen=True)
 class RequestView:
-    """A running request at one step: its block table, salt, token and hit counts."""
+    """A running request at one step: its block table, salt, token and hit counts (``host_tokens``: prompt
+    tokens copied back from the host tier)."""
 
     request_id: str
     salt: str | None
@@ -60,11 +62,32 @@ class RequestView:
     num_prompt_tokens: int
     hit_tokens: int
     rows: tuple[BlockTableRow, ...]
+    host_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "salt": self.salt, "num_tokens": self.num_tokens,
                 "num_prompt_tokens": self.num_prompt_tokens, "hit_tokens": self.hit_tokens,
+                **({"host_tokens": self.host_tokens} if self.host_tokens else {}),
                 "block_table": [r.to_dict() for r in self.rows]}
+
+
+@dataclass(frozen=True)
+class RequestHits:
+    """One admitted prompt by where its tokens came from: the device pool's prefix hit, the host tier
+    (copied back), and the rest computed. ``device + host + computed == prompt``."""
+
+    request_id: str
+    prompt: int
+    device: int
+    host: int
+
+    @property
+    def computed(self) -> int:
+        return self.prompt - self.device - self.host
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request_id": self.request_id, "prompt_tokens": self.prompt, "device": self.device,
+                "host": self.host, "computed": self.computed}
 
 
 @dataclass(frozen=True)
@@ -118,6 +141,9 @@ class StepView:
             "next_eviction": self.next_eviction,
             "events": [e.to_dict() for e in self.events],
             "counters": self.counters,
+            **({} if self.state.host is None else {"host_tier": {
+                "num_blocks": self.state.host.num_blocks,
+                "lru": [{"hash": h.hex(), "slot": slot} for h, slot in self.state.host.lru]}}),
         }
 
 
@@ -150,7 +176,8 @@ class ScenarioRun:
     def state_at(self, k: int) -> PoolState:
         """The pool after the first ``k`` steps, rebuilt by replaying their events on a fresh pool."""
         self.check_step(k)
-        return replay(self.scenario.num_blocks, self.events[: self.bounds[k]], self.scenario.block_size)
+        return replay(self.scenario.num_blocks, self.events[: self.bounds[k]], self.scenario.block_size,
+                      self.scenario.host_blocks)
 
     def counters_at(self, k: int) -> dict[str, Any]:
         return counters_of(self.state_at(k))
@@ -162,7 +189,11 @@ class ScenarioRun:
         events = self.events_of_step(k)
         touched: dict[int, list[str]] = {}
         for e in events:
-            for bid in e.block_ids:
+            ids = e.block_ids
+            if e.kind is EventKind.HOST_STORE:  # the offer's held blocks were only touched in the host tier
+                ids = tuple(b for b, pos in zip(e.block_ids, e.positions, strict=True)
+                            if pos in e.params.get("stored", ()))
+            for bid in ids:
                 kinds = touched.setdefault(bid, [])
                 if e.kind.value not in kinds:
                     kinds.append(e.kind.value)
@@ -176,6 +207,7 @@ class ScenarioRun:
         and which were allocated comes from the events (touch vs allocate positions)."""
         source: dict[str, dict[int, str]] = {}
         hit_tokens: dict[str, int] = {}
+        host_tokens: dict[str, int] = {}
         previous: Event | None = None
         for e in self.events[: self.bounds[k]]:
             rid = e.request_id
@@ -186,6 +218,11 @@ class ScenarioRun:
                                                    and previous.request_id == rid):
                 source[rid] = {}
                 hit_tokens[rid] = 0
+            if e.kind is EventKind.MISS:
+                host_tokens[rid] = 0
+            elif e.kind is EventKind.HOST_LOAD:  # after the allocate: these fresh blocks were loaded, not computed
+                source.setdefault(rid, {}).update(dict.fromkeys(e.positions, "host"))
+                host_tokens[rid] = e.num_tokens
             elif e.kind is EventKind.TOUCH:
                 source.setdefault(rid, {}).update(dict.fromkeys(e.positions, "hit"))
             elif e.kind is EventKind.ALLOCATE:
@@ -218,8 +255,25 @@ class ScenarioRun:
                     state.ref_cnt[bid] if bid is not None else 0, excerpt,
                 ))
             views.append(RequestView(rid, salts.get(rid), req.num_tokens, prompt_len.get(rid, req.num_tokens),
-                                     hit_tokens.get(rid, 0), tuple(rows)))
+                                     hit_tokens.get(rid, 0), tuple(rows), host_tokens.get(rid, 0)))
         return tuple(views)
+
+    def hits_by_source(self, k: int) -> tuple[RequestHits, ...]:
+        """Every prompt admitted in the first ``k`` steps, in order, by source (from the events: a hit's
+        tokens, the miss's tokens, a host load's tokens)."""
+        self.check_step(k)
+        out: list[RequestHits] = []
+        device: dict[str, int] = {}
+        for e in self.events[: self.bounds[k]]:
+            if e.kind is EventKind.HIT:
+                device[e.request_id] = e.num_tokens
+            elif e.kind is EventKind.MISS:
+                hit = device.pop(e.request_id, 0)
+                out.append(RequestHits(e.request_id, hit + e.num_tokens, hit, 0))
+            elif e.kind is EventKind.HOST_LOAD:
+                i = max(j for j, r in enumerate(out) if r.request_id == e.request_id)
+                out[i] = RequestHits(out[i].request_id, out[i].prompt, out[i].device, out[i].host + e.num_tokens)
+        return tuple(out)
 
     def to_dict(self, k: int) -> dict[str, Any]:
         return self.view_at(k).to_dict()
@@ -229,6 +283,12 @@ def counters_of(state: PoolState) -> dict[str, Any]:
     """The counters shown at one step, all from the replayed state."""
     c: PoolCounters = state.counters
     blocks = state.blocks
+    host = state.host
+    tier = {} if host is None else {
+        "host_hit_tokens": c.host_hit_tokens, "host_held": len(host.lru), "host_blocks": host.num_blocks,
+        "host_stored": host.stored, "host_loaded": host.loaded, "host_dropped": host.evicted,
+        "host_skipped": host.skipped,
+    }
     return {
         "requests": c.requests,
         "prompt_tokens": c.prompt_tokens,
@@ -242,6 +302,7 @@ def counters_of(state: PoolState) -> dict[str, Any]:
         "cached_free_blocks": sum(1 for b in blocks if b.state == "cached"),
         "free_blocks": sum(1 for b in blocks if b.state == "free"),
         "running": len(state.requests),
+        **tier,
     }
 
 

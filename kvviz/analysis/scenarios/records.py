@@ -93,6 +93,7 @@ class Scenario:
     sliding_window: int | None = None
     prefix_text: str | None = None
     user_template: str | None = None
+    host_blocks: int | None = None  # a host tier under the pool (vLLM's CPU offloading); None: none
 
     @property
     def num_steps(self) -> int:
@@ -114,11 +115,17 @@ class Scenario:
     def trace(self) -> Trace:
         """The bare request trace the mirror replays."""
         return Trace(self.num_blocks, tuple(TraceStep(s.op, s.id, s.tokens, s.salt, s.note) for s in self.steps),
-                     self.block_size, self.hash, self.seed, self.sliding_window, self.name, self.description)
+                     self.block_size, self.hash, self.seed, self.sliding_window, self.name, self.description,
+                     self.host_blocks)
 
     def new_manager(self, sliding_window: int | None | str = "default") -> KVCacheManager:
         window = self.sliding_window if sliding_window == "default" else sliding_window
-        return KVCacheManager(self.num_blocks, self.block_size, self.hash, self.seed, window)  # type: ignore[arg-type]
+        return KVCacheManager(self.num_blocks, self.block_size, self.hash, self.seed, window,  # type: ignore[arg-type]
+                              self.host_blocks)
+
+    def with_host_tier(self, host_blocks: int | None) -> Scenario:
+        """The same scenario over a host tier of ``host_blocks`` blocks (None or 0: without one)."""
+        return replace(self, host_blocks=host_blocks or None)
 
     def with_steps(self, extra: Sequence[ScenarioStep]) -> Scenario:
         """The same scenario with ``extra`` steps appended (validated by ``play_scenario``)."""
@@ -146,6 +153,8 @@ class Scenario:
             out["prefix_text"] = self.prefix_text
         if self.user_template is not None:
             out["user_template"] = self.user_template
+        if self.host_blocks is not None:
+            out["host_blocks"] = self.host_blocks
         out["steps"] = [s.to_dict() for s in self.steps]
         return out
 
