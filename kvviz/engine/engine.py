@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from kvviz.engine.capture import read_request_kv
 from kvviz.engine.config import EngineConfig, check_budget_holds_max_model_len
 from kvviz.engine.detokenizer import Detokenizer
 from kvviz.engine.kv_memory import KVLayout, PagedKVMemory, num_blocks_for
@@ -117,9 +118,10 @@ class LLMEngine:
     # -- requests -------------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams | None = None, *,
                     cache_salt: str | None = None, priority: int = 0, client: str = "",
-                    arrival_time: float | None = None) -> None:
+                    arrival_time: float | None = None, capture_kv: bool = False) -> None:
         """Queue a prompt; CodedError for a bad or duplicate id, bad tokens or a prompt that cannot fit.
-        ``arrival_time`` (``time.monotonic``): when a caller received it (default: now)."""
+        ``arrival_time`` (``time.monotonic``): when a caller received it (default: now). ``capture_kv``: its
+        final output carries the K/V of its computed positions, read from its blocks before they are freed."""
         if not isinstance(request_id, str) or not request_id or len(request_id) > MAX_REQUEST_ID_CHARS:
             raise CodedError(f"request id must be a non-empty string of at most {MAX_REQUEST_ID_CHARS} "
                              f"characters, got {request_id!r:.60}", "bad_request_id", got=repr(request_id)[:40])
@@ -144,6 +146,7 @@ class LLMEngine:
         req = Request(request_id, tokens, params, min(now, arrival_time if arrival_time is not None else now),
                       self.manager.request_block_hashes(tokens, cache_salt), cache_salt, priority, client)
         req.metrics.queued_time = now
+        req.capture_kv = bool(capture_kv)
         req.generator = make_generator(params)
         self.requests[request_id] = req
         self.scheduler.add_request(req)
@@ -273,6 +276,9 @@ class LLMEngine:
         elif reason is None and (len(req.output_token_ids) >= p.max_tokens or req.num_tokens >= self.max_model_len):
             reason = "length"
         if reason is not None:
+            if req.capture_kv:  # before its blocks are freed: no other request has written into them yet
+                req.captured_kv = read_request_kv(self.memory, self.manager.block_ids(req.request_id),
+                                                  req.num_computed_tokens)
             self.scheduler.finish(req, reason)
             if self.host is not None:
                 self.host.next_store.pop(req.request_id, None)
@@ -303,7 +309,8 @@ class LLMEngine:
                              req.finish_reason, req.num_prompt_tokens, max(req.num_cached_tokens, 0),
                              req.num_preemptions, req.metrics,
                              logprobs=list(req.logprobs) if req.sampling_params.logprobs is not None else None,
-                             stop_reason=req.stop_reason, num_cached_tokens_host=req.num_cached_tokens_host)
+                             stop_reason=req.stop_reason, num_cached_tokens_host=req.num_cached_tokens_host,
+                             kv=req.captured_kv if finished else None)
 
     def _record(self, plan: SchedulerOutput, duration: float, wall: float) -> None:
         decode = sum(1 for c in plan.chunks if c.is_decode)

@@ -15,6 +15,7 @@ import queue
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +29,8 @@ from kvviz.engine.threads import StepThreads, default_policy
 #: it (a page script, the web server) makes each call wait up to 5 ms to get it back: a 263-token prefill
 #: took 11 s instead of 0.6 s beside one busy thread. vLLM runs its engine core in a process of its own.
 ENGINE_SWITCH_INTERVAL_S = 1e-4
+#: The client name of K/V captures (the pages' prefills) in the engine's step records and recent hits.
+CAPTURE_CLIENT = "kv capture"
 
 
 def shorten_gil_switch() -> None:
@@ -101,11 +104,13 @@ class EngineLoop:
         self._thread.start()
 
     def submit(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams | None = None, *,
-               cache_salt: str | None = None, priority: int = 0, client: str = "") -> RequestStream:
+               cache_salt: str | None = None, priority: int = 0, client: str = "",
+               capture_kv: bool = False) -> RequestStream:
         """Queue a request (CodedError for bad input, once the loop thread tried to add it) and return its
-        stream; waits at most until the running step ends."""
+        stream; waits at most until the running step ends. ``capture_kv`` as in ``LLMEngine.add_request``."""
         item = _Intake(request_id, prompt_token_ids, params,
-                       {"cache_salt": cache_salt, "priority": priority, "client": client}, RequestStream(self, request_id))
+                       {"cache_salt": cache_salt, "priority": priority, "client": client, "capture_kv": capture_kv},
+                       RequestStream(self, request_id))
         with self._intake_lock:
             if self._closed:
                 raise RuntimeError("the engine loop is closed")
@@ -137,6 +142,20 @@ class EngineLoop:
                     self.abort(item.request_id)
             raise failed[0]
         return [item.stream for item in items]
+
+    def capture_kv(self, prompt_token_ids: list[int], *, skip_reading_prefix_cache: bool = True,
+                   cache_salt: str | None = None, client: str = CAPTURE_CLIENT) -> RequestOutput:
+        """Prefill ``prompt_token_ids`` as one request (``max_tokens=1``) and wait for its final output: its
+        K/V read from its blocks (``kv``, ``kvviz.engine.capture``) and the last position's logits
+        (``logits``). ``skip_reading_prefix_cache`` (default): every position is computed in this request,
+        none read from the prefix cache. Batched with whatever else the engine runs meanwhile."""
+        params = SamplingParams(max_tokens=1, return_logits=True, skip_reading_prefix_cache=skip_reading_prefix_cache)
+        request_id = f"capture-{uuid.uuid4().hex[:12]}"
+        out = self.submit(request_id, list(prompt_token_ids), params, cache_salt=cache_salt, client=client,
+                          capture_kv=True).result()
+        if out.kv is None or out.logits is None:  # aborted (the loop closed, a failed step)
+            raise RuntimeError(f"the engine finished {request_id} without its K/V ({out.finish_reason})")
+        return out
 
     def abort(self, request_id: str) -> None:
         with self._step_lock, self._lock:

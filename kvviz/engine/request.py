@@ -11,6 +11,7 @@ from enum import StrEnum
 
 import torch
 
+from kvviz.engine.capture import CapturedKV
 from kvviz.engine.sampling import SamplingParams, TokenLogprob
 from kvviz.mirror.hashing import BlockHash
 
@@ -122,6 +123,8 @@ class Request:
     sent_tokens: int = 0
     logprobs: list[TokenLogprob] = field(default_factory=list)  # one per output token, when asked for
     stop_reason: int | str | None = None  # the stop string or stop token id that finished it (vLLM's)
+    capture_kv: bool = False  # copy its K/V out of its blocks when it finishes, before they are freed
+    captured_kv: CapturedKV | None = None
     metrics: RequestMetrics = field(init=False)
 
     def __post_init__(self) -> None:
@@ -163,6 +166,7 @@ class RequestOutput:
     logprobs: list[TokenLogprob] | None = None  # one per token of ``token_ids``, when SamplingParams.logprobs
     stop_reason: int | str | None = None  # the matched stop string or stop token id; None for EOS or length
     num_cached_tokens_host: int = 0  # of num_cached_tokens, copied back from the host tier
+    kv: CapturedKV | None = None  # its finished K/V, when added with capture_kv (``kvviz.engine.capture``)
 
     @property
     def cached_tokens_by_source(self) -> dict[str, int]:

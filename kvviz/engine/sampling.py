@@ -60,6 +60,9 @@ class SamplingParams:
     logprobs: int | None = None
     stop_token_ids: tuple[int, ...] = ()
     return_logits: bool = False  # kvviz: each output carries the logits its new token was sampled from
+    # vLLM 0.33.0's: no prefix-cache (or host-tier) lookup at admission, the whole prompt is computed; its
+    # full blocks are still cached afterwards, and it is not counted in the prefix-cache queries and hits
+    skip_reading_prefix_cache: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or not (
@@ -90,6 +93,10 @@ class SamplingParams:
         if any(not isinstance(s, str) or not s for s in stop) or len(stop) > 16:
             raise CodedError("stop must be at most 16 non-empty strings", "bad_stop")
         object.__setattr__(self, "stop", stop)
+        if not isinstance(self.skip_reading_prefix_cache, bool):
+            raise CodedError(f"skip_reading_prefix_cache must be true or false, got "
+                             f"{self.skip_reading_prefix_cache!r:.40}", "bad_skip_reading_prefix_cache",
+                             value=repr(self.skip_reading_prefix_cache)[:40])
 
     @property
     def greedy(self) -> bool:

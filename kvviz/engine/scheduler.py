@@ -185,9 +185,10 @@ class Scheduler:
             tokens = req.all_token_ids
             hashes = req.block_hashes if not req.output_token_ids else manager.request_block_hashes(
                 tokens, req.cache_salt)  # a resumed request also hits its own decoded blocks
-            hit = manager.peek_cache_hit(tokens, req.cache_salt, block_hashes=hashes)
-            num_local = hit.num_computed_tokens
-            host_hashes = self._host_hit(hashes, num_local, len(tokens))
+            skip = req.sampling_params.skip_reading_prefix_cache  # vLLM 0.33.0: no lookup, no stats
+            num_local = 0 if skip else manager.peek_cache_hit(tokens, req.cache_salt,
+                                                              block_hashes=hashes).num_computed_tokens
+            host_hashes = [] if skip else self._host_hit(hashes, num_local, len(tokens))
             num_computed = num_local + len(host_hashes) * manager.block_size
             num_new = len(tokens) - num_computed
             if not self.config.enable_chunked_prefill and num_new > budget:
@@ -197,13 +198,14 @@ class Scheduler:
             # must fit, not just this chunk (it never passes max_model_len: the engine stops a request there)
             whole = len(tokens) if self.config.scheduler_reserve_full_isl else None
             result = manager.add_request(req.request_id, tokens[:num_computed + num_new], req.cache_salt,
-                                         block_hashes=hashes, full_num_tokens=whole)
+                                         block_hashes=hashes, full_num_tokens=whole, skip_reading_prefix_cache=skip)
             if not result.ok:
                 break
             self.waiting.remove(req)
             preempted = req.num_preemptions > 0
-            self.prefix_cache.record(len(tokens), num_local, preempted)
-            if self.host is not None:
+            if not skip:
+                self.prefix_cache.record(len(tokens), num_local, preempted)
+            if self.host is not None and not skip:
                 self.prefix_cache.record_external(len(tokens) - num_local, num_computed - num_local, preempted)
             if host_hashes:
                 self._plan_load(out, req, host_hashes, num_local)

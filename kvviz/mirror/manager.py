@@ -212,7 +212,7 @@ class KVCacheManager:
         ``block_hashes`` as in ``peek_cache_hit``. ``full_num_tokens`` (the request's whole current length,
         >= the chunk's): refused unless blocks for all of them, less the hit, are free now (vLLM 0.33.0's
         ``allocate_slots(full_sequence_must_fit=True)``); only the chunk's blocks are allocated.
-        ``skip_reading_prefix_cache``: no lookup, every block is new (vLLM 0.33.0's
+        ``skip_reading_prefix_cache``: no lookup (device or host tier), every block is computed (vLLM 0.33.0's
         ``KVCacheManager.prefix_cache_lookup_enabled``); its full blocks are cached all the same."""
         self._check_new_id(request_id)
         if cache_salt is not None and not isinstance(cache_salt, str):
@@ -243,7 +243,8 @@ class KVCacheManager:
             pool.emit(EventKind.HIT, request_id, reused, "hit", {"count": len(reused), "tokens": num_computed},
                       num_tokens=num_computed, positions=reused_pos)
         to_compute = num_tokens - num_computed
-        from_host = self.host.lookup(hashes, num_computed, num_tokens) if self.host is not None else []
+        from_host = (self.host.lookup(hashes, num_computed, num_tokens)
+                     if self.host is not None and not skip_reading_prefix_cache else [])
         loaded = len(from_host) * bs
         if from_host:
             miss_code, miss_params = "miss_host", {"tokens": to_compute - loaded, "loaded": loaded,
