@@ -55,6 +55,11 @@ EVENT_MISS_CAPPED = Plural(
     "{tokens} tokens must be computed; the whole prompt is cached but its last token is always recomputed.",
     count="tokens",
 )
+EVENT_MISS_HOST = Plural(
+    "{loaded} tokens are copied back from host memory; {tokens} token must be computed, from block {index} on.",
+    "{loaded} tokens are copied back from host memory; {tokens} tokens must be computed, from block {index} on.",
+    count="tokens",
+)
 EVENT_TOUCH = "Cache hit: ref_cnt + 1, and blocks with ref_cnt 0 leave the free queue."
 EVENT_ALLOCATE = Plural("Popped {count} block from the head of the free queue for tokens up to {tokens}.",
                         "Popped {count} blocks from the head of the free queue for tokens up to {tokens}.",
@@ -76,11 +81,40 @@ EVENT_RESET = Plural("reset_prefix_cache: {dropped} cached hash dropped; no bloc
 EVENT_RESET_REFUSED = Plural("reset_prefix_cache refused: {in_use} block is still in use; nothing was changed.",
                              "reset_prefix_cache refused: {in_use} blocks are still in use; nothing was changed.",
                              count="in_use")
+# The host tier under the pool (kvviz.mirror.offloading, vLLM's CPU offloading).
+EVENT_HOST_LOAD = Plural(
+    "Loaded from host memory: {count} block the device pool had lost is copied back into a fresh block "
+    "({tokens} tokens not computed).",
+    "Loaded from host memory: {count} blocks the device pool had lost are copied back into fresh blocks "
+    "({tokens} tokens not computed).",
+    count="count",
+)
+EVENT_HOST_EVICT = Plural(
+    "Dropped from host memory: its least recently used block makes room (vLLM's BlockRemoved, medium CPU).",
+    "Dropped from host memory: its {count} least recently used blocks make room (vLLM's BlockRemoved, "
+    "medium CPU).",
+    count="count",
+)
+EVENT_HOST_STORE = Plural(
+    "Copied to host memory: {count} newly full block (vLLM's BlockStored, medium CPU); blocks already "
+    "there are only marked recently used.",
+    "Copied to host memory: {count} newly full blocks (vLLM's BlockStored, medium CPU); blocks already "
+    "there are only marked recently used.",
+    count="count",
+)
+EVENT_HOST_STORE_HELD = "Already in host memory: nothing copied, the blocks are only marked recently used."
+EVENT_HOST_STORE_SKIPPED = Plural(
+    "Not copied to host memory: {count} block offered, but too few host blocks can be dropped to make room.",
+    "Not copied to host memory: {count} blocks offered, but too few host blocks can be dropped to make room.",
+    count="count",
+)
 EVENT_TEXT = {
     "hit": EVENT_HIT, "miss": EVENT_MISS, "miss_capped": EVENT_MISS_CAPPED, "touch": EVENT_TOUCH,
     "allocate": EVENT_ALLOCATE, "allocate_none": EVENT_ALLOCATE_NONE, "evict": EVENT_EVICT,
     "cache": EVENT_CACHE, "free": EVENT_FREE, "free_window": EVENT_FREE_WINDOW, "refuse": EVENT_REFUSE,
-    "reset": EVENT_RESET, "reset_refused": EVENT_RESET_REFUSED,
+    "reset": EVENT_RESET, "reset_refused": EVENT_RESET_REFUSED, "miss_host": EVENT_MISS_HOST,
+    "host_load": EVENT_HOST_LOAD, "host_evict": EVENT_HOST_EVICT, "host_store": EVENT_HOST_STORE,
+    "host_store_held": EVENT_HOST_STORE_HELD, "host_store_skipped": EVENT_HOST_STORE_SKIPPED,
 }
 BLOCK_REASON_TEXT = {
     "hit": REASON_HIT, "hit_capped": REASON_HIT_CAPPED, "miss_tokens": REASON_MISS_TOKENS,

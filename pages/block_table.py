@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kvviz.analysis.scenarios.load import builtin_names
-from kvviz.analysis.scenarios.records import MAX_REQUEST_TOKENS, ScenarioStep
+from kvviz.analysis.scenarios.records import HOST_TIER_CHOICES, MAX_REQUEST_TOKENS, ScenarioStep
 from kvviz_app.block_table import player as P
 from kvviz_app.block_table import view as V
 from kvviz_app.shell import style, ui, ui_chart, ui_present, ui_schemas, ui_share
@@ -26,17 +26,20 @@ ui_share.restore("block_table", SHARE, link_here=False)  # "Copy link" goes in t
 PICTURE = ui_present.key_slot()  # presenter mode: the player (pool and free queue first) at the top
 
 names = builtin_names()
-c_name, c_speed, c_link = st.columns([3, 2, 1.7], vertical_alignment="bottom")
+c_name, c_host, c_speed, c_link = st.columns([3, 1.5, 2, 1.7], vertical_alignment="bottom")
 with c_link:  # beside the scenario, not on its own row under the title: with the null block the pool grid has
     # a fourth row, and the pool must still end above the fold of a 1024x768 screen while it plays
     ui_share.link_slot("block_table")
 name = c_name.selectbox(T.SCENARIO, names, key=P.K_NAME, on_change=P.on_scenario, help=T.SCENARIO_HELP,
                         format_func=lambda n: tr(V.builtin(n).title))
+host_blocks = c_host.selectbox(T.HOST_TIER, HOST_TIER_CHOICES, key=P.K_HOST,  # keeps the step: compare
+                               help=T.HOST_TIER_HELP,
+                               format_func=lambda n: T.HOST_TIER_BLOCKS.format(n=n) if n else T.HOST_TIER_OFF)
 speed = c_speed.select_slider(T.SPEED, P.SPEEDS, value=1.0, key=P.K_SPEED, help=T.SPEED_HELP)
 interval = 1.0 / float(speed)
 base = V.builtin(name)
 extra: list[ScenarioStep] = list(ui.user_steps(name))  # shared with the radix page through ui
-scenario = base.with_steps(extra)
+scenario = base.with_steps(extra).with_host_tier(host_blocks)
 run = V.play(scenario, current_lang())
 n_steps = run.num_steps
 P.set_steps(n_steps)

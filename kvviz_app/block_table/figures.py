@@ -34,6 +34,7 @@ from kvviz_app.shell.style import (
     INK,
     LIGHT_BLUE,
     MUTED,
+    ORANGE,
     PALE_GREY,
     PURPLE,
     RED,
@@ -42,13 +43,14 @@ from kvviz_app.shell.style import (
 
 T = texts("block_table")
 
-SOURCE_COLOURS = {"hit": GREEN, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
+SOURCE_COLOURS = {"hit": GREEN, "host": ORANGE, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
+HOST_STORE_OUTLINE = "#c2410c"  # dark orange: a device block copied to host memory this step
 POOL_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "free": FREE_GREY, "null": PALE_GREY}
 EVENT_COLOURS = {"hit": GREEN, "touch": GREEN, "allocate": "#1d4ed8", "cache": PURPLE,
-                 "free": MUTED, "evict": RED}
+                 "free": MUTED, "evict": RED, "host_load": ORANGE, "host_store": HOST_STORE_OUTLINE}
 TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  # dark: visible on their fills
 # When a block saw several events in one step, the outline shows the most telling one.
-EVENT_PRIORITY = ("evict", "touch", "hit", "allocate", "cache", "free")
+EVENT_PRIORITY = ("evict", "host_load", "touch", "hit", "allocate", "cache", "host_store", "free")
 HASH_CHARS = 4  # pool cells are ~30 px wide at 1024 px: 4 hex digits fit at 12 px
 
 # ----------------------------------------------------------------------------- block tables
@@ -106,8 +108,9 @@ def block_tables_figure(view: StepView) -> go.Figure:
     if requests:
         fig.add_trace(discrete_heatmap(z, list(SOURCE_COLOURS.values()), hover))
         text_traces(fig, xs, ys, texts, fills, size=12)
-    legend_entries(fig, [(T.SOURCE_LABELS[k], c) for k, c in SOURCE_COLOURS.items() if k != "skipped"
-                          or any(c.block_id is None for r in requests for c in r.rows)])
+    shown = {c.shown_source for r in requests for c in r.rows}
+    legend_entries(fig, [(T.SOURCE_LABELS[k], c) for k, c in SOURCE_COLOURS.items()
+                         if k not in ("skipped", "host") or k in shown])
     fig.update_layout(shapes=shapes)
     ticks = list(range(width))
     fig.update_xaxes(tickvals=ticks, ticktext=[T.AXIS_TOKENS.format(first=i * bs + 1, last=(i + 1) * bs)
@@ -271,6 +274,10 @@ def timeline_figure(run: ScenarioRun, k: int, counters: Sequence[dict] | None = 
         fig.add_trace(go.Scatter(x=steps, y=[c[key] for c in counters], name=name, mode="lines+markers",
                                  line=dict(color=colours[key], shape="hv", dash="dash" if key == "evictions" else None),
                                  marker=dict(size=5)), secondary_y=key == "evictions")
+    if "host_hit_tokens" in counters[0]:  # a host tier: the tokens it served instead of a recompute
+        fig.add_trace(go.Scatter(x=steps, y=[c["host_hit_tokens"] for c in counters], name=T.TIMELINE_HOST,
+                                 mode="lines+markers", line=dict(color=ORANGE, shape="hv"), marker=dict(size=5)),
+                      secondary_y=False)
     fig.add_vline(x=k, line=dict(color=INK, dash="dot"))
     fig.update_xaxes(title=T.TIMELINE_X, dtick=1 if run.num_steps <= 30 else None, showgrid=False)
     fig.update_yaxes(title=T.TIMELINE_Y, gridcolor="#eef0f3", rangemode="tozero", secondary_y=False)

@@ -38,12 +38,27 @@ LEGEND = (
     "eviction**; freed cached blocks join the tail, a freed block without a hash (a partial last block) "
     "jumps to the head.\n"
     "- **Block 0** (pale grey) is vLLM's **null block**: reserved when the pool starts, never handed out, "
-    "never in the free queue and not counted in usage."
+    "never in the free queue and not counted in usage.\n"
+    "- **Host tier** (when it is on): a second pool in host memory under the device pool, as vLLM 0.33.0's "
+    "native CPU offloading (`--kv-offloading-size`). Every full block is copied there as soon as it is "
+    "computed; when a later prompt misses a block the device pool has evicted, the block is copied back "
+    "into a fresh device block (orange in the block tables) instead of being computed. Host memory keeps "
+    "its own LRU order: its head (left) is dropped first, a request's first blocks last. Orange cells hold "
+    "a block only host memory still has; light orange ones a block the device pool has cached too."
 )
 
 # --- scenario and controls -------------------------------------------------------------------------
 SCENARIO = "Scenario"
 SCENARIO_HELP = "Built-in request histories. Each replays identically: token ids come from the model's tokenizer."
+HOST_TIER = "Host tier"
+HOST_TIER_HELP = (
+    "A second pool in host memory under the device pool, as vLLM 0.33.0's CPU offloading: full blocks are "
+    "copied there as they are computed, and a prompt copies back what the device pool lost. Off = the "
+    "device pool alone."
+)
+HOST_TIER_OFF = "off"
+HOST_TIER_BLOCKS = Plural("{n} block", "{n} blocks", count="n")
+POOL_CAPTION_HOST = "host tier: {host} blocks (LRU)"
 POOL_CAPTION = (
     "Pool: {blocks} blocks x {block_size} tokens (block 0 is the null block, so {usable} usable = {tokens:,} "
     "token slots) · hash {hash} · {steps} steps"
@@ -91,6 +106,15 @@ COUNTERS = {
     "shared_blocks": ("Shared blocks", "Blocks held by more than one request now (ref_cnt > 1)."),
     "running": ("Running requests", "Requests holding blocks after this step."),
 }
+COUNTERS_HOST = {
+    "host_hit_tokens": ("From host memory", "Prompt tokens copied back from the host tier instead of computed."),
+    "host_stored": ("Copied to host", "Blocks copied to host memory as they were computed."),
+    "host_dropped": ("Dropped from host", "Blocks host memory dropped (its LRU) to make room for new ones."),
+}
+HOST_LINE = (
+    "Host memory: {held} of {blocks} blocks held · {loaded} loaded back · {skipped} stores skipped (too few "
+    "blocks could be dropped)"
+)
 POOL_LINE = "{used} in use · {cached} free but cached · {free} empty · {refused} refused so far"
 
 # --- events --------------------------------------------------------------------------------------
@@ -106,6 +130,9 @@ EVENT_KIND_LABEL = {
     "evict": "evict",
     "refuse": "refuse",
     "reset": "reset",
+    "host_load": "load from host",
+    "host_store": "copy to host",
+    "host_evict": "drop from host",
 }
 ENGINE_REQUEST = "engine"  # the request column of an event no request caused (reset_prefix_cache)
 FREE_JUMP_WHY = Plural(
@@ -118,6 +145,7 @@ FREE_JUMP_WHY = Plural(
 EVENT_LINE = "{badge} **{request}** · {blocks} · {reason}"
 EVENT_BLOCKS = Plural("block {ids}", "blocks {ids}", count="n")
 EVENT_NO_BLOCKS = "no block"
+EVENT_HOST_BLOCKS = Plural("host block {ids}", "host blocks {ids}", count="n")
 EVICTED_SPAN = "block {block} held tokens {first}-{last} of {request}"
 
 # --- figures -------------------------------------------------------------------------------------
@@ -127,8 +155,8 @@ TABLES_TITLE = "Block tables after step {k}: logical blocks (tokens) -> physical
 TABLES_TEXT = "Block tables as text"
 TABLE_COLUMNS = {"request": "Request", "mapping": "Logical -> physical", "source": "Source", "ref_cnt": "ref_cnt",
                  "hash": "Hash", "text": "Text"}
-SOURCE_LABELS = {"hit": "hit (reused)", "new": "computed", "partial": "partial (not cached)",
-                 "skipped": "outside the window (null block)"}
+SOURCE_LABELS = {"hit": "hit (reused)", "host": "loaded from host memory", "new": "computed",
+                 "partial": "partial (not cached)", "skipped": "outside the window (null block)"}
 CELL_BLOCK = "block {block}"
 CELL_SHARED = " x{ref}"
 CELL_NULL = "null"
@@ -152,7 +180,7 @@ HOVER_NULL = (
     "queue, not counted in usage. It stands in for blocks a sliding window skipped."
 )
 TOUCH_LABELS = {"hit": "hit", "touch": "hit", "allocate": "allocated", "cache": "cached", "free": "freed",
-                "evict": "evicted"}
+                "evict": "evicted", "host_load": "loaded from host", "host_store": "copied to host"}
 POOL_CELL = "#{block}<br>{hash}<br>ref {ref}"
 HOVER_POOL = "block {block} · {state}<br>ref_cnt {ref}<br>hash {hash}<br>{touched}"
 HOVER_TOUCHED = "this step: {kinds}"
@@ -169,9 +197,29 @@ QUEUE_JUMPED = "↑ jumped to head"
 QUEUE_JUMP_LEGEND = "freed without a hash this step: jumped to the head"
 HOVER_QUEUE = "position {pos} of {n}<br>block {block} · {state}<br>{hash}"
 
+HOST_POOL_TITLE = "Host memory: {held} of {blocks} blocks held"
+HOST_STATE_LABELS = {"host_only": "only in host memory", "both": "in host memory, cached on the device too",
+                     "empty": "empty"}
+HOST_CELL = "H{slot}<br>{hash}"
+HOST_EMPTY_CELL = "H{slot}"
+HOVER_HOST = "host block H{slot} · {state}<br>hash {hash}<br>{touched}"
+HOST_TOUCH_LABELS = {"stored": "copied here this step", "loaded": "loaded back this step",
+                     "dropped": "dropped this step (then reused)"}
+HOST_QUEUE_TITLE = Plural("Host LRU: {n} block, next to drop first", "Host LRU: {n} blocks, next to drop first")
+HOST_QUEUE_EMPTY = "Host memory is empty: nothing has been copied there yet."
+HOST_QUEUE_HEAD = "head: dropped next"
+HOST_QUEUE_TAIL = "tail: used last"
+HOVER_HOST_QUEUE = "position {pos} of {n}<br>host block H{slot} · {state}<br>hash {hash}"
+HITS_HEADER = "Prompt tokens by source"
+HITS_NONE = "No prompt has arrived yet."
+HITS_COLUMNS = {"request": "Request", "prompt": "Prompt tokens", "device": "Device hit", "host": "From host memory",
+                "computed": "Computed"}
+EVICTED_IN_HOST = Plural("block {ids} is still in host memory", "blocks {ids} are still in host memory", count="n")
+
 TIMELINE_HEADER = "The whole scenario"
 TIMELINE_TITLE = "Counters at every step (the dotted line is the step shown above)"
 TIMELINE_SERIES = {"hit_tokens": "hit tokens", "computed_tokens": "computed tokens", "evictions": "evictions (blocks)"}
+TIMELINE_HOST = "tokens from host memory"
 TIMELINE_X = "step"
 TIMELINE_Y = "tokens"
 TIMELINE_Y2 = "evicted blocks"
@@ -219,7 +267,7 @@ SCENARIO_ERRORS = {
     "steps_not_list": "'steps' must be a list of steps",
     "missing_steps": "missing 'steps'",
     "file_too_many_steps": "too many steps: {count} (at most {limit})",
-    "too_many_blocks": "num_blocks must be at most {limit} for a scenario (the pool is drawn block by block), "
+    "too_many_blocks": "{key} must be at most {limit} for a scenario (the pool is drawn block by block), "
                        "got {value}",
     "step_not_object": "a step is a JSON object, got a JSON {kind}",
     "step_unknown_keys": "unknown key(s): {keys}",

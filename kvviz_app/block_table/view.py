@@ -13,9 +13,10 @@ from kvviz.analysis.scenarios.records import (
     MAX_REQUEST_TOKENS,
     Scenario,
 )
-from kvviz.mirror.events import usable_blocks
+from kvviz.mirror.events import EventKind, usable_blocks
 from kvviz.mirror.hashing import resolve_none_hash_seed, short_hash
 from kvviz_app.block_table import figures as F
+from kvviz_app.block_table import figures_host as FH
 from kvviz_app.shell import style, ui, ui_chart, ui_present
 from kvviz_app.shell.i18n import texts, tr
 from kvviz_app.shell.style import EVENT_BADGE_COLOUR
@@ -60,11 +61,14 @@ def step_figures(scenario: Scenario, lang: str, sized: bool, presenter: bool, k:
     run_ = play(scenario, lang)
     view = run_.view_at(k)
     queue = F.free_queue_figure(view, per_row=8)
+    host = view.state.host is not None
     return {
         "pool": F.pool_grid_figure(view, legend=False),
         "queue": style.presenter_layer(queue) if presenter else queue,
         "tables": F.block_tables_figure(view) if view.requests else None,
         "timeline": F.timeline_figure(run_, k, counters(scenario, lang)),
+        "host_pool": FH.host_pool_figure(view) if host else None,
+        "host_queue": FH.host_queue_figure(view) if host else None,
     }
 
 
@@ -75,12 +79,25 @@ def tokenize_request(text: str) -> tuple[list[int], list[str]]:
     return t.ids, t.pieces
 
 
+def _event_blocks(e) -> str:
+    """The blocks an event names: device block ids; a host store's copied ones only; a host drop's host slots."""
+    ids = e.block_ids
+    if e.kind is EventKind.HOST_EVICT:
+        slots = e.params.get("slots", ())
+        return T.EVENT_HOST_BLOCKS.format(ids=", ".join(f"H{s}" for s in slots), n=len(slots))
+    if e.kind is EventKind.HOST_STORE:
+        stored = set(e.params.get("stored", ()))
+        ids = tuple(b for b, pos in zip(e.block_ids, e.positions, strict=True) if pos in stored) or ids
+    return T.EVENT_BLOCKS.format(ids=", ".join(map(str, ids)), n=len(ids)) if ids else T.EVENT_NO_BLOCKS
+
+
 def event_lines(view, owners) -> list[str]:
     lines = []
+    held = view.state.host.held if view.state.host is not None else frozenset()
     for e in view.events:
         kind = e.kind.value
         badge = f":{EVENT_BADGE_COLOUR[kind]}-badge[{T.EVENT_KIND_LABEL[kind]}]"
-        blocks = T.EVENT_BLOCKS.format(ids=", ".join(map(str, e.block_ids)), n=len(e.block_ids)) if e.block_ids else T.EVENT_NO_BLOCKS
+        blocks = _event_blocks(e)
         reason = render_event(e.code, e.params)
         if kind == "free" and e.params.get("to_head"):
             reason += " " + T.FREE_JUMP_WHY.format(ids=", ".join(map(str, e.params["to_head"])), n=len(e.params["to_head"]))
@@ -92,6 +109,9 @@ def event_lines(view, owners) -> list[str]:
                     spans.append(T.EVICTED_SPAN.format(block=bid, first=start + 1, last=end, request=rid))
             if spans:
                 reason += " (" + "; ".join(spans) + ")"
+            kept = [bid for bid, h in zip(e.block_ids, e.block_hashes, strict=True) if h in held]
+            if kept:
+                reason += " " + T.EVICTED_IN_HOST.format(ids=", ".join(map(str, kept)), n=len(kept)) + "."
         lines.append(T.EVENT_LINE.format(badge=badge, request=e.request_id or T.ENGINE_REQUEST, blocks=blocks,
                                          reason=reason))
     return lines
@@ -112,6 +132,14 @@ def metrics_row(view, previous) -> None:
             delta = f"{now - before:+,}" if before is not None and now != before else None
         colour = {"computed_tokens": "off", "evictions": "inverse", "running": "off"}.get(key, "normal")
         col.metric(label, value, delta=delta, delta_color=colour, help=help_text)
+    if view.state.host is None:
+        return
+    for col, (key, (label, help_text)) in zip(st.columns(len(T.COUNTERS_HOST)), T.COUNTERS_HOST.items(),
+                                              strict=True):
+        now, before = view.counters[key], previous[key] if previous is not None else None
+        delta = f"{now - before:+,}" if before is not None and now != before else None
+        col.metric(label, ui.loc(f"{now:,}"), delta=delta, help=help_text,
+                   delta_color="inverse" if key == "host_dropped" else "normal")
 
 
 def table_rows(view) -> pd.DataFrame:
@@ -134,7 +162,7 @@ def table_rows(view) -> pd.DataFrame:
 
 def pool_and_queue(view, figs: dict) -> None:
     """The pool grid and the LRU free queue side by side (the page's key picture), right under the controls,
-    so a presenter never scrolls while it plays."""
+    so a presenter never scrolls while it plays; with a host tier, host memory and its LRU order under them."""
     left, right = st.columns([1, 1])
     with left:
         ui_chart.plotly_chart(figs["pool"], width="stretch", key="bt_pool")  # 16 px overflows its cells
@@ -143,6 +171,21 @@ def pool_and_queue(view, figs: dict) -> None:
         jumped = F.jumped_to_head(view)
         if jumped:
             st.caption(T.FREE_JUMP_WHY.format(ids=", ".join(map(str, jumped)), n=len(jumped)))
+    if figs.get("host_pool") is None:
+        return
+    left, right = st.columns([1, 1])
+    with left:
+        ui_chart.plotly_chart(figs["host_pool"], width="stretch", key="bt_host_pool")
+    with right:
+        ui_chart.plotly_chart(figs["host_queue"], width="stretch", key="bt_host_queue")
+
+
+def hits_table(run: ScenarioRun, k: int) -> pd.DataFrame:
+    """Every prompt admitted so far by where its tokens came from (device hit, host memory, computed)."""
+    cols = T.HITS_COLUMNS
+    return pd.DataFrame([{cols["request"]: r.request_id, cols["prompt"]: r.prompt, cols["device"]: r.device,
+                          cols["host"]: r.host, cols["computed"]: r.computed} for r in run.hits_by_source(k)],
+                        columns=list(cols.values()))
 
 
 def step_details(scenario: Scenario, run: ScenarioRun, name: str, k: int, view, previous, figs: dict) -> None:
@@ -174,6 +217,14 @@ def step_details(scenario: Scenario, run: ScenarioRun, name: str, k: int, view, 
     c = view.counters
     st.caption(T.POOL_LINE.format(used=c["used_blocks"], cached=c["cached_free_blocks"], free=c["free_blocks"],
                                   refused=c["refused"]))
+    if view.state.host is not None:
+        st.caption(T.HOST_LINE.format(held=c["host_held"], blocks=c["host_blocks"], loaded=c["host_loaded"],
+                                      skipped=c["host_skipped"]))
+        st.markdown(f"**{T.HITS_HEADER}**")
+        if k:
+            st.dataframe(hits_table(run, k), hide_index=True, width="stretch")
+        else:
+            st.caption(T.HITS_NONE)
 
     st.markdown(f"**{T.EVENTS_HEADER}**")
     lines = event_lines(view, block_owner_spans(scenario, run))
@@ -202,6 +253,7 @@ def scenario_notes(base: Scenario, scenario: Scenario, n_steps: int) -> None:
     st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
                                      usable=usable, tokens=usable * scenario.block_size,
                                      hash=scenario.hash, steps=n_steps)
+               + (" · " + T.POOL_CAPTION_HOST.format(host=scenario.host_blocks) if scenario.host_blocks else "")
                + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
     with st.expander(T.LEGEND_HEADER):
         st.markdown(T.INTRO)

@@ -170,4 +170,5 @@ def presenter_layer(fig: go.Figure, min_size: int = PRESENTER_MIN_FONT) -> go.Fi
 EVENT_BADGE_COLOUR = {
     "hit": "green", "miss": "orange", "touch": "green", "allocate": "blue", "cache": "violet",
     "free": "gray", "evict": "red", "refuse": "red", "reset": "red",
+    "host_load": "green", "host_store": "orange", "host_evict": "red",  # the host tier (block-table page)
 }

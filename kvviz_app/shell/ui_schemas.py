@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from kvviz.analysis.paging.experiment import RESERVATION_POLICIES, PagingConfig
 from kvviz.analysis.providers import DEFAULT_POLICY, POLICIES
 from kvviz.analysis.scenarios.load import builtin_names
+from kvviz.analysis.scenarios.records import HOST_TIER_CHOICES
 from kvviz.analysis.sizes import kv_capacity, kvsize
 from kvviz.analysis.sizes.presets import PRESETS
 from kvviz.experiments.sessions import DEFAULT_PAUSE_S, MARKS, MAX_PAUSE_S, MAX_TURNS
@@ -68,9 +69,11 @@ def calculator(modes: dict[str, str], contexts: list[int], blocks: list[int], re
 
 
 def block_table() -> dict[str, Param]:
-    """Block table player: scenario and step (the step is clamped to the scenario's length later)."""
+    """Block table player: scenario, host tier (blocks, 0 = none) and step (clamped to the scenario's length
+    later)."""
     return {
         "scenario": Param("bt_name", S.choice(builtin_names())),
+        "host": Param("bt_host", S.choice(HOST_TIER_CHOICES), 0),
         "step": Param("bt_step", S.integer(0, 100_000), 0),
     }
 

@@ -26,6 +26,7 @@ MAX_SCENARIO_STEPS = 500
 MAX_REQUEST_TOKENS = 4096
 EXCERPT_CHARS = 40
 USER_PLACEHOLDER = "{text}"
+HOST_TIER_CHOICES = (0, 4, 8, 16, 32)  # host-tier sizes (blocks) a page offers for any scenario; 0 = none
 
 Tokenizer = Callable[[str], tuple[Sequence[int], Sequence[str]]]
 

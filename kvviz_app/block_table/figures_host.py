@@ -1,0 +1,121 @@
+"""Figures of the block-table page's host tier: the host memory pool slot by slot and its LRU order.
+
+Data in (``StepView`` with a ``HostState``), ``go.Figure`` out; every colour and number is read from the
+replayed state and the step's events.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from kvviz.analysis.scenarios.play import StepView
+from kvviz.mirror.events import EventKind
+from kvviz.mirror.hashing import short_hash
+from kvviz_app.block_table.figures import HASH_CHARS, pool_columns
+from kvviz_app.shell.cells import CELL_TEXT, discrete_heatmap, sized_layout, text_traces
+from kvviz_app.shell.i18n import texts
+from kvviz_app.shell.style import FREE_GREY, GREEN, MUTED, ORANGE, RED
+
+T = texts("block_table")
+
+HOST_COLOURS = {"host_only": ORANGE, "both": "#fdba74", "empty": FREE_GREY}
+HOST_OUTLINES = {"stored": "#c2410c", "loaded": GREEN, "dropped": RED}
+
+
+def host_touched(view: StepView) -> dict[int, str]:
+    """Host slot -> what this step did to it (a slot dropped and refilled in one step counts as stored)."""
+    out: dict[int, str] = {}
+    for kind, what in ((EventKind.HOST_EVICT, "dropped"), (EventKind.HOST_LOAD, "loaded"),
+                       (EventKind.HOST_STORE, "stored")):
+        for e in view.events:
+            if e.kind is kind:
+                out.update(dict.fromkeys(e.params.get("slots", ()), what))
+    return out
+
+
+def _host_state(view: StepView, h: bytes | None) -> str:
+    if h is None:
+        return "empty"
+    return "both" if h in view.state.hash_to_blocks else "host_only"
+
+
+def host_pool_figure(view: StepView) -> go.Figure:
+    """Every host slot: held (only in host memory, or cached on the device too) or empty, with its short
+    hash; outlined when this step copied a block here, loaded one back or dropped one."""
+    host = view.state.host
+    assert host is not None
+    cols = pool_columns(host.num_blocks)
+    rows = math.ceil(host.num_blocks / cols)
+    keys = list(HOST_COLOURS)
+    by_slot = host.hash_in_slot()
+    touched = host_touched(view)
+    z = [[None] * cols for _ in range(rows)]
+    hover = [[""] * cols for _ in range(rows)]
+    xs, ys, texts, fills, shapes = [], [], [], [], []
+    for slot in range(host.num_blocks):
+        r, c = divmod(slot, cols)
+        h = by_slot.get(slot)
+        state = _host_state(view, h)
+        z[r][c] = keys.index(state)
+        what = touched.get(slot)
+        hover[r][c] = T.HOVER_HOST.format(slot=slot, state=T.HOST_STATE_LABELS[state],
+                                          hash=short_hash(h, 16) or T.NO_HASH,
+                                          touched=T.HOST_TOUCH_LABELS[what] if what else T.HOVER_NOT_TOUCHED)
+        xs.append(c)
+        ys.append(r)
+        fills.append(HOST_COLOURS[state])
+        texts.append(T.HOST_CELL.format(slot=slot, hash=short_hash(h, HASH_CHARS)) if h is not None
+                     else T.HOST_EMPTY_CELL.format(slot=slot))
+        if what is not None:
+            shapes.append(dict(type="rect", x0=c - 0.48, x1=c + 0.48, y0=r - 0.46, y1=r + 0.46,
+                               line=dict(color=HOST_OUTLINES[what], width=4)))
+    fig = go.Figure(discrete_heatmap(z, list(HOST_COLOURS.values()), hover))
+    text_traces(fig, xs, ys, texts, fills, size=CELL_TEXT)
+    fig.update_layout(shapes=shapes, showlegend=False)
+    fig.update_xaxes(visible=False, range=[-0.5, cols - 0.5])
+    fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5, -0.5])
+    return sized_layout(fig, 64 + 48 * rows, T.HOST_POOL_TITLE.format(held=len(host.lru), blocks=host.num_blocks))
+
+
+def host_queue_figure(view: StepView, per_row: int = 8) -> go.Figure:
+    """Host memory's blocks in LRU order, the next to drop first, wrapped every ``per_row`` blocks."""
+    host = view.state.host
+    assert host is not None
+    lru = host.lru
+    fig = go.Figure()
+    title = T.HOST_QUEUE_TITLE.format(n=len(lru))
+    if not lru:
+        fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text=T.HOST_QUEUE_EMPTY, showarrow=False,
+                           font=dict(size=13, color=MUTED))
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return sized_layout(fig, 110, title)
+    per_row = min(per_row, max(len(lru), 8))
+    rows = math.ceil(len(lru) / per_row)
+    keys = ["host_only", "both"]
+    z = [[None] * per_row for _ in range(rows)]
+    hover = [[""] * per_row for _ in range(rows)]
+    xs, ys, texts, fills = [], [], [], []
+    for pos, (h, slot) in enumerate(lru):
+        r, c = divmod(pos, per_row)
+        state = _host_state(view, h)
+        z[r][c] = keys.index(state)
+        hover[r][c] = T.HOVER_HOST_QUEUE.format(pos=pos + 1, n=len(lru), slot=slot,
+                                                state=T.HOST_STATE_LABELS[state], hash=short_hash(h, 16))
+        xs.append(c)
+        ys.append(r)
+        texts.append(T.HOST_CELL.format(slot=slot, hash=short_hash(h, HASH_CHARS)))
+        fills.append(HOST_COLOURS[state])
+    fig.add_trace(discrete_heatmap(z, [HOST_COLOURS[k] for k in keys], hover))
+    text_traces(fig, xs, ys, texts, fills, size=CELL_TEXT)
+    fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color=RED, width=3))
+    fig.add_annotation(x=0, y=-0.5, yanchor="bottom", text="▼ " + T.HOST_QUEUE_HEAD, showarrow=False,
+                       xanchor="left", xshift=-18, font=dict(color=RED, size=12))
+    last_r, last_c = divmod(len(lru) - 1, per_row)
+    fig.add_annotation(x=last_c, y=last_r + 0.5, yanchor="top", text=T.HOST_QUEUE_TAIL + " ▲", showarrow=False,
+                       xanchor="right", xshift=18, font=dict(color=MUTED, size=12))
+    fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
+    fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
+    return sized_layout(fig, 80 + 52 * rows, title)
