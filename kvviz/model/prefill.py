@@ -1,26 +1,43 @@
 """Prefill with KV capture, and prefill that continues from the K/V of a prefix.
 
-Invariants: the captured K and V are the model's own cache tensors (one pair per layer, shaped
-``[kv_heads, tokens, head_dim]``, detached, on the CPU, in the compute dtype); ``kv_bytes_measured``
-is the sum of numel x element size over exactly those tensors; the caller's prefix tensors are never
-modified; every forward pass runs alone under the model's lock (``LoadedModel.lock``, which the engine's
-steps hold too). Batching of many requests is the engine's (``kvviz.engine``).
+Where the K/V come from: when ``lm`` is the model of the process's one engine (``kvviz.engine.get_engine_loop``,
+the native Llama decoder), ``prefill`` runs the prompt as one request in that engine and reads its K/V out of
+the engine's blocks (``EngineLoop.capture_kv``: no prefix-cache read, so every position is computed; batched
+with whatever else the engine runs). Otherwise (a transformers-backend model, another model, a prompt longer
+than the engine holds) and for ``prefill_continue`` (given K/V, possibly another prompt's: the engine reuses
+only its own blocks), the model's own forward pass runs alone over its own cache (a ``CacheAttention`` over a
+``KVCache``, or transformers' cache) under the model's lock (``LoadedModel.lock``, which the engine's steps
+hold too). Callers get the same ``PrefillResult`` either way (``kv_source`` says which ran).
+
+Invariants: the captured K and V are the ones the model computed (one pair per layer, shaped
+``[kv_heads, tokens, head_dim]``, detached, on the CPU, in the compute dtype, K after rotary);
+``kv_bytes_measured`` is the sum of numel x element size over exactly those tensors; the caller's prefix
+tensors are never modified.
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
+import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from kvviz.errors import CodedError
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import MAX_TOKENS_CEILING, InputError
 from kvviz.model.tokens import Tokenized, token_pieces, tokenize, tokenize_ids
+
+if TYPE_CHECKING:  # types only: the engine is imported where a prefill runs on it
+    from kvviz.engine.loop import EngineLoop
+
+log = logging.getLogger("kvviz.model")
+
+#: ``PrefillResult.kv_source``: read from the engine's blocks, or the model's own pass over its own cache.
+KV_FROM_ENGINE, KV_FROM_MODEL = "engine", "model"
 
 
 @dataclass
@@ -44,8 +61,9 @@ class PrefillResult:
     model_name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     wait_ms: float = 0.0  # waiting for the model's lock before the pass
-    pass_ms: float = 0.0  # the forward pass (= prefill_ms: every pass runs alone)
-    batch_size: int = 1  # requests in that pass (always 1)
+    pass_ms: float = 0.0  # the forward pass(es) (= prefill_ms)
+    batch_size: int = 1  # the most requests in one of its passes (1 on the model's own pass)
+    kv_source: str = KV_FROM_MODEL  # KV_FROM_ENGINE: read from the engine's blocks
 
     @property
     def num_tokens(self) -> int:
@@ -92,9 +110,10 @@ def _sync(device: torch.device) -> None:
 
 @dataclass(frozen=True)
 class ForwardTiming:
-    """How one forward call was served: ``compute_ms`` the pass (it runs alone, under the model's lock),
-    ``wait_ms`` waiting for that lock (an engine step or another page's pass), ``pass_ms`` = compute_ms,
-    ``batch_size`` 1, ``pass_id`` a process-wide counter."""
+    """How one prefill was served: ``compute_ms`` its pass (the model's own, alone under the model's lock; on
+    the engine, first scheduled step to first token), ``wait_ms`` before it (that lock, or the engine's queue),
+    ``pass_ms`` = compute_ms, ``batch_size`` the most requests in one of its passes, ``pass_id`` a
+    process-wide counter."""
 
     compute_ms: float
     wait_ms: float
@@ -119,11 +138,9 @@ def _one_pass(lm: LoadedModel, new_ids: list[int], cache: Any) -> tuple[Any, tor
 _PASSES = itertools.count(1)
 
 
-def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None,
-                    on_queued: Callable[[Any], None] | None = None) -> tuple[Any, torch.Tensor, ForwardTiming]:
+def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, ForwardTiming]:
     """Run ``new_ids`` through the model after ``cache`` (None = empty) in one pass of its own, under the
-    model's lock (so an engine step and this pass never overlap); (cache, last logits, timing).
-    ``on_queued(cache)`` runs before waiting for the lock, with the cache the pass will fill."""
+    model's lock (so an engine step and this pass never overlap); (cache, last logits, timing)."""
     past = cache.get_seq_length() if cache is not None else 0
     max_pos = lm.info.max_position_embeddings
     if max_pos and past + len(new_ids) > max_pos:
@@ -132,8 +149,6 @@ def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None,
         raise InputError("at least one token must be computed", "no_tokens")
     if cache is None:
         cache = lm.new_cache()
-    if on_queued is not None:
-        on_queued(cache)
     queued = time.perf_counter()
     with lm.lock, torch.inference_mode():
         _sync(lm.device)
@@ -167,7 +182,7 @@ def kv_bytes(keys: list[torch.Tensor], values: list[torch.Tensor]) -> int:
 
 
 def _result(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: list[torch.Tensor],
-            logits: torch.Tensor, timing: ForwardTiming, reused: int) -> PrefillResult:
+            logits: torch.Tensor, timing: ForwardTiming, reused: int, source: str = KV_FROM_MODEL) -> PrefillResult:
     measured = kv_bytes(keys, values)
     n = len(tok.ids)
     return PrefillResult(
@@ -189,6 +204,7 @@ def _result(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: l
         wait_ms=timing.wait_ms,
         pass_ms=timing.pass_ms,
         batch_size=timing.batch_size,
+        kv_source=source,
     )
 
 
@@ -201,15 +217,54 @@ def _tokens(lm: LoadedModel, text: str | None, token_ids: list[int] | None, max_
     return tokenize_ids(token_ids, model_name=name, max_tokens=max_tokens)
 
 
+def engine_loop_for(lm: LoadedModel, num_tokens: int) -> EngineLoop | None:
+    """The process's engine loop when it serves ``lm`` and holds ``num_tokens`` (started here when ``lm`` is
+    the default model it would load); None when the model's own pass must run."""
+    from kvviz.engine.engine import engine_supports
+    from kvviz.engine.loop import get_engine_loop, started_engine_loop
+    from kvviz.model.loader import find_loaded_model
+
+    loop = started_engine_loop()
+    if loop is None:
+        if engine_supports(lm) is not None:
+            return None
+        try:
+            if find_loaded_model() is not lm:
+                return None
+            loop = get_engine_loop()
+        except CodedError as exc:  # a bad engine setting: the engine pages and the API say so
+            log.warning("prefill runs on the model's own pass: the engine did not start (%s)", exc)
+            return None
+    engine = loop.engine
+    return loop if engine.lm is lm and num_tokens < engine.max_model_len else None
+
+
+def _engine_prefill(lm: LoadedModel, loop: EngineLoop, tok: Tokenized) -> PrefillResult:
+    """The prompt as one request in the engine, no prefix-cache read; its K/V read from its blocks."""
+    out = loop.capture_kv(tok.ids, skip_reading_prefix_cache=True)
+    assert out.kv is not None and out.logits is not None  # capture_kv raises otherwise
+    m = out.metrics
+    first = m.first_scheduled_time if m.first_scheduled_time is not None else m.arrival_time
+    token = m.first_token_time if m.first_token_time is not None else first
+    compute = round((token - first) * 1000.0, 3)
+    timing = ForwardTiming(compute, round((first - m.arrival_time) * 1000.0, 3), compute,
+                           max(1, m.max_step_requests), next(_PASSES))
+    return _result(lm, tok, out.kv.keys, out.kv.values, out.logits, timing, reused=0, source=KV_FROM_ENGINE)
+
+
 def prefill(lm: LoadedModel, text: str | None = None, token_ids: list[int] | None = None,
-            max_tokens: int | None = None, on_queued: Callable[[Any], None] | None = None) -> PrefillResult:
-    """Run the whole prompt through the model in one pass and capture every layer's K and V.
+            max_tokens: int | None = None, *, use_engine: bool = True) -> PrefillResult:
+    """Run the whole prompt through the model, every position computed, and capture every layer's K and V:
+    on the engine when it serves ``lm`` (module docstring), else in one pass of the model's own.
 
     Text longer than ``max_tokens`` (default 2,048) keeps its first tokens and carries a notice;
-    ``on_queued`` as in ``forward_request``.
+    ``use_engine=False`` runs the model's own pass even when the engine serves ``lm`` (comparisons).
     """
     tok = _tokens(lm, text, token_ids, max_tokens)
-    cache, logits, timing = forward_request(lm, tok.ids, None, on_queued)
+    loop = engine_loop_for(lm, len(tok.ids)) if use_engine else None
+    if loop is not None:
+        return _engine_prefill(lm, loop, tok)
+    cache, logits, timing = forward_request(lm, tok.ids, None)
     keys, values = _capture(cache, lm.info.num_layers)
     return _result(lm, tok, keys, values, logits, timing, reused=0)
 
@@ -238,7 +293,7 @@ def _check_prefix(lm: LoadedModel, keys: list[torch.Tensor], values: list[torch.
 
 def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_values: list[torch.Tensor],
                      token_ids: list[int]) -> PrefillResult:
-    """Prefill ``token_ids[P:]`` on top of the given K/V for the first P positions.
+    """Prefill ``token_ids[P:]`` on top of the given K/V for the first P positions (the model's own pass).
 
     The prefix K/V are used as they are, even if they came from a different prompt (that is how a
     wrong reuse is demonstrated). At least one token must be computed (P < len(token_ids)), as an
@@ -273,4 +328,5 @@ def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_va
     return _result(lm, tok, keys, values, logits, timing, reused=p)
 
 
-__all__ = ["ForwardTiming", "PrefillResult", "forward_request", "kv_bytes", "prefill", "prefill_continue", "token_pieces"]
+__all__ = ["KV_FROM_ENGINE", "KV_FROM_MODEL", "ForwardTiming", "PrefillResult", "engine_loop_for", "forward_request",
+           "kv_bytes", "prefill", "prefill_continue", "token_pieces"]
