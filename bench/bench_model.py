@@ -121,7 +121,8 @@ def run(results: dict) -> None:
         last: dict = {}
 
         def one_prefill() -> None:
-            last["r"] = prefill(lm, token_ids=ids, max_tokens=PREFILL_TOKENS)
+            # the decoder's own pass (bench_engine.py times the engine's), against bare matmuls of the same weights
+            last["r"] = prefill(lm, token_ids=ids, max_tokens=PREFILL_TOKENS, use_engine=False)
 
         layer_run, layer_flops = _layer_matmuls(lm, PREFILL_TOKENS)
         reps = 3
