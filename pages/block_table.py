@@ -26,7 +26,8 @@ ui_share.restore("block_table", SHARE, link_here=False)  # "Copy link" goes in t
 PICTURE = ui_present.key_slot()  # presenter mode: the player (pool and free queue first) at the top
 
 names = builtin_names()
-c_name, c_host, c_speed, c_link = st.columns([3, 1.5, 2, 1.7], vertical_alignment="bottom")
+# the link keeps its share of the row (a quarter): narrower, "Copy link" in Russian broke over two lines at 1024 px
+c_name, c_host, c_speed, c_link = st.columns([2.5, 1.1, 1.6, 1.7], vertical_alignment="bottom")
 with c_link:  # beside the scenario, not on its own row under the title: with the null block the pool grid has
     # a fourth row, and the pool must still end above the fold of a 1024x768 screen while it plays
     ui_share.link_slot("block_table")
@@ -34,7 +35,7 @@ name = c_name.selectbox(T.SCENARIO, names, key=P.K_NAME, on_change=P.on_scenario
                         format_func=lambda n: tr(V.builtin(n).title))
 host_blocks = c_host.selectbox(T.HOST_TIER, HOST_TIER_CHOICES, key=P.K_HOST,  # keeps the step: compare
                                help=T.HOST_TIER_HELP,
-                               format_func=lambda n: T.HOST_TIER_BLOCKS.format(n=n) if n else T.HOST_TIER_OFF)
+                               format_func=lambda n: str(n) if n else T.HOST_TIER_OFF)
 speed = c_speed.select_slider(T.SPEED, P.SPEEDS, value=1.0, key=P.K_SPEED, help=T.SPEED_HELP)
 interval = 1.0 / float(speed)
 base = V.builtin(name)

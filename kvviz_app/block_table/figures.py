@@ -113,14 +113,15 @@ def block_tables_figure(view: StepView) -> go.Figure:
                          if k not in ("skipped", "host") or k in shown])
     fig.update_layout(shapes=shapes)
     ticks = list(range(width))
+    # "tokens" over the span, on two lines and level: one line rotated 9 columns at 1024 px past the chart's top
     fig.update_xaxes(tickvals=ticks, ticktext=[T.AXIS_TOKENS.format(first=i * bs + 1, last=(i + 1) * bs)
-                                               for i in ticks],
+                                               .replace(" ", "<br>", 1) for i in ticks], tickangle=0,
                      side="top", showgrid=False, zeroline=False, range=[-0.5, max(width, 4) - 0.5], tickfont=dict(size=12))
     fig.update_yaxes(tickvals=list(range(len(requests))), ticktext=labels, autorange="reversed", showgrid=False,
                      zeroline=False, range=[len(requests) - 0.5, -0.5] if requests else [0.5, -0.5])
-    fig = sized_layout(fig, 110 + 46 * max(len(requests), 1), None)
+    fig = sized_layout(fig, 126 + 46 * max(len(requests), 1), None)
     fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.02, x=0, xanchor="left"),
-                      margin=dict(t=40, b=40))
+                      margin=dict(t=56, b=40))
     return fig
 
 
@@ -206,6 +207,16 @@ def jumped_to_head(view: StepView) -> list[int]:
     return [b for e in view.events if e.kind.value == "free" for b in e.params.get("to_head", ())]
 
 
+def tail_label(fig: go.Figure, n: int, per_row: int, text: str) -> None:
+    """The queue's tail label under its last cell: ending at it when that cell is in the right half of the row,
+    starting at it otherwise (ended at a cell near the left, a long label ran past the chart's left edge)."""
+    last_r, last_c = divmod(n - 1, per_row)
+    left = last_c < per_row / 2
+    fig.add_annotation(x=last_c, y=last_r + 0.5, yanchor="top", text=("▲ " + text) if left else (text + " ▲"),
+                       showarrow=False, xanchor="left" if left else "right", xshift=-18 if left else 18,
+                       font=dict(color=MUTED, size=12))
+
+
 def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
     """The free queue in eviction order, wrapped every ``per_row`` blocks; the head is marked."""
     state = view.state
@@ -241,9 +252,7 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
     fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color=RED, width=3))
     fig.add_annotation(x=0, y=-0.5, yanchor="bottom", text="▼ " + T.QUEUE_HEAD, showarrow=False, xanchor="left",
                        xshift=-18, font=dict(color=RED, size=12))
-    last_r, last_c = divmod(len(queue) - 1, per_row)
-    fig.add_annotation(x=last_c, y=last_r + 0.5, yanchor="top", text=T.QUEUE_TAIL + " ▲", showarrow=False,
-                       xanchor="right", xshift=18, font=dict(color=MUTED, size=12))
+    tail_label(fig, len(queue), per_row, T.QUEUE_TAIL)
     for pos, bid in enumerate(queue):  # the move vLLM's free_blocks makes: unhashed blocks jump to the head
         if bid in jumped:
             r, c = divmod(pos, per_row)

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from kvviz.analysis.scenarios.play import StepView
 from kvviz.mirror.events import EventKind
 from kvviz.mirror.hashing import short_hash
-from kvviz_app.block_table.figures import HASH_CHARS, pool_columns
+from kvviz_app.block_table.figures import HASH_CHARS, pool_columns, tail_label
 from kvviz_app.shell.cells import CELL_TEXT, discrete_heatmap, sized_layout, text_traces
 from kvviz_app.shell.i18n import texts
 from kvviz_app.shell.style import FREE_GREY, GREEN, MUTED, ORANGE, RED
@@ -113,9 +113,7 @@ def host_queue_figure(view: StepView, per_row: int = 8) -> go.Figure:
     fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color=RED, width=3))
     fig.add_annotation(x=0, y=-0.5, yanchor="bottom", text="▼ " + T.HOST_QUEUE_HEAD, showarrow=False,
                        xanchor="left", xshift=-18, font=dict(color=RED, size=12))
-    last_r, last_c = divmod(len(lru) - 1, per_row)
-    fig.add_annotation(x=last_c, y=last_r + 0.5, yanchor="top", text=T.HOST_QUEUE_TAIL + " ▲", showarrow=False,
-                       xanchor="right", xshift=18, font=dict(color=MUTED, size=12))
+    tail_label(fig, len(lru), per_row, T.HOST_QUEUE_TAIL)
     fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
     fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
     return sized_layout(fig, 80 + 52 * rows, title)

@@ -50,14 +50,13 @@ LEGEND = (
 # --- scenario and controls -------------------------------------------------------------------------
 SCENARIO = "Scenario"
 SCENARIO_HELP = "Built-in request histories. Each replays identically: token ids come from the model's tokenizer."
-HOST_TIER = "Host tier"
+HOST_TIER = "Host tier (blocks)"
 HOST_TIER_HELP = (
     "A second pool in host memory under the device pool, as vLLM 0.33.0's CPU offloading: full blocks are "
     "copied there as they are computed, and a prompt copies back what the device pool lost. Off = the "
     "device pool alone."
 )
 HOST_TIER_OFF = "off"
-HOST_TIER_BLOCKS = Plural("{n} block", "{n} blocks", count="n")
 POOL_CAPTION_HOST = "host tier: {host} blocks (LRU)"
 POOL_CAPTION = (
     "Pool: {blocks} blocks x {block_size} tokens (block 0 is the null block, so {usable} usable = {tokens:,} "
@@ -205,7 +204,7 @@ HOST_EMPTY_CELL = "H{slot}"
 HOVER_HOST = "host block H{slot} · {state}<br>hash {hash}<br>{touched}"
 HOST_TOUCH_LABELS = {"stored": "copied here this step", "loaded": "loaded back this step",
                      "dropped": "dropped this step (then reused)"}
-HOST_QUEUE_TITLE = Plural("Host LRU: {n} block, next to drop first", "Host LRU: {n} blocks, next to drop first")
+HOST_QUEUE_TITLE = Plural("Host LRU: {n} block, head first", "Host LRU: {n} blocks, head first")
 HOST_QUEUE_EMPTY = "Host memory is empty: nothing has been copied there yet."
 HOST_QUEUE_HEAD = "head: dropped next"
 HOST_QUEUE_TAIL = "tail: used last"
