@@ -25,7 +25,8 @@ from kvviz.analysis.workload.load import lazy_encoder
 from kvviz.analysis.workload.report import parse_capacities, report
 from kvviz.analysis.workload.reuse_distance import analyze
 from kvviz.analysis.workload.routing import MAX_REPLICAS, POLICIES, routing_report
-from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory, sampled_report
+from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory
+from kvviz.analysis.workload.sample_report import sampled_report
 from kvviz.analysis.workload.stream import BadLines, Progress, estimated_accesses, read_trace, sample_trace
 from kvviz.analysis.workload.tiers import MAX_GRID_POINTS, parse_host_blocks, two_tier_report
 from kvviz.analysis.workload.trace import WorkloadError

@@ -180,7 +180,8 @@ def test_workload_and_bytes_print_the_same_budget_blocks(capsys, tmp_path):
 def test_sampled_mode_streams_with_the_whole_trace_numbers(capsys, tmp_path):
     """--sample-rate samples the trace as it is read: the same JSON as sampling the whole trace's columns;
     --memory-mb picks its rate before reading, from the file's size (an upper bound on its accesses)."""
-    from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory, sampled_report
+    from kvviz.analysis.workload.sample import analyze_sampled, rate_for_memory
+    from kvviz.analysis.workload.sample_report import sampled_report
     from kvviz.analysis.workload.stream import estimated_accesses, read_trace
 
     cols, _ = read_trace(EXAMPLE_PATH)

@@ -6,6 +6,7 @@ trace, one exact pass, one sampled analysis)."""
 from __future__ import annotations
 
 import json
+import statistics
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -57,22 +58,32 @@ def test_rate_from_a_memory_bound():
     assert abs(rate_for_memory(64, 10_000_000) - 64 * 2**20 / (BYTES_PER_SAMPLED_BLOCK * 10_000_000)) < 1e-12
 
 
-def test_the_error_bar_covers_the_actual_error():
-    # Independent hashes (salts) of one 2-million-access trace whose exact curve is computed: the bar (twice
-    # the larger standard error, sub-samples' or kept blocks' own, plus the capacity axis's shift) must hold
-    # the real error at 95% of points from the resolved capacity up (measured: all of them at rates 0.1 and
-    # 0.3; the old bar, sub-samples and the curvature at +-1 sd, held 82-89% at 0.1).
+def test_the_error_bar_covers_the_actual_error_and_is_not_much_wider():
+    # Independent hashes (salts) of one 2-million-access trace whose exact curve is computed. The bar is
+    # about a 95% interval: over 30 salts at rate 0.1 (12 at 0.3) it must hold the real error at most
+    # points from the resolved capacity up (a salt's points move together, so 30 salts measure coverage
+    # to a few points: measured 0.94 on salts 1-30, 0.96 on salts 100-139, 1.0 at 0.3), the headline
+    # (the largest bar) must hold the largest real error on every salt, and the bar must stay near the
+    # error: measured 3.1x (0.1) and 4.4x (0.3) the largest real error, median over the salts; the bar of
+    # the previous version (the kept blocks' variance 1/rate too large, the capacity axis moved as one)
+    # was 8.4x and 6.7x.
     lines = generate(WorkloadGenConfig(num_requests=3000, block_size=64, seed=2))
     cols = tile(as_columns(parse_trace("\n".join(json.dumps(x) for x in lines), 64)), 4)
     exact = analyze(cols)
-    for rate, least in ((0.1, 0.95), (0.3, 0.95)):
+    for rate, salts in ((0.1, range(1, 31)), (0.3, range(1, 13))):
         covered = points = 0
-        for salt in range(1, 7):
+        widths = []
+        for salt in salts:
             sampled = analyze_sampled(cols, rate, salt)
             grid = [c for c in log_grid(cols.num_blocks, 60) if c >= sampled.resolved_from]
-            covered += sum(abs(sampled.hit_rate(c) - exact.hit_rate(c)) <= sampled.error(c) for c in grid)
+            real = [abs(sampled.hit_rate(c) - exact.hit_rate(c)) for c in grid]
+            bars = [sampled.error(c) for c in grid]
+            covered += sum(r <= b for r, b in zip(real, bars, strict=True))
             points += len(grid)
-        assert covered >= least * points, (rate, covered, points)
+            assert max(real) <= max(bars), (rate, salt, max(real), max(bars))
+            widths.append(max(bars) / max(real))
+        assert covered >= 0.92 * points, (rate, covered, points)
+        assert statistics.median(widths) <= 5, (rate, statistics.median(widths))
 
 
 def test_rate_one_has_no_error_and_salts_are_independent():

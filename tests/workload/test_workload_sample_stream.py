@@ -13,7 +13,8 @@ import pytest
 
 from kvviz.analysis.workload.example import EXAMPLE_PATH
 from kvviz.analysis.workload.gen import WorkloadGenConfig, generate
-from kvviz.analysis.workload.sample import analyze_sampled, sampled_report
+from kvviz.analysis.workload.sample import analyze_sampled
+from kvviz.analysis.workload.sample_report import sampled_report
 from kvviz.analysis.workload.stream import estimated_accesses, read_trace, sample_trace
 
 

@@ -7,11 +7,13 @@ prefix rule because an ancestor block is always at least as recent as its descen
 its whole chain, tail first), so a request's hit at C is the sum of its blocks' tokens whose own reuse
 distance is <= C; that is a sum over single accesses, which spatial sampling estimates (docs/WORKLOAD.md).
 
-The error bar (about 95%): twice a standard error, plus the capacity axis's shift, plus unseen heavy first
+The error bar (about 95%): twice a standard error, plus the capacity axis's move, plus unseen heavy first
 blocks. The standard error is the larger of the ``GROUPS`` hash-disjoint sub-samples' spread and the kept
 blocks' own ratio-estimator variance (sums of each block's squared hits at checkpoints), which sees one hot
-block kept with its full weight; the shift is the curve's move over two standard deviations of the kept count
-(the blocks of one chain share it); a request's first block that carries a point of the prompt tokens and is
+block kept with its full weight; the axis move is the largest over ``REPLICATES`` replicates whose hits are
+re-binned at distances moved by 2 sd of their kept count, as signed sums over the blocks above (hits that
+share blocks above move together, as in the real error: a whole-cycle reuse cliff moves as one, while
+unrelated reuse averages out); a request's first block that carries a point of the prompt tokens and is
 not kept adds its share (its exact tokens are counted as the trace streams). See docs/WORKLOAD.md.
 """
 
@@ -19,14 +21,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
 from kvviz.analysis.workload.columns import TraceColumns
-from kvviz.analysis.workload.reuse_distance import log_grid
-from kvviz.analysis.workload.stack import block_terms, group_bin, sampled_pass
+from kvviz.analysis.workload.stack import block_terms, group_bin, read_binned, sampled_pass
 
 GROUPS = 32
 BYTES_PER_SAMPLED_BLOCK = 480
@@ -41,6 +40,10 @@ HEAVY_ROOT_SHARE = 0.01
 """A first block is heavy when its own tokens, over every request it starts, are this share of all prompt
 tokens: one such block moves the hit rate by a point depending on whether the hash keeps it."""
 RESOLVED_KEPT_BLOCKS = 10
+REPLICATES = 8
+"""Moved-distance replicates of the capacity axis (``SampleCurve.axis_error``): each block gets a random
+sign per replicate from a second hash of its id."""
+_SIGN_SALT = 0x5A5A_A5A5_0F0F_F0F0
 
 
 def block_hash(keys: np.ndarray, salt: int = 0) -> np.ndarray:
@@ -84,6 +87,9 @@ class SampleCurve:
     sum_yy: np.ndarray | None = None
     sum_yt: np.ndarray | None = None
     sum_tt: float = 0.0
+    replica_hits: np.ndarray | None = None
+    """Replicates' binned cumulative hits, their distances moved by +-2 sd of the kept count above each
+    hit (``stack.sampled_pass``): two rows a replicate."""
 
     def hits_near(self, capacity: int) -> float:
         """Kept hit tokens at ``capacity`` full-trace blocks: a block at distance d has about
@@ -103,10 +109,12 @@ class SampleCurve:
 
     def block_error(self, capacity: int, coverage: float) -> float | None:
         """A standard error of ``rate_at`` from the kept blocks themselves (a ratio estimator over blocks
-        kept with probability ``rate``): sqrt((1 - rate) / rate x sum (y_b - r t_b)^2) / kept tokens, y_b
-        being block b's hit tokens at the capacity and t_b its kept tokens (sums read between checkpoints).
-        A hot block kept weighs in with its own square, which a spread over sub-samples (most of them
-        without it) underrates. None without the sums."""
+        kept with probability ``rate``): sqrt((1 - rate) x sum (y_b - r t_b)^2) / kept tokens, y_b being
+        block b's hit tokens at the capacity and t_b its kept tokens (sums read between checkpoints; the
+        population's sum of squares is the kept one over ``rate`` and its tokens the kept ones over
+        ``rate``, so the 1/rate of the Bernoulli variance cancels). A hot block kept weighs in with its
+        own square, which a spread over sub-samples (most of them without it) underrates. None without
+        the sums."""
         if self.checkpoints is None or self.sum_yy is None or self.sum_yt is None or not self.kept_tokens:
             return None
         if capacity <= 0:
@@ -116,7 +124,20 @@ class SampleCurve:
         yt = float(np.interp(c, self.checkpoints, self.sum_yt))
         r = self.hits_near(capacity) / self.kept_tokens
         total = max(yy - 2.0 * r * yt + r * r * self.sum_tt, 0.0)
-        return math.sqrt((1.0 - self.rate) / self.rate * total) / self.kept_tokens * coverage
+        return math.sqrt((1.0 - self.rate) * total) / self.kept_tokens * coverage
+
+    def axis_error(self, capacity: int, coverage: float) -> float | None:
+        """How far the curve moves at ``capacity`` when every hit's distance moves by 2 sd of its kept count
+        (signed sums over the blocks above it, so hits that share blocks above move together, as the real
+        error does): the largest move over the replicates, each read from its binned hits against the
+        sample's own curve. None without replicates."""
+        if self.replica_hits is None or not len(self.replica_hits) or not self.kept_tokens:
+            return None
+        if capacity <= 0:
+            return 0.0
+        far = 2 * max(self.kept_blocks, 1)  # replicates' distances go up to twice the kept blocks
+        moved = read_binned(self.replica_hits, min(1.0 + self.rate * (capacity - 1), float(far)), far)
+        return float(np.abs(moved - self.hits_near(capacity)).max()) / self.kept_tokens * coverage
 
 
 @dataclass
@@ -194,24 +215,29 @@ class GroupCurve:
         return float(a + (c - lo) * (b - a)) / self.kept_tokens * coverage
 
 
-def curve_of(kept: Kept, rate: float) -> tuple[SampleCurve, list[GroupCurve]]:
-    """The curve of kept accesses (any ids, requests non-decreasing in trace order) and its ``GROUPS``
-    sub-samples' curves at the same distances."""
-    dense, num_blocks = _intern(kept.keys)
+def curve_of(kept: Kept, rate: float, replicates: int = REPLICATES) -> tuple[SampleCurve, list[GroupCurve]]:
+    """The curve of kept accesses (any ids, requests non-decreasing in trace order), its ``GROUPS``
+    sub-samples' curves at the same distances, and ``replicates`` moved-distance replicates."""
+    dense, uniques = _intern(kept.keys)
+    num_blocks = len(uniques)
     starts = np.concatenate(([0], np.flatnonzero(np.diff(kept.req)) + 1, [len(kept.req)])).astype(np.int64)
-    res = sampled_pass(dense, starts, kept.tok, kept.eligible, kept.group, GROUPS, num_blocks)
+    signs = (block_hash(uniques.astype(np.int64), _SIGN_SALT) & np.uint64(0xFF)).astype(np.uint8)
+    res = sampled_pass(dense, starts, kept.tok, kept.eligible, kept.group, GROUPS, num_blocks, signs,
+                       replicates, SHIFT_SIGMAS * math.sqrt(max(1.0 - rate, 0.0)))
+    del signs, uniques
     groups = [GroupCurve(rate, res.group_hits[g], int(res.group_tokens[g]), num_blocks) for g in range(GROUPS)]
     cps, yy, yt, tt = block_terms(dense, kept.tok, res.dist, num_blocks)
     del res.dist
-    return SampleCurve(rate, res.hits_at, res.kept_tokens, num_blocks, len(kept.keys), cps, yy, yt, tt), groups
+    return SampleCurve(rate, res.hits_at, res.kept_tokens, num_blocks, len(kept.keys), cps, yy, yt, tt,
+                       res.replica_hits if replicates else None), groups
 
 
-def _intern(keys: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense int32 ids 0..U-1 of ``keys`` (a hash table, first-seen order: no sorted copy) and U."""
+def _intern(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense int32 ids 0..U-1 of ``keys`` (a hash table, first-seen order: no sorted copy) and the U keys."""
     import pandas as pd
 
     codes, uniques = pd.factorize(keys, sort=False)
-    return codes.astype(np.int32), len(uniques)
+    return codes.astype(np.int32), np.asarray(uniques)
 
 
 @dataclass
@@ -265,9 +291,10 @@ class SampledProfile:
         return hits / kept * self.coverage if kept and capacity > 0 else 0.0
 
     def error(self, capacity: int) -> float:
-        """About a 95% interval half-width of ``hit_rate(capacity)`` (absolute hit rate): twice the
-        standard error from the sub-samples' spread, plus the shift of the capacity axis (``shift``), plus
-        the token share of heavy first blocks the sample missed (``unseen_heavy``)."""
+        """About a 95% interval half-width of ``hit_rate(capacity)`` (absolute hit rate): twice the larger
+        standard error (sub-samples' spread, kept blocks' own), plus the capacity axis's move (the
+        replicates', ``SampleCurve.axis_error``; pooled sub-samples without them: ``shift``), plus the token
+        share of heavy first blocks the sample missed (``unseen_heavy``)."""
         if self.sample is not None and self.rate >= 1.0:
             return 0.0  # every block kept: the exact curve
         rates = [g.rate_at(capacity, self.coverage) for g in self.groups if g.kept_tokens]
@@ -275,10 +302,12 @@ class SampledProfile:
             return 1.0
         spread = float(np.std(rates, ddof=1)) / math.sqrt(len(rates))
         own = self.sample.block_error(capacity, self.coverage) if self.sample is not None else None
-        return 2.0 * max(spread, own or 0.0) + self.shift(capacity) + self.unseen_heavy
+        axis = self.sample.axis_error(capacity, self.coverage) if self.sample is not None else None
+        return 2.0 * max(spread, own or 0.0) + (self.shift(capacity) if axis is None else axis) + self.unseen_heavy
 
     def shift(self, capacity: int) -> float:
-        """How far the curve moves when the capacity axis is off by two standard deviations: the kept blocks
+        """How far the curve moves when the capacity axis is off by two standard deviations, for every hit
+        at once (the bound when no replicates were kept, as when sub-samples are pooled): the kept blocks
         among the C most recent are Binomial(C, rate), s = sqrt(C (1 - rate) / rate) full-trace blocks, and
         the blocks of one request (one chain) are touched together, so every block of a stretch of traffic
         sees the same kept set above it: the shift is shared, not averaged away. The curve is
@@ -370,40 +399,3 @@ def analyze_sampled(cols: TraceColumns, rate: float, salt: int = 0) -> SampledPr
     sampler = Sampler(rate, salt)
     sampler.add(cols)
     return sampler.finish()
-
-
-def sampled_report(sp: SampledProfile, capacities: list[int] | None = None,
-                   bytes_per_token: Fraction | None = None, points: int = 60) -> dict[str, Any]:
-    """The CLI's JSON for a sampled analysis: the exact report's keys (hit numbers estimated), plus
-    ``sampled``, ``sample_rate``, ``hit_rate_error`` (the largest over the curve) and a per-point error."""
-    total, bs = sp.input_tokens, sp.block_size
-    caps = capacities if capacities is not None else log_grid(max(sp.unique_blocks, 1), points)
-    rows = []
-    for c in sorted(set(caps)):
-        rate = sp.hit_rate(c)
-        row: dict[str, Any] = {"capacity_blocks": c, "capacity_tokens": c * bs, "hit_tokens": round(rate * total),
-                               "hit_rate": rate}
-        if bytes_per_token is not None:
-            row["capacity_bytes"] = int(bytes_per_token * c * bs)
-        row["hit_rate_error"] = sp.error(c)
-        rows.append(row)
-    inf = sp.hit_rate(sp.unique_blocks * 4 + 1)
-    fine = log_grid(max(sp.unique_blocks, 1), 400)
-
-    def need(fraction: float) -> int:
-        return next((c for c in fine if sp.hit_rate(c) >= fraction * inf - 1e-12), 0) if inf > 0 else 0
-
-    out: dict[str, Any] = {
-        "num_requests": sp.num_requests, "input_tokens": total, "block_size": bs,
-        "num_block_accesses": sp.num_block_accesses, "unique_blocks": sp.unique_blocks,
-        "hit_tokens_infinite": round(inf * total), "hit_rate_infinite": inf,
-        "capacity_for_50pct_of_max_blocks": need(0.5), "capacity_for_90pct_of_max_blocks": need(0.9),
-        "curve": rows, "sampled": True, "sample_rate": sp.rate,
-        "hit_rate_error": max((r["hit_rate_error"] for r in rows if r["capacity_blocks"] >= sp.resolved_from),
-                              default=0.0),
-        "sampled_blocks": sp.kept_blocks, "sampled_block_accesses": sp.kept_accesses,
-        "resolved_from_capacity_blocks": sp.resolved_from,
-    }
-    if bytes_per_token is not None:
-        out["bytes_per_token"] = float(bytes_per_token) if bytes_per_token.denominator != 1 else int(bytes_per_token)
-    return out

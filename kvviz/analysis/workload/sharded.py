@@ -106,7 +106,7 @@ def _meta(shard: Shard) -> Shard:
 def partition_curve(pieces: Sequence[Kept], bases: Sequence[int], rate: float) -> SampleCurve:
     """The reduce step: one partition's pieces (file order), requests renumbered from ``bases``."""
     kept = concat([p.shifted(b) for p, b in zip(pieces, bases, strict=True)])
-    return curve_of(kept, rate / GROUPS)[0]
+    return curve_of(kept, rate / GROUPS, replicates=0)[0]  # the pooled bar reads no replicates
 
 
 def combine(metas: Sequence[Shard]) -> tuple[Totals, list[int], BadLines]:

@@ -178,17 +178,69 @@ def group_bin(d):  # pragma: no cover - compiled
     return GROUP_BIN_LINEAR + int(GROUP_BIN_LINEAR * math.log(d / GROUP_BIN_LINEAR))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sign(signs, b, k):  # pragma: no cover - compiled
+    """Block b's sign (+1 or -1) in replicate k: bit k of its sign mask."""
+    return 1 if (signs[b] >> k) & 1 else -1
+
+
+@njit(cache=True, nogil=True)
+def _signed_move(stree, stot, signs, b, t, step):  # pragma: no cover - compiled
+    """Add ``step`` x block b's signs at touch time t (Fenwick, every replicate) and to the live totals."""
+    size = stree.shape[0] - 1
+    for k in range(stree.shape[1]):
+        stot[k] += step * _sign(signs, b, k)
+    while t <= size:
+        for k in range(stree.shape[1]):
+            stree[t, k] += step * _sign(signs, b, k)
+        t += t & -t
+
+
+@njit(cache=True, nogil=True)
+def _touch_signed(last, tree, owner, stree, stot, signs, now_t, live, b):  # pragma: no cover - compiled
+    """``_touch`` that also moves block b's signs in the signed trees (rebuilt after a renumbering)."""
+    if stree.shape[1] and last[b]:
+        _signed_move(stree, stot, signs, b, last[b], -1)
+    before = now_t
+    now_t, live = _touch(last, tree, owner, now_t, live, b)
+    if stree.shape[1]:
+        if now_t <= before:  # renumbered: rebuild the signed trees from the live touches 1..now_t - 1
+            stree[:] = 0
+            stot[:] = 0
+            for t in range(1, now_t):
+                _signed_move(stree, stot, signs, owner[t], t, 1)
+        _signed_move(stree, stot, signs, b, now_t, 1)
+    return now_t, live
+
+
+@njit(cache=True, nogil=True)
+def _signed_above(stree, stot, signs, last, b, out):  # pragma: no cover - compiled
+    """Per replicate, the sum of the signs of the live blocks above block b (touched after it)."""
+    for k in range(stree.shape[1]):
+        out[k] = stot[k] - _sign(signs, b, k)
+    t = last[b] - 1
+    while t > 0:
+        for k in range(stree.shape[1]):
+            out[k] -= stree[t, k]
+        t &= t - 1
+
+
 @njit(cache=True, nogil=True)
 def _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree,
-                  owner, dist):  # pragma: no cover - compiled
+                  owner, dist, signs, stree, stot, scale, rgain):  # pragma: no cover - compiled
     """A spatial sample's pass: each kept access (its tokens ``tok``, ``eligible`` when the lookup may hit
     it) adds its tokens at its own sampled distance (no prefix maximum: see docs/WORKLOAD.md, an ancestor
     is never deeper than its descendants); ``starts`` bound the requests. The same hits also go to their
     sub-sample's binned histogram ``ggain[group]`` (and tokens to ``gtok``); ``dist[j]`` keeps each
-    access's distance (0 when it cannot hit). Returns the kept tokens."""
+    access's distance (0 when it cannot hit). Replicate k (``stree``'s columns) moves each hit's distance
+    by +-``scale`` x the signed sum over the blocks above it and bins it in ``rgain[2k]`` (+) and
+    ``rgain[2k + 1]`` (-). Returns the kept tokens."""
     now_t = 0
     live = 0
     total = 0
+    reps = stree.shape[1]
+    above = np.zeros(reps, np.int64)
+    far = 2 * (gain.shape[0] - 1)  # moved distances are binned up to twice the kept blocks, then clipped
     for r in range(len(starts) - 1):
         start, end = starts[r], starts[r + 1]
         for j in range(start, end):
@@ -201,28 +253,40 @@ def _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last,
                     gain[d] += tok[j]
                     ggain[g, group_bin(d)] += tok[j]
                     dist[j] = d
+                    if reps:
+                        _signed_above(stree, stot, signs, last, blocks[j], above)
+                        for k in range(reps):
+                            for m in range(2):
+                                moved = d + (scale if m == 0 else -scale) * above[k]
+                                moved = min(max(int(moved + 0.5), 1), far)
+                                rgain[2 * k + m, group_bin(moved)] += tok[j]
         for j in range(end - 1, start - 1, -1):
-            now_t, live = _touch(last, tree, owner, now_t, live, blocks[j])
+            now_t, live = _touch_signed(last, tree, owner, stree, stot, signs, now_t, live, blocks[j])
     return total
 
 
 @dataclass
 class SampledPass:
     """A sample's pass: ``hits_at[c]`` = kept hit tokens at c kept blocks (c = 0..num_blocks), kept
-    tokens, per sub-sample the cumulative binned hits (``group_hits[g, group_bin(c)]``) and tokens, and
-    each access's sampled distance (``dist``, int32, 0 = no hit)."""
+    tokens, per sub-sample the cumulative binned hits (``group_hits[g, group_bin(c)]``) and tokens, each
+    access's sampled distance (``dist``, int32, 0 = no hit), and the replicates' cumulative binned hits
+    (``replica_hits``, two rows a replicate: its distances moved up, then down)."""
 
     hits_at: np.ndarray  # int64 (num_blocks + 1,)
     kept_tokens: int
     group_hits: np.ndarray  # int64 (groups, bins)
     group_tokens: np.ndarray  # int64 (groups,)
     dist: np.ndarray  # int32 (K,)
+    replica_hits: np.ndarray  # int64 (2 x replicates, bins)
 
 
 def sampled_pass(blocks: np.ndarray, starts: np.ndarray, tok: np.ndarray, eligible: np.ndarray,
-                 group: np.ndarray, groups: int, num_blocks: int) -> SampledPass:
+                 group: np.ndarray, groups: int, num_blocks: int, signs: np.ndarray | None = None,
+                 replicates: int = 0, scale: float = 0.0) -> SampledPass:
     """The pass over a sample's accesses (``blocks`` dense 0..num_blocks-1 in trace order, request ``r``
-    = ``starts[r]:starts[r + 1]``, each access's sub-sample in ``group``, 0..groups-1)."""
+    = ``starts[r]:starts[r + 1]``, each access's sub-sample in ``group``, 0..groups-1); with
+    ``replicates`` (at most 8) and each block's sign bits (``signs``, uint8 per dense block), the
+    replicate histograms too (4 bytes a replicate per stack slot: 2 slots a block)."""
     gain = np.zeros(num_blocks + 1, np.int64)
     bins = group_bin(max(num_blocks, 1)) + 1
     ggain = np.zeros((groups, bins), np.int64)
@@ -232,8 +296,45 @@ def sampled_pass(blocks: np.ndarray, starts: np.ndarray, tok: np.ndarray, eligib
     tree = np.zeros(size + 1, np.int32)
     owner = np.zeros(size + 1, np.int32)
     dist = np.zeros(len(blocks), np.int32)
-    total = _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree, owner, dist)
-    return SampledPass(np.cumsum(gain, out=gain), int(total), np.cumsum(ggain, axis=1), gtok, dist)
+    signs = np.zeros(max(num_blocks, 1), np.uint8) if signs is None else signs
+    stree = np.zeros((size + 1 if replicates else 1, replicates), np.int32)
+    stot = np.zeros(replicates, np.int64)
+    rgain = np.zeros((2 * replicates, group_bin(2 * max(num_blocks, 1)) + 1), np.int64)
+    total = _sampled_pass(blocks, starts, tok, eligible, group, gain, ggain, gtok, last, tree, owner, dist,
+                          signs, stree, stot, float(scale), rgain)
+    del stree, last, tree, owner
+    return SampledPass(np.cumsum(gain, out=gain), int(total), np.cumsum(ggain, axis=1), gtok, dist,
+                       np.cumsum(rgain, axis=1))
+
+
+def _bin_span(j: int) -> tuple[int, int]:
+    """The first and last distance of sub-sample bin ``j`` (``group_bin``)."""
+    if j <= GROUP_BIN_LINEAR:
+        return j, j
+    ends = []
+    for k in (j, j + 1):
+        d = max(int(GROUP_BIN_LINEAR * math.exp((k - GROUP_BIN_LINEAR) / GROUP_BIN_LINEAR)), 1)
+        while d > 1 and group_bin(d - 1) >= k:  # the float edge, made exact with the kernel's own rule
+            d -= 1
+        while group_bin(d) < k:
+            d += 1
+        ends.append(d)
+    return ends[0], ends[1] - 1
+
+
+def read_binned(cum: np.ndarray, c: float, top: int) -> np.ndarray:
+    """Cumulative binned hits (``cum[..., group_bin(d)]`` = hits at distance <= the bin's last; no distance
+    above ``top``) read at sampled capacity 1 <= ``c`` <= ``top``: spread evenly over each bin's
+    distances, linear between integers."""
+
+    def at(x: int) -> np.ndarray:
+        j = group_bin(x)
+        first, last = _bin_span(j)
+        below = cum[..., j - 1]  # bin 0 holds nothing (distances start at 1)
+        return below + (cum[..., j] - below) * ((x - first + 1) / (min(last, top) - first + 1))
+
+    lo = int(math.floor(c))
+    return at(lo) + (c - lo) * (at(min(lo + 1, top)) - at(lo))
 
 
 CHECKPOINTS = 48
