@@ -14,6 +14,7 @@ from typing import Any
 
 from kvviz.analysis.radix_compare import DEFAULT_WINDOW, compare_radix_pool
 from kvviz.analysis.scenarios.load import (
+    MAX_SCENARIO_BLOCKS,
     MAX_SCENARIO_BYTES,
     builtin_names,
     load_builtin,
@@ -47,8 +48,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                    help=f"sliding window in tokens for --radix (default {DEFAULT_WINDOW})")
     p.add_argument("--page-size", type=int, default=1, help="radix page size in tokens for --radix (default 1)")
+    p.add_argument("--host-blocks", type=_host_blocks_arg, default=None, metavar="N",
+                   help=f"replay over a host tier of N blocks (1..{MAX_SCENARIO_BLOCKS}) under the pool, as vLLM "
+                   "0.33.0's CPU offloading: blocks are copied there as they are computed and copied back when "
+                   "the pool lost them; prints host memory and each prompt's tokens by source (default: none)")
     add_json_flag(p)
     p.set_defaults(handler=run)
+
+
+def _host_blocks_arg(text: str) -> int:
+    """argparse type for ``--host-blocks``: an integer in 1..MAX_SCENARIO_BLOCKS (a scenario draws every block)."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_SCENARIO_BLOCKS:
+        raise argparse.ArgumentTypeError(f"expected an integer in 1..{MAX_SCENARIO_BLOCKS}, got {text!r}")
+    return int(text)
 
 
 def _load(args: argparse.Namespace):
@@ -85,6 +97,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return {"scenarios": scenarios}
     try:
         scenario = _load(args)
+        if args.host_blocks is not None:
+            if args.radix:
+                raise CliError("--host-blocks: --radix compares the device pool alone, without a host tier")
+            scenario = scenario.with_host_tier(args.host_blocks)
         if args.radix:
             comparison = compare_radix_pool(scenario, args.window, args.page_size)
             if args.step is not None:
@@ -95,6 +111,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         view = run_.view_at(k)
         out = view.to_dict()
         out["summary"] = step_summary(view.action)
+        if scenario.host_blocks:
+            out["prompts_by_source"] = [r.to_dict() for r in run_.hits_by_source(k)]
         return out
     except ScenarioError as exc:
         raise CliError(str(exc)) from exc
