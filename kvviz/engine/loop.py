@@ -157,6 +157,19 @@ class EngineLoop:
             raise RuntimeError(f"the engine finished {request_id} without its K/V ({out.finish_reason})")
         return out
 
+    def capture_kv_alone(self, prompts: Sequence[list[int]], *, timeout_s: float) -> list[RequestOutput] | None:
+        """``capture_kv`` of each prompt in turn, each in steps with no other request (between two steps of the
+        loop, once no request is unfinished, holding its locks, as the timing probe runs): equal prompts give
+        bit-equal K/V, whatever else the engine serves. None when the engine is never quiet within
+        ``timeout_s`` (nothing was added)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            outs = self.call(lambda engine: _captures_alone(engine, prompts))
+            left = deadline - time.monotonic()
+            if outs is not None or left <= 0:
+                return outs
+            self.wait_idle(min(left, 1.0))
+
     def abort(self, request_id: str) -> None:
         with self._step_lock, self._lock:
             self.engine.abort_request(request_id)
@@ -267,6 +280,27 @@ class EngineLoop:
             self._work.set()  # keep stepping
         else:
             self._idle.notify_all()
+
+
+def _captures_alone(engine: LLMEngine, prompts: Sequence[list[int]]) -> list[RequestOutput] | None:
+    """Under the loop's locks: None when a request is unfinished; else each prompt's capture, stepped alone."""
+    if engine.has_unfinished_requests():
+        return None
+    params = SamplingParams(max_tokens=1, return_logits=True, skip_reading_prefix_cache=True)
+    outs = []
+    for ids in prompts:
+        request_id = f"capture-{uuid.uuid4().hex[:12]}"
+        engine.add_request(request_id, list(ids), params, client=CAPTURE_CLIENT, capture_kv=True)
+        out: RequestOutput | None = None
+        try:
+            while out is None:
+                out = next((o for o in engine.step() if o.request_id == request_id and o.finished), None)
+        finally:
+            if out is None:  # a failed step: free its blocks, drain the abort's output
+                engine.abort_request(request_id)
+                engine.step()
+        outs.append(out)
+    return outs
 
 
 _LOOP: EngineLoop | None = None

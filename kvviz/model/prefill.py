@@ -7,7 +7,8 @@ with whatever else the engine runs). Otherwise (a transformers-backend model, an
 than the engine holds) and for ``prefill_continue`` (given K/V, possibly another prompt's: the engine reuses
 only its own blocks), the model's own forward pass runs alone over its own cache (a ``CacheAttention`` over a
 ``KVCache``, or transformers' cache) under the model's lock (``LoadedModel.lock``, which the engine's steps
-hold too). Callers get the same ``PrefillResult`` either way (``kv_source`` says which ran).
+hold too). Callers get the same ``PrefillResult`` either way (``kv_source`` says which ran). ``prefill_alone``
+runs several prompts each with nothing else in its passes, all the same way (bit-equal K/V for equal inputs).
 
 Invariants: the captured K and V are the ones the model computed (one pair per layer, shaped
 ``[kv_heads, tokens, head_dim]``, detached, on the CPU, in the compute dtype, K after rotary);
@@ -21,6 +22,7 @@ import inspect
 import itertools
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +35,14 @@ from kvviz.model.tokens import Tokenized, token_pieces, tokenize, tokenize_ids
 
 if TYPE_CHECKING:  # types only: the engine is imported where a prefill runs on it
     from kvviz.engine.loop import EngineLoop
+    from kvviz.engine.request import RequestOutput
 
 log = logging.getLogger("kvviz.model")
 
 #: ``PrefillResult.kv_source``: read from the engine's blocks, or the model's own pass over its own cache.
 KV_FROM_ENGINE, KV_FROM_MODEL = "engine", "model"
+#: ``prefill_alone``: how long to wait for a quiet engine before the model's own pass runs instead.
+QUIET_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -239,10 +244,10 @@ def engine_loop_for(lm: LoadedModel, num_tokens: int) -> EngineLoop | None:
     return loop if engine.lm is lm and num_tokens < engine.max_model_len else None
 
 
-def _engine_prefill(lm: LoadedModel, loop: EngineLoop, tok: Tokenized) -> PrefillResult:
-    """The prompt as one request in the engine, no prefix-cache read; its K/V read from its blocks."""
-    out = loop.capture_kv(tok.ids, skip_reading_prefix_cache=True)
-    assert out.kv is not None and out.logits is not None  # capture_kv raises otherwise
+def _engine_result(lm: LoadedModel, tok: Tokenized, out: RequestOutput) -> PrefillResult:
+    """A finished capture request (``EngineLoop.capture_kv``) as a ``PrefillResult``."""
+    if out.kv is None or out.logits is None:
+        raise RuntimeError(f"the engine finished {out.request_id} without its K/V ({out.finish_reason})")
     m = out.metrics
     first = m.first_scheduled_time if m.first_scheduled_time is not None else m.arrival_time
     token = m.first_token_time if m.first_token_time is not None else first
@@ -250,6 +255,11 @@ def _engine_prefill(lm: LoadedModel, loop: EngineLoop, tok: Tokenized) -> Prefil
     timing = ForwardTiming(compute, round((first - m.arrival_time) * 1000.0, 3), compute,
                            max(1, m.max_step_requests), next(_PASSES))
     return _result(lm, tok, out.kv.keys, out.kv.values, out.logits, timing, reused=0, source=KV_FROM_ENGINE)
+
+
+def _engine_prefill(lm: LoadedModel, loop: EngineLoop, tok: Tokenized) -> PrefillResult:
+    """The prompt as one request in the engine, no prefix-cache read; its K/V read from its blocks."""
+    return _engine_result(lm, tok, loop.capture_kv(tok.ids, skip_reading_prefix_cache=True))
 
 
 def prefill(lm: LoadedModel, text: str | None = None, token_ids: list[int] | None = None,
@@ -267,6 +277,23 @@ def prefill(lm: LoadedModel, text: str | None = None, token_ids: list[int] | Non
     cache, logits, timing = forward_request(lm, tok.ids, None)
     keys, values = _capture(cache, lm.info.num_layers)
     return _result(lm, tok, keys, values, logits, timing, reused=0)
+
+
+def prefill_alone(lm: LoadedModel, prompts: Sequence[Sequence[int]],
+                  quiet_timeout_s: float = QUIET_TIMEOUT_S) -> list[PrefillResult]:
+    """Full prefills of several token-id prompts, each with nothing else in its passes and all the same way:
+    on the engine, each in steps of its own once it is quiet (``EngineLoop.capture_kv_alone``), or, when it
+    does not serve ``lm`` or stays busy for ``quiet_timeout_s``, on the model's own pass. So equal inputs of
+    equal length give bit-equal K/V across them (in an engine step shared with other requests the products
+    can differ in the last bits: other rows, other chunks)."""
+    toks = [tokenize_ids(list(ids), model_name=lm.source.key, max_tokens=max(1, len(ids))) for ids in prompts]
+    loop = engine_loop_for(lm, max(len(t.ids) for t in toks)) if toks else None
+    if loop is not None:
+        outs = loop.capture_kv_alone([t.ids for t in toks], timeout_s=quiet_timeout_s)
+        if outs is not None:
+            return [_engine_result(lm, t, out) for t, out in zip(toks, outs, strict=True)]
+        log.info("the engine stayed busy for %.0f s: these prefills run on the model's own pass", quiet_timeout_s)
+    return [prefill(lm, token_ids=t.ids, max_tokens=max(1, len(t.ids)), use_engine=False) for t in toks]
 
 
 def _check_prefix(lm: LoadedModel, keys: list[torch.Tensor], values: list[torch.Tensor]) -> int:
@@ -329,4 +356,4 @@ def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_va
 
 
 __all__ = ["KV_FROM_ENGINE", "KV_FROM_MODEL", "ForwardTiming", "PrefillResult", "engine_loop_for", "forward_request",
-           "kv_bytes", "prefill", "prefill_continue", "token_pieces"]
+           "kv_bytes", "prefill", "prefill_alone", "prefill_continue", "token_pieces"]

@@ -126,3 +126,21 @@ def test_the_loop_captures_while_it_serves_and_leaves_no_block_held(lm):
         assert ("kv capture", 0) in loop.read(lambda e: [(h[1], h[3]) for h in e.recent_hits])
     finally:
         loop.close()
+
+
+def test_captures_alone_wait_for_a_quiet_engine_or_give_up(lm):
+    loop = EngineLoop(engine_with(lm, blocks=1100, budget=8))  # room for a 4,000-token generation
+    try:
+        outs = loop.capture_kv_alone([PROMPT, PROMPT[:9]], timeout_s=5)
+        assert outs is not None and [o.kv.num_tokens for o in outs] == [len(PROMPT), 9]
+        keys, _, logits = model_capture(lm, PROMPT)
+        assert_close(outs[0].kv.keys, keys)
+        assert all(o.num_cached_tokens == 0 for o in outs)  # the second is PROMPT's prefix: computed again
+        steps = loop.read(lambda e: [s.items for s in e.steps[-5:]])  # 23 tokens in 3 chunks, then 9 in 2
+        assert all(len(items) == 1 and items[0].client == "kv capture" for items in steps)
+        stream = loop.submit("long", [3, 4, 5], SamplingParams(max_tokens=4000, ignore_eos=True))
+        assert loop.capture_kv_alone([PROMPT], timeout_s=0.2) is None  # never quiet: nothing added
+        stream.abort()
+        assert loop.wait_idle(10) and loop.read(all_free)
+    finally:
+        loop.close()

@@ -15,7 +15,7 @@ from kvviz.engine.loop import CAPTURE_CLIENT
 from kvviz.experiments.edit.inputs import edit_inputs
 from kvviz.experiments.edit.report import run_reuse_experiment
 from kvviz.model import load_model, tokenize
-from kvviz.model.prefill import KV_FROM_ENGINE, KV_FROM_MODEL, engine_loop_for, prefill
+from kvviz.model.prefill import KV_FROM_ENGINE, KV_FROM_MODEL, engine_loop_for, prefill, prefill_alone
 
 pytestmark = pytest.mark.model
 
@@ -55,14 +55,19 @@ def all_blocks_free(engine: LLMEngine) -> bool:
 def captures(loop, monkeypatch) -> list[RequestOutput]:
     """Every K/V capture the engine loop serves during the test (its final outputs)."""
     seen: list[RequestOutput] = []
-    real = loop.capture_kv
+    one, alone = loop.capture_kv, loop.capture_kv_alone
 
-    def spy(*args, **kwargs) -> RequestOutput:
-        out = real(*args, **kwargs)
-        seen.append(out)
-        return out
+    def spy_one(*args, **kwargs) -> RequestOutput:
+        seen.append(one(*args, **kwargs))
+        return seen[-1]
 
-    monkeypatch.setattr(loop, "capture_kv", spy)
+    def spy_alone(*args, **kwargs) -> list[RequestOutput] | None:
+        outs = alone(*args, **kwargs)
+        seen.extend(outs or [])
+        return outs
+
+    monkeypatch.setattr(loop, "capture_kv", spy_one)
+    monkeypatch.setattr(loop, "capture_kv_alone", spy_alone)
     return seen
 
 
@@ -124,3 +129,25 @@ def test_the_edit_proof_recomputes_both_prompts(lm, loop, captures):
     proof = x.proof
     assert proof.prefix_identical and proof.first_changed_token is not None
     assert x.edit.comparison.reused_tokens >= 16  # A's blocks were there to be read, had the proof read them
+
+
+def bit_equal(a, b) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.keys + a.values, b.keys + b.values, strict=True))
+
+
+def test_prefills_alone_are_bit_equal_whatever_else_the_engine_serves(lm, loop, ids):
+    """A capture batched with another prompt can differ in the last bits (other rows, other chunks);
+    captures alone do not, and when the engine stays busy all of them run on the model's own pass."""
+    first, second = prefill_alone(lm, [ids, ids])
+    assert (first.kv_source, second.kv_source) == (KV_FROM_ENGINE, KV_FROM_ENGINE) and bit_equal(first, second)
+    busy = loop.submit("busy-a", list(range(1000, 1400)), SamplingParams(max_tokens=2, ignore_eos=True))
+    waited = prefill_alone(lm, [ids], quiet_timeout_s=120)[0]  # waits for the short request, then runs alone
+    busy.result()
+    assert waited.kv_source == KV_FROM_ENGINE and bit_equal(waited, first)
+    long = loop.submit("busy-b", [5, 6, 7], SamplingParams(max_tokens=400, ignore_eos=True))
+    try:
+        both = prefill_alone(lm, [ids, ids], quiet_timeout_s=0.3)
+    finally:
+        long.abort()
+    assert {r.kv_source for r in both} == {KV_FROM_MODEL} and bit_equal(*both)
+    assert loop.wait_idle(60) and loop.read(all_blocks_free)

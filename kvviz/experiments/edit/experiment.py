@@ -37,7 +37,7 @@ from kvviz.experiments.edit.engine_run import (
 )
 from kvviz.experiments.edit.inputs import LABEL_A, LABEL_B, EditInputs
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import PrefillResult, prefill
+from kvviz.model.prefill import PrefillResult, prefill_alone
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.model.tokens import Tokenized, tokenize
 
@@ -142,21 +142,22 @@ def model_key(lm: LoadedModel) -> str:
     return f"{lm.source.key}|{lm.info.device}|{lm.info.dtype}"
 
 
-_FULL_CACHE: OrderedDict[tuple[str, tuple[int, ...]], PrefillResult] = OrderedDict()
+_FULL_CACHE: OrderedDict[tuple[str, tuple[tuple[int, ...], ...]], tuple[PrefillResult, ...]] = OrderedDict()
 _FULL_CACHE_SIZE = 3
 _FULL_LOCK = threading.Lock()
 
 
-def full_prefill(lm: LoadedModel, ids: Sequence[int]) -> PrefillResult:
-    """A full prefill (no reuse) of exactly ``ids``, remembered for the last few prompts so that
-    widget changes which keep the texts do not recompute it."""
-    key = (model_key(lm), tuple(int(t) for t in ids))
+def full_prefills(lm: LoadedModel, prompts: Sequence[Sequence[int]]) -> tuple[PrefillResult, ...]:
+    """Full prefills (no reuse) of exactly these prompts, each computed alone and all the same way
+    (``prefill_alone``: equal prefixes give bit-equal K/V), remembered for the last few sets so that widget
+    changes which keep the texts do not recompute them."""
+    key = (model_key(lm), tuple(tuple(int(t) for t in ids) for ids in prompts))
     with _FULL_LOCK:
         hit = _FULL_CACHE.get(key)
         if hit is not None:
             _FULL_CACHE.move_to_end(key)
             return hit
-    result = prefill(lm, token_ids=list(key[1]), max_tokens=max(1, len(key[1])))
+    result = tuple(prefill_alone(lm, [list(ids) for ids in key[1]]))
     with _FULL_LOCK:
         _FULL_CACHE[key] = result
         while len(_FULL_CACHE) > _FULL_CACHE_SIZE:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from kvviz.experiments.edit.diffs import piece_text
-from kvviz.experiments.edit.experiment import EditReport, full_prefill
+from kvviz.experiments.edit.experiment import EditReport, full_prefills
 from kvviz.experiments.edit.timing import EditTiming
 from kvviz.model.loader import LoadedModel
 from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
@@ -203,10 +203,10 @@ def run_proof(lm: LoadedModel, edit: EditReport, timing: EditTiming | None = Non
     compared with ``timing``'s first full recompute on the engine when there is one."""
     ids_a, ids_b = edit.ids_a, edit.ids_b
     nb = len(ids_b)
-    b_full = full_prefill(lm, ids_b)
-    # A over exactly B's length: identical shapes, so equal inputs give bit-identical K/V.
+    # A over exactly B's length, both computed alone: identical shapes, so equal inputs give bit-identical K/V
+    # (each is a recompute, no prefix-cache read: the identity is computed, not a shared block).
     a_ids_same_len = (ids_a[:nb] + [_pad_id(lm)] * max(0, nb - len(ids_a)))
-    a_full = full_prefill(lm, a_ids_same_len)
+    b_full, a_full = full_prefills(lm, [ids_b, a_ids_same_len])
     n = min(len(ids_a), nb)
     heat_k = _heat(a_full.keys, b_full.keys, n)
     heat_v = _heat(a_full.values, b_full.values, n)
