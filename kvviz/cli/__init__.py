@@ -85,6 +85,15 @@ def add_kv_offloading_flag(parser: argparse.ArgumentParser) -> None:
                         "offloading; default off)")
 
 
+def add_kv_offloading_eviction_flag(parser: argparse.ArgumentParser) -> None:
+    """Add ``--kv-offloading-eviction-policy`` (lru, the default, or arc): the host tier's eviction policy, vLLM
+    0.33.0's OffloadingConnector ``eviction_policy`` (set there in ``kv_connector_extra_config``)."""
+    parser.add_argument("--kv-offloading-eviction-policy", choices=("lru", "arc"), default="lru",
+                        help="how the host tier (--kv-offloading-size) picks blocks to evict: lru (least recently "
+                        "used, the default) or arc (adaptive replacement: blocks reused by a request outlive blocks "
+                        "only stored), as vLLM 0.33.0's offloading eviction_policy")
+
+
 def check_model_option(value: str | None, flag: str = "--model") -> None:
     """Refuse an empty or blank ``--model`` (the default is simply to leave the flag out)."""
     if value is not None and is_blank(value):

@@ -13,6 +13,7 @@ from kvviz.cli import (
     CliError,
     add_block_size_flag,
     add_json_flag,
+    add_kv_offloading_eviction_flag,
     add_kv_offloading_flag,
     add_reserve_full_isl_flag,
     check_model_option,
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default=None, help="auto (default), float32, bfloat16, float16")
     add_reserve_full_isl_flag(p)
     add_kv_offloading_flag(p)
+    add_kv_offloading_eviction_flag(p)
     add_block_size_flag(p)
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -72,7 +74,8 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     return EngineConfig(block_size=args.block_size, kv_cache_bytes=budget,
                         max_num_batched_tokens=args.max_num_batched_tokens,
                         scheduler_reserve_full_isl=args.scheduler_reserve_full_isl,
-                        kv_offloading_size=args.kv_offloading_size)
+                        kv_offloading_size=args.kv_offloading_size,
+                        kv_offloading_eviction_policy=args.kv_offloading_eviction_policy)
 
 
 def _generate(args: argparse.Namespace) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from kvviz.cli import (
     CliError,
     add_block_size_flag,
     add_json_flag,
+    add_kv_offloading_eviction_flag,
     add_kv_offloading_flag,
     add_reserve_full_isl_flag,
 )
@@ -55,6 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-model-len", type=int, metavar="N", help="longest prompt + answer in tokens")
     add_reserve_full_isl_flag(p)
     add_kv_offloading_flag(p)
+    add_kv_offloading_eviction_flag(p)
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     add_json_flag(p)
     p.set_defaults(handler=run)
@@ -104,7 +106,8 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
     kw: dict[str, Any] = {"block_size": int(args.block_size),
                           "scheduler_reserve_full_isl": args.scheduler_reserve_full_isl,
-                          "kv_offloading_size": args.kv_offloading_size}
+                          "kv_offloading_size": args.kv_offloading_size,
+                          "kv_offloading_eviction_policy": args.kv_offloading_eviction_policy}
     if args.kv_cache_mib is not None:
         kw["kv_cache_bytes"] = args.kv_cache_mib << 20
     if args.max_model_len is not None:

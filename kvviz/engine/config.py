@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from kvviz.errors import CodedError
 from kvviz.mirror.hashing import DEFAULT_SEED
+from kvviz.mirror.host_arc import EVICTION_POLICIES
 from kvviz.mirror.limits import DEFAULT_BLOCK_SIZE
 from kvviz.mirror.limits import block_size as check_block_size
 from kvviz.settings import kv_cache_bytes_default
@@ -44,6 +45,8 @@ class EngineConfig:
     scheduler_reserve_full_isl: bool = True
     # vLLM 0.33.0's --kv-offloading-size: GiB of host memory for the offloading tier (None: off, the default)
     kv_offloading_size: float | None = None
+    # vLLM 0.33.0's OffloadingConnector eviction_policy (kv_connector_extra_config): "lru" (default) or "arc"
+    kv_offloading_eviction_policy: str = "lru"
     device: str | None = None
     dtype: str | None = None
 
@@ -67,6 +70,11 @@ class EngineConfig:
                                  or not 0 < size <= 1024):
             raise CodedError(f"kv_offloading_size must be a number of GiB in (0, 1024], got {size!r}",
                              "bad_engine_setting", name="kv_offloading_size", value=repr(size)[:40], high=1024)
+        if self.kv_offloading_eviction_policy not in EVICTION_POLICIES:
+            raise CodedError(f"kv_offloading_eviction_policy must be one of {', '.join(EVICTION_POLICIES)}, got "
+                             f"{self.kv_offloading_eviction_policy!r}", "bad_engine_setting",
+                             name="kv_offloading_eviction_policy",
+                             value=repr(self.kv_offloading_eviction_policy)[:40], high=0)
 
     @property
     def kv_offloading_bytes(self) -> int:

@@ -97,7 +97,7 @@ class LLMEngine:
             return None
         try:
             return HostTier.sized(size, self.config.block_size, layout.num_layers, layout.num_kv_heads,
-                                  layout.head_dim, dtype)
+                                  layout.head_dim, dtype, self.config.kv_offloading_eviction_policy)
         except ValueError as exc:
             raise CodedError(str(exc), "bad_engine_setting", name="kv_offloading_size",
                              value=repr(self.config.kv_offloading_size)[:40], high=1024) from None
@@ -158,7 +158,7 @@ class LLMEngine:
             return
         self.scheduler.finish(req, "abort")
         if self.host is not None:
-            self.host.next_store.pop(request_id, None)
+            self.host.finish(request_id)
         req.metrics.finished_time = time.monotonic()
         self._aborted += 1
         self._pending.append(self._output(req, []))
@@ -281,7 +281,7 @@ class LLMEngine:
                                                   req.num_computed_tokens)
             self.scheduler.finish(req, reason)
             if self.host is not None:
-                self.host.next_store.pop(req.request_id, None)
+                self.host.finish(req.request_id)
             m.finished_time = now
             self.requests.pop(req.request_id, None)
             self._finished += 1

@@ -47,7 +47,7 @@ class HostTier:
 
     @classmethod
     def sized(cls, size_bytes: int, block_size: int, num_layers: int, num_kv_heads: int, head_dim: int,
-              dtype: torch.dtype) -> HostTier:
+              dtype: torch.dtype, eviction_policy: str = "lru") -> HostTier:
         """As many blocks as ``size_bytes`` holds (vLLM's ``cpu_bytes_to_use`` // block bytes); ValueError
         below one."""
         elem = torch.empty((), dtype=dtype).element_size()
@@ -56,7 +56,8 @@ class HostTier:
         if n < 1:
             raise ValueError(f"a host tier of {size_bytes:,} bytes holds no block of {block_bytes:,} bytes")
         shape = (num_layers, n, block_size, num_kv_heads, head_dim)
-        return cls(HostBlockPool(n, block_size), torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype))
+        return cls(HostBlockPool(n, block_size, eviction_policy), torch.zeros(shape, dtype=dtype),
+                   torch.zeros(shape, dtype=dtype))
 
     @property
     def nbytes(self) -> int:
@@ -80,7 +81,7 @@ class HostTier:
         if end <= start or any(h is None for h in chain):
             return 0
         metas = store_metas(hashes, token_ids, start, end, bs)  # type: ignore[arg-type]
-        planned = self.pool.prepare_store(chain, metas)  # type: ignore[arg-type]
+        planned = self.pool.prepare_store(chain, metas, request_id, start)  # type: ignore[arg-type]
         if not planned:
             return 0
         where = {h: start + j for j, h in enumerate(chain)}
@@ -88,6 +89,11 @@ class HostTier:
         self.write([slot for _, slot in planned], k, v)
         self.pool.complete_store([h for h, _ in planned])
         return len(planned)
+
+    def finish(self, request_id: str) -> None:
+        """The request finished or was aborted: forget its offer index; ARC applies its accesses."""
+        self.next_store.pop(request_id, None)
+        self.pool.finish_request(request_id)
 
     def read(self, slots: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of host ``slots``: ``[num_layers, n, block_size, kv_heads, head_dim]`` each."""

@@ -234,7 +234,7 @@ class Scheduler:
         assert self.host is not None
         first = num_local // self.manager.block_size
         block_ids = self.manager.block_ids(req.request_id)[first:first + len(host_hashes)]
-        slots = self.host.prepare_load(host_hashes)
+        slots = self.host.prepare_load(host_hashes, req.request_id, first)
         out.loads.append(LoadJob(req.request_id, tuple(host_hashes), tuple(slots), tuple(block_ids)))
 
     def _preempt(self, req: Request) -> None:

@@ -12,6 +12,9 @@ tensors) and the mirror's ``KVCacheManager`` (the block-table page):
 - **lookup** (``load_span``, ``HostBlockPool.lookup``): after the device prefix hit, the run of following
   full blocks the tier holds, leaving at least one prompt token to compute.
 - **recency** (``touch``): the last of a group first, so a request's head outlives its tail.
+- **eviction policy** (``eviction_policy``, vLLM's names): ``"lru"`` (the default) evicts the least recently
+  used unpinned block; ``"arc"`` is ``kvviz.mirror.host_arc``'s ARC, fed what each request reused and stored
+  (``request=`` on loads and stores) and applied when it finishes (``finish_request``).
 
 Invariant (``check_invariants``): every slot is free or holds exactly one block hash; between steps no
 block is pinned (ref_cnt 0) and none is pending; free + held = capacity.
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from kvviz.mirror.hashing import BlockHash
+from kvviz.mirror.host_arc import EVICTION_POLICIES, ArcLists, RequestAccess
 from kvviz.mirror.kv_events import MEDIUM_CPU, BlockRemoved, BlockStored, KVCacheEvent
 
 
@@ -69,9 +73,14 @@ class HostBlockPool:
     """Block hash -> slot, LRU order (oldest first), pins, and vLLM's KV events for the tier (``medium``
     "CPU"). No tensors: the engine's ``HostTier`` copies K/V into the slots this pool hands out."""
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, eviction_policy: str = "lru") -> None:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f"a host tier needs at least one block, got {num_blocks!r}")
+        if eviction_policy not in EVICTION_POLICIES:
+            raise ValueError(f"eviction policy must be one of {', '.join(EVICTION_POLICIES)}, got {eviction_policy!r}")
+        self.eviction_policy = eviction_policy
+        self.arc = ArcLists(num_blocks) if eviction_policy == "arc" else None
+        self._access: dict[str, RequestAccess] = {}  # ARC: each running request's accesses until it finishes
         self.num_blocks, self.block_size = num_blocks, block_size
         self.blocks: OrderedDict[BlockHash, HostBlock] = OrderedDict()  # least recently used first
         self._free_slots: list[int] = list(range(num_blocks - 1, -1, -1))
@@ -91,8 +100,9 @@ class HostBlockPool:
             n += 1
         return n
 
-    def prepare_load(self, hashes: Sequence[BlockHash]) -> list[int]:
-        """Pin held blocks for a load (not evictable until ``complete_load``); their slots, in order."""
+    def prepare_load(self, hashes: Sequence[BlockHash], request: str | None = None, first: int = 0) -> list[int]:
+        """Pin held blocks for a load (not evictable until ``complete_load``); their slots, in order. ARC
+        counts them as reused by ``request`` (logical blocks ``first`` on)."""
         slots = []
         for h in hashes:
             b = self.blocks[h]
@@ -100,7 +110,10 @@ class HostBlockPool:
                 raise ValueError("a block whose store is in flight cannot be loaded")
             b.ref_cnt += 1
             slots.append(b.slot)
-        self.touch(hashes)
+        if self.arc is None:
+            self.touch(hashes)
+        elif request is not None:
+            self._access.setdefault(request, RequestAccess()).see(hashes, first, reused=hashes)
         return slots
 
     def complete_load(self, hashes: Sequence[BlockHash]) -> None:
@@ -112,16 +125,22 @@ class HostBlockPool:
         self.num_loaded += len(hashes)
 
     def touch(self, hashes: Sequence[BlockHash]) -> None:
-        """Mark held blocks most recently used, the last of ``hashes`` first: a request's head outlives its
-        tail (vLLM's LRU ``touch`` walks the keys in reverse)."""
+        """LRU: mark held blocks most recently used, the last of ``hashes`` first: a request's head outlives
+        its tail (vLLM's LRU ``touch`` walks the keys in reverse). ARC orders at a request's finish instead."""
+        if self.arc is not None:
+            return
         for h in reversed(list(hashes)):
             if h in self.blocks:
                 self.blocks.move_to_end(h)
 
     # -- store ----------------------------------------------------------------------------------
     def victims(self, need: int, offer: Sequence[BlockHash]) -> list[BlockHash]:
-        """Up to ``need`` evictable blocks, least recently used first, none of ``offer``."""
+        """Up to ``need`` evictable blocks (unpinned, none of ``offer``) in the policy's order: LRU's least
+        recently used first; ARC's choice, or none when it cannot find ``need``."""
         keep = set(offer)
+        if self.arc is not None:
+            chosen = self.arc.choose(need, lambda h: self.blocks[h].ref_cnt == 0 and h not in keep)
+            return [h for h, _ in chosen or ()]
         return list(islice((h for h, b in self.blocks.items() if b.ref_cnt == 0 and h not in keep), need))
 
     def drop(self, hashes: Sequence[BlockHash]) -> list[int]:
@@ -132,17 +151,29 @@ class HostBlockPool:
             if b is None or b.ref_cnt != 0:
                 raise ValueError("only a held, unpinned block can be evicted from the host tier")
         slots = [self.blocks.pop(h).slot for h in hashes]
+        if self.arc is not None:
+            for h in hashes:
+                self.arc.evict(h)
         self._free_slots.extend(slots)
         if hashes:
             self.num_evicted += len(hashes)
             self.events.append(BlockRemoved(block_hashes=list(hashes), medium=MEDIUM_CPU))
         return slots
 
-    def prepare_store(self, hashes: Sequence[BlockHash], metas: Sequence[StoreMeta]) -> list[tuple[BlockHash, int]] | None:
-        """Offer a request's blocks: held ones are touched, the others get slots (evicting unpinned LRU
-        blocks not in this offer). None, and nothing stored, when too few can be evicted."""
+    def prepare_store(self, hashes: Sequence[BlockHash], metas: Sequence[StoreMeta], request: str | None = None,
+                      first: int = 0) -> list[tuple[BlockHash, int]] | None:
+        """Offer a request's blocks (logical ``first`` on): held ones are touched (ARC: counted as reused by
+        ``request``), the others get slots (evicting unpinned blocks not in this offer, by the policy). None,
+        and nothing stored, when too few can be evicted."""
         new = [(h, m) for h, m in zip(hashes, metas, strict=True) if h not in self.blocks]
-        self.touch([h for h in hashes if h in self.blocks])
+        held = [h for h in hashes if h in self.blocks]
+        self.touch(held)
+        if self.arc is not None and request is not None:  # before the eviction, as vLLM's prepare_store
+            access = self._access.setdefault(request, RequestAccess())
+            misses = [h for h, _ in new if h not in access.store_misses]
+            self.arc.store_misses(misses)
+            access.store_misses.update(misses)
+            access.see(hashes, first, reused=[h for h in held if self.blocks[h].ref_cnt >= 0])
         if not new:
             return []
         need = len(new) - len(self._free_slots)
@@ -157,9 +188,20 @@ class HostBlockPool:
             slot = self._free_slots.pop()
             self.blocks[h] = HostBlock(slot)
             self._pending_meta[h] = meta
+            if self.arc is not None:
+                self.arc.insert(h)
             out.append((h, slot))
         self.touch([h for h, _ in new])
+        if self.arc is not None and request is not None:
+            self._access[request].inserted.update(h for h, _ in new)
         return out
+
+    def finish_request(self, request: str) -> None:
+        """``request`` finished (or was aborted): ARC applies what it reused and stored (vLLM's
+        ``on_request_finished``); LRU has nothing to do."""
+        access = self._access.pop(request, None)
+        if self.arc is not None and access is not None:
+            self.arc.finish(access.head_to_tail(), access.inserted - access.reused, access.reused)
 
     def complete_store(self, hashes: Sequence[BlockHash]) -> None:
         """The copies landed: the blocks become ready and evictable; a ``BlockStored`` (medium CPU) each."""
@@ -184,6 +226,9 @@ class HostBlockPool:
         """Drop every block (vLLM's ``reset_cache``: with the device prefix cache reset)."""
         self.blocks.clear()
         self._pending_meta.clear()
+        self._access.clear()
+        if self.arc is not None:
+            self.arc.clear()
         self._free_slots = list(range(self.num_blocks - 1, -1, -1))
 
     def take_events(self) -> list[KVCacheEvent]:
@@ -199,8 +244,10 @@ class HostBlockPool:
         return len(self.blocks) / self.num_blocks
 
     def lru_order(self) -> tuple[tuple[BlockHash, int], ...]:
-        """(hash, slot) of every held block, least recently used (the next to evict) first."""
-        return tuple((h, b.slot) for h, b in self.blocks.items())
+        """(hash, slot) of every held block, least recently used (the next to evict) first; ARC: T1's, then
+        T2's."""
+        order = self.arc.order() if self.arc is not None else self.blocks
+        return tuple((h, self.blocks[h].slot) for h in order)
 
     def check_invariants(self) -> None:
         """Between steps: slots unique and within range, free + held = capacity, nothing pinned or pending."""
@@ -210,6 +257,8 @@ class HostBlockPool:
         assert all(0 <= s < self.num_blocks for s in every)
         assert all(b.ref_cnt == 0 for b in self.blocks.values()), "a host block pinned or pending between steps"
         assert not self._pending_meta
+        if self.arc is not None:
+            self.arc.check(set(self.blocks))
 
 
 __all__ = ["HostBlock", "HostBlockPool", "StoreMeta", "load_span", "store_metas", "store_span"]
