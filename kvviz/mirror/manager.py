@@ -80,7 +80,8 @@ class KVCacheManager:
 
     ``sliding_window`` (tokens, >= 2) switches the hit search to vLLM's sliding-window variant and
     frees blocks that fall out of the window as decoding proceeds, as ``SlidingWindowManager`` does.
-    ``host_blocks`` (>= 1, full attention only) puts a host tier of that many blocks under the pool.
+    ``host_blocks`` (>= 1, full attention only) puts a host tier of that many blocks under the pool, evicting
+    by ``host_eviction_policy`` ("lru" or "arc", vLLM's offloading ``eviction_policy``).
     """
 
     def __init__(
@@ -91,6 +92,7 @@ class KVCacheManager:
         seed: str | None = DEFAULT_SEED,
         sliding_window: int | None = None,
         host_blocks: int | None = None,
+        host_eviction_policy: str = "lru",
     ) -> None:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or not 2 <= num_blocks <= MAX_NUM_BLOCKS:
             raise ValueError(f"num_blocks must be an integer in 2..{MAX_NUM_BLOCKS} (block 0 is the null block), "
@@ -113,7 +115,8 @@ class KVCacheManager:
                                     else SPEC_SLIDING_WINDOW, sliding_window=sliding_window)
         if host_blocks is not None and sliding_window is not None:
             raise ValueError("a host tier is mirrored for full attention only")
-        self.host = HostOffload(host_blocks, self.block_pool) if host_blocks is not None else None
+        self.host = (HostOffload(host_blocks, self.block_pool, host_eviction_policy) if host_blocks is not None
+                     else None)
         self._requests: dict[str, _Request] = {}
         self._requests_added = 0
         self._host_hit_tokens = 0
@@ -432,8 +435,10 @@ class KVCacheManager:
     def replay(self, k: int | None = None) -> PoolState:
         """The state after the first ``k`` events (all when None), rebuilt from the event log."""
         events = self.events if k is None else self.events[:k]
-        host = self.host.pool.num_blocks if self.host is not None else None
-        return replay_events(self.num_blocks, events, self.block_size, host)
+        if self.host is None:
+            return replay_events(self.num_blocks, events, self.block_size)
+        pool = self.host.pool
+        return replay_events(self.num_blocks, events, self.block_size, pool.num_blocks, pool.eviction_policy)
 
 
 def _evicted(events: Sequence[Event]) -> tuple[int, ...]:

@@ -24,8 +24,8 @@ class HostOffload:
     """A host tier of ``num_blocks`` blocks under ``block_pool`` (whose event log it writes), and per
     running request the next block index to offer."""
 
-    def __init__(self, num_blocks: int, block_pool: BlockPool) -> None:
-        self.pool = HostBlockPool(num_blocks, block_pool.block_size)
+    def __init__(self, num_blocks: int, block_pool: BlockPool, eviction_policy: str = "lru") -> None:
+        self.pool = HostBlockPool(num_blocks, block_pool.block_size, eviction_policy)
         self.block_pool = block_pool
         self.next_store: dict[str, int] = {}
 
@@ -40,7 +40,7 @@ class HostOffload:
     def load(self, request_id: str, blocks: Sequence[KVCacheBlock], hashes: Sequence[BlockHash],
              first: int) -> Event:
         """Copy held blocks ``hashes`` back into the request's fresh device ``blocks`` (logical ``first`` on)."""
-        slots = self.pool.prepare_load(hashes)
+        slots = self.pool.prepare_load(hashes, request_id, first)
         self.pool.complete_load(hashes)
         tokens = len(hashes) * self.pool.block_size
         return self.block_pool.emit(EventKind.HOST_LOAD, request_id, blocks, "host_load",
@@ -59,7 +59,8 @@ class HostOffload:
             return
         chain = [hashes[i] for i, _ in offered]
         slot_of = {h: b.slot for h, b in self.pool.blocks.items()}
-        planned = self.pool.prepare_store(chain, store_metas(hashes, token_ids, start, end, bs))
+        planned = self.pool.prepare_store(chain, store_metas(hashes, token_ids, start, end, bs), request_id,
+                                          offered[0][0])
         removed = self.pool.take_events()  # the eviction's BlockRemoved, if it had to evict
         victims = [h for ev in removed for h in getattr(ev, "block_hashes", ())]
         if victims:
@@ -83,7 +84,9 @@ class HostOffload:
                              hashes=chain, positions=positions, kv_events=self.pool.take_events())
 
     def forget(self, request_id: str) -> None:
+        """The request finished: its offer index goes; ARC applies what it reused and stored."""
         self.next_store.pop(request_id, None)
+        self.pool.finish_request(request_id)
 
     def reset(self) -> None:
         """With the device's ``reset_prefix_cache``: drop every host block."""
@@ -104,14 +107,15 @@ def apply_host_event(pool: HostBlockPool, event: Event) -> None:
     when the recorded outcome differs from what the rules give now."""
     kind, hashes = event.kind, list(event.block_hashes)
     try:
+        rid, first = event.request_id, event.positions[0] if event.positions else 0
         if kind is EventKind.HOST_EVICT:
             pool.drop(hashes)  # type: ignore[arg-type]
         elif kind is EventKind.HOST_LOAD:
-            pool.prepare_load(hashes)  # type: ignore[arg-type]
+            pool.prepare_load(hashes, rid, first)  # type: ignore[arg-type]
             pool.complete_load(hashes)  # type: ignore[arg-type]
         elif kind is EventKind.HOST_STORE:
             blank = [StoreMeta(None, ())] * len(hashes)  # the published events are not rebuilt, only the tier
-            planned = pool.prepare_store(hashes, blank)  # type: ignore[arg-type]
+            planned = pool.prepare_store(hashes, blank, rid, first)  # type: ignore[arg-type]
             got = [h for h, _ in planned or ()]
             want = [hashes[event.positions.index(p)] for p in event.params.get("stored", ())]
             if got != want or (planned is None) != (event.code == "host_store_skipped"):
@@ -120,6 +124,8 @@ def apply_host_event(pool: HostBlockPool, event: Event) -> None:
             pool.complete_store(got)
         elif kind is EventKind.RESET and event.code == "reset":
             pool.reset()
+        elif kind is EventKind.FREE and event.code == "free":  # the request finished
+            pool.finish_request(rid)
     except (KeyError, ValueError) as exc:
         if isinstance(exc, ReplayError):
             raise

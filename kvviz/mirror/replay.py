@@ -20,13 +20,13 @@ def _set_positions(table: list[int | None], positions: Sequence[int], ids: Seque
 
 
 def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16,
-           host_blocks: int | None = None) -> PoolState:
+           host_blocks: int | None = None, host_policy: str = "lru") -> PoolState:
     """The state after applying ``events`` in order to a fresh pool of ``num_blocks`` blocks (and a fresh
     host tier of ``host_blocks`` blocks, if any). The pool changes are re-performed by ``BlockPool.apply``
     and the tier's by ``apply_host_event`` (the same rules that recorded them); request tables and
     counters are rebuilt here from the events."""
     pool = BlockPool(num_blocks, block_size=block_size)
-    host = HostBlockPool(host_blocks, block_size) if host_blocks is not None else None
+    host = HostBlockPool(host_blocks, block_size, host_policy) if host_blocks is not None else None
     tables: dict[str, list[int | None]] = {}
     tokens: dict[str, int] = {}
     counts = {"requests": 0, "prompt_tokens": 0, "hit_tokens": 0, "computed_tokens": 0, "refused": 0,
@@ -35,7 +35,7 @@ def replay(num_blocks: int, events: Iterable[Event], block_size: int = 16,
     for ev in events:
         n += 1
         pool.apply(ev)
-        if host is not None and (ev.kind in HOST_KINDS or ev.kind is EventKind.RESET):
+        if host is not None and (ev.kind in HOST_KINDS or ev.kind in (EventKind.RESET, EventKind.FREE)):
             apply_host_event(host, ev)
         rid = ev.request_id
         if ev.kind is EventKind.HOST_LOAD:  # loaded, not computed

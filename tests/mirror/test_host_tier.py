@@ -147,9 +147,9 @@ op = st.one_of(
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(op, min_size=6, max_size=30), st.integers(3, 8), st.integers(1, 6))
-def test_random_traces_keep_both_tiers_consistent(trace, num_blocks, host_blocks):
-    m = KVCacheManager(num_blocks, BS, host_blocks=host_blocks)
+@given(st.lists(op, min_size=6, max_size=30), st.integers(3, 8), st.integers(1, 6), st.sampled_from(["lru", "arc"]))
+def test_random_traces_keep_both_tiers_consistent(trace, num_blocks, host_blocks, policy):
+    m = KVCacheManager(num_blocks, BS, host_blocks=host_blocks, host_eviction_policy=policy)
     for n, (kind, toks, pick) in enumerate(trace):
         running = m.request_ids
         if kind == "add":
@@ -179,3 +179,4 @@ def test_random_traces_keep_both_tiers_consistent(trace, num_blocks, host_blocks
     assert all(r == 0 for r in end.ref_cnt) and len(end.free_queue) == num_blocks - 1  # every block free
     m.host.pool.check_invariants()  # nothing pinned or pending; free + held = capacity
     assert m.host.pool.num_free + len(end.host.lru) == host_blocks
+    assert not m.host.pool._access  # every request's accesses were applied at its finish (ARC)
