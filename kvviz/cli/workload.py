@@ -68,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="also a host (CPU) tier of H blocks under the device pool, vLLM 0.33.0's native KV "
                    "offloading: hit rates by source over --capacities (or a grid) x H, and with a model the "
                    "bytes a second it loads and stores: a 'two_tier' section (0 = no host tier)")
+    p.add_argument("--kv-offloading-eviction-policy", choices=("lru", "arc"), default="lru",
+                   help="how the --host-blocks tier evicts: lru (the default) or arc (adaptive replacement), as "
+                   "vLLM 0.33.0's offloading eviction_policy")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first bad line (by default bad lines are counted, skipped and reported)")
     p.add_argument("--skip-bad-lines", action="store_true", help=argparse.SUPPRESS)  # the default now
@@ -171,7 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["routing"] = routing_report(cols, replicas, policies, capacities)
         if hosts:
             per_block = float(bpt * cols.block_size) if bpt is not None else None
-            out["two_tier"] = two_tier_report(cols, hosts, capacities, per_block)
+            out["two_tier"] = two_tier_report(cols, hosts, capacities, per_block, args.kv_offloading_eviction_policy)
         if args.budget_gib is not None:  # the workload page's "budget" mark: the same blocks
             out["budget"] = budget_blocks(bpt, gib_bytes(args.budget_gib), cols.block_size).to_dict()
     except FileNotFoundError as exc:

@@ -18,9 +18,18 @@ one request at a time:
   host are refreshed tail first, so its first block is the most recent. The host tier therefore never
   depends on the device tier, and the device tier never on the host tier.
 
+- **ARC** (``policy="arc"``, vLLM's ``eviction_policy: "arc"``, ``cpu/policies/arc.py``): the host tier is
+  the shared ``kvviz.mirror.host_pool.HostBlockPool`` with ARC, driven per request as the connector drives
+  its manager: the offer is stored (blocks already held count as reused, new ones enter T1, a store miss
+  found in a ghost list moves T1's target) and the request's accesses are applied at its finish (reused
+  blocks to T2). The loaded run is not passed on its own: it is a run of the offer's held blocks, which
+  count as reused anyway, and its pins are released before the store; so the host tier does not depend on
+  the device tier either.
+
 ``two_tier_grid`` computes it exactly: the device runs at every device capacity come from the one-pass
-stack kernel, the host tier is replayed once per host capacity (a compiled linked-list LRU) and read at
-every device capacity. ``replay_two_tier`` is the plain step-by-step reference (two OrderedDicts).
+stack kernel, the host tier is replayed once per host capacity (LRU: a compiled linked-list; ARC: the
+pool above, in Python) and read at every device capacity. ``replay_two_tier`` is the plain step-by-step
+reference (OrderedDicts for LRU; for ARC the device OrderedDict and one pool per pair).
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ from numba import njit
 from kvviz.analysis.workload.columns import TraceColumns, as_columns
 from kvviz.analysis.workload.stack import stack_pass
 from kvviz.analysis.workload.trace import WorkloadTrace
+from kvviz.mirror.host_arc import EVICTION_POLICIES
+from kvviz.mirror.host_pool import HostBlockPool, StoreMeta
 
 MAX_HOST_BLOCKS = 1 << 30
 MAX_GRID_POINTS = 64
@@ -51,8 +62,30 @@ class TwoTierStep:
     refused: bool
 
 
-def replay_two_tier(trace: WorkloadTrace, device_blocks: int, host_blocks: int) -> list[TwoTierStep]:
-    """The plain reference: both tiers as OrderedDicts, one request at a time, by the rules above."""
+def _check_policy(policy: str) -> str:
+    if policy not in EVICTION_POLICIES:
+        raise ValueError(f"eviction policy must be one of {', '.join(EVICTION_POLICIES)}, got {policy!r}")
+    return policy
+
+
+def _arc_store(pool: HostBlockPool, rid: str, offered: list[int]) -> int | None:
+    """One request's offer (its full prompt blocks) to an ARC host tier, then its finish. Returns the blocks
+    stored, or None when the store was refused."""
+    unique = list(dict.fromkeys(offered))
+    planned = pool.prepare_store(unique, [StoreMeta(None, ())] * len(unique), rid, 0)  # type: ignore[arg-type]
+    if planned:
+        pool.complete_store([h for h, _ in planned])
+    pool.finish_request(rid)
+    pool.take_events()
+    return None if planned is None else len(planned)
+
+
+def replay_two_tier(trace: WorkloadTrace, device_blocks: int, host_blocks: int,
+                    policy: str = "lru") -> list[TwoTierStep]:
+    """The plain reference: both tiers as OrderedDicts (ARC: the host tier a shared pool), one request at a
+    time, by the rules above."""
+    if _check_policy(policy) == "arc":
+        return _replay_arc(trace, device_blocks, host_blocks)
     bs = trace.block_size
     device: OrderedDict[int, None] = OrderedDict()
     host: OrderedDict[int, None] = OrderedDict()
@@ -91,6 +124,57 @@ def replay_two_tier(trace: WorkloadTrace, device_blocks: int, host_blocks: int) 
                 host.move_to_end(b)
         out.append(TwoTierStep(device_tokens, host_tokens, loaded, 0 if refused else len(new), refused))
     return out
+
+
+def _replay_arc(trace: WorkloadTrace, device_blocks: int, host_blocks: int) -> list[TwoTierStep]:
+    bs = trace.block_size
+    device: OrderedDict[int, None] = OrderedDict()
+    host = HostBlockPool(host_blocks, bs, "arc") if host_blocks else None
+    out: list[TwoTierStep] = []
+    for n, req in enumerate(trace.requests):
+        blocks, length = req.blocks, req.input_tokens
+        run = 0
+        for b in blocks[: req.lookup_blocks]:
+            if b not in device:
+                break
+            run += 1
+        offered = list(blocks[: req.full_blocks])
+        loaded = host.lookup(offered[run:]) if host else 0  # type: ignore[arg-type]
+        stored = _arc_store(host, str(n), offered) if host else 0
+        end = run + loaded
+        host_tokens = loaded * bs - (1 if loaded and end * bs == length else 0)
+        for b in reversed(blocks):  # the device tier: LRU, tail first
+            if b in device:
+                device.move_to_end(b)
+            else:
+                if len(device) >= device_blocks:
+                    device.popitem(last=False)
+                device[b] = None
+        out.append(TwoTierStep(min(run * bs, length), host_tokens, loaded, stored or 0, stored is None))
+    return out
+
+
+def _arc_pass(cols: TraceColumns, capacity: int, dev_run: np.ndarray, host_tok: np.ndarray,
+              host_blk: np.ndarray) -> tuple[int, int]:
+    """The ARC host tier at ``capacity`` blocks, once for every device capacity (as ``_host_pass``)."""
+    pool = HostBlockPool(capacity, cols.block_size, "arc")
+    bs = cols.block_size
+    stored = refused = 0
+    for r in range(cols.num_requests):
+        s, f, length = int(cols.offsets[r]), int(cols.full_blocks[r]), int(cols.input_tokens[r])
+        offered = cols.blocks[s:s + f].tolist()
+        for k in range(dev_run.shape[0]):  # before the request changes the tier
+            d = int(dev_run[k, r])
+            j = d + pool.lookup(offered[d:])
+            if j > d:
+                host_blk[k] += j - d
+                host_tok[k] += (j - d) * bs - (1 if j * bs == length else 0)
+        n = _arc_store(pool, str(r), offered)
+        if n is None:
+            refused += 1
+        else:
+            stored += n
+    return stored, refused
 
 
 @njit(cache=True, nogil=True)
@@ -218,8 +302,10 @@ def _check(name: str, values: list[int], low: int) -> list[int]:
 
 
 def two_tier_grid(trace: WorkloadTrace | TraceColumns, device_capacities: list[int],
-                  host_capacities: list[int]) -> TwoTierGrid:
-    """The exact two-tier hit tokens at every (device, host) pair (host 0 = no host tier)."""
+                  host_capacities: list[int], policy: str = "lru") -> TwoTierGrid:
+    """The exact two-tier hit tokens at every (device, host) pair (host 0 = no host tier), the host tier
+    evicting by ``policy`` ("lru" or "arc")."""
+    _check_policy(policy)
     cols = as_columns(trace)
     devs = _check("device capacities", device_capacities, 1)
     hosts = _check("host capacities", host_capacities, 0)
@@ -235,6 +321,9 @@ def two_tier_grid(trace: WorkloadTrace | TraceColumns, device_capacities: list[i
     full = cols.full_blocks.astype(np.int64)
     for h, cap in enumerate(hosts):
         if cap == 0:  # no host tier
+            continue
+        if policy == "arc":
+            stored[h], refused[h] = _arc_pass(cols, cap, dev_run, host_tok[h], host_blk[h])
             continue
         present = np.zeros(u, np.uint8)
         prev = np.zeros(u + 1, np.int64)
@@ -269,13 +358,13 @@ def parse_host_blocks(text: str) -> list[int]:
 
 
 def two_tier_report(cols: TraceColumns, host_capacities: list[int], device_capacities: list[int] | None = None,
-                    bytes_per_block: float | None = None) -> dict[str, object]:
+                    bytes_per_block: float | None = None, policy: str = "lru") -> dict[str, object]:
     """The CLI's ``two_tier`` section: the grid's rows (device capacities default to a log-spaced grid of
     ``DEFAULT_DEVICE_POINTS`` up to the trace's distinct blocks) and what the bandwidths are per."""
     from kvviz.analysis.workload.reuse_distance import log_grid
 
     devs = device_capacities or log_grid(max(cols.num_blocks, 1), DEFAULT_DEVICE_POINTS)
-    grid = two_tier_grid(cols, devs, host_capacities)
-    return {"policy": "vllm-0.33.0-offloading-lru", "device_blocks": grid.device_capacities,
+    grid = two_tier_grid(cols, devs, host_capacities, policy)
+    return {"policy": f"vllm-0.33.0-offloading-{policy}", "device_blocks": grid.device_capacities,
             "host_blocks": grid.host_capacities, "duration_s": grid.duration_s,
             "bytes_per_block": bytes_per_block, "rows": grid.rows(bytes_per_block)}
