@@ -16,10 +16,11 @@ are ``workload_trace_bytes_per_access``. ``workload_load_avg_1m``: the machine's
 Sampled: the same trace played ``SAMPLED_TILES`` times with fresh block ids (about 100 million
 block accesses), fed tile by tile to kvviz.analysis.workload.sample's ``Sampler`` at the rate a ``SAMPLED_MEMORY_MB``
 bound gives, so only the kept accesses are ever held. ``workload_sampled_100m_s``: wall time of sampling
-and the sampled passes (the sub-samples for the error bar included); ``workload_sampled_error``: the
-largest reported error bar (about 95%) over a 60-point grid from the resolved capacity (10 kept blocks) up, and
-``workload_sampled_actual_error`` the largest distance from the exact curve there (the tiled trace's exact
-curve is the base trace's); ``workload_sampled_peak_mb``: tracemalloc peak of a second, untimed run.
+and the sampled passes (the sub-samples and the 8 moved-distance replicates for the error bar
+included); ``workload_sampled_error``: the largest reported error bar (about 95%) over a 60-point grid
+from the resolved capacity (10 kept blocks) up, and ``workload_sampled_actual_error`` the largest distance
+from the exact curve there (the tiled trace's exact curve is the base trace's); ``workload_sampled_peak_mb``:
+tracemalloc peak of a second, untimed run.
 
 Reading: ``workload_parquet_read_accesses_per_s``, block accesses a second read from a Parquet
 file of the trace played ``PARQUET_TILES`` times (Mooncake columns checked as arrays), and
