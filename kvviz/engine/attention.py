@@ -13,6 +13,10 @@ per-token gather), and each K/V head's group of query heads attends as the rows 
 decode token with a consecutive table reads its blocks in place. A prefill chunk with nothing before it
 attends to its own new K/V (the numbers just written); one after a past reads its blocks: as a view when
 its block table is a run of consecutive ids (no copy), else selected.
+
+On a CPU in fp32 every query of the step goes instead through one compiled kernel
+(``kvviz.engine.kernels``, vLLM's CPU attention in spirit): it reads each sequence's K/V in place through its
+block table, decode tokens and prefill chunks alike, in tiles of ``KERNEL_TILE`` positions per K/V head.
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from kvviz.engine.kernels import applies as kernel_applies
+from kvviz.engine.kernels import paged_attention_op
 from kvviz.engine.kv_memory import PagedKVMemory
+
+#: query positions of one sequence per work item of the compiled kernel (its rows: these x query heads per K/V head)
+KERNEL_TILE = 64
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,32 @@ class PagedAttention:
         self.group = heads // kv_heads  # query heads per K/V head (repeat_interleave order)
         self.scale = head_dim ** -0.5
         self.gqa = heads != kv_heads
-        self._plan(seqs)
+        self.kernel = (paged_attention_op() if kernel_applies(self.device, memory.k[0].dtype, head_dim,
+                                                              memory.block_size) else None)
+        if self.kernel is not None:
+            self._plan_kernel(seqs)
+        else:
+            self._plan(seqs)
+
+    def _plan_kernel(self, seqs: list[SeqInput]) -> None:
+        """Slots to write, and the kernel's work: every sequence's block table (flat) and its query tiles
+        (first row, positions, first position, where its table starts)."""
+        bs, dev = self.memory.block_size, self.device
+        slots: list[int] = []
+        tables: list[int] = []
+        items: list[tuple[int, int, int, int]] = []
+        row = 0
+        for s in seqs:
+            n = len(s.token_ids)
+            slots.extend(s.block_ids[p // bs] * bs + p % bs for p in range(s.start, s.end))
+            offset = len(tables)
+            tables.extend(s.block_ids[:-(-s.end // bs)])
+            items.extend((row + i, min(KERNEL_TILE, n - i), s.start + i, offset) for i in range(0, n, KERNEL_TILE))
+            row += n
+        self.slots = torch.tensor(slots, dtype=torch.long, device=dev)  # [T]
+        self.tables = torch.tensor(tables, dtype=torch.long, device=dev)  # [sum of table lengths]
+        self.items = torch.tensor(items, dtype=torch.long, device=dev)  # [tiles, 4]
+        self.prefills, self.decode = [], None
 
     def _plan(self, seqs: list[SeqInput]) -> None:
         bs, dev = self.memory.block_size, self.device
@@ -173,6 +207,8 @@ class PagedAttention:
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Write ``k``, ``v`` ``[T, kv_heads, d]`` into their slots, then ``q`` ``[T, heads, d]`` -> ``[T, heads, d]``."""
         self.memory.write(layer, self.slots, k, v)
+        if self.kernel is not None:
+            return self.kernel(q, self.memory.k[layer], self.memory.v[layer], self.tables, self.items, self.scale)
         d = self.decode
         if d is not None and d.rows is None and not self.prefills:  # a decode-only step: rows in order
             return self._attend_decode(layer, q, d)

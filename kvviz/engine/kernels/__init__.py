@@ -1,0 +1,69 @@
+"""kvviz's compiled CPU kernels, built from source on this machine on first use (torch's C++ extension
+loader, gcc): today one, ``paged_attention`` (``paged_attention.cpp``), fp32 attention that reads each
+sequence's K/V in place from the engine's blocks through its block table, as vLLM's CPU attention does.
+
+Invariant: a kernel is used only where it applies (CPU, fp32, head_dim 64 or 128, block size 16, 32 or 64)
+and only once it built and loaded; otherwise ``paged_attention_op`` returns None and the engine uses torch's
+SDPA (the same numbers to ~1e-6). ``KVVIZ_ATTENTION_KERNEL=0`` turns it off. Built once per source version
+into torch's extensions folder (``TORCH_EXTENSIONS_DIR``), about a minute on two cores; ``make install``
+builds it ahead (``python -m kvviz.engine.kernels``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger("kvviz.engine")
+
+SOURCE = Path(__file__).with_name("paged_attention.cpp")
+HEAD_DIMS = (64, 128)
+BLOCK_SIZES = (16, 32, 64)
+
+PagedAttentionOp = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float],
+                            torch.Tensor]
+
+_lock = threading.Lock()
+_state: dict[str, object] = {}  # "op": the loaded function, or "error": why there is none
+
+
+def applies(device: torch.device, dtype: torch.dtype, head_dim: int, block_size: int) -> bool:
+    """Whether the compiled kernel computes this engine's attention (else SDPA does)."""
+    return (device.type == "cpu" and dtype == torch.float32 and head_dim in HEAD_DIMS
+            and block_size in BLOCK_SIZES)
+
+
+def _build() -> PagedAttentionOp:
+    from torch.utils.cpp_extension import load
+
+    module = load(name="kvviz_paged_attention", sources=[str(SOURCE)],
+                  extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast"],
+                  extra_ldflags=["-fopenmp"], verbose=False)
+    return module.paged_attention
+
+
+def paged_attention_op() -> PagedAttentionOp | None:
+    """The compiled kernel, built and loaded on the first call (None when turned off or it cannot build:
+    no compiler, an unsupported CPU; the reason is logged once and kept in ``unavailable_reason``)."""
+    from kvviz.settings import settings
+
+    if not settings().attention_kernel:
+        return None
+    with _lock:
+        if "op" not in _state and "error" not in _state:
+            try:
+                _state["op"] = _build()
+            except Exception as exc:  # noqa: BLE001 - any build failure means: use SDPA
+                _state["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+                log.warning("paged attention kernel unavailable, using torch SDPA (%s)", _state["error"])
+        return _state.get("op")  # type: ignore[return-value]
+
+
+def unavailable_reason() -> str | None:
+    """Why the kernel is not in use (None when it is, or has not been asked for yet)."""
+    return _state.get("error")  # type: ignore[return-value]
+

@@ -1,0 +1,203 @@
+// Paged attention for the CPU, fp32: every query row attends to positions 0..its own of its sequence, whose
+// K/V are read in place from the engine's blocks through the sequence's block table (no gather, no copy).
+// One work item = one query tile of one sequence x one K/V head: its rows (tile positions x the query heads
+// of that K/V head) sweep the sequence's key blocks once, with a running (online) softmax per row.
+// Vector code is written with GCC vector extensions (16 floats), lowered to AVX-512 or narrower by the compiler.
+#include <torch/extension.h>
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+typedef float v16 __attribute__((vector_size(64)));
+typedef int i16v __attribute__((vector_size(64)));
+
+constexpr float kMasked = -1e30f;  // a score that must not count (a key after the query's position)
+
+inline v16 load(const float* p) { v16 r; std::memcpy(&r, p, sizeof r); return r; }
+inline void store(float* p, v16 x) { std::memcpy(p, &x, sizeof x); }
+#ifdef __AVX512F__
+inline v16 splat(float x) { return reinterpret_cast<v16>(_mm512_set1_ps(x)); }
+#else
+inline v16 splat(float x) { return v16{} + x; }
+#endif
+
+#ifdef __AVX512F__
+inline float lane_max(v16 x) { return _mm512_reduce_max_ps(reinterpret_cast<__m512&>(x)); }
+inline float lane_sum(v16 x) { return _mm512_reduce_add_ps(reinterpret_cast<__m512&>(x)); }
+#else
+inline float lane_max(v16 x) { float m = x[0]; for (int i = 1; i < 16; ++i) m = std::max(m, x[i]); return m; }
+inline float lane_sum(v16 x) { float s = 0.f; for (int i = 0; i < 16; ++i) s += x[i]; return s; }
+#endif
+
+// e^x for x <= 0 (scores minus their running maximum): 2^n * e^r with n = round(x / ln 2), |r| <= ln2 / 2,
+// e^r by its Taylor series to r^7 (relative error below 1e-8); arguments under -87 give exactly 0.
+inline v16 exp_nonpositive(v16 x) {
+  const v16 floor_arg = splat(-87.f);
+  v16 xc = x < floor_arg ? floor_arg : x;
+  v16 t = xc * 1.4426950408889634f + 0.5f;
+  i16v ti = __builtin_convertvector(t, i16v);        // toward zero
+  v16 n = __builtin_convertvector(ti, v16);
+  n = n > t ? n - 1.f : n;                            // floor(t) = the nearest n
+  v16 r = xc - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts, so r keeps its low bits
+  v16 p = splat(1.f / 5040.f);
+  p = p * r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  i16v bits = (__builtin_convertvector(n, i16v) + 127) << 23;
+  v16 scale = reinterpret_cast<v16&>(bits);
+  v16 e = p * scale;
+  return x < floor_arg ? splat(0.f) : e;
+}
+
+struct Item {  // one query tile of one sequence (a row of ``items``)
+  int64_t row0, npos, pos0, table0;
+};
+
+// ND = head_dim / 16; keys are taken KC at a time (one running-softmax update per chunk), from one or more
+// blocks (block_size divides KC); RB = query rows computed together (register blocking).
+constexpr int KC = 64, NV = KC / 16, RB = 4;
+
+template <int ND>
+void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, const float* kc, const float* vc,
+                 const int64_t* tables, int bs, int heads, int kv_heads, float scale, float* out) {
+  constexpr int D = ND * 16;
+  const int group = heads / kv_heads;
+  const int rows = static_cast<int>(it.npos) * group;
+  const int padded = (rows + RB - 1) / RB * RB;
+  std::vector<float> qs(static_cast<size_t>(padded) * D, 0.f), o(static_cast<size_t>(padded) * D, 0.f);
+  std::vector<float> m(padded, kMasked), l(padded, 0.f), pos(padded), kt(static_cast<size_t>(D) * KC);
+  float p[RB][KC];
+  for (int r = 0; r < padded; ++r) {  // row r = tile position r / group, query head kvh * group + r % group
+    const int i = std::min(r / group, static_cast<int>(it.npos) - 1);
+    pos[r] = static_cast<float>(it.pos0 + i);
+    if (r < rows) {
+      const float* src = q + (it.row0 + i) * q_stride + (static_cast<int64_t>(kvh) * group + r % group) * D;
+      for (int d = 0; d < D; ++d) qs[static_cast<size_t>(r) * D + d] = src[d] * scale;
+    }
+  }
+  const int64_t last = it.pos0 + it.npos - 1;  // the tile's last position: keys 0..last are read
+  const int64_t token_stride = static_cast<int64_t>(kv_heads) * D;
+  const float* krow[KC];  // where each key of the chunk lives (its block, its slot)
+  const float* vrow_at[KC];
+  for (int64_t key0 = 0; key0 <= last; key0 += KC) {
+    const int nk = static_cast<int>(std::min<int64_t>(KC, last + 1 - key0));
+    for (int j = 0; j < nk; ++j) {
+      const int64_t key = key0 + j;
+      const int64_t slot = tables[it.table0 + key / bs] * bs + key % bs;
+      krow[j] = kc + slot * token_stride + static_cast<int64_t>(kvh) * D;
+      vrow_at[j] = vc + slot * token_stride + static_cast<int64_t>(kvh) * D;
+    }
+    for (int j = 0; j < KC; ++j)  // K of the chunk transposed: kt[d][j] (zeros past the last key)
+      for (int d = 0; d < D; ++d) kt[static_cast<size_t>(d) * KC + j] = j < nk ? krow[j][d] : 0.f;
+    const bool masks = key0 + KC - 1 > it.pos0;  // a key of this chunk may follow some row's position
+    v16 keypos[NV];
+    for (int v = 0; v < NV; ++v)
+      for (int t = 0; t < 16; ++t) keypos[v][t] = static_cast<float>(key0 + v * 16 + t);
+    for (int r0 = 0; r0 < padded; r0 += RB) {
+      v16 s[RB][NV];
+      for (int rr = 0; rr < RB; ++rr)
+        for (int v = 0; v < NV; ++v) s[rr][v] = splat(0.f);
+      for (int d = 0; d < D; ++d) {
+        v16 kv[NV];
+        for (int v = 0; v < NV; ++v) kv[v] = load(&kt[static_cast<size_t>(d) * KC + v * 16]);
+        for (int rr = 0; rr < RB; ++rr) {
+          const v16 b = splat(qs[static_cast<size_t>(r0 + rr) * D + d]);
+          for (int v = 0; v < NV; ++v) s[rr][v] += b * kv[v];
+        }
+      }
+      float alpha[RB];
+      for (int rr = 0; rr < RB; ++rr) {
+        const int r = r0 + rr;
+        if (masks)
+          for (int v = 0; v < NV; ++v) s[rr][v] = keypos[v] > splat(pos[r]) ? splat(kMasked) : s[rr][v];
+        v16 vmax = s[rr][0];
+        for (int v = 1; v < NV; ++v) vmax = vmax > s[rr][v] ? vmax : s[rr][v];
+        const float mx = std::max(m[r], lane_max(vmax));
+        alpha[rr] = std::exp(m[r] - mx);
+        v16 vsum = splat(0.f);
+        for (int v = 0; v < NV; ++v) {
+          const v16 e = exp_nonpositive(s[rr][v] - mx);
+          vsum += e;
+          store(&p[rr][v * 16], e);
+        }
+        l[r] = l[r] * alpha[rr] + lane_sum(vsum);
+        m[r] = mx;
+      }
+      v16 acc[RB][ND];
+      for (int rr = 0; rr < RB; ++rr)
+        for (int c = 0; c < ND; ++c) acc[rr][c] = load(&o[static_cast<size_t>(r0 + rr) * D + c * 16]) * alpha[rr];
+      for (int j = 0; j < nk; ++j) {
+        v16 vrow[ND];
+        for (int c = 0; c < ND; ++c) vrow[c] = load(vrow_at[j] + c * 16);
+        for (int rr = 0; rr < RB; ++rr) {
+          const v16 b = splat(p[rr][j]);
+          for (int c = 0; c < ND; ++c) acc[rr][c] += b * vrow[c];
+        }
+      }
+      for (int rr = 0; rr < RB; ++rr)
+        for (int c = 0; c < ND; ++c) store(&o[static_cast<size_t>(r0 + rr) * D + c * 16], acc[rr][c]);
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    const int i = r / group;
+    float* dst = out + ((it.row0 + i) * heads + static_cast<int64_t>(kvh) * group + r % group) * D;
+    const float inv = 1.f / l[r];
+    for (int d = 0; d < D; ++d) dst[d] = o[static_cast<size_t>(r) * D + d] * inv;
+  }
+}
+
+template <int ND>
+void run_all(const Item* items, int64_t n_items, const float* q, int64_t q_stride, const float* kc, const float* vc,
+             const int64_t* tables, int bs, int heads, int kv_heads, float scale, float* out) {
+  // Work (tile x K/V head) is handed out one at a time, the last tiles of each sequence first: a tile's cost
+  // grows with its position, so equal contiguous shares (at::parallel_for) would leave one thread the heavy end.
+  const int64_t n_work = n_items * kv_heads;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t w = n_work - 1; w >= 0; --w)
+    attend_tile<ND>(items[w / kv_heads], static_cast<int>(w % kv_heads), q, q_stride, kc, vc, tables, bs, heads,
+                    kv_heads, scale, out);
+}
+
+}  // namespace
+
+// q [T, heads, d] (rows may be strided), k_cache / v_cache [num_blocks, block_size, kv_heads, d] contiguous,
+// tables [*] int64 block ids, items [n, 4] int64 (first row, positions, first position, table offset) -> [T, heads, d]
+torch::Tensor paged_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache, torch::Tensor tables,
+                              torch::Tensor items, double scale) {
+  TORCH_CHECK(q.dtype() == torch::kFloat32 && k_cache.dtype() == torch::kFloat32, "fp32 only");
+  TORCH_CHECK(q.dim() == 3 && q.stride(2) == 1 && q.stride(1) == q.size(2), "q rows of [heads, d]");
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "contiguous K/V blocks");
+  TORCH_CHECK(tables.is_contiguous() && items.is_contiguous() && items.size(1) == 4, "tables, items");
+  const int heads = static_cast<int>(q.size(1)), d = static_cast<int>(q.size(2));
+  const int bs = static_cast<int>(k_cache.size(1)), kv_heads = static_cast<int>(k_cache.size(2));
+  auto out = torch::empty({q.size(0), heads, d}, q.options());
+  const auto* it = reinterpret_cast<const Item*>(items.data_ptr<int64_t>());
+  const int64_t n = items.size(0);
+  const float s = static_cast<float>(scale);
+  TORCH_CHECK(KC % bs == 0, "block size must divide 64");
+  if (d == 64) {
+    run_all<4>(it, n, q.data_ptr<float>(), q.stride(0), k_cache.data_ptr<float>(), v_cache.data_ptr<float>(),
+               tables.data_ptr<int64_t>(), bs, heads, kv_heads, s, out.data_ptr<float>());
+    return out;
+  }
+  if (d == 128) {
+    run_all<8>(it, n, q.data_ptr<float>(), q.stride(0), k_cache.data_ptr<float>(), v_cache.data_ptr<float>(),
+               tables.data_ptr<int64_t>(), bs, heads, kv_heads, s, out.data_ptr<float>());
+    return out;
+  }
+  TORCH_CHECK(false, "head_dim 64 or 128 only");
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("paged_attention", &paged_attention, "paged attention over the engine's blocks (CPU, fp32)");
+}
