@@ -199,7 +199,7 @@ def step_details(scenario: Scenario, run: ScenarioRun, name: str, k: int, view, 
         salt = T.SALT_SUFFIX.format(salt=action.salt) if action.salt else ""
         st.markdown(T.ACTION[action.op].format(id=action.id, tokens=len(action.tokens), salt=salt))
         if action.note:
-            st.info(action.note, icon=":material/visibility:")
+            st.info(tr(action.note), icon=":material/visibility:")
         if view.error:
             error = render_step_error(view.error, run.outcomes[k - 1].error_params)
             if run.outcomes[k - 1].result is None:

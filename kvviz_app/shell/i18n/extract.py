@@ -61,7 +61,7 @@ def _walk(value: Any) -> Iterator[str | tuple[str, str]]:
 #: UI text that lives in data files: (glob under the repository root, JSON path of the strings). Pages
 #: show these through ``kvviz_app.shell.i18n.tr``.
 DATA_TEXT: list[tuple[str, tuple[str, ...]]] = [
-    ("assets/scenarios/*.json", ("title", "description")),
+    ("assets/scenarios/*.json", ("title", "description", "steps[].note")),
     ("assets/sessions/*.json", ("title", "description")),
     ("assets/edit_presets.json", ("presets[].title", "presets[].description")),
 ]
