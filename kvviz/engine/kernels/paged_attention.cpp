@@ -64,8 +64,8 @@ struct Item {  // one query tile of one sequence (a row of ``items``)
 };
 
 // ND = head_dim / 16; keys are taken KC at a time (one running-softmax update per chunk), from one or more
-// blocks (block_size divides KC); RB = query rows computed together (register blocking).
-constexpr int KC = 64, NV = KC / 16, RB = 4;
+// blocks (block_size divides KC); RS query rows compute scores together, RB accumulate P V together (registers).
+constexpr int KC = 64, NV = KC / 16, RB = 4, RS = 8;  // RS rows share each K load of the scores
 
 template <int ND>
 void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, const float* kc, const float* vc,
@@ -73,10 +73,10 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
   constexpr int D = ND * 16;
   const int group = heads / kv_heads;
   const int rows = static_cast<int>(it.npos) * group;
-  const int padded = (rows + RB - 1) / RB * RB;
+  const int padded = (rows + RS - 1) / RS * RS;
   std::vector<float> qs(static_cast<size_t>(padded) * D, 0.f), o(static_cast<size_t>(padded) * D, 0.f);
   std::vector<float> m(padded, kMasked), l(padded, 0.f), pos(padded), kt(static_cast<size_t>(D) * KC);
-  float p[RB][KC];
+  float p[RS][KC];
   for (int r = 0; r < padded; ++r) {  // row r = tile position r / group, query head kvh * group + r % group
     const int i = std::min(r / group, static_cast<int>(it.npos) - 1);
     pos[r] = static_cast<float>(it.pos0 + i);
@@ -103,49 +103,60 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
     v16 keypos[NV];
     for (int v = 0; v < NV; ++v)
       for (int t = 0; t < 16; ++t) keypos[v][t] = static_cast<float>(key0 + v * 16 + t);
-    for (int r0 = 0; r0 < padded; r0 += RB) {
-      v16 s[RB][NV];
-      for (int rr = 0; rr < RB; ++rr)
-        for (int v = 0; v < NV; ++v) s[rr][v] = splat(0.f);
-      for (int d = 0; d < D; ++d) {
-        v16 kv[NV];
-        for (int v = 0; v < NV; ++v) kv[v] = load(&kt[static_cast<size_t>(d) * KC + v * 16]);
-        for (int rr = 0; rr < RB; ++rr) {
-          const v16 b = splat(qs[static_cast<size_t>(r0 + rr) * D + d]);
-          for (int v = 0; v < NV; ++v) s[rr][v] += b * kv[v];
+    for (int r0 = 0; r0 < padded; r0 += RS) {
+      for (int half = 0; half < NV / 2; ++half) {  // 32 keys at a time: RS x 2 accumulators
+        v16 s[RS][2];
+        for (int rr = 0; rr < RS; ++rr) s[rr][0] = s[rr][1] = splat(0.f);
+        for (int d = 0; d < D; ++d) {
+          const v16 k0 = load(&kt[static_cast<size_t>(d) * KC + half * 32]);
+          const v16 k1 = load(&kt[static_cast<size_t>(d) * KC + half * 32 + 16]);
+          for (int rr = 0; rr < RS; ++rr) {
+            const v16 b = splat(qs[static_cast<size_t>(r0 + rr) * D + d]);
+            s[rr][0] += b * k0;
+            s[rr][1] += b * k1;
+          }
+        }
+        for (int rr = 0; rr < RS; ++rr) {
+          store(&p[rr][half * 32], s[rr][0]);
+          store(&p[rr][half * 32 + 16], s[rr][1]);
         }
       }
-      float alpha[RB];
-      for (int rr = 0; rr < RB; ++rr) {
+      float alpha[RS];
+      for (int rr = 0; rr < RS; ++rr) {
         const int r = r0 + rr;
-        if (masks)
-          for (int v = 0; v < NV; ++v) s[rr][v] = keypos[v] > splat(pos[r]) ? splat(kMasked) : s[rr][v];
-        v16 vmax = s[rr][0];
-        for (int v = 1; v < NV; ++v) vmax = vmax > s[rr][v] ? vmax : s[rr][v];
+        v16 sc[NV];
+        for (int v = 0; v < NV; ++v) {
+          sc[v] = load(&p[rr][v * 16]);
+          if (masks) sc[v] = keypos[v] > splat(pos[r]) ? splat(kMasked) : sc[v];
+        }
+        v16 vmax = sc[0];
+        for (int v = 1; v < NV; ++v) vmax = vmax > sc[v] ? vmax : sc[v];
         const float mx = std::max(m[r], lane_max(vmax));
         alpha[rr] = std::exp(m[r] - mx);
         v16 vsum = splat(0.f);
         for (int v = 0; v < NV; ++v) {
-          const v16 e = exp_nonpositive(s[rr][v] - mx);
+          const v16 e = exp_nonpositive(sc[v] - mx);
           vsum += e;
           store(&p[rr][v * 16], e);
         }
         l[r] = l[r] * alpha[rr] + lane_sum(vsum);
         m[r] = mx;
       }
-      v16 acc[RB][ND];
-      for (int rr = 0; rr < RB; ++rr)
-        for (int c = 0; c < ND; ++c) acc[rr][c] = load(&o[static_cast<size_t>(r0 + rr) * D + c * 16]) * alpha[rr];
-      for (int j = 0; j < nk; ++j) {
-        v16 vrow[ND];
-        for (int c = 0; c < ND; ++c) vrow[c] = load(vrow_at[j] + c * 16);
-        for (int rr = 0; rr < RB; ++rr) {
-          const v16 b = splat(p[rr][j]);
-          for (int c = 0; c < ND; ++c) acc[rr][c] += b * vrow[c];
+      for (int g0 = 0; g0 < RS; g0 += RB) {
+        v16 acc[RB][ND];
+        for (int rr = 0; rr < RB; ++rr)
+          for (int c = 0; c < ND; ++c) acc[rr][c] = load(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16]) * alpha[g0 + rr];
+        for (int j = 0; j < nk; ++j) {
+          v16 vrow[ND];
+          for (int c = 0; c < ND; ++c) vrow[c] = load(vrow_at[j] + c * 16);
+          for (int rr = 0; rr < RB; ++rr) {
+            const v16 b = splat(p[g0 + rr][j]);
+            for (int c = 0; c < ND; ++c) acc[rr][c] += b * vrow[c];
+          }
         }
+        for (int rr = 0; rr < RB; ++rr)
+          for (int c = 0; c < ND; ++c) store(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16], acc[rr][c]);
       }
-      for (int rr = 0; rr < RB; ++rr)
-        for (int c = 0; c < ND; ++c) store(&o[static_cast<size_t>(r0 + rr) * D + c * 16], acc[rr][c]);
     }
   }
   for (int r = 0; r < rows; ++r) {
