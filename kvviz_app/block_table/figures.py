@@ -31,10 +31,11 @@ from kvviz_app.shell.style import (
     DARK_RED,
     FREE_GREY,
     GREEN,
+    HOST,
+    HOST_LIGHT,
     INK,
     LIGHT_BLUE,
     MUTED,
-    ORANGE,
     PALE_GREY,
     PURPLE,
     RED,
@@ -43,11 +44,10 @@ from kvviz_app.shell.style import (
 
 T = texts("block_table")
 
-SOURCE_COLOURS = {"hit": GREEN, "host": ORANGE, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
-HOST_STORE_OUTLINE = "#c2410c"  # dark orange: a device block copied to host memory this step
+SOURCE_COLOURS = {"hit": GREEN, "host": HOST, "new": BLUE, "partial": LIGHT_BLUE, "skipped": PALE_GREY}
 POOL_COLOURS = {"used": BLUE, "shared": TEAL, "cached": AMBER, "free": FREE_GREY, "null": PALE_GREY}
 EVENT_COLOURS = {"hit": GREEN, "touch": GREEN, "allocate": "#1d4ed8", "cache": PURPLE,
-                 "free": MUTED, "evict": RED, "host_load": ORANGE, "host_store": HOST_STORE_OUTLINE}
+                 "free": MUTED, "evict": RED, "host_load": HOST, "host_store": HOST_LIGHT}
 TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  # dark: visible on their fills
 # When a block saw several events in one step, the outline shows the most telling one.
 EVENT_PRIORITY = ("evict", "host_load", "touch", "hit", "allocate", "cache", "host_store", "free")
@@ -285,7 +285,7 @@ def timeline_figure(run: ScenarioRun, k: int, counters: Sequence[dict] | None = 
                                  marker=dict(size=5)), secondary_y=key == "evictions")
     if "host_hit_tokens" in counters[0]:  # a host tier: the tokens it served instead of a recompute
         fig.add_trace(go.Scatter(x=steps, y=[c["host_hit_tokens"] for c in counters], name=T.TIMELINE_HOST,
-                                 mode="lines+markers", line=dict(color=ORANGE, shape="hv"), marker=dict(size=5)),
+                                 mode="lines+markers", line=dict(color=HOST, shape="hv"), marker=dict(size=5)),
                       secondary_y=False)
     fig.add_vline(x=k, line=dict(color=INK, dash="dot"))
     fig.update_xaxes(title=T.TIMELINE_X, dtick=1 if run.num_steps <= 30 else None, showgrid=False)

@@ -16,12 +16,12 @@ from kvviz.mirror.hashing import short_hash
 from kvviz_app.block_table.figures import HASH_CHARS, pool_columns, tail_label
 from kvviz_app.shell.cells import CELL_TEXT, discrete_heatmap, sized_layout, text_traces
 from kvviz_app.shell.i18n import texts
-from kvviz_app.shell.style import FREE_GREY, GREEN, MUTED, ORANGE, RED
+from kvviz_app.shell.style import FREE_GREY, GREEN, HOST, HOST_LIGHT, MUTED, RED
 
 T = texts("block_table")
 
-HOST_COLOURS = {"host_only": ORANGE, "both": "#fdba74", "empty": FREE_GREY}
-HOST_OUTLINES = {"stored": "#c2410c", "loaded": GREEN, "dropped": RED}
+HOST_COLOURS = {"host_only": HOST, "both": HOST_LIGHT, "empty": FREE_GREY}
+HOST_OUTLINES = {"stored": "#4a044e", "loaded": GREEN, "dropped": RED}  # stored: darker than HOST, seen on both fills
 
 
 def host_touched(view: StepView) -> dict[int, str]:

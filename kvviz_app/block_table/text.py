@@ -42,9 +42,10 @@ LEGEND = (
     "- **Host tier** (when it is on): a second pool in host memory under the device pool, as vLLM 0.33.0's "
     "native CPU offloading (`--kv-offloading-size`). Every full block is copied there as soon as it is "
     "computed; when a later prompt misses a block the device pool has evicted, the block is copied back "
-    "into a fresh device block (orange in the block tables) instead of being computed. Host memory keeps "
-    "its own LRU order: its head (left) is dropped first, a request's first blocks last. Orange cells hold "
-    "a block only host memory still has; light orange ones a block the device pool has cached too."
+    "into a fresh device block (magenta in the block tables) instead of being computed. Host memory keeps "
+    "its own LRU order: its head (left) is dropped first, a request's first blocks last. Magenta cells hold "
+    "a block only host memory still has; pink ones a block the device pool has cached too. In the pool, a "
+    "magenta outline marks a block loaded back from host memory, a pink one a block copied there."
 )
 
 # --- scenario and controls -------------------------------------------------------------------------

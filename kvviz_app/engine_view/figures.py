@@ -11,10 +11,10 @@ from kvviz_app.shell.i18n import texts
 from kvviz_app.shell.style import (
     BLUE,
     FREE_GREY,
+    HOST,
     INK,
     LEGEND_ABOVE_LEFT,
     MUTED,
-    ORANGE,
     PURPLE,
     TEAL,
     base_layout,
@@ -73,7 +73,7 @@ def tiers_bars(t) -> go.Figure:
         (T.FIG_HELD_CACHED_IN_HOST, [t.cached_in_host, 0], TEAL),
         (T.FIG_HELD_CACHED, [t.device_cached - t.cached_in_host, 0], BLUE),
         (T.FIG_HELD_IN_USE, [in_use, 0], PURPLE),
-        (T.FIG_HOST_HELD, [0, t.host_held], ORANGE),
+        (T.FIG_HOST_HELD, [0, t.host_held], HOST),
         (T.FIG_FREE, [t.device_free, t.host_free], FREE_GREY),
     ]
     fig = go.Figure([go.Bar(y=y, x=x, name=name, orientation="h", marker_color=color,
@@ -91,7 +91,7 @@ def hits_by_source(recent: Sequence) -> go.Figure:
     fig = go.Figure([
         go.Bar(x=x, y=[getattr(r, part) for r in rows], name=name, marker_color=color, customdata=ids,
                hovertemplate=hover)
-        for part, name, color in (("device", T.FIG_SRC_DEVICE, BLUE), ("host", T.FIG_SRC_HOST, ORANGE),
+        for part, name, color in (("device", T.FIG_SRC_DEVICE, BLUE), ("host", T.FIG_SRC_HOST, HOST),
                                   ("computed", T.FIG_SRC_COMPUTED, MUTED))
     ])
     labels = [i if len(i) <= 16 else i[:14] + "…" for i in ids]  # an API id is 37 characters

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from kvviz_app.shell.style import (
     BLUE,
     GREEN,
+    HOST,
     INK,
     OUTLINE_GREY,
     RED,
@@ -19,7 +20,7 @@ from kvviz_app.shell.style import (
 )
 
 CELL_TEXT = 12  # px: chart text stays readable on a projector
-DARK_FILLS = {GREEN, BLUE, TEAL, "#1d4ed8", "#0f766e", "#7c3aed", RED}
+DARK_FILLS = {GREEN, BLUE, TEAL, "#1d4ed8", "#0f766e", "#7c3aed", RED, HOST}
 
 
 def visible_piece(piece: str) -> str:

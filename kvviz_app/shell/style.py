@@ -26,6 +26,10 @@ LIGHT_BLUE = "#93c5fd"
 OUTLINE_GREY = "#9ca3af"
 FREE_GREY = "#e5e7eb"  # free memory, empty slots; also the grid of the calculator's charts
 PALE_GREY = "#f3f4f6"  # skipped / missing cells; light grid lines
+#: The host tier (host memory under the block pool): magenta, apart from the pool's amber, blues and green
+#: also under protan-, deutan- and tritanopia (CIELAB distance >= 30 dark, >= 18 light, simulated).
+HOST = "#86198f"
+HOST_LIGHT = "#de9cc3"  # a host block the device pool has cached too
 
 #: Horizontal legend just above the plot, at its right or left edge.
 LEGEND_ABOVE_RIGHT: dict[str, Any] = dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1)
