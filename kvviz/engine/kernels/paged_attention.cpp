@@ -67,13 +67,54 @@ struct Item {  // one query tile of one sequence (a row of ``items``)
 // blocks (block_size divides KC); RS query rows compute scores together, RB accumulate P V together (registers).
 constexpr int KC = 64, NV = KC / 16, RB = 4, RS = 8;  // RS rows share each K load of the scores
 
+// Scores of R query rows (``qs``, [R][D]) against the chunk's transposed keys (``kt``, [D][KC]) into ``p``
+// ([R][KC]), 32 keys at a time: each K vector is loaded once for all R rows.
+template <int R, int D>
+inline void scores(const float* qs, const float* kt, float (*p)[KC]) {
+  for (int half = 0; half < KC / 32; ++half) {
+    v16 s[R][2];
+    for (int rr = 0; rr < R; ++rr) s[rr][0] = s[rr][1] = splat(0.f);
+    for (int d = 0; d < D; ++d) {
+      const v16 k0 = load(kt + d * KC + half * 32);
+      const v16 k1 = load(kt + d * KC + half * 32 + 16);
+      for (int rr = 0; rr < R; ++rr) {
+        const v16 b = splat(qs[rr * D + d]);
+        s[rr][0] += b * k0;
+        s[rr][1] += b * k1;
+      }
+    }
+    for (int rr = 0; rr < R; ++rr) {
+      store(&p[rr][half * 32], s[rr][0]);
+      store(&p[rr][half * 32 + 16], s[rr][1]);
+    }
+  }
+}
+
+// The same for at most RB rows (a decode token's query heads) straight from the keys' rows, one dot product
+// per (row, key): no transposed copy, which would cost more than these few rows' products.
+template <int D>
+inline void scores_direct(const float* qs, int n_rows, const float* const* krow, int nk, float (*p)[KC]) {
+  constexpr int ND = D / 16;
+  for (int j = 0; j < nk; ++j) {
+    v16 k[ND];
+    for (int c = 0; c < ND; ++c) k[c] = load(krow[j] + c * 16);
+    for (int rr = 0; rr < n_rows; ++rr) {
+      v16 acc = load(qs + rr * D) * k[0];
+      for (int c = 1; c < ND; ++c) acc += load(qs + rr * D + c * 16) * k[c];
+      p[rr][j] = lane_sum(acc);
+    }
+  }
+  for (int rr = 0; rr < n_rows; ++rr)
+    for (int j = nk; j < KC; ++j) p[rr][j] = 0.f;
+}
+
 template <int ND>
 void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, const float* kc, const float* vc,
                  const int64_t* tables, int bs, int heads, int kv_heads, float scale, float* out) {
   constexpr int D = ND * 16;
   const int group = heads / kv_heads;
   const int rows = static_cast<int>(it.npos) * group;
-  const int padded = (rows + RS - 1) / RS * RS;
+  const int padded = (rows + RB - 1) / RB * RB;  // whole groups of RB rows (RS at a time while they last)
   std::vector<float> qs(static_cast<size_t>(padded) * D, 0.f), o(static_cast<size_t>(padded) * D, 0.f);
   std::vector<float> m(padded, kMasked), l(padded, 0.f), pos(padded), kt(static_cast<size_t>(D) * KC);
   float p[RS][KC];
@@ -97,32 +138,26 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
       krow[j] = kc + slot * token_stride + static_cast<int64_t>(kvh) * D;
       vrow_at[j] = vc + slot * token_stride + static_cast<int64_t>(kvh) * D;
     }
-    for (int j = 0; j < KC; ++j)  // K of the chunk transposed: kt[d][j] (zeros past the last key)
-      for (int d = 0; d < D; ++d) kt[static_cast<size_t>(d) * KC + j] = j < nk ? krow[j][d] : 0.f;
+    const bool few = padded == RB;  // a decode token's rows: scores straight from the key rows
+    for (int d = 0; d < D && !few; ++d) {  // K of the chunk transposed: kt[d][j] (zeros past the last key), rows written in order
+      float* dst = &kt[static_cast<size_t>(d) * KC];
+      for (int j = 0; j < nk; ++j) dst[j] = krow[j][d];
+      for (int j = nk; j < KC; ++j) dst[j] = 0.f;
+    }
     const bool masks = key0 + KC - 1 > it.pos0;  // a key of this chunk may follow some row's position
     v16 keypos[NV];
     for (int v = 0; v < NV; ++v)
       for (int t = 0; t < 16; ++t) keypos[v][t] = static_cast<float>(key0 + v * 16 + t);
     for (int r0 = 0; r0 < padded; r0 += RS) {
-      for (int half = 0; half < NV / 2; ++half) {  // 32 keys at a time: RS x 2 accumulators
-        v16 s[RS][2];
-        for (int rr = 0; rr < RS; ++rr) s[rr][0] = s[rr][1] = splat(0.f);
-        for (int d = 0; d < D; ++d) {
-          const v16 k0 = load(&kt[static_cast<size_t>(d) * KC + half * 32]);
-          const v16 k1 = load(&kt[static_cast<size_t>(d) * KC + half * 32 + 16]);
-          for (int rr = 0; rr < RS; ++rr) {
-            const v16 b = splat(qs[static_cast<size_t>(r0 + rr) * D + d]);
-            s[rr][0] += b * k0;
-            s[rr][1] += b * k1;
-          }
-        }
-        for (int rr = 0; rr < RS; ++rr) {
-          store(&p[rr][half * 32], s[rr][0]);
-          store(&p[rr][half * 32 + 16], s[rr][1]);
-        }
-      }
+      const int n_rows = std::min(RS, padded - r0);  // RS, or RB for the last rows
+      if (few)
+        scores_direct<D>(&qs[static_cast<size_t>(r0) * D], n_rows, krow, nk, p);
+      else if (n_rows == RS)
+        scores<RS, D>(&qs[static_cast<size_t>(r0) * D], kt.data(), p);
+      else
+        scores<RB, D>(&qs[static_cast<size_t>(r0) * D], kt.data(), p);
       float alpha[RS];
-      for (int rr = 0; rr < RS; ++rr) {
+      for (int rr = 0; rr < n_rows; ++rr) {
         const int r = r0 + rr;
         v16 sc[NV];
         for (int v = 0; v < NV; ++v) {
@@ -142,7 +177,7 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
         l[r] = l[r] * alpha[rr] + lane_sum(vsum);
         m[r] = mx;
       }
-      for (int g0 = 0; g0 < RS; g0 += RB) {
+      for (int g0 = 0; g0 < n_rows; g0 += RB) {
         v16 acc[RB][ND];
         for (int rr = 0; rr < RB; ++rr)
           for (int c = 0; c < ND; ++c) acc[rr][c] = load(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16]) * alpha[g0 + rr];
