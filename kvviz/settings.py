@@ -18,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from kvviz.errors import InputError
+from kvviz.mirror.host_arc import EVICTION_POLICIES
 
 #: Default and ceiling for the number of tokens one prefill may process.
 DEFAULT_MAX_TOKENS = 2048
@@ -32,7 +33,7 @@ NAMES = (
     "KVVIZ_PRESENTER_KEY", "KVVIZ_KV_CACHE_MIB", "HF_HUB_OFFLINE",
     "KVVIZ_API", "KVVIZ_API_HOST", "KVVIZ_API_PORT", "KVVIZ_API_KEY", "KVVIZ_API_MAX_WAITING",
     "KVVIZ_KV_EVENTS_ENDPOINT", "KVVIZ_STEP_THREADS", "OMP_NUM_THREADS", "KVVIZ_KV_OFFLOADING_SIZE",
-    "KVVIZ_ATTENTION_KERNEL",
+    "KVVIZ_ATTENTION_KERNEL", "KVVIZ_KV_OFFLOADING_EVICTION_POLICY",
 )
 #: The OpenAI-compatible API (kvviz.server): where the app's process serves it, and its waiting-queue bound.
 DEFAULT_API_HOST = "127.0.0.1"
@@ -67,6 +68,8 @@ class Settings:
     omp_num_threads_set: bool = False
     # KVVIZ_KV_OFFLOADING_SIZE: GiB of host memory for the app's engine's host tier, (0, 1024] (None: off)
     kv_offloading_size: float | None = None
+    # KVVIZ_KV_OFFLOADING_EVICTION_POLICY: how that tier evicts, lru (the default) or arc (any case)
+    kv_offloading_eviction_policy: str = "lru"
     # KVVIZ_ATTENTION_KERNEL: the engine's compiled CPU attention (kvviz.engine.kernels) unless 0/false/no/off
     attention_kernel: bool = True
     errors: Mapping[str, str] = field(default_factory=dict)  # variable name -> its one-line error
@@ -128,6 +131,12 @@ def parse(env: Mapping[str, str]) -> Settings:
     step_threads = whole("KVVIZ_STEP_THREADS", 0, 1, 1024, "KVVIZ_STEP_THREADS={raw!r} is not a thread count (1..1024)")
     offloading = number("KVVIZ_KV_OFFLOADING_SIZE", 0.0, 0.0, 1024.0,
                         "KVVIZ_KV_OFFLOADING_SIZE={raw!r} is not a size in GiB (0..1024, 0: off)")
+    policy = raw["KVVIZ_KV_OFFLOADING_EVICTION_POLICY"].lower() or "lru"
+    if policy not in EVICTION_POLICIES:
+        errors["KVVIZ_KV_OFFLOADING_EVICTION_POLICY"] = (
+            f"KVVIZ_KV_OFFLOADING_EVICTION_POLICY={raw['KVVIZ_KV_OFFLOADING_EVICTION_POLICY']!r} is not an eviction "
+            f"policy ({' or '.join(EVICTION_POLICIES)})")
+        policy = "lru"
     cache = raw["KVVIZ_CACHE_DIR"]
     return Settings(
         cache_dir=Path(cache).expanduser() if cache else Path.home() / ".cache" / "kvviz",
@@ -148,6 +157,7 @@ def parse(env: Mapping[str, str]) -> Settings:
         step_threads=step_threads or None,
         omp_num_threads_set=bool(raw["OMP_NUM_THREADS"]),
         kv_offloading_size=offloading or None,
+        kv_offloading_eviction_policy=policy,
         attention_kernel=raw["KVVIZ_ATTENTION_KERNEL"].lower() not in _OFF,
         errors=MappingProxyType(errors),
     )
@@ -185,3 +195,12 @@ def kv_offloading_size_default() -> float | None:
     if "KVVIZ_KV_OFFLOADING_SIZE" in parsed.errors:
         raise InputError(parsed.errors["KVVIZ_KV_OFFLOADING_SIZE"], "bad_env_kv_offloading", high=1024)
     return parsed.kv_offloading_size
+
+
+def kv_offloading_eviction_policy_default() -> str:
+    """The app's engine's host-tier eviction policy: ``KVVIZ_KV_OFFLOADING_EVICTION_POLICY`` (lru or arc) if set,
+    else lru; a bad value is an ``InputError`` (code ``bad_env_kv_offloading_policy``)."""
+    parsed = settings()
+    if "KVVIZ_KV_OFFLOADING_EVICTION_POLICY" in parsed.errors:
+        raise InputError(parsed.errors["KVVIZ_KV_OFFLOADING_EVICTION_POLICY"], "bad_env_kv_offloading_policy")
+    return parsed.kv_offloading_eviction_policy

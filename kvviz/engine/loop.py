@@ -309,15 +309,16 @@ _LOOP_LOCK = threading.Lock()
 
 def get_engine_loop() -> EngineLoop:
     """The process-wide engine loop over the default model (loaded once), created on first use; its host tier
-    is ``KVVIZ_KV_OFFLOADING_SIZE`` GiB (off by default)."""
+    is ``KVVIZ_KV_OFFLOADING_SIZE`` GiB (off by default), evicting by ``KVVIZ_KV_OFFLOADING_EVICTION_POLICY``."""
     global _LOOP
     with _LOOP_LOCK:
         if _LOOP is None:
             from kvviz.engine.config import EngineConfig
             from kvviz.model import load_model
-            from kvviz.settings import kv_offloading_size_default
+            from kvviz.settings import kv_offloading_eviction_policy_default, kv_offloading_size_default
 
-            config = EngineConfig(kv_offloading_size=kv_offloading_size_default())  # the host tier: off unless set
+            config = EngineConfig(kv_offloading_size=kv_offloading_size_default(),  # the host tier: off unless set
+                                  kv_offloading_eviction_policy=kv_offloading_eviction_policy_default())
             _LOOP = EngineLoop(LLMEngine(load_model(), config))
         return _LOOP
 

@@ -14,12 +14,12 @@ T = texts("engine_view")
 
 
 def engine_loop_or_stop() -> EngineLoop:
-    """``get_engine_loop()``; when the engine refuses the model or ``KVVIZ_KV_OFFLOADING_SIZE``, an error box and
-    ``st.stop()``."""
+    """``get_engine_loop()``; when the engine refuses the model or a ``KVVIZ_KV_OFFLOADING_*`` value, an error box
+    and ``st.stop()``."""
     try:
         return get_engine_loop()
     except CodedError as exc:
-        if exc.code == "bad_env_kv_offloading":  # KVVIZ_KV_OFFLOADING_SIZE: one line, no traceback
+        if exc.code in ("bad_env_kv_offloading", "bad_env_kv_offloading_policy"):  # one line, no traceback
             st.error(ui.error_text(exc), icon=":material/error:")
             st.stop()
         if exc.code != "engine_unsupported_model":

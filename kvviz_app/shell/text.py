@@ -189,6 +189,7 @@ INPUT_ERRORS = {
     "bad_env_max_tokens": "KVVIZ_MAX_TOKENS is not a valid token limit (1..{high:,}).",
     "bad_env_kv_cache": "KVVIZ_KV_CACHE_MIB is not a size in MiB (1..{high:,}).",
     "bad_env_kv_offloading": "KVVIZ_KV_OFFLOADING_SIZE is not a size in GiB (0..{high:,}, 0: off).",
+    "bad_env_kv_offloading_policy": "KVVIZ_KV_OFFLOADING_EVICTION_POLICY is not an eviction policy (lru or arc).",
     "max_tokens_not_int": "The token limit must be an integer, got {got}.",
     "max_tokens_range": "The token limit must be between 1 and {high:,}, got {got:,}.",
     "unknown_model_dtype": "Unknown dtype {name}; use one of {choices}.",

@@ -39,10 +39,29 @@ def test_the_host_tier_size_is_off_by_default_and_zero_keeps_it_off():
     assert S.parse({"KVVIZ_KV_OFFLOADING_SIZE": " 0.5 "}).kv_offloading_size == 0.5
 
 
+def test_the_host_tiers_eviction_policy_is_lru_by_default_or_arc():
+    assert S.parse({}).kv_offloading_eviction_policy == "lru"
+    assert S.parse({"KVVIZ_KV_OFFLOADING_EVICTION_POLICY": " ARC "}).kv_offloading_eviction_policy == "arc"
+    assert S.parse({"KVVIZ_KV_OFFLOADING_EVICTION_POLICY": "lru"}).kv_offloading_eviction_policy == "lru"
+
+
+def test_a_bad_eviction_policy_stops_the_apps_engine_with_one_line(monkeypatch):
+    from kvviz.errors import InputError
+
+    monkeypatch.setenv("KVVIZ_KV_OFFLOADING_EVICTION_POLICY", "fifo")
+    with pytest.raises(InputError) as caught:
+        S.kv_offloading_eviction_policy_default()
+    assert caught.value.code == "bad_env_kv_offloading_policy" and "\n" not in str(caught.value)
+    assert str(caught.value) == "KVVIZ_KV_OFFLOADING_EVICTION_POLICY='fifo' is not an eviction policy (lru or arc)"
+    monkeypatch.setenv("KVVIZ_KV_OFFLOADING_EVICTION_POLICY", "arc")
+    assert S.kv_offloading_eviction_policy_default() == "arc"
+
+
 @pytest.mark.parametrize("name, bad", [
     ("KVVIZ_MAX_TOKENS", "0"), ("KVVIZ_MAX_TOKENS", "1e3"), ("KVVIZ_MAX_TOKENS", "lots"),
     ("KVVIZ_KV_CACHE_MIB", "0"), ("KVVIZ_KV_CACHE_MIB", "1.5"),
     ("KVVIZ_KV_OFFLOADING_SIZE", "-1"), ("KVVIZ_KV_OFFLOADING_SIZE", "2048"), ("KVVIZ_KV_OFFLOADING_SIZE", "half"),
+    ("KVVIZ_KV_OFFLOADING_EVICTION_POLICY", "fifo"), ("KVVIZ_KV_OFFLOADING_EVICTION_POLICY", "1"),
 ])
 def test_an_invalid_value_keeps_the_default_and_names_the_variable(name, bad):
     s = S.parse({name: bad})
