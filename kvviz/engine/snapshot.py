@@ -73,9 +73,10 @@ class TierView:
     evicted: int  # cached device blocks evicted (their hash dropped from the device pool)
     stored: int  # blocks copied to the host tier
     loaded: int  # blocks copied back from the host tier on a hit
-    dropped: int  # blocks evicted from the host tier (LRU)
+    dropped: int  # blocks evicted from the host tier (by its policy)
     skipped: int  # stores skipped whole: too few host blocks could be evicted
     recent: tuple[RequestHits, ...]  # newest first
+    policy: str = "lru"  # how the host tier evicts: "lru" or "arc" (vLLM's eviction_policy names)
 
     @property
     def device_free(self) -> int:
@@ -98,7 +99,7 @@ def tier_view(engine: LLMEngine) -> TierView | None:
         sum(1 for h in cached if h in hp.blocks), hp.num_blocks, len(hp.blocks), host.nbytes,
         engine.memory.k[0].device.type == "cpu", engine.num_blocks_cached - hp.num_loaded, engine.num_blocks_evicted,
         hp.num_stored, hp.num_loaded, hp.num_evicted, hp.num_skipped_stores,
-        tuple(RequestHits(*r) for r in reversed(engine.recent_hits)),
+        tuple(RequestHits(*r) for r in reversed(engine.recent_hits)), hp.eviction_policy,
     )
 
 

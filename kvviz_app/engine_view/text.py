@@ -80,7 +80,7 @@ TIERS_OFF = (
 )
 TIERS_INTRO = (
     "vLLM 0.33.0's native offloading: after each step the newly computed full blocks are copied to a host "
-    "memory pool ({host:,} blocks, {mib:.1f} MiB, LRU). When the device pool evicts a cached block, its "
+    "memory pool ({host:,} blocks, {mib:.1f} MiB, {policy}). When the device pool evicts a cached block, its "
     "copy can still be hit: the blocks right after a prompt's device hit are looked up in host memory and "
     "copied back instead of computed."
 )
@@ -106,7 +106,7 @@ JOURNEY_HEADER = "A block's journey, counted since start"
 JOURNEY = (
     "**{computed:,}** blocks computed and cached in the device pool → **{stored:,}** copied to host memory "
     "→ **{evicted:,}** evicted from the device pool → **{loaded:,}** loaded back from host memory on a hit; "
-    "**{dropped:,}** dropped from host memory (its LRU), **{skipped:,}** stores skipped (host memory full "
+    "**{dropped:,}** dropped from host memory (its {policy}), **{skipped:,}** stores skipped (host memory full "
     "of blocks in use)."
 )
 JOURNEY_NOTE = (

@@ -21,7 +21,8 @@ def tiers_section(t: TierView | None) -> None:
     if t is None:
         st.info(T.TIERS_OFF, icon=":material/info:")
         return
-    st.markdown(T.TIERS_INTRO.format(host=t.host_blocks, mib=t.host_bytes / 2**20))
+    policy = t.policy.upper()  # vLLM's names, LRU or ARC, in every language
+    st.markdown(T.TIERS_INTRO.format(host=t.host_blocks, mib=t.host_bytes / 2**20, policy=policy))
     if t.both_on_host:
         st.caption(T.TIERS_CPU_ONLY)
     ui_chart.plotly_chart(F.tiers_bars(t), width="stretch", key="engine_tiers")
@@ -32,7 +33,7 @@ def tiers_section(t: TierView | None) -> None:
         return
     st.markdown(f"**{T.JOURNEY_HEADER}**")
     st.markdown(T.JOURNEY.format(computed=t.computed, stored=t.stored, evicted=t.evicted, loaded=t.loaded,
-                                 dropped=t.dropped, skipped=t.skipped))
+                                 dropped=t.dropped, skipped=t.skipped, policy=policy))
     st.caption(T.JOURNEY_NOTE)
     st.markdown(f"**{T.HITS_HEADER}**")
     if not t.recent:

@@ -68,3 +68,35 @@ def test_tier_numbers_follow_a_prefix_evicted_to_host_and_loaded_back(lm):
     assert [r.request_id for r in t.recent] == ["a2", "c", "b", "a"]
     assert all(r.device == r.host == 0 and r.computed == 17 for r in t.recent[1:])
     assert t.both_on_host  # the tiny model runs on the CPU
+
+
+@pytest.mark.parametrize("policy", ["lru", "arc"])
+def test_the_tier_view_names_the_host_tiers_eviction_policy(lm, policy):
+    engine = LLMEngine(lm, EngineConfig(block_size=BS, kv_cache_bytes=8 * BS * TOKEN_BYTES,
+                                        kv_offloading_size=8 * BS * TOKEN_BYTES / GIB,
+                                        kv_offloading_eviction_policy=policy))
+    run_one(engine, "a", prompt(1))
+    assert engine_view(engine).tiers.policy == policy
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_the_live_pages_tier_text_names_arc_when_the_engine_evicts_by_arc(lm, lang):
+    from streamlit.testing.v1 import AppTest
+
+    engine = LLMEngine(lm, EngineConfig(block_size=BS, kv_cache_bytes=8 * BS * TOKEN_BYTES,
+                                        kv_offloading_size=8 * BS * TOKEN_BYTES / GIB,
+                                        kv_offloading_eviction_policy="arc"))
+    run_one(engine, "a", prompt(1))
+    t = engine_view(engine).tiers
+
+    def page(t):
+        from kvviz_app.engine_view.tiers import tiers_section
+
+        tiers_section(t)
+
+    at = AppTest.from_function(page, kwargs={"t": t}, default_timeout=60)
+    at.query_params["lang"] = lang
+    at.run()
+    assert not at.exception, at.exception
+    text = "\n".join(m.value for m in at.markdown)
+    assert "ARC" in text and "LRU" not in text, text
