@@ -204,9 +204,16 @@ TIER_HEADER = "A second tier: what would a host (CPU) cache add?"
 TIER_HOSTS = "Host tier sizes (blocks)"
 TIER_HOSTS_HELP = (
     "A host tier of H blocks under the device cache, as vLLM 0.33.0's native KV offloading runs it: every "
-    "full prompt block is stored there, LRU evicts, and after a device miss the longest run of host hits is "
-    "loaded back."
+    "full prompt block is stored there, the chosen policy evicts, and after a device miss the longest run of "
+    "host hits is loaded back."
 )
+TIER_POLICY = "Host tier eviction"
+TIER_POLICY_HELP = (
+    "vLLM 0.33.0's OffloadingConnector `eviction_policy` (`--kv-offloading-eviction-policy`). LRU drops the "
+    "least recently used block. ARC keeps blocks a request reused apart from blocks only stored, so a burst "
+    "of one-off prompts cannot flush a shared prefix; it replays slower (one Python pass per host size)."
+)
+TIER_POLICY_NAMES = {"lru": "LRU", "arc": "ARC"}
 TIER_HIT_TITLE = "Hit rate by source against the device cache"
 TIER_X = "device cache capacity (blocks, log)"
 TIER_Y = "hit rate"

@@ -11,6 +11,7 @@ import streamlit as st
 from kvviz.analysis.workload.columns import as_columns
 from kvviz.analysis.workload.tiers import two_tier_grid
 from kvviz.analysis.workload.trace import WorkloadTrace
+from kvviz.mirror.host_arc import EVICTION_POLICIES
 from kvviz.util.units import format_bytes
 from kvviz_app.shell import ui, ui_chart
 from kvviz_app.shell.i18n import texts
@@ -25,8 +26,8 @@ HOST_SHARES = (16, 4, 1)
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _grid(digest: str, block_size: int | None, model: str, devices: tuple[int, ...], hosts: tuple[int, ...],
-          _trace: WorkloadTrace) -> tuple[list[dict], float | None]:
-    grid = two_tier_grid(as_columns(_trace), list(devices), list(hosts))
+          policy: str, _trace: WorkloadTrace) -> tuple[list[dict], float | None]:
+    grid = two_tier_grid(as_columns(_trace), list(devices), list(hosts), policy)
     return grid.rows(1.0), grid.duration_s  # bytes a second per byte of a block: scaled by the model below
 
 
@@ -40,12 +41,15 @@ def tiers_section(key: tuple[str, int | None, str], trace: WorkloadTrace, grid: 
     st.subheader(T.TIER_HEADER)
     options = host_options(max(trace.num_blocks, 1), capacity)
     default = [options[0], options[-1]] if len(options) > 1 else options
-    hosts = st.multiselect(T.TIER_HOSTS, options, default=default, key="wl_hosts", help=T.TIER_HOSTS_HELP,
-                           format_func=lambda v: ui.loc(f"{v:,}"))
+    c = st.columns([3, 1], vertical_alignment="bottom")
+    hosts = c[0].multiselect(T.TIER_HOSTS, options, default=default, key="wl_hosts", help=T.TIER_HOSTS_HELP,
+                             format_func=lambda v: ui.loc(f"{v:,}"))
+    policy = c[1].selectbox(T.TIER_POLICY, EVICTION_POLICIES, key="wl_host_policy", help=T.TIER_POLICY_HELP,
+                            format_func=T.TIER_POLICY_NAMES.get)
     step = max(1, len(grid) // (DEVICE_POINTS - 1))
     devices = tuple(sorted(set(grid[::step] + grid[-1:])))
     hosts_all = tuple(sorted({0, *hosts}))
-    rows, duration = _grid(*key, devices, hosts_all, trace)
+    rows, duration = _grid(*key, devices, hosts_all, policy, trace)
     ui_chart.plotly_chart(F.tier_figure(rows, list(hosts_all)), width="stretch")
     per_block = float(bpt * trace.block_size) if bpt is not None else None
     per_second = per_block is not None and duration is not None
