@@ -38,6 +38,7 @@ class Peer:
     name: str
     url: str
     events: Sink
+    pid: int | None = None  # its process group (the server and its workers), for CPU accounting
 
 
 def tokenizer():

@@ -30,7 +30,7 @@ def running_pair(workdir: Path, threads: Threads) -> Iterator[list[Peer]]:
         kvviz_sink = EventSink.connecting(kvviz_events)
         sinks.append(kvviz_sink)
         vllm.wait_ready()
-        yield [Peer("vllm", vllm.url, vllm_sink), Peer("kvviz", kvviz.url, kvviz_sink)]
+        yield [Peer("vllm", vllm.url, vllm_sink, vllm.proc.pid), Peer("kvviz", kvviz.url, kvviz_sink, kvviz.proc.pid)]
     finally:
         engines.close()
         for sink in sinks:

@@ -50,6 +50,14 @@ def _run_table(label: str, run: dict[str, Any], settings: str) -> list[str]:
         ratio = ratios.get(key)
         lines.append(f"| {text} | {_num(v * scale, unit)} | {_num(k * scale, unit)} | "
                      f"{'' if ratio is None else f'{ratio:.2f}x'} | {_target(key, ratio)} |")
+    cores = [(kind, figs["vllm"].get(f"cores_self_{kind}"), figs["kvviz"].get(f"cores_self_{kind}"),
+              figs["vllm"].get(f"cores_other_{kind}"), figs["kvviz"].get(f"cores_other_{kind}"))
+             for kind in ("one_stream", "16_streams", "TTFT")]
+    if all(c[1] is not None for c in cores):
+        lines += ["", "CPU cores each engine's processes used while it was measured (in brackets: the other "
+                  "engine, idle, meanwhile): " + "; ".join(
+                      f"{kind.replace('_', ' ')}: vLLM {sv:.2f} (kvviz {vo:.2f}), kvviz {sk:.2f} (vLLM {ko:.2f})"
+                      for kind, sv, sk, vo, ko in cores) + "."]
     over = bound["ms_per_token_over_read"]
     lines += ["", f"Memory bound: reading the {bound['weights_bytes'] / 1e6:,.0f} MB of fp32 weights once took "
               f"{bound['weights_read_ms']} ms (median, {bound['threads']} threads, "

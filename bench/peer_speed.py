@@ -60,7 +60,12 @@ def measure(peers: list[Peer], tok, rounds: int, tag: str) -> dict[str, dict[str
         for r in range(rounds):
             order = peers if r % 2 == 0 else peers[::-1]
             for peer in order:
+                before, started = {p.name: group_cpu_s(p.pid) for p in peers}, time.perf_counter()
                 got = fn(peer, tok, f"Peer {tag} {label} round {r}")
+                wall = time.perf_counter() - started
+                for p in peers:  # cores each engine's processes used while this one was measured
+                    side = "cores_self" if p is peer else "cores_other"
+                    got[f"{side}_{label.replace(' ', '_')}"] = (group_cpu_s(p.pid) - before[p.name]) / wall
                 for key, value in got.items():
                     runs[peer.name].setdefault(key, []).append(value)
                 _say(f"{tag} {label} round {r + 1} {peer.name}: "
@@ -72,6 +77,27 @@ def measure(peers: list[Peer], tok, rounds: int, tag: str) -> dict[str, dict[str
             out[name][key] = round(statistics.median(values), 4)
             out[name][key + "_runs"] = [round(v, 4) for v in values]
     return out
+
+
+def group_cpu_s(pgid: int | None) -> float:
+    """CPU seconds (user + system) used so far by the live processes of process group ``pgid`` (0 without one:
+    Linux /proc only). An engine's server and its workers share its group (``start_new_session``)."""
+    if pgid is None:
+        return 0.0
+    import os
+
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ..., utime (12th), stime (13th)
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def warm_up(peers: list[Peer], tok) -> None:
