@@ -143,7 +143,7 @@ def page_header(title: str, intro: str | None = None) -> None:
     """The standard page title and a short introduction under it."""
     # a first deep link on a fresh server runs the page alone: route it through app.py first
     from kvviz_app.shell import ui_present
-    from kvviz_app.shell.navigation import leave_legacy_folder_mode
+    from kvviz_app.shell.routes import leave_legacy_folder_mode
 
     leave_legacy_folder_mode()
     ui_present.page_start()  # presenter mode: ?present=1 even when a page runs alone; folds the intro away

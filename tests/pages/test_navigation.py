@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from kvviz_app.shell import navigation
+from kvviz_app.shell import routes
 
 
 def test_every_route_names_a_page_script():
-    table = navigation.routes()
+    table = routes.routes()
     assert len(table) == 15
-    assert all((navigation.ROOT / path).is_file() for path, _title, _icon in table)
+    assert all((routes.ROOT / path).is_file() for path, _title, _icon in table)
     assert all(path.startswith("pages/") for path, _title, _icon in table)
 
 
 def test_a_missing_page_script_is_a_start_up_error(monkeypatch):
     gone = ("pages/no_such_page.py", "Gone", ":material/help:")
-    monkeypatch.setattr(navigation.T.module, "PAGES", [*navigation.T.module.PAGES, gone])
-    with pytest.raises(navigation.MissingPageError, match="no_such_page.py"):
-        navigation.routes()
+    monkeypatch.setattr(routes.T.module, "PAGES", [*routes.T.module.PAGES, gone])
+    with pytest.raises(routes.MissingPageError, match="no_such_page.py"):
+        routes.routes()
 
 
 def test_every_page_but_the_landing_page_has_a_blurb_in_the_page_list():
