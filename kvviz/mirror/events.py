@@ -163,8 +163,10 @@ class BlockView:
 
 @dataclass(frozen=True, slots=True)
 class HostState:
-    """A host tier at one point: its capacity, every held block as (hash, slot) with the least recently
-    used (the next to drop) first, and its running totals of blocks stored, loaded, evicted, stores skipped."""
+    """A host tier at one point: its capacity, every held block as (hash, slot) in its policy's order (LRU:
+    least recently used first; ARC: T1's ``t1`` blocks, then T2's, each oldest first), the position in that
+    order of the block its policy drops next (None: nothing held), and its running totals of blocks stored,
+    loaded, evicted, stores skipped."""
 
     num_blocks: int
     lru: tuple[tuple[BlockHash, int], ...] = ()
@@ -172,6 +174,8 @@ class HostState:
     loaded: int = 0
     evicted: int = 0
     skipped: int = 0
+    t1: int | None = None  # ARC: how many of ``lru``'s first blocks are T1's (stored, not reused); None: LRU
+    next_drop: int | None = None
 
     @property
     def held(self) -> frozenset[BlockHash]:

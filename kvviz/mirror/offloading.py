@@ -98,8 +98,12 @@ class HostOffload:
 
 
 def host_state(pool: HostBlockPool) -> HostState:
-    return HostState(pool.num_blocks, pool.lru_order(), pool.num_stored, pool.num_loaded, pool.num_evicted,
-                     pool.num_skipped_stores)
+    """The tier's snapshot; the block dropped next is the policy's own choice of one victim now."""
+    order = pool.lru_order()
+    victim = pool.victims(1, ())
+    return HostState(pool.num_blocks, order, pool.num_stored, pool.num_loaded, pool.num_evicted,
+                     pool.num_skipped_stores, len(pool.arc.t1) if pool.arc is not None else None,
+                     [h for h, _ in order].index(victim[0]) if victim else None)
 
 
 def apply_host_event(pool: HostBlockPool, event: Event) -> None:

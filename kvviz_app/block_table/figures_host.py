@@ -79,13 +79,25 @@ def host_pool_figure(view: StepView) -> go.Figure:
     return sized_layout(fig, 64 + 48 * rows, T.HOST_POOL_TITLE.format(held=len(host.lru), blocks=host.num_blocks))
 
 
+def _queue_cells(lru_len: int, t1: int | None, per_row: int) -> list[tuple[int, int]]:
+    """(row, column) of each position of the host order: wrapped every ``per_row``; under ARC (``t1`` not None)
+    T2 starts on a row of its own under T1's."""
+    if t1 is None:
+        return [divmod(pos, per_row) for pos in range(lru_len)]
+    t1_rows = math.ceil(t1 / per_row)
+    return [divmod(pos, per_row) if pos < t1 else (t1_rows + (pos - t1) // per_row, (pos - t1) % per_row)
+            for pos in range(lru_len)]
+
+
 def host_queue_figure(view: StepView, per_row: int = 8) -> go.Figure:
-    """Host memory's blocks in LRU order, the next to drop first, wrapped every ``per_row`` blocks."""
+    """Host memory's blocks in its policy's order, wrapped every ``per_row`` blocks: LRU's next to drop first;
+    ARC's T1 (stored once) then T2 (reused) on rows of their own, the block dropped next framed in red."""
     host = view.state.host
     assert host is not None
     lru = host.lru
     fig = go.Figure()
-    title = T.HOST_QUEUE_TITLE.format(n=len(lru))
+    arc = host.t1 is not None
+    title = (T.HOST_QUEUE_TITLE_ARC if arc else T.HOST_QUEUE_TITLE).format(n=len(lru))
     if not lru:
         fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", text=T.HOST_QUEUE_EMPTY, showarrow=False,
                            font=dict(size=13, color=MUTED))
@@ -93,27 +105,36 @@ def host_queue_figure(view: StepView, per_row: int = 8) -> go.Figure:
         fig.update_yaxes(visible=False)
         return sized_layout(fig, 110, title)
     per_row = min(per_row, max(len(lru), 8))
-    rows = math.ceil(len(lru) / per_row)
+    cells = _queue_cells(len(lru), host.t1, per_row)
+    rows = cells[-1][0] + 1
     keys = ["host_only", "both"]
     z = [[None] * per_row for _ in range(rows)]
     hover = [[""] * per_row for _ in range(rows)]
     xs, ys, texts, fills = [], [], [], []
     for pos, (h, slot) in enumerate(lru):
-        r, c = divmod(pos, per_row)
+        r, c = cells[pos]
         state = _host_state(view, h)
         z[r][c] = keys.index(state)
+        where = "" if not arc else " · " + (T.HOST_ARC_T1 if pos < host.t1 else T.HOST_ARC_T2)
         hover[r][c] = T.HOVER_HOST_QUEUE.format(pos=pos + 1, n=len(lru), slot=slot,
-                                                state=T.HOST_STATE_LABELS[state], hash=short_hash(h, 16))
+                                                state=T.HOST_STATE_LABELS[state] + where, hash=short_hash(h, 16))
         xs.append(c)
         ys.append(r)
         texts.append(T.HOST_CELL.format(slot=slot, hash=short_hash(h, HASH_CHARS)))
         fills.append(HOST_COLOURS[state])
     fig.add_trace(discrete_heatmap(z, [HOST_COLOURS[k] for k in keys], hover))
     text_traces(fig, xs, ys, texts, fills, size=CELL_TEXT)
-    fig.add_shape(type="rect", x0=-0.5, x1=0.5, y0=-0.5, y1=0.5, line=dict(color=RED, width=3))
+    r, c = cells[host.next_drop or 0]
+    fig.add_shape(type="rect", x0=c - 0.5, x1=c + 0.5, y0=r - 0.5, y1=r + 0.5, line=dict(color=RED, width=3))
+    fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
+    if arc:  # two short row labels, T1 and T2, at each list's first row; the title says the red frame's meaning
+        ticks = ([0] if host.t1 else []) + ([cells[host.t1][0]] if host.t1 < len(lru) else [])
+        names = ([T.HOST_ARC_T1_TICK] if host.t1 else []) + ([T.HOST_ARC_T2_TICK] if host.t1 < len(lru) else [])
+        fig.update_yaxes(autorange=False, range=[rows - 0.5, -0.5], tickvals=ticks, ticktext=names,
+                         showgrid=False, zeroline=False, tickfont=dict(size=12, color=MUTED))
+        return sized_layout(fig, 64 + 52 * rows, title)
     fig.add_annotation(x=0, y=-0.5, yanchor="bottom", text="▼ " + T.HOST_QUEUE_HEAD, showarrow=False,
                        xanchor="left", xshift=-18, font=dict(color=RED, size=12))
     tail_label(fig, len(lru), per_row, T.HOST_QUEUE_TAIL)
-    fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
     fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
     return sized_layout(fig, 80 + 52 * rows, title)

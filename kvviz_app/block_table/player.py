@@ -24,6 +24,7 @@ T = texts("block_table")
 SPEEDS = [0.5, 1.0, 2.0, 4.0]
 K_NAME, K_STEP, K_PLAYING, K_TICK, K_SPEED, K_JUMP, K_NSTEPS, K_MSG, K_HOST = (
     "bt_name", "bt_step", "bt_playing", "bt_tick", "bt_speed", "bt_jump", "bt_nsteps", "bt_msg", "bt_host")
+K_HOST_POLICY = "bt_host_policy"
 
 ss = st.session_state
 

@@ -45,7 +45,9 @@ LEGEND = (
     "into a fresh device block (magenta in the block tables) instead of being computed. Host memory keeps "
     "its own LRU order: its head (left) is dropped first, a request's first blocks last. Magenta cells hold "
     "a block only host memory still has; pink ones a block the device pool has cached too. In the pool, a "
-    "magenta outline marks a block loaded back from host memory, a pink one a block copied there."
+    "magenta outline marks a block loaded back from host memory, a pink one a block copied there. With "
+    "**Host eviction** ARC, host memory keeps two lists, T1 (blocks only stored) and T2 (blocks a request "
+    "reused), each oldest first on rows of its own; a red frame marks the block dropped next."
 )
 
 # --- scenario and controls -------------------------------------------------------------------------
@@ -58,7 +60,7 @@ HOST_TIER_HELP = (
     "device pool alone."
 )
 HOST_TIER_OFF = "off"
-POOL_CAPTION_HOST = "host tier: {host} blocks (LRU)"
+POOL_CAPTION_HOST = "host tier: {host} blocks ({policy})"
 POOL_CAPTION = (
     "Pool: {blocks} blocks x {block_size} tokens (block 0 is the null block, so {usable} usable = {tokens:,} "
     "token slots) · hash {hash} · {steps} steps"
@@ -206,6 +208,20 @@ HOVER_HOST = "host block H{slot} · {state}<br>hash {hash}<br>{touched}"
 HOST_TOUCH_LABELS = {"stored": "copied here this step", "loaded": "loaded back this step",
                      "dropped": "dropped this step (then reused)"}
 HOST_QUEUE_TITLE = Plural("Host LRU: {n} block, head first", "Host LRU: {n} blocks, head first")
+HOST_QUEUE_TITLE_ARC = Plural("Host ARC: {n} block; red frame: dropped next",
+                              "Host ARC: {n} blocks; red frame: dropped next")
+HOST_ARC_T1 = "T1: stored, not reused yet"
+HOST_ARC_T2 = "T2: reused by a request"
+HOST_ARC_T1_TICK = "T1"
+HOST_ARC_T2_TICK = "T2"
+HOST_POLICY = "Host eviction"
+HOST_POLICY_HELP = (
+    "How host memory picks the block to drop, as vLLM 0.33.0's OffloadingConnector `eviction_policy`. LRU: "
+    "the least recently used. ARC: two lists, T1 (blocks only stored) and T2 (blocks a request reused); T1's "
+    "oldest goes while T1 holds at least its target size, else T2's, and a block stored again after being "
+    "dropped moves that target. Needs a host tier."
+)
+HOST_POLICY_NAMES = {"lru": "LRU", "arc": "ARC"}
 HOST_QUEUE_EMPTY = "Host memory is empty: nothing has been copied there yet."
 HOST_QUEUE_HEAD = "head: dropped next"
 HOST_QUEUE_TAIL = "tail: used last"

@@ -253,7 +253,8 @@ def scenario_notes(base: Scenario, scenario: Scenario, n_steps: int) -> None:
     st.caption(T.POOL_CAPTION.format(blocks=scenario.num_blocks, block_size=scenario.block_size,
                                      usable=usable, tokens=usable * scenario.block_size,
                                      hash=scenario.hash, steps=n_steps)
-               + (" · " + T.POOL_CAPTION_HOST.format(host=scenario.host_blocks) if scenario.host_blocks else "")
+               + (" · " + T.POOL_CAPTION_HOST.format(host=scenario.host_blocks,
+                                                           policy=T.HOST_POLICY_NAMES[scenario.host_eviction_policy]) if scenario.host_blocks else "")
                + " · " + render_seed(seed_in_force, seed_reason, scenario.hash))
     with st.expander(T.LEGEND_HEADER):
         st.markdown(T.INTRO)

@@ -18,6 +18,7 @@ from kvviz.analysis.sizes.presets import PRESETS
 from kvviz.experiments.sessions import DEFAULT_PAUSE_S, MARKS, MAX_PAUSE_S, MAX_TURNS
 from kvviz.mirror import limits
 from kvviz.mirror.hashing import DEFAULT_HASH, DEFAULT_SEED, HASH_FUNCTIONS
+from kvviz.mirror.host_arc import EVICTION_POLICIES
 from kvviz_app.shell import share as S
 from kvviz_app.shell.share import Param
 
@@ -69,11 +70,12 @@ def calculator(modes: dict[str, str], contexts: list[int], blocks: list[int], re
 
 
 def block_table() -> dict[str, Param]:
-    """Block table player: scenario, host tier (blocks, 0 = none) and step (clamped to the scenario's length
-    later)."""
+    """Block table player: scenario, host tier (blocks, 0 = none) and its eviction policy, and step (clamped to
+    the scenario's length later)."""
     return {
         "scenario": Param("bt_name", S.choice(builtin_names())),
         "host": Param("bt_host", S.choice(HOST_TIER_CHOICES), 0),
+        "host_policy": Param("bt_host_policy", S.choice(EVICTION_POLICIES), "lru"),
         "step": Param("bt_step", S.integer(0, 100_000), 0),
     }
 

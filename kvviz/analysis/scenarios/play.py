@@ -177,7 +177,7 @@ class ScenarioRun:
         """The pool after the first ``k`` steps, rebuilt by replaying their events on a fresh pool."""
         self.check_step(k)
         return replay(self.scenario.num_blocks, self.events[: self.bounds[k]], self.scenario.block_size,
-                      self.scenario.host_blocks)
+                      self.scenario.host_blocks, self.scenario.host_eviction_policy)
 
     def counters_at(self, k: int) -> dict[str, Any]:
         return counters_of(self.state_at(k))

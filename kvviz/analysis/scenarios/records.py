@@ -95,6 +95,8 @@ class Scenario:
     prefix_text: str | None = None
     user_template: str | None = None
     host_blocks: int | None = None  # a host tier under the pool (vLLM's CPU offloading); None: none
+    # how that tier evicts, "lru" or "arc" (vLLM's eviction_policy): a player's choice, not a file key
+    host_eviction_policy: str = "lru"
 
     @property
     def num_steps(self) -> int:
@@ -122,11 +124,12 @@ class Scenario:
     def new_manager(self, sliding_window: int | None | str = "default") -> KVCacheManager:
         window = self.sliding_window if sliding_window == "default" else sliding_window
         return KVCacheManager(self.num_blocks, self.block_size, self.hash, self.seed, window,  # type: ignore[arg-type]
-                              self.host_blocks)
+                              self.host_blocks, self.host_eviction_policy)
 
-    def with_host_tier(self, host_blocks: int | None) -> Scenario:
-        """The same scenario over a host tier of ``host_blocks`` blocks (None or 0: without one)."""
-        return replace(self, host_blocks=host_blocks or None)
+    def with_host_tier(self, host_blocks: int | None, policy: str = "lru") -> Scenario:
+        """The same scenario over a host tier of ``host_blocks`` blocks (None or 0: without one) evicting by
+        ``policy`` ("lru" or "arc")."""
+        return replace(self, host_blocks=host_blocks or None, host_eviction_policy=policy)
 
     def with_steps(self, extra: Sequence[ScenarioStep]) -> Scenario:
         """The same scenario with ``extra`` steps appended (validated by ``play_scenario``)."""
