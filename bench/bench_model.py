@@ -122,7 +122,7 @@ def run(results: dict) -> None:
 
         def one_prefill() -> None:
             # the decoder's own pass (bench_engine.py times the engine's), against bare matmuls of the same weights
-            last["r"] = prefill(lm, token_ids=ids, max_tokens=PREFILL_TOKENS, use_engine=False)
+            last["r"] = prefill(lm, token_ids=ids, max_tokens=PREFILL_TOKENS)
 
         layer_run, layer_flops = _layer_matmuls(lm, PREFILL_TOKENS)
         reps = 3

@@ -67,8 +67,8 @@ with st.form("home_prefill"):
     text = st.text_area(T.TRY_LABEL, value=T.TRY_DEFAULT, height=110)
     run = st.form_submit_button(T.TRY_BUTTON, type="primary")
 if run:
+    from kvviz.engine.prefill import prefill
     from kvviz.experiments.edit.diffs import piece_text
-    from kvviz.model import prefill
 
     try:
         with st.spinner(T.TRY_RUNNING):

@@ -1,14 +1,10 @@
-"""Prefill with KV capture, and prefill that continues from the K/V of a prefix.
+"""Prefill with KV capture on the model's own pass, and prefill that continues from the K/V of a prefix.
 
-Where the K/V come from: when ``lm`` is the model of the process's one engine (``kvviz.engine.get_engine_loop``,
-the native Llama decoder), ``prefill`` runs the prompt as one request in that engine and reads its K/V out of
-the engine's blocks (``EngineLoop.capture_kv``: no prefix-cache read, so every position is computed; batched
-with whatever else the engine runs). Otherwise (a transformers-backend model, another model, a prompt longer
-than the engine holds) and for ``prefill_continue`` (given K/V, possibly another prompt's: the engine reuses
-only its own blocks), the model's own forward pass runs alone over its own cache (a ``CacheAttention`` over a
-``KVCache``, or transformers' cache) under the model's lock (``LoadedModel.lock``, which the engine's steps
-hold too). Callers get the same ``PrefillResult`` either way (``kv_source`` says which ran). ``prefill_alone``
-runs several prompts each with nothing else in its passes, all the same way (bit-equal K/V for equal inputs).
+``prefill`` and ``prefill_continue`` run the model's own forward pass alone over its own cache (a
+``CacheAttention`` over a ``KVCache``, or transformers' cache) under the model's lock (``LoadedModel.lock``,
+which the engine's steps hold too). The pages prefill through ``kvviz.engine.prefill``, which reads the K/V
+out of the engine's blocks when the engine serves the model and falls back to this pass otherwise; both
+give the same ``PrefillResult`` (``kv_source`` says which ran). This module knows nothing of the engine.
 
 Invariants: the captured K and V are the ones the model computed (one pair per layer, shaped
 ``[kv_heads, tokens, head_dim]``, detached, on the CPU, in the compute dtype, K after rotary);
@@ -22,27 +18,19 @@ import inspect
 import itertools
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from kvviz.errors import CodedError
 from kvviz.model.loader import LoadedModel
 from kvviz.model.settings import MAX_TOKENS_CEILING, InputError
 from kvviz.model.tokens import Tokenized, token_pieces, tokenize, tokenize_ids
-
-if TYPE_CHECKING:  # types only: the engine is imported where a prefill runs on it
-    from kvviz.engine.loop import EngineLoop
-    from kvviz.engine.request import RequestOutput
 
 log = logging.getLogger("kvviz.model")
 
 #: ``PrefillResult.kv_source``: read from the engine's blocks, or the model's own pass over its own cache.
 KV_FROM_ENGINE, KV_FROM_MODEL = "engine", "model"
-#: ``prefill_alone``: how long to wait for a quiet engine before the model's own pass runs instead.
-QUIET_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -143,6 +131,11 @@ def _one_pass(lm: LoadedModel, new_ids: list[int], cache: Any) -> tuple[Any, tor
 _PASSES = itertools.count(1)
 
 
+def next_pass() -> int:
+    """A new pass number (``ForwardTiming.pass_id``), unique in the process."""
+    return next(_PASSES)
+
+
 def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> tuple[Any, torch.Tensor, ForwardTiming]:
     """Run ``new_ids`` through the model after ``cache`` (None = empty) in one pass of its own, under the
     model's lock (so an engine step and this pass never overlap); (cache, last logits, timing)."""
@@ -163,7 +156,7 @@ def forward_request(lm: LoadedModel, new_ids: list[int], cache: Any | None) -> t
         done = time.perf_counter()
     compute = round((done - started) * 1000.0, 3)
     return result_cache, logits, ForwardTiming(compute, round((started - queued) * 1000.0, 3), compute, 1,
-                                               next(_PASSES))
+                                               next_pass())
 
 
 def _capture(cache: Any, num_layers: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
@@ -186,7 +179,7 @@ def kv_bytes(keys: list[torch.Tensor], values: list[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in (*keys, *values))
 
 
-def _result(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: list[torch.Tensor],
+def result_from(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: list[torch.Tensor],
             logits: torch.Tensor, timing: ForwardTiming, reused: int, source: str = KV_FROM_MODEL) -> PrefillResult:
     measured = kv_bytes(keys, values)
     n = len(tok.ids)
@@ -213,7 +206,8 @@ def _result(lm: LoadedModel, tok: Tokenized, keys: list[torch.Tensor], values: l
     )
 
 
-def _tokens(lm: LoadedModel, text: str | None, token_ids: list[int] | None, max_tokens: int | None) -> Tokenized:
+def tokens_for(lm: LoadedModel, text: str | None, token_ids: list[int] | None, max_tokens: int | None) -> Tokenized:
+    """The prompt as ``lm``'s tokens (exactly one of ``text``, ``token_ids``), cut to ``max_tokens`` with a notice."""
     if (text is None) == (token_ids is None):
         raise InputError("give exactly one of text or token_ids")
     name = lm.source.key
@@ -222,78 +216,15 @@ def _tokens(lm: LoadedModel, text: str | None, token_ids: list[int] | None, max_
     return tokenize_ids(token_ids, model_name=name, max_tokens=max_tokens)
 
 
-def engine_loop_for(lm: LoadedModel, num_tokens: int) -> EngineLoop | None:
-    """The process's engine loop when it serves ``lm`` and holds ``num_tokens`` (started here when ``lm`` is
-    the default model it would load); None when the model's own pass must run."""
-    from kvviz.engine.engine import engine_supports
-    from kvviz.engine.loop import get_engine_loop, started_engine_loop
-    from kvviz.model.loader import find_loaded_model
-
-    loop = started_engine_loop()
-    if loop is None:
-        if engine_supports(lm) is not None:
-            return None
-        try:
-            if find_loaded_model() is not lm:
-                return None
-            loop = get_engine_loop()
-        except CodedError as exc:  # a bad engine setting: the engine pages and the API say so
-            log.warning("prefill runs on the model's own pass: the engine did not start (%s)", exc)
-            return None
-    engine = loop.engine
-    return loop if engine.lm is lm and num_tokens < engine.max_model_len else None
-
-
-def _engine_result(lm: LoadedModel, tok: Tokenized, out: RequestOutput) -> PrefillResult:
-    """A finished capture request (``EngineLoop.capture_kv``) as a ``PrefillResult``."""
-    if out.kv is None or out.logits is None:
-        raise RuntimeError(f"the engine finished {out.request_id} without its K/V ({out.finish_reason})")
-    m = out.metrics
-    first = m.first_scheduled_time if m.first_scheduled_time is not None else m.arrival_time
-    token = m.first_token_time if m.first_token_time is not None else first
-    compute = round((token - first) * 1000.0, 3)
-    timing = ForwardTiming(compute, round((first - m.arrival_time) * 1000.0, 3), compute,
-                           max(1, m.max_step_requests), next(_PASSES))
-    return _result(lm, tok, out.kv.keys, out.kv.values, out.logits, timing, reused=0, source=KV_FROM_ENGINE)
-
-
-def _engine_prefill(lm: LoadedModel, loop: EngineLoop, tok: Tokenized) -> PrefillResult:
-    """The prompt as one request in the engine, no prefix-cache read; its K/V read from its blocks."""
-    return _engine_result(lm, tok, loop.capture_kv(tok.ids, skip_reading_prefix_cache=True))
-
-
 def prefill(lm: LoadedModel, text: str | None = None, token_ids: list[int] | None = None,
-            max_tokens: int | None = None, *, use_engine: bool = True) -> PrefillResult:
-    """Run the whole prompt through the model, every position computed, and capture every layer's K and V:
-    on the engine when it serves ``lm`` (module docstring), else in one pass of the model's own.
-
-    Text longer than ``max_tokens`` (default 2,048) keeps its first tokens and carries a notice;
-    ``use_engine=False`` runs the model's own pass even when the engine serves ``lm`` (comparisons).
-    """
-    tok = _tokens(lm, text, token_ids, max_tokens)
-    loop = engine_loop_for(lm, len(tok.ids)) if use_engine else None
-    if loop is not None:
-        return _engine_prefill(lm, loop, tok)
+            max_tokens: int | None = None) -> PrefillResult:
+    """Run the whole prompt through the model's own pass over its own cache and capture every layer's K and V.
+    Text longer than ``max_tokens`` (default 2,048) keeps its first tokens and carries a notice. (The pages
+    prefill through ``kvviz.engine.prefill.prefill``, which runs on the engine when it serves ``lm``.)"""
+    tok = tokens_for(lm, text, token_ids, max_tokens)
     cache, logits, timing = forward_request(lm, tok.ids, None)
     keys, values = _capture(cache, lm.info.num_layers)
-    return _result(lm, tok, keys, values, logits, timing, reused=0)
-
-
-def prefill_alone(lm: LoadedModel, prompts: Sequence[Sequence[int]],
-                  quiet_timeout_s: float = QUIET_TIMEOUT_S) -> list[PrefillResult]:
-    """Full prefills of several token-id prompts, each with nothing else in its passes and all the same way:
-    on the engine, each in steps of its own once it is quiet (``EngineLoop.capture_kv_alone``), or, when it
-    does not serve ``lm`` or stays busy for ``quiet_timeout_s``, on the model's own pass. So equal inputs of
-    equal length give bit-equal K/V across them (in an engine step shared with other requests the products
-    can differ in the last bits: other rows, other chunks)."""
-    toks = [tokenize_ids(list(ids), model_name=lm.source.key, max_tokens=max(1, len(ids))) for ids in prompts]
-    loop = engine_loop_for(lm, max(len(t.ids) for t in toks)) if toks else None
-    if loop is not None:
-        outs = loop.capture_kv_alone([t.ids for t in toks], timeout_s=quiet_timeout_s)
-        if outs is not None:
-            return [_engine_result(lm, t, out) for t, out in zip(toks, outs, strict=True)]
-        log.info("the engine stayed busy for %.0f s: these prefills run on the model's own pass", quiet_timeout_s)
-    return [prefill(lm, token_ids=t.ids, max_tokens=max(1, len(t.ids)), use_engine=False) for t in toks]
+    return result_from(lm, tok, keys, values, logits, timing, reused=0)
 
 
 def _check_prefix(lm: LoadedModel, keys: list[torch.Tensor], values: list[torch.Tensor]) -> int:
@@ -352,8 +283,8 @@ def prefill_continue(lm: LoadedModel, prefix_keys: list[torch.Tensor], prefix_va
         cache = lm.new_cache(data)
     out_cache, logits, timing = forward_request(lm, tok.ids[p:], cache)
     keys, values = _capture(out_cache, lm.info.num_layers)
-    return _result(lm, tok, keys, values, logits, timing, reused=p)
+    return result_from(lm, tok, keys, values, logits, timing, reused=p)
 
 
-__all__ = ["KV_FROM_ENGINE", "KV_FROM_MODEL", "ForwardTiming", "PrefillResult", "engine_loop_for", "forward_request",
-           "kv_bytes", "prefill", "prefill_alone", "prefill_continue", "token_pieces"]
+__all__ = ["KV_FROM_ENGINE", "KV_FROM_MODEL", "ForwardTiming", "PrefillResult", "forward_request", "kv_bytes",
+           "next_pass", "prefill", "prefill_continue", "result_from", "token_pieces", "tokens_for"]

@@ -266,7 +266,7 @@ def model_section() -> None:
                 st.error(T.MODEL_ERROR.format(error=error), icon=":material/error:")
             else:
                 try:
-                    from kvviz.model import prefill
+                    from kvviz.engine.prefill import prefill
 
                     with st.spinner(T.MODEL_LOADING):
                         result = prefill(lm, text=text)

@@ -276,7 +276,7 @@ class ModelProbe:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _probe(model_id: str, device: str, dtype: str, _lm: LoadedModel) -> ModelProbe:
-    from kvviz.model import prefill
+    from kvviz.engine.prefill import prefill
     from kvviz.model.tokens import MODEL_PROBE_TEXT
 
     result = prefill(_lm, text=MODEL_PROBE_TEXT)

@@ -190,7 +190,7 @@ def test_embedded_model_native_equals_transformers():
     text = "Привет 😀 مرحبا 你好. The cache keeps keys and values. " * 8
     # the native decoder's own pass (the engine multiplies with oneDNN-packed weights: 3e-6 relative apart,
     # tests/model/test_prefill_engine.py)
-    a, b = prefill(native, text=text, use_engine=False), prefill(hf, text=text)
+    a, b = prefill(native, text=text), prefill(hf, text=text)
     assert a.token_ids == b.token_ids and a.kv_bytes_measured == b.kv_bytes_measured
     assert (a.last_logits - b.last_logits).abs().max().item() <= TOL
     for ka, kb in zip(a.keys + a.values, b.keys + b.values, strict=True):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from kvviz.analysis.prompt_compare import PromptComparison, compare_prompts
+from kvviz.engine.prefill import prefill_alone
 from kvviz.errors import CodedLine
 from kvviz.experiments.edit.diffs import CharEdit, TokenEdit, char_diff, kept_chars, piece_text, token_diff
 from kvviz.experiments.edit.engine_run import (
@@ -37,7 +38,7 @@ from kvviz.experiments.edit.engine_run import (
 )
 from kvviz.experiments.edit.inputs import LABEL_A, LABEL_B, EditInputs
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import PrefillResult, prefill_alone
+from kvviz.model.prefill import PrefillResult
 from kvviz.model.settings import InputError, max_tokens_default
 from kvviz.model.tokens import Tokenized, tokenize
 

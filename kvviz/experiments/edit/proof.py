@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from kvviz.engine.prefill import prefill
 from kvviz.experiments.edit.diffs import piece_text
 from kvviz.experiments.edit.experiment import EditReport, full_prefills
 from kvviz.experiments.edit.timing import EditTiming
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
+from kvviz.model.prefill import PrefillResult, prefill_continue
 
 #: The wrong reuse computes at most this many separate runs of changed blocks (one model call each).
 MAX_COMPUTED_RUNS = 8

@@ -7,9 +7,10 @@ from typing import Any
 
 import torch
 
+from kvviz.engine.prefill import prefill
 from kvviz.experiments.security.collisions import CollisionDemo
 from kvviz.model.loader import LoadedModel
-from kvviz.model.prefill import PrefillResult, prefill, prefill_continue
+from kvviz.model.prefill import PrefillResult, prefill_continue
 from kvviz.model.settings import InputError, check_count
 
 # ----------------------------------------------------------------------------- a collision's consequence
