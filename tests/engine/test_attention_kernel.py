@@ -31,6 +31,15 @@ def op():
     return built
 
 
+def _as_float(memory: PagedKVMemory) -> PagedKVMemory:
+    """The same blocks in fp32 (the reference's inputs: the bf16 values, exactly)."""
+    copy = PagedKVMemory(memory.num_blocks, memory.block_size, KVLayout(1, memory.layout.num_kv_heads,
+                         memory.layout.head_dim, 4), torch.device("cpu"), torch.float32)
+    copy.k[0].copy_(memory.k[0])
+    copy.v[0].copy_(memory.v[0])
+    return copy
+
+
 def _reference(q, memory: PagedKVMemory, layer: int, seqs: list[SeqInput]) -> torch.Tensor:
     """SDPA of each sequence's queries over its K/V gathered from its blocks (query start+i sees 0..start+i)."""
     bs, outs, row = memory.block_size, [], 0
@@ -49,10 +58,11 @@ def _reference(q, memory: PagedKVMemory, layer: int, seqs: list[SeqInput]) -> to
 
 @pytest.mark.parametrize("bs", [16, 32, 64])
 @pytest.mark.parametrize("head_dim,heads,kv_heads", [(64, 9, 3), (64, 4, 4), (128, 8, 2)])
-def test_kernel_equals_sdpa_over_scattered_blocks(op, bs, head_dim, heads, kv_heads):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_kernel_equals_sdpa_over_scattered_blocks(op, bs, head_dim, heads, kv_heads, dtype):
     rng = random.Random(bs * head_dim + heads)
     torch.manual_seed(bs + heads)
-    memory = PagedKVMemory(64, bs, KVLayout(1, kv_heads, head_dim, 4), torch.device("cpu"), torch.float32)
+    memory = PagedKVMemory(64, bs, KVLayout(1, kv_heads, head_dim, dtype.itemsize), torch.device("cpu"), dtype)
     shapes = [(1, 5 * bs + 3), (KERNEL_TILE + 7, 0), (1, 0), (2 * bs + 1, bs - 1), (1, bs), (3, 2 * bs - 3)]
     seqs, free = [], list(range(1, 64))
     rng.shuffle(free)
@@ -60,10 +70,10 @@ def test_kernel_equals_sdpa_over_scattered_blocks(op, bs, head_dim, heads, kv_he
         blocks = [free.pop() for _ in range(-(-(start + n) // bs))]
         seqs.append(SeqInput(list(range(n)), start, blocks, True))
     rows = sum(len(s.token_ids) for s in seqs)
-    q = torch.randn(rows, heads + 2 * kv_heads, head_dim)[:, :heads]  # strided rows, as the model hands them
-    k, v = torch.randn(rows, kv_heads, head_dim), torch.randn(rows, kv_heads, head_dim)
+    q = torch.randn(rows, heads + 2 * kv_heads, head_dim).to(dtype)[:, :heads]  # strided rows, as the model's
+    k, v = torch.randn(rows, kv_heads, head_dim).to(dtype), torch.randn(rows, kv_heads, head_dim).to(dtype)
     for s in seqs:  # the past of every sequence in its blocks; the step's own K/V are written by attend
-        past = torch.randn(s.start, kv_heads, head_dim), torch.randn(s.start, kv_heads, head_dim)
+        past = torch.randn(s.start, kv_heads, head_dim).to(dtype), torch.randn(s.start, kv_heads, head_dim).to(dtype)
         for p in range(s.start):
             slot = s.block_ids[p // bs] * bs + p % bs
             memory.k[0].view(-1, kv_heads, head_dim)[slot] = past[0][p]
@@ -71,9 +81,12 @@ def test_kernel_equals_sdpa_over_scattered_blocks(op, bs, head_dim, heads, kv_he
     attn = PagedAttention(memory, seqs, heads, kv_heads, head_dim)
     assert attn.kernel is op
     out = attn.attend(0, q, k, v)
-    ref = _reference(q, memory, 0, seqs)
-    assert out.shape == (rows, heads, head_dim)
-    assert (out - ref).abs().max().item() <= 2e-6
+    assert out.shape == (rows, heads, head_dim) and out.dtype == dtype
+    if dtype == torch.float32:
+        assert (out - _reference(q, memory, 0, seqs)).abs().max().item() <= 2e-6
+    else:  # computed in fp32 from the bf16 values, then rounded once: within one bf16 step of the fp32 answer
+        ref = _reference(q.float(), _as_float(memory), 0, seqs)
+        assert ((out.float() - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all()
 
 
 def test_engine_logits_and_tokens_equal_with_and_without_the_kernel(op, monkeypatch):

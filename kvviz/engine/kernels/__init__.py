@@ -1,8 +1,9 @@
 """kvviz's compiled CPU kernels, built from source on this machine on first use (torch's C++ extension
-loader, gcc): today one, ``paged_attention`` (``paged_attention.cpp``), fp32 attention that reads each
+loader, gcc): today one, ``paged_attention`` (``paged_attention.cpp``), fp32 or bf16 attention (computed in
+fp32) that reads each
 sequence's K/V in place from the engine's blocks through its block table, as vLLM's CPU attention does.
 
-Invariant: a kernel is used only where it applies (CPU, fp32, head_dim 64 or 128, block size 16, 32 or 64)
+Invariant: a kernel is used only where it applies (CPU, fp32 or bf16, head_dim 64 or 128, block size 16, 32 or 64)
 and only once it built and loaded; otherwise ``paged_attention_op`` returns None and the engine uses torch's
 SDPA (the same numbers to ~1e-6). ``KVVIZ_ATTENTION_KERNEL=0`` turns it off. Built once per source version
 into torch's extensions folder (``TORCH_EXTENSIONS_DIR``), about a minute on two cores; ``make install``
@@ -33,7 +34,7 @@ _state: dict[str, object] = {}  # "op": the loaded function, or "error": why the
 
 def applies(device: torch.device, dtype: torch.dtype, head_dim: int, block_size: int) -> bool:
     """Whether the compiled kernel computes this engine's attention (else SDPA does)."""
-    return (device.type == "cpu" and dtype == torch.float32 and head_dim in HEAD_DIMS
+    return (device.type == "cpu" and dtype in (torch.float32, torch.bfloat16) and head_dim in HEAD_DIMS
             and block_size in BLOCK_SIZES)
 
 

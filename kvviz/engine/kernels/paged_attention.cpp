@@ -1,4 +1,4 @@
-// Paged attention for the CPU, fp32: every query row attends to positions 0..its own of its sequence, whose
+// Paged attention for the CPU, fp32 or bf16 (computed in fp32): every query row attends to positions 0..its own of its sequence, whose
 // K/V are read in place from the engine's blocks through the sequence's block table (no gather, no copy).
 // One work item = one query tile of one sequence x one K/V head: its rows (tile positions x the query heads
 // of that K/V head) sweep the sequence's key blocks once, with a running (online) softmax per row.
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +23,25 @@ constexpr float kMasked = -1e30f;  // a score that must not count (a key after t
 inline v16 load(const float* p) { v16 r; std::memcpy(&r, p, sizeof r); return r; }
 inline void store(float* p, v16 x) { std::memcpy(p, &x, sizeof x); }
 #ifdef __AVX512F__
+typedef unsigned short u16x16 __attribute__((vector_size(32)));
+
+// K, V, Q and the output are fp32 (float) or bf16 (its 16 raw bits, uint16_t); arithmetic is fp32 throughout.
+inline float to_f32(float x) { return x; }
+inline float to_f32(uint16_t b) { const uint32_t u = static_cast<uint32_t>(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+inline v16 load_row(const float* p) { return load(p); }
+inline v16 load_row(const uint16_t* p) {  // 16 bf16 -> 16 floats: each one's bits in the high half
+  u16x16 h;
+  std::memcpy(&h, p, sizeof h);
+  i16v w = __builtin_convertvector(h, i16v) << 16;
+  return reinterpret_cast<v16&>(w);
+}
+inline void put(float* p, float x) { *p = x; }
+inline void put(uint16_t* p, float x) {  // round to nearest even, as torch's float -> bfloat16 (NaN stays NaN)
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  *p = (x != x) ? static_cast<uint16_t>((u >> 16) | 0x40) : static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
 inline v16 splat(float x) { return reinterpret_cast<v16>(_mm512_set1_ps(x)); }
 #else
 inline v16 splat(float x) { return v16{} + x; }
@@ -92,12 +112,12 @@ inline void scores(const float* qs, const float* kt, float (*p)[KC]) {
 
 // The same for at most RB rows (a decode token's query heads) straight from the keys' rows, one dot product
 // per (row, key): no transposed copy, which would cost more than these few rows' products.
-template <int D>
-inline void scores_direct(const float* qs, int n_rows, const float* const* krow, int nk, float (*p)[KC]) {
+template <typename T, int D>
+inline void scores_direct(const float* qs, int n_rows, const T* const* krow, int nk, float (*p)[KC]) {
   constexpr int ND = D / 16;
   for (int j = 0; j < nk; ++j) {
     v16 k[ND];
-    for (int c = 0; c < ND; ++c) k[c] = load(krow[j] + c * 16);
+    for (int c = 0; c < ND; ++c) k[c] = load_row(krow[j] + c * 16);
     for (int rr = 0; rr < n_rows; ++rr) {
       v16 acc = load(qs + rr * D) * k[0];
       for (int c = 1; c < ND; ++c) acc += load(qs + rr * D + c * 16) * k[c];
@@ -108,9 +128,9 @@ inline void scores_direct(const float* qs, int n_rows, const float* const* krow,
     for (int j = nk; j < KC; ++j) p[rr][j] = 0.f;
 }
 
-template <int ND>
-void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, const float* kc, const float* vc,
-                 const int64_t* tables, int bs, int heads, int kv_heads, float scale, float* out) {
+template <typename T, int ND>
+void attend_tile(const Item& it, int kvh, const T* q, int64_t q_stride, const T* kc, const T* vc,
+                 const int64_t* tables, int bs, int heads, int kv_heads, float scale, T* out) {
   constexpr int D = ND * 16;
   const int group = heads / kv_heads;
   const int rows = static_cast<int>(it.npos) * group;
@@ -122,14 +142,14 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
     const int i = std::min(r / group, static_cast<int>(it.npos) - 1);
     pos[r] = static_cast<float>(it.pos0 + i);
     if (r < rows) {
-      const float* src = q + (it.row0 + i) * q_stride + (static_cast<int64_t>(kvh) * group + r % group) * D;
-      for (int d = 0; d < D; ++d) qs[static_cast<size_t>(r) * D + d] = src[d] * scale;
+      const T* src = q + (it.row0 + i) * q_stride + (static_cast<int64_t>(kvh) * group + r % group) * D;
+      for (int d = 0; d < D; ++d) qs[static_cast<size_t>(r) * D + d] = to_f32(src[d]) * scale;
     }
   }
   const int64_t last = it.pos0 + it.npos - 1;  // the tile's last position: keys 0..last are read
   const int64_t token_stride = static_cast<int64_t>(kv_heads) * D;
-  const float* krow[KC];  // where each key of the chunk lives (its block, its slot)
-  const float* vrow_at[KC];
+  const T* krow[KC];  // where each key of the chunk lives (its block, its slot)
+  const T* vrow_at[KC];
   for (int64_t key0 = 0; key0 <= last; key0 += KC) {
     const int nk = static_cast<int>(std::min<int64_t>(KC, last + 1 - key0));
     for (int j = 0; j < nk; ++j) {
@@ -141,7 +161,7 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
     const bool few = padded == RB;  // a decode token's rows: scores straight from the key rows
     for (int d = 0; d < D && !few; ++d) {  // K of the chunk transposed: kt[d][j] (zeros past the last key), rows written in order
       float* dst = &kt[static_cast<size_t>(d) * KC];
-      for (int j = 0; j < nk; ++j) dst[j] = krow[j][d];
+      for (int j = 0; j < nk; ++j) dst[j] = to_f32(krow[j][d]);
       for (int j = nk; j < KC; ++j) dst[j] = 0.f;
     }
     const bool masks = key0 + KC - 1 > it.pos0;  // a key of this chunk may follow some row's position
@@ -151,7 +171,7 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
     for (int r0 = 0; r0 < padded; r0 += RS) {
       const int n_rows = std::min(RS, padded - r0);  // RS, or RB for the last rows
       if (few)
-        scores_direct<D>(&qs[static_cast<size_t>(r0) * D], n_rows, krow, nk, p);
+        scores_direct<T, D>(&qs[static_cast<size_t>(r0) * D], n_rows, krow, nk, p);
       else if (n_rows == RS)
         scores<RS, D>(&qs[static_cast<size_t>(r0) * D], kt.data(), p);
       else
@@ -183,7 +203,7 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
           for (int c = 0; c < ND; ++c) acc[rr][c] = load(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16]) * alpha[g0 + rr];
         for (int j = 0; j < nk; ++j) {
           v16 vrow[ND];
-          for (int c = 0; c < ND; ++c) vrow[c] = load(vrow_at[j] + c * 16);
+          for (int c = 0; c < ND; ++c) vrow[c] = load_row(vrow_at[j] + c * 16);
           for (int rr = 0; rr < RB; ++rr) {
             const v16 b = splat(p[g0 + rr][j]);
             for (int c = 0; c < ND; ++c) acc[rr][c] += b * vrow[c];
@@ -196,21 +216,21 @@ void attend_tile(const Item& it, int kvh, const float* q, int64_t q_stride, cons
   }
   for (int r = 0; r < rows; ++r) {
     const int i = r / group;
-    float* dst = out + ((it.row0 + i) * heads + static_cast<int64_t>(kvh) * group + r % group) * D;
+    T* dst = out + ((it.row0 + i) * heads + static_cast<int64_t>(kvh) * group + r % group) * D;
     const float inv = 1.f / l[r];
-    for (int d = 0; d < D; ++d) dst[d] = o[static_cast<size_t>(r) * D + d] * inv;
+    for (int d = 0; d < D; ++d) put(dst + d, o[static_cast<size_t>(r) * D + d] * inv);
   }
 }
 
-template <int ND>
-void run_all(const Item* items, int64_t n_items, const float* q, int64_t q_stride, const float* kc, const float* vc,
-             const int64_t* tables, int bs, int heads, int kv_heads, float scale, float* out) {
+template <typename T, int ND>
+void run_all(const Item* items, int64_t n_items, const T* q, int64_t q_stride, const T* kc, const T* vc,
+             const int64_t* tables, int bs, int heads, int kv_heads, float scale, T* out) {
   // Work (tile x K/V head) is handed out one at a time, the last tiles of each sequence first: a tile's cost
   // grows with its position, so equal contiguous shares (at::parallel_for) would leave one thread the heavy end.
   const int64_t n_work = n_items * kv_heads;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t w = n_work - 1; w >= 0; --w)
-    attend_tile<ND>(items[w / kv_heads], static_cast<int>(w % kv_heads), q, q_stride, kc, vc, tables, bs, heads,
+    attend_tile<T, ND>(items[w / kv_heads], static_cast<int>(w % kv_heads), q, q_stride, kc, vc, tables, bs, heads,
                     kv_heads, scale, out);
 }
 
@@ -220,7 +240,9 @@ void run_all(const Item* items, int64_t n_items, const float* q, int64_t q_strid
 // tables [*] int64 block ids, items [n, 4] int64 (first row, positions, first position, table offset) -> [T, heads, d]
 torch::Tensor paged_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache, torch::Tensor tables,
                               torch::Tensor items, double scale) {
-  TORCH_CHECK(q.dtype() == torch::kFloat32 && k_cache.dtype() == torch::kFloat32, "fp32 only");
+  const bool bf16 = q.dtype() == torch::kBFloat16;
+  TORCH_CHECK((q.dtype() == torch::kFloat32 || bf16) && k_cache.dtype() == q.dtype() && v_cache.dtype() == q.dtype(),
+              "fp32 or bf16, the same for q, K and V");
   TORCH_CHECK(q.dim() == 3 && q.stride(2) == 1 && q.stride(1) == q.size(2), "q rows of [heads, d]");
   TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "contiguous K/V blocks");
   TORCH_CHECK(tables.is_contiguous() && items.is_contiguous() && items.size(1) == 4, "tables, items");
@@ -230,20 +252,21 @@ torch::Tensor paged_attention(torch::Tensor q, torch::Tensor k_cache, torch::Ten
   const auto* it = reinterpret_cast<const Item*>(items.data_ptr<int64_t>());
   const int64_t n = items.size(0);
   const float s = static_cast<float>(scale);
+  const int64_t* tab = tables.data_ptr<int64_t>();
   TORCH_CHECK(KC % bs == 0, "block size must divide 64");
-  if (d == 64) {
-    run_all<4>(it, n, q.data_ptr<float>(), q.stride(0), k_cache.data_ptr<float>(), v_cache.data_ptr<float>(),
-               tables.data_ptr<int64_t>(), bs, heads, kv_heads, s, out.data_ptr<float>());
-    return out;
-  }
-  if (d == 128) {
-    run_all<8>(it, n, q.data_ptr<float>(), q.stride(0), k_cache.data_ptr<float>(), v_cache.data_ptr<float>(),
-               tables.data_ptr<int64_t>(), bs, heads, kv_heads, s, out.data_ptr<float>());
-    return out;
-  }
+#define KVVIZ_RUN(T, ND)                                                                                        \
+  run_all<T, ND>(it, n, reinterpret_cast<const T*>(q.data_ptr()), q.stride(0),                                   \
+                 reinterpret_cast<const T*>(k_cache.data_ptr()), reinterpret_cast<const T*>(v_cache.data_ptr()),  \
+                 tab, bs, heads, kv_heads, s, reinterpret_cast<T*>(out.data_ptr()));                              \
+  return out;
+  if (d == 64 && !bf16) { KVVIZ_RUN(float, 4) }
+  if (d == 128 && !bf16) { KVVIZ_RUN(float, 8) }
+  if (d == 64 && bf16) { KVVIZ_RUN(uint16_t, 4) }
+  if (d == 128 && bf16) { KVVIZ_RUN(uint16_t, 8) }
+#undef KVVIZ_RUN
   TORCH_CHECK(false, "head_dim 64 or 128 only");
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("paged_attention", &paged_attention, "paged attention over the engine's blocks (CPU, fp32)");
+  m.def("paged_attention", &paged_attention, "paged attention over the engine's blocks (CPU, fp32 or bf16)");
 }
