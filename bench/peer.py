@@ -45,16 +45,25 @@ def run_peer_tests(plugin: PeerPlugin) -> int:
                            plugins=[plugin]))
 
 
+def bf16_lane() -> bool:
+    """Whether to time both engines in bf16 too: the CPU has AVX512-BF16 (or AMX) and PEER_BF16 is not 0."""
+    import torch
+
+    if os.environ.get("PEER_BF16", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
 def _memory_bound(threads: Threads, per_token_ms: dict[str, float]) -> dict[str, Any]:
     import torch
 
-    from bench.membound import weight_read
+    from bench.membound import weight_read, weight_tensors
 
     before = torch.get_num_threads()
     if threads.cores is not None:
         torch.set_num_threads(threads.cores)
     try:
-        read = weight_read()
+        read = weight_read(tensors=[t.to(getattr(torch, threads.dtype)) for t in weight_tensors()])
     finally:
         torch.set_num_threads(before)
     return {"weights_bytes": read.nbytes, "weights_read_ms": read.ms, "weights_read_ms_runs": read.runs,
@@ -78,7 +87,8 @@ def _one_config(workdir: Path, threads: Threads, tok, rounds: int, first: bool, 
         load0 = load_average()
         figures = measure(peers, tok, rounds, threads.label)
         bound = _memory_bound(threads, {n: f["ms_per_token_1"] for n, f in figures.items()})
-        out["runs"][threads.label] = {"threads": threads.cores, "load_start": load0, "load_end": load_average(),
+        out["runs"][threads.label] = {"threads": threads.cores, "dtype": threads.dtype, "load_start": load0,
+                                      "load_end": load_average(),
                                       "figures": figures, "ratios_kvviz_over_vllm": ratios(figures),
                                       "memory_bound": bound}
     return code
@@ -94,6 +104,8 @@ def main(argv: list[str]) -> int:
     rounds = int(os.environ.get("PEER_ROUNDS", "3"))
     cores = os.cpu_count() or 1
     configs = [Threads(None), Threads(cores)]
+    if bf16_lane():
+        configs.append(Threads(cores, "bfloat16"))
     out: dict[str, Any] = {
         "started": utc_now(), "machine": machine(), "load_start": load_average(), "vllm": VLLM_PACKAGE,
         "settings": {"block_size": BLOCK_SIZE, "num_blocks": NUM_BLOCKS, "kvviz_kv_cache_mib": KV_CACHE_MIB,
@@ -101,7 +113,9 @@ def main(argv: list[str]) -> int:
                      "defaults": "vLLM: VLLM_CPU_OMP_THREADS_BIND=auto (one core kept for its API server); "
                                  "kvviz: torch's default threads",
                      "same": f"vLLM: VLLM_CPU_OMP_THREADS_BIND=0-{cores - 1}, VLLM_CPU_NUM_OF_RESERVED_CPU=0; "
-                             f"kvviz: OMP_NUM_THREADS={cores}, taskset -c 0-{cores - 1}"},
+                             f"kvviz: OMP_NUM_THREADS={cores}, taskset -c 0-{cores - 1}",
+                     "bf16": "the same cores and threads, both engines in bfloat16 (kvviz's K/V budget halved, "
+                             f"{KV_CACHE_MIB // 2} MiB, for the same {NUM_BLOCKS} blocks); PEER_BF16=0 skips it"},
         "start_s": {}, "runs": {}}
     workdir = Path(tempfile.mkdtemp(prefix="kvviz-peer-"))
     code = 0

@@ -59,7 +59,8 @@ def _run_table(label: str, run: dict[str, Any], settings: str) -> list[str]:
                       f"{kind.replace('_', ' ')}: vLLM {sv:.2f} (kvviz {vo:.2f}), kvviz {sk:.2f} (vLLM {ko:.2f})"
                       for kind, sv, sk, vo, ko in cores) + "."]
     over = bound["ms_per_token_over_read"]
-    lines += ["", f"Memory bound: reading the {bound['weights_bytes'] / 1e6:,.0f} MB of fp32 weights once took "
+    dtype = {"float32": "fp32", "bfloat16": "bf16"}.get(run.get("dtype", "float32"), run.get("dtype"))
+    lines += ["", f"Memory bound: reading the {bound['weights_bytes'] / 1e6:,.0f} MB of {dtype} weights once took "
               f"{bound['weights_read_ms']} ms (median, {bound['threads']} threads, "
               f"{bound['weights_read_gb_s']} GB/s); one stream's time per output token is "
               f"{over.get('vllm')}x that on vLLM and {over.get('kvviz')}x on kvviz (target: kvviz within 2x)."]
@@ -115,5 +116,7 @@ def section(path: Path = RESULTS) -> str:
     labels = {"defaults": ("Each engine at its defaults", s["defaults"])}
     for name, run in data["runs"].items():
         title, text = labels.get(name, (f"Both on the same cores and threads ({run['threads']})", s["same"]))
+        if run.get("dtype", "float32") != "float32":
+            title, text = f"Both in {run['dtype']} on the same cores and threads ({run['threads']})", s.get("bf16", "")
         lines += _run_table(title, run, text)
     return "\n".join(lines) + "\n"

@@ -37,13 +37,21 @@ class PeerError(RuntimeError):
 
 @dataclass(frozen=True)
 class Threads:
-    """How many compute threads on which cores: ``None`` is each engine's own default."""
+    """How many compute threads on which cores (``None``: each engine's own default), and the dtype both
+    engines compute in."""
 
     cores: int | None = None
+    dtype: str = "float32"
 
     @property
     def label(self) -> str:
-        return "defaults" if self.cores is None else f"same_{self.cores}_threads"
+        base = "defaults" if self.cores is None else f"same_{self.cores}_threads"
+        return base if self.dtype == "float32" else f"{base}_{self.dtype}"
+
+    @property
+    def kv_cache_mib(self) -> int:
+        """kvviz's K/V budget holding ``NUM_BLOCKS`` blocks in this dtype (half of fp32's in bf16)."""
+        return KV_CACHE_MIB if self.dtype == "float32" else KV_CACHE_MIB // 2
 
 
 def free_port() -> int:
@@ -157,7 +165,7 @@ def start_vllm(workdir: Path, events_endpoint: str, threads: Threads) -> Server:
               "replay_endpoint": None, "topic": ""}
     argv = [str(PEER_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
             "--tokenizer", str(tok), "--served-model-name", SERVED_MODEL, "--host", "127.0.0.1",
-            "--port", str(port), "--dtype", "float32", "--block-size", str(BLOCK_SIZE),
+            "--port", str(port), "--dtype", threads.dtype, "--block-size", str(BLOCK_SIZE),
             "--num-gpu-blocks-override", str(NUM_BLOCKS), "--max-model-len", str(MAX_MODEL_LEN),
             "--enable-prefix-caching", "--enable-prompt-tokens-details", "--generation-config", "vllm",
             "--kv-events-config", json.dumps(events)]
@@ -173,10 +181,10 @@ def start_kvviz(workdir: Path, events_endpoint: str, threads: Threads) -> Server
     """``kvviz serve`` with vLLM's settings; it binds its KV-event PUB on ``events_endpoint`` (no replay)."""
     port = free_port()
     argv = [sys.executable, "-m", "kvviz", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--block-size", str(BLOCK_SIZE), "--kv-cache-mib", str(KV_CACHE_MIB), "--max-model-len",
+            "--block-size", str(BLOCK_SIZE), "--kv-cache-mib", str(threads.kv_cache_mib), "--max-model-len",
             str(MAX_MODEL_LEN), "--kv-events-endpoint", events_endpoint, "--kv-events-replay-endpoint", "none"]
     env = _base_env()
-    env["KVVIZ_DTYPE"] = "float32"
+    env["KVVIZ_DTYPE"] = threads.dtype
     if threads.cores is not None:
         env["OMP_NUM_THREADS"] = str(threads.cores)
         argv = ["taskset", "-c", f"0-{threads.cores - 1}", *argv]
