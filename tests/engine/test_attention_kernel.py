@@ -22,6 +22,7 @@ from kvviz.settings import settings
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None or not settings().attention_kernel,
                                 reason="no C++ compiler here (or KVVIZ_ATTENTION_KERNEL=0): the engine uses SDPA")
+# with g++ here (and ninja, pinned in requirements.txt) the kernel must build: the fixture below fails otherwise
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ builds it ahead (``python -m kvviz.engine.kernels``).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -39,7 +40,12 @@ def applies(device: torch.device, dtype: torch.dtype, head_dim: int, block_size:
 
 
 def _build() -> PagedAttentionOp:
-    from torch.utils.cpp_extension import load
+    from torch.utils.cpp_extension import is_ninja_available, load
+
+    if not is_ninja_available():  # the pinned ninja package's binary, when its venv's bin is not on PATH
+        import ninja
+
+        os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 
     module = load(name="kvviz_paged_attention", sources=[str(SOURCE)],
                   extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast"],
