@@ -15,10 +15,14 @@ SmolLM2-135M), once per model: every engine over the same model shares it (``pac
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from kvviz.engine.kernels import silu_and_mul_op
+from kvviz.model.llama import silu_and_mul
 
 #: rows the packed layout is tuned for (oneDNN's batch-size hint; any number of rows works)
 PACK_HINT_ROWS = 16
@@ -48,12 +52,13 @@ class Proj:
 
 @dataclass
 class LayerWeights:
-    """One decoder layer's projections: Q/K/V as one, O, gate/up as one, down."""
+    """One decoder layer's projections: Q/K/V as one, O, gate/up as one, down; and the MLP's gated product."""
 
     qkv: Proj  # [T, hidden] -> [T, (heads + 2 kv_heads) * head_dim]
     o: Proj
     gate_up: Proj  # [T, hidden] -> [T, 2 * intermediate]
     down: Proj
+    act: Callable[[torch.Tensor], torch.Tensor] = silu_and_mul  # [T, 2 * intermediate] -> [T, intermediate]
 
 
 def _joined(fused, parts: list, pack: bool) -> torch.Tensor:
@@ -79,6 +84,8 @@ class StepWeights:
     def __init__(self, model) -> None:
         first = model.lm_head.weight
         self.pack = can_pack(first.device, first.dtype)
+        fused = silu_and_mul_op() if self.pack else None  # the kernels' one pass (same CPU, fp32/bf16 cases)
+        act = fused if fused is not None else silu_and_mul
         self.layers: list[LayerWeights] = []
         with torch.no_grad():
             for layer in model.model.layers:
@@ -86,7 +93,8 @@ class StepWeights:
                 qkv = _joined(a.qkv, [a.q_proj, a.k_proj, a.v_proj], self.pack)  # [q + 2 kv, hidden]
                 gate_up = _joined(m.gate_up, [m.gate_proj, m.up_proj], self.pack)  # [2 * inter, hidden]
                 self.layers.append(LayerWeights(Proj(qkv, self.pack), Proj(a.o_proj.weight, self.pack),
-                                                Proj(gate_up, self.pack), Proj(m.down_proj.weight, self.pack)))
+                                                Proj(gate_up, self.pack), Proj(m.down_proj.weight, self.pack),
+                                                act))
             self.lm_head = Proj(model.lm_head.weight, self.pack)
         self._watched = _watched(model)
 

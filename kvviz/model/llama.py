@@ -205,7 +205,14 @@ class Projections(Protocol):
     qkv: Project  # [T, hidden] -> [T, (heads + 2 kv_heads) * head_dim]
     o: Project  # [T, heads * head_dim] -> [T, hidden]
     gate_up: Project  # [T, hidden] -> [T, 2 * intermediate]
+    act: Project  # [T, 2 * intermediate] (gate | up) -> silu(gate) * up [T, intermediate]
     down: Project  # [T, intermediate] -> [T, hidden]
+
+
+def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """``[..., 2I]`` (gate | up) -> silu(gate) * up ``[..., I]``, as transformers' LlamaMLP computes it."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate).mul_(up)
 
 
 def _side_by_side(parts: list[Linear]) -> Project:
@@ -221,6 +228,7 @@ class OwnProjections:
         self.qkv: Project = a.qkv.joined if a.qkv is not None else _side_by_side([a.q_proj, a.k_proj, a.v_proj])
         self.o: Project = a.o_proj
         self.gate_up: Project = m.gate_up.joined if m.gate_up is not None else _side_by_side([m.gate_proj, m.up_proj])
+        self.act: Project = silu_and_mul
         self.down: Project = m.down_proj
 
 
@@ -266,8 +274,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor, proj: Projections) -> torch.Tensor:
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``."""
-        gate, up = proj.gate_up(x).chunk(2, dim=-1)  # [T, intermediate] each
-        return proj.down(F.silu(gate).mul_(up))
+        return proj.down(proj.act(proj.gate_up(x)))  # [T, 2 intermediate] -> [T, intermediate] -> [T, hidden]
 
 
 class DecoderLayer(nn.Module):

@@ -114,3 +114,21 @@ def test_engine_logits_and_tokens_equal_with_and_without_the_kernel(op, monkeypa
     tol = 1e-5 * without[0].abs().max().item()
     assert (with_kernel[0] - without[0]).abs().max().item() <= tol
     assert with_kernel[1] == without[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_fused_silu_and_mul_equals_torch(op, dtype):
+    from kvviz.engine.kernels import silu_and_mul_op
+    from kvviz.model.llama import silu_and_mul
+
+    fused = silu_and_mul_op()
+    assert fused is not None
+    torch.manual_seed(1)
+    x = (torch.randn(37, 2 * 1539) * 6).to(dtype)  # 1,539: a tail shorter than one vector; values to +-30
+    x[0, :4] = torch.tensor([-200.0, -88.5, 90.0, 0.0])  # past the exponent's clamps, and zero
+    got, ref = fused(x), silu_and_mul(x.float())
+    assert got.shape == (37, 1539) and got.dtype == dtype
+    if dtype == torch.float32:
+        assert torch.allclose(got, ref, rtol=2e-6, atol=1e-6)
+    else:  # one rounding to bf16 of the fp32 answer (torch rounds twice: after silu and after the product)
+        assert ((got.float() - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all()

@@ -30,7 +30,7 @@ PagedAttentionOp = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Ten
                             torch.Tensor]
 
 _lock = threading.Lock()
-_state: dict[str, object] = {}  # "op": the loaded function, or "error": why there is none
+_state: dict[str, object] = {}  # "module": the loaded extension, or "error": why there is none
 
 
 def applies(device: torch.device, dtype: torch.dtype, head_dim: int, block_size: int) -> bool:
@@ -39,7 +39,7 @@ def applies(device: torch.device, dtype: torch.dtype, head_dim: int, block_size:
             and block_size in BLOCK_SIZES)
 
 
-def _build() -> PagedAttentionOp:
+def _build() -> object:
     from torch.utils.cpp_extension import is_ninja_available, load
 
     if not is_ninja_available():  # the pinned ninja package's binary, when its venv's bin is not on PATH
@@ -50,7 +50,7 @@ def _build() -> PagedAttentionOp:
     module = load(name="kvviz_paged_attention", sources=[str(SOURCE)],
                   extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast"],
                   extra_ldflags=["-fopenmp"], verbose=False)
-    return module.paged_attention
+    return module
 
 
 def paged_attention_op() -> PagedAttentionOp | None:
@@ -61,13 +61,22 @@ def paged_attention_op() -> PagedAttentionOp | None:
     if not settings().attention_kernel:
         return None
     with _lock:
-        if "op" not in _state and "error" not in _state:
+        if "module" not in _state and "error" not in _state:
             try:
-                _state["op"] = _build()
+                _state["module"] = _build()
             except Exception as exc:  # noqa: BLE001 - any build failure means: use SDPA
                 _state["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
                 log.warning("paged attention kernel unavailable, using torch SDPA (%s)", _state["error"])
-        return _state.get("op")  # type: ignore[return-value]
+        module = _state.get("module")
+        return None if module is None else module.paged_attention  # type: ignore[attr-defined]
+
+
+def silu_and_mul_op() -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The compiled SiLU-gated product (``[T, 2I]`` -> ``[T, I]``, fp32 or bf16 on the CPU), or None as for
+    ``paged_attention_op``."""
+    if paged_attention_op() is None:
+        return None
+    return _state["module"].silu_and_mul  # type: ignore[attr-defined]
 
 
 def unavailable_reason() -> str | None:

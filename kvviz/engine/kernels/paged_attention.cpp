@@ -55,11 +55,12 @@ inline float lane_max(v16 x) { float m = x[0]; for (int i = 1; i < 16; ++i) m = 
 inline float lane_sum(v16 x) { float s = 0.f; for (int i = 0; i < 16; ++i) s += x[i]; return s; }
 #endif
 
-// e^x for x <= 0 (scores minus their running maximum): 2^n * e^r with n = round(x / ln 2), |r| <= ln2 / 2,
-// e^r by its Taylor series to r^7 (relative error below 1e-8); arguments under -87 give exactly 0.
-inline v16 exp_nonpositive(v16 x) {
-  const v16 floor_arg = splat(-87.f);
+// e^x: 2^n * e^r with n = round(x / ln 2), |r| <= ln2 / 2, e^r by its Taylor series to r^7 (relative error
+// below 1e-8); arguments under -87 give exactly 0 (a masked score), over 88 are taken as 88 (e^88 ~ 1.7e38).
+inline v16 vexp(v16 x) {
+  const v16 floor_arg = splat(-87.f), ceil_arg = splat(88.f);
   v16 xc = x < floor_arg ? floor_arg : x;
+  xc = xc > ceil_arg ? ceil_arg : xc;
   v16 t = xc * 1.4426950408889634f + 0.5f;
   i16v ti = __builtin_convertvector(t, i16v);        // toward zero
   v16 n = __builtin_convertvector(ti, v16);
@@ -190,7 +191,7 @@ void attend_tile(const Item& it, int kvh, const T* q, int64_t q_stride, const T*
         alpha[rr] = std::exp(m[r] - mx);
         v16 vsum = splat(0.f);
         for (int v = 0; v < NV; ++v) {
-          const v16 e = exp_nonpositive(sc[v] - mx);
+          const v16 e = vexp(sc[v] - mx);
           vsum += e;
           store(&p[rr][v * 16], e);
         }
@@ -267,6 +268,43 @@ torch::Tensor paged_attention(torch::Tensor q, torch::Tensor k_cache, torch::Ten
   TORCH_CHECK(false, "head_dim 64 or 128 only");
 }
 
+// The SiLU-gated product of the MLP: x [T, 2I] (gate | up, side by side) -> silu(gate) * up [T, I], in fp32
+// (bf16 in and out: one rounding at the end), rows split over torch's OpenMP threads.
+template <typename T>
+void silu_mul_rows(const T* x, T* out, int64_t rows, int64_t inter) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* gate = x + r * 2 * inter;
+    const T* up = gate + inter;
+    T* dst = out + r * inter;
+    int64_t i = 0;
+    for (; i + 16 <= inter; i += 16) {
+      const v16 g = load_row(gate + i);
+      const v16 e = vexp(splat(0.f) - g);  // e^-g
+      const v16 y = g / (splat(1.f) + e) * load_row(up + i);
+      for (int t = 0; t < 16; ++t) put(dst + i + t, y[t]);
+    }
+    for (; i < inter; ++i) {
+      const float g = to_f32(gate[i]);
+      put(dst + i, g / (1.f + std::exp(-g)) * to_f32(up[i]));
+    }
+  }
+}
+
+torch::Tensor silu_and_mul(torch::Tensor x) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.size(1) % 2 == 0, "x [T, 2I] contiguous");
+  TORCH_CHECK(x.dtype() == torch::kFloat32 || x.dtype() == torch::kBFloat16, "fp32 or bf16");
+  const int64_t rows = x.size(0), inter = x.size(1) / 2;
+  auto out = torch::empty({rows, inter}, x.options());
+  if (x.dtype() == torch::kFloat32)
+    silu_mul_rows(x.data_ptr<float>(), out.data_ptr<float>(), rows, inter);
+  else
+    silu_mul_rows(reinterpret_cast<const uint16_t*>(x.data_ptr()), reinterpret_cast<uint16_t*>(out.data_ptr()), rows,
+                  inter);
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("paged_attention", &paged_attention, "paged attention over the engine's blocks (CPU, fp32 or bf16)");
+  m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up of x = [gate | up] (CPU, fp32 or bf16)");
 }
