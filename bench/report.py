@@ -84,10 +84,12 @@ def render(data: dict) -> str:
 
 
 def render_file(source: Path = RESULTS, page: Path = PAGE) -> Path:
-    """Write the page: ``source``'s modules, then the peer section of ``peer-results.json`` if one exists."""
+    """Write the page: ``source``'s modules, then the peer section of ``peer-results.json`` and the before/after
+    section of ``bench-compare.json``, each if its file exists."""
+    from bench.before_after import section as before_after
     from bench.peer_report import section
 
-    page.write_text(render(json.loads(source.read_text())) + section(), encoding="utf-8")
+    page.write_text(render(json.loads(source.read_text())) + section() + before_after(), encoding="utf-8")
     return page
 
 

@@ -51,9 +51,10 @@ def test_every_number_on_the_page_comes_from_the_json():
 
 def test_the_committed_page_is_the_committed_json_rendered():
     data = json.loads(report.RESULTS.read_text())
+    from bench.before_after import section as before_after  # then bench-compare.json's before/after section
     from bench.peer_report import section  # the peer section (make peer's peer-results.json) follows
 
-    assert report.PAGE.read_text(encoding="utf-8") == report.render(data) + section()
+    assert report.PAGE.read_text(encoding="utf-8") == report.render(data) + section() + before_after()
     assert data["machine"]["cpu"] and data["machine"]["torch"] and data["modules"]
     for run in data["modules"].values():
         assert run["started"].endswith("UTC") and run["load_start"] and all(k in data["results"] for k in run["keys"])
