@@ -95,12 +95,12 @@ def run(results: dict) -> None:
 
         radio = page.get_by_text(T.KV_V, exact=True).first
         radio.scroll_into_view_if_needed()
-        before = page.locator(CHART).nth(2).inner_html()
         start = time.perf_counter()
         radio.click()
-        page.wait_for_function("(old) => { const c = document.querySelectorAll("
-                               "'[data-testid=\"stPlotlyChart\"]')[2]; return c && c.innerHTML !== old; }",
-                               arg=before)
+        # the map's own title names V: its markup changes (stale styling) ~40 ms after the click, before the
+        # fragment's run has started, so a wait on any change then on idle could return before the redraw
+        page.wait_for_function("(title) => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
+                               ".some(c => c.textContent.includes(title))", arg=T.FIG_HEAT_TITLE.format(which="V"))
         wait_idle(page)
         results["edit_kv_switch_s"] = round(time.perf_counter() - start, 2)
     finally:
