@@ -26,6 +26,9 @@ Where each figure is explained: the model's start-up and prefill in [MODEL.md](M
 [PAGES.md](PAGES.md#edit-one-character), the traffic analyzer in [WORKLOAD.md](WORKLOAD.md), the API in
 [SERVER.md](SERVER.md); bench_workshop times a room Send, the side channel's Measure and a chat turn from the
 click to the result drawn, each beside the engine compute the page reports for it (the rest is waiting).
+To compare checkouts (e.g. before and after a refactor), run the modules in each, interleaved, keep each
+round's `bench-results.json`, then `python -m bench.before_after --title T --note N --modules ... --column
+LABEL round1.json round2.json ... --column LABEL ...`: it stores `bench-compare.json` and adds its section here.
 """
 
 MACHINE_ROWS = (("cpu", "CPU"), ("cores", "cores"), ("memory_gib", "memory (GiB)"), ("os", "OS"),
