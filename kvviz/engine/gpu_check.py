@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import sys
 
-PROMPTS = ["The history of the printing press begins", "The history of the printing press begins in Mainz, where"]
+_STORY = ("The history of the printing press begins in Mainz, where Johannes Gutenberg combined movable metal type, "
+          "an oil-based ink and a wooden screw press into a system that could print a whole book in weeks. ")
+#: two prompts of several full blocks sharing a prefix (the second's first blocks are prefix-cache hits)
+PROMPTS = [_STORY * 2, _STORY * 2 + "Within fifty years presses were running in more than two hundred cities"]
 NEW = 32
 TOL = 1e-3  # fp32 GPU vs CPU kernels differ in summation order
 
