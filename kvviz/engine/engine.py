@@ -97,7 +97,8 @@ class LLMEngine:
             return None
         try:
             return HostTier.sized(size, self.config.block_size, layout.num_layers, layout.num_kv_heads,
-                                  layout.head_dim, dtype, self.config.kv_offloading_eviction_policy)
+                                  layout.head_dim, dtype, self.config.kv_offloading_eviction_policy,
+                                  pin_memory=self.memory.k[0].is_cuda)
         except ValueError as exc:
             raise CodedError(str(exc), "bad_engine_setting", name="kv_offloading_size",
                              value=repr(self.config.kv_offloading_size)[:40], high=1024) from None

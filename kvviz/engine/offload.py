@@ -45,19 +45,23 @@ class HostTier:
     v: torch.Tensor
     next_store: dict[str, int] = field(default_factory=dict)
 
+    pinned: bool = False  # page-locked host memory (the device pool is on CUDA): loads copy by DMA
+    _stage: tuple[torch.Tensor, torch.Tensor] | None = None  # page-locked buffers a pinned read gathers into
+
     @classmethod
     def sized(cls, size_bytes: int, block_size: int, num_layers: int, num_kv_heads: int, head_dim: int,
-              dtype: torch.dtype, eviction_policy: str = "lru") -> HostTier:
+              dtype: torch.dtype, eviction_policy: str = "lru", pin_memory: bool = False) -> HostTier:
         """As many blocks as ``size_bytes`` holds (vLLM's ``cpu_bytes_to_use`` // block bytes); ValueError
-        below one."""
+        below one. ``pin_memory`` (a CUDA device pool): the tier is page-locked, as vLLM's CPU offloading
+        allocates it, so a load is one DMA copy instead of a staged one."""
         elem = torch.empty((), dtype=dtype).element_size()
         block_bytes = 2 * num_layers * block_size * num_kv_heads * head_dim * elem
         n = size_bytes // block_bytes
         if n < 1:
             raise ValueError(f"a host tier of {size_bytes:,} bytes holds no block of {block_bytes:,} bytes")
         shape = (num_layers, n, block_size, num_kv_heads, head_dim)
-        return cls(HostBlockPool(n, block_size, eviction_policy), torch.zeros(shape, dtype=dtype),
-                   torch.zeros(shape, dtype=dtype))
+        return cls(HostBlockPool(n, block_size, eviction_policy), torch.zeros(shape, dtype=dtype, pin_memory=pin_memory),
+                   torch.zeros(shape, dtype=dtype, pin_memory=pin_memory), pinned=pin_memory)
 
     @property
     def nbytes(self) -> int:
@@ -98,7 +102,17 @@ class HostTier:
     def read(self, slots: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """K, V of host ``slots``: ``[num_layers, n, block_size, kv_heads, head_dim]`` each."""
         ids = torch.tensor(slots, dtype=torch.long)
-        return self.k.index_select(1, ids), self.v.index_select(1, ids)
+        if not self.pinned:
+            return self.k.index_select(1, ids), self.v.index_select(1, ids)
+        shape = (self.k.shape[0], len(slots), *self.k.shape[2:])  # gathered into page-locked staging buffers,
+        numel = self.k[:, :len(slots)].numel()  # kept and grown (flat, so each view is contiguous): one DMA each
+        if self._stage is None or self._stage[0].numel() < numel:
+            self._stage = (torch.empty(max(numel, 16 * self.k[:, :1].numel()), dtype=self.k.dtype, pin_memory=True),
+                           torch.empty(max(numel, 16 * self.k[:, :1].numel()), dtype=self.v.dtype, pin_memory=True))
+        k, v = self._stage[0][:numel].view(shape), self._stage[1][:numel].view(shape)
+        torch.index_select(self.k, 1, ids, out=k)
+        torch.index_select(self.v, 1, ids, out=v)
+        return k, v  # valid until the next read: the caller copies them to the device at once (a blocking copy)
 
 
 @dataclass(frozen=True)
