@@ -4,17 +4,15 @@ compared round by round (after / before of the same round), and the median of th
 
 Noise: a key's spread is the larger relative range (max / min - 1) among one checkout's own rounds; a change
 no larger than that spread is within noise. A key is materially worse when every round is worse by > 15%.
-``python -m bench.before_after --title T --note N --column LABEL a.json b.json ... --column LABEL ...`` writes
-``bench-compare.json`` from the rounds' ``bench-results.json`` copies (first column = the base), then
-re-renders the page. Nothing in the section is typed by hand.
+``python -m bench.compare`` (its command line) writes ``bench-compare.json`` from the rounds'
+``bench-results.json`` copies (first column = the base), then re-renders the page. Nothing in the section is
+typed by hand.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,25 +127,3 @@ def section(source: Path = COMPARE) -> str:
     for module in doc["modules"]:
         lines.append(f"| {module} | " + " | ".join(_load(c["loads"][module]) for c in cols) + " |")
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.before_after")
-    parser.add_argument("--title", required=True)
-    parser.add_argument("--note", required=True)
-    parser.add_argument("--modules", nargs="+", required=True)
-    parser.add_argument("--column", nargs="+", action="append", required=True, metavar="LABEL FILE")
-    args = parser.parse_args(argv)
-    columns = [(c[0], [Path(p) for p in c[1:]]) for c in args.column]
-    if len(columns) < 2 or any(len(paths) != len(columns[0][1]) or not paths for _, paths in columns):
-        print("give at least two columns, each with the same number of rounds", file=sys.stderr)
-        return 2
-    COMPARE.write_text(json.dumps(build(args.title, args.note, columns, args.modules), indent=2) + "\n")
-    from bench.report import render_file
-
-    print(f"wrote {COMPARE}\nwrote {render_file()}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -27,7 +27,7 @@ Where each figure is explained: the model's start-up and prefill in [MODEL.md](M
 [SERVER.md](SERVER.md); bench_workshop times a room Send, the side channel's Measure and a chat turn from the
 click to the result drawn, each beside the engine compute the page reports for it (the rest is waiting).
 To compare checkouts (e.g. before and after a refactor), run the modules in each, interleaved, keep each
-round's `bench-results.json`, then `python -m bench.before_after --title T --note N --modules ... --column
+round's `bench-results.json`, then `python -m bench.compare --title T --note N --modules ... --column
 LABEL round1.json round2.json ... --column LABEL ...`: it stores `bench-compare.json` and adds its section here.
 """
 
