@@ -12,6 +12,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export OMP_WAIT_POLICY ?= PASSIVE
+# the venv's bin first: its ninja builds the CPU attention kernel (kvviz/engine/kernels) where none is installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Python may cache compiled modules (and pytest its rewritten tests): some machines turn that off, and every
 # test run then recompiles kvviz and the tests in each worker (about 7 s of a fast-lane run).
 unexport PYTHONDONTWRITEBYTECODE

@@ -13,7 +13,6 @@ builds it ahead (``python -m kvviz.engine.kernels``).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -42,10 +41,8 @@ def applies(device: torch.device, dtype: torch.dtype, head_dim: int, block_size:
 def _build() -> object:
     from torch.utils.cpp_extension import is_ninja_available, load
 
-    if not is_ninja_available():  # the pinned ninja package's binary, when its venv's bin is not on PATH
-        import ninja
-
-        os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+    if not is_ninja_available():  # the Makefile puts the venv's bin (with the pinned ninja) on PATH
+        raise RuntimeError("no ninja on PATH (the venv's bin has it: run through make, or activate the venv)")
 
     module = load(name="kvviz_paged_attention", sources=[str(SOURCE)],
                   extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast"],
