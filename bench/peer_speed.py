@@ -3,7 +3,8 @@ new), 16 concurrent streams (total tok/s, per-stream decode, median TTFT), TTFT 
 uncached and with 992 of its tokens cached.
 
 Invariant: every figure is the median of ``rounds`` runs, A/B interleaved (the engine that goes first
-alternates by round), each run's prompt new to both caches except the cached-TTFT prompt's shared prefix.
+alternates by round), each run's prompt new to both caches except the cached-TTFT prompt's shared prefix, and
+each run starts once neither engine uses the CPU (``wait_until_idle``).
 """
 
 from __future__ import annotations
@@ -60,12 +61,14 @@ def measure(peers: list[Peer], tok, rounds: int, tag: str) -> dict[str, dict[str
         for r in range(rounds):
             order = peers if r % 2 == 0 else peers[::-1]
             for peer in order:
+                waited = wait_until_idle(peers)
                 before, started = {p.name: group_cpu_s(p.pid) for p in peers}, time.perf_counter()
                 got = fn(peer, tok, f"Peer {tag} {label} round {r}")
                 wall = time.perf_counter() - started
                 for p in peers:  # cores each engine's processes used while this one was measured
                     side = "cores_self" if p is peer else "cores_other"
                     got[f"{side}_{label.replace(' ', '_')}"] = (group_cpu_s(p.pid) - before[p.name]) / wall
+                got[f"idle_wait_s_{label.replace(' ', '_')}"] = waited
                 for key, value in got.items():
                     runs[peer.name].setdefault(key, []).append(value)
                 _say(f"{tag} {label} round {r + 1} {peer.name}: "
@@ -98,6 +101,23 @@ def group_cpu_s(pgid: int | None) -> float:
         if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ..., utime (12th), stime (13th)
             ticks += int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+#: both engines count as idle when together they used less than this share of one core over ``IDLE_WINDOW_S``
+IDLE_SHARE, IDLE_WINDOW_S, IDLE_DEADLINE_S = 0.1, 0.25, 15.0
+
+
+def wait_until_idle(peers: list[Peer]) -> float:
+    """Wait until neither engine's processes use the CPU (vLLM's workers busy-poll their message queue for a
+    second after their last request, vLLM 0.32 ``shm_broadcast``: a run started then shares its cores with
+    that poll); the seconds waited. Gives up after ``IDLE_DEADLINE_S`` and measures anyway."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < IDLE_DEADLINE_S:
+        before = sum(group_cpu_s(p.pid) for p in peers)
+        time.sleep(IDLE_WINDOW_S)  # the window over which CPU use is measured, not a guess at a duration
+        if sum(group_cpu_s(p.pid) for p in peers) - before < IDLE_SHARE * IDLE_WINDOW_S:
+            break
+    return round(time.perf_counter() - start, 2)
 
 
 def warm_up(peers: list[Peer], tok) -> None:
