@@ -28,7 +28,7 @@ PICTURE = ui_present.key_slot()  # presenter mode: the player (pool and free que
 
 names = builtin_names()
 # the link keeps its share of the row (a quarter): narrower, "Copy link" in Russian broke over two lines at 1024 px
-c_name, c_host, c_policy, c_speed, c_link = st.columns([2.2, 1.0, 1.0, 1.4, 1.6], vertical_alignment="bottom")
+c_name, c_host, c_speed, c_link = st.columns([2.5, 1.1, 1.6, 1.7], vertical_alignment="bottom")
 with c_link:  # beside the scenario, not on its own row under the title: with the null block the pool grid has
     # a fourth row, and the pool must still end above the fold of a 1024x768 screen while it plays
     ui_share.link_slot("block_table")
@@ -37,13 +37,16 @@ name = c_name.selectbox(T.SCENARIO, names, key=P.K_NAME, on_change=P.on_scenario
 host_blocks = c_host.selectbox(T.HOST_TIER, HOST_TIER_CHOICES, key=P.K_HOST,  # keeps the step: compare
                                help=T.HOST_TIER_HELP,
                                format_func=lambda n: str(n) if n else T.HOST_TIER_OFF)
-host_policy = c_policy.selectbox(T.HOST_POLICY, EVICTION_POLICIES, key=P.K_HOST_POLICY, help=T.HOST_POLICY_HELP,
-                                 format_func=T.HOST_POLICY_NAMES.get, disabled=not host_blocks)
+host_policy = "lru"
+if host_blocks:  # under the size, label hidden (its words are the size's help): a fifth column broke the labels
+    # of the row over three lines in Russian at 1024 px; only with a host tier, so the default row keeps its height
+    host_policy = c_host.selectbox(T.HOST_POLICY, EVICTION_POLICIES, key=P.K_HOST_POLICY, help=T.HOST_POLICY_HELP,
+                                   format_func=T.HOST_POLICY_NAMES.get, label_visibility="collapsed")
 speed = c_speed.select_slider(T.SPEED, P.SPEEDS, value=1.0, key=P.K_SPEED, help=T.SPEED_HELP)
 interval = 1.0 / float(speed)
 base = V.builtin(name)
 extra: list[ScenarioStep] = list(ui.user_steps(name))  # shared with the radix page through ui
-scenario = base.with_steps(extra).with_host_tier(host_blocks, host_policy if host_blocks else "lru")
+scenario = base.with_steps(extra).with_host_tier(host_blocks, host_policy)
 run = V.play(scenario, current_lang())
 n_steps = run.num_steps
 P.set_steps(n_steps)

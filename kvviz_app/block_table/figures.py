@@ -40,6 +40,7 @@ from kvviz_app.shell.style import (
     PURPLE,
     RED,
     TEAL,
+    wrap_title,
 )
 
 T = texts("block_table")
@@ -52,6 +53,7 @@ TABLE_OUTLINES = {"touch": "#14532d", "hit": "#14532d", "allocate": "#1e3a8a"}  
 # When a block saw several events in one step, the outline shows the most telling one.
 EVENT_PRIORITY = ("evict", "host_load", "touch", "hit", "allocate", "cache", "host_store", "free")
 HASH_CHARS = 4  # pool cells are ~30 px wide at 1024 px: 4 hex digits fit at 12 px
+JUMP_LEGEND_CHARS = 40  # a line of 12 px text under the free queue: its half of a 1024 px screen
 
 # ----------------------------------------------------------------------------- block tables
 
@@ -258,14 +260,17 @@ def free_queue_figure(view: StepView, per_row: int = 16) -> go.Figure:
             r, c = divmod(pos, per_row)
             fig.add_shape(type="rect", x0=c - 0.47, x1=c + 0.47, y0=r - 0.45, y1=r + 0.45,
                           line=dict(color=PURPLE, width=3, dash="dot"))
+    # the legend line wrapped: one line of it ran past the chart's right edge in Russian at 1024 px
+    legend = wrap_title("┅ " + T.QUEUE_JUMP_LEGEND, JUMP_LEGEND_CHARS) if jumped else ""
+    lines = legend.count("<br>") + 1 if jumped else 0
     if jumped:
         fig.add_annotation(x=0, y=0, xref="paper", yref="paper", yanchor="top", xanchor="left", yshift=-4,
-                           text="┅ " + T.QUEUE_JUMP_LEGEND, showarrow=False, font=dict(color=PURPLE, size=12))
+                           text=legend, align="left", showarrow=False, font=dict(color=PURPLE, size=12))
     fig.update_xaxes(visible=False, range=[-0.6, per_row - 0.4])
     fig.update_yaxes(visible=False, autorange=False, range=[rows - 0.5 + 0.45, -0.5 - 0.45])
-    fig = sized_layout(fig, 80 + 52 * rows + (22 if jumped else 0), title)
+    fig = sized_layout(fig, 80 + 52 * rows + 22 * lines, title)
     if jumped:
-        fig.update_layout(margin=dict(b=30))
+        fig.update_layout(margin=dict(b=12 + 18 * lines))
     return fig
 
 

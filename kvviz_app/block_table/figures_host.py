@@ -116,6 +116,8 @@ def host_queue_figure(view: StepView, per_row: int = 8) -> go.Figure:
         state = _host_state(view, h)
         z[r][c] = keys.index(state)
         where = "" if not arc else " · " + (T.HOST_ARC_T1 if pos < host.t1 else T.HOST_ARC_T2)
+        if pos == host.next_drop:
+            where += "<br>" + T.HOST_DROPPED_NEXT
         hover[r][c] = T.HOVER_HOST_QUEUE.format(pos=pos + 1, n=len(lru), slot=slot,
                                                 state=T.HOST_STATE_LABELS[state] + where, hash=short_hash(h, 16))
         xs.append(c)

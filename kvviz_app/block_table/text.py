@@ -57,7 +57,7 @@ HOST_TIER = "Host tier (blocks)"
 HOST_TIER_HELP = (
     "A second pool in host memory under the device pool, as vLLM 0.33.0's CPU offloading: full blocks are "
     "copied there as they are computed, and a prompt copies back what the device pool lost. Off = the "
-    "device pool alone."
+    "device pool alone. Under it, once on: LRU or ARC, how host memory picks the block to drop."
 )
 HOST_TIER_OFF = "off"
 POOL_CAPTION_HOST = "host tier: {host} blocks ({policy})"
@@ -208,8 +208,8 @@ HOVER_HOST = "host block H{slot} · {state}<br>hash {hash}<br>{touched}"
 HOST_TOUCH_LABELS = {"stored": "copied here this step", "loaded": "loaded back this step",
                      "dropped": "dropped this step (then reused)"}
 HOST_QUEUE_TITLE = Plural("Host LRU: {n} block, head first", "Host LRU: {n} blocks, head first")
-HOST_QUEUE_TITLE_ARC = Plural("Host ARC: {n} block; red frame: dropped next",
-                              "Host ARC: {n} blocks; red frame: dropped next")
+HOST_QUEUE_TITLE_ARC = Plural("Host ARC: {n} block, T1 then T2", "Host ARC: {n} blocks, T1 then T2")
+HOST_DROPPED_NEXT = "red frame: dropped next"
 HOST_ARC_T1 = "T1: stored, not reused yet"
 HOST_ARC_T2 = "T2: reused by a request"
 HOST_ARC_T1_TICK = "T1"

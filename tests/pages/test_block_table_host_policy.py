@@ -66,7 +66,7 @@ def test_the_page_offers_arc_beside_the_host_tier_and_links_it(lang):
     at = _page({"scenario": "pool_pressure", "host": "8", "host_policy": "arc", "step": "6", "lang": lang}, lang)
     assert not at.warning
     choice = at.selectbox(key="bt_host_policy")
-    assert choice.value == "arc" and choice.label == L.HOST_POLICY and not choice.disabled
+    assert choice.value == "arc" and choice.label == L.HOST_POLICY
     assert any(L.HOST_QUEUE_TITLE_ARC.format(n=0).split("0")[0] in t for t in _titles(at)), _titles(at)
     assert at.query_params["host_policy"] == ["arc"] or at.query_params["host_policy"] == "arc"
     with use_lang(lang):
@@ -75,8 +75,7 @@ def test_the_page_offers_arc_beside_the_host_tier_and_links_it(lang):
 
 
 def test_the_policy_waits_for_a_host_tier():
-    at = _page({"scenario": "pool_pressure"})
-    choice = at.selectbox(key="bt_host_policy")
-    assert choice.value == "lru" and choice.disabled
+    at = _page({"scenario": "pool_pressure", "host_policy": "arc"})
+    assert not [s for s in at.selectbox if s.key == "bt_host_policy"]  # shown under the size once a tier is on
     at = _page({"scenario": "pool_pressure", "host": "8", "host_policy": "mru"})
     assert at.selectbox(key="bt_host_policy").value == "lru" and "host_policy" in at.warning[0].value
