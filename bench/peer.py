@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
                                  "kvviz: torch's default threads",
                      "same": f"vLLM: VLLM_CPU_OMP_THREADS_BIND=0-{cores - 1}, VLLM_CPU_NUM_OF_RESERVED_CPU=0; "
                              f"kvviz: OMP_NUM_THREADS={cores}, taskset -c 0-{cores - 1}",
-                     "bf16": "the same cores and threads, both engines in bfloat16 (kvviz's K/V budget halved, "
+                     "bf16": "The same cores and threads, both engines in bfloat16 (kvviz's K/V budget halved, "
                              f"{KV_CACHE_MIB // 2} MiB, for the same {NUM_BLOCKS} blocks); PEER_BF16=0 skips it"},
         "start_s": {}, "runs": {}}
     workdir = Path(tempfile.mkdtemp(prefix="kvviz-peer-"))
