@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from kvviz.engine.kernels import silu_and_mul_op
-from kvviz.model.llama import silu_and_mul
+from kvviz.engine.kernels import compiled_op
+from kvviz.model.llama import RMSNorm, apply_rotary, own_norm, silu_and_mul
 
 #: rows the packed layout is tuned for (oneDNN's batch-size hint; any number of rows works)
 PACK_HINT_ROWS = 16
@@ -59,6 +59,20 @@ class LayerWeights:
     gate_up: Proj  # [T, hidden] -> [T, 2 * intermediate]
     down: Proj
     act: Callable[[torch.Tensor], torch.Tensor] = silu_and_mul  # [T, 2 * intermediate] -> [T, intermediate]
+    norm: Callable[[torch.Tensor, RMSNorm], torch.Tensor] = own_norm  # [T, hidden] through an RMSNorm
+    rotate: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] = apply_rotary  # Q and K rotated
+
+
+def _compiled_layer_ops(dtype: torch.dtype) -> dict[str, Callable]:
+    """The compiled kernels' SiLU-gated product (fp32, bf16), RMSNorm and rotary (fp32) for ``LayerWeights``
+    (none when unbuilt). In bf16 the norm and rotary stay torch's: the kernels' other summation order flips
+    bf16 roundings enough to part greedy tokens from transformers' away from a near tie."""
+    act, norm, rotary = compiled_op("silu_and_mul"), compiled_op("rms_norm"), compiled_op("rotary")
+    if act is None or norm is None or rotary is None:
+        return {}
+    if dtype != torch.float32:
+        return {"act": act}
+    return {"act": act, "norm": lambda x, module: norm(x, module.weight, module.eps), "rotate": rotary}
 
 
 def _joined(fused, parts: list, pack: bool) -> torch.Tensor:
@@ -84,8 +98,7 @@ class StepWeights:
     def __init__(self, model) -> None:
         first = model.lm_head.weight
         self.pack = can_pack(first.device, first.dtype)
-        fused = silu_and_mul_op() if self.pack else None  # the kernels' one pass (same CPU, fp32/bf16 cases)
-        act = fused if fused is not None else silu_and_mul
+        ops = _compiled_layer_ops(first.dtype) if self.pack else {}  # the kernels' one-pass ops (same CPU, fp32/bf16 cases)
         self.layers: list[LayerWeights] = []
         with torch.no_grad():
             for layer in model.model.layers:
@@ -94,7 +107,7 @@ class StepWeights:
                 gate_up = _joined(m.gate_up, [m.gate_proj, m.up_proj], self.pack)  # [2 * inter, hidden]
                 self.layers.append(LayerWeights(Proj(qkv, self.pack), Proj(a.o_proj.weight, self.pack),
                                                 Proj(gate_up, self.pack), Proj(m.down_proj.weight, self.pack),
-                                                act))
+                                                **ops))
             self.lm_head = Proj(model.lm_head.weight, self.pack)
         self._watched = _watched(model)
 

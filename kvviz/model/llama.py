@@ -207,12 +207,19 @@ class Projections(Protocol):
     gate_up: Project  # [T, hidden] -> [T, 2 * intermediate]
     act: Project  # [T, 2 * intermediate] (gate | up) -> silu(gate) * up [T, intermediate]
     down: Project  # [T, intermediate] -> [T, hidden]
+    norm: Callable[[torch.Tensor, RMSNorm], torch.Tensor]  # [T, hidden] through that RMSNorm's weight and eps
+    rotate: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]  # apply_rotary's contract
 
 
 def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """``[..., 2I]`` (gate | up) -> silu(gate) * up ``[..., I]``, as transformers' LlamaMLP computes it."""
     gate, up = gate_up.chunk(2, dim=-1)
     return F.silu(gate).mul_(up)
+
+
+def own_norm(x: torch.Tensor, norm: RMSNorm) -> torch.Tensor:
+    """``x`` through ``norm`` itself (the module's own computation)."""
+    return norm(x)
 
 
 def _side_by_side(parts: list[Linear]) -> Project:
@@ -230,6 +237,8 @@ class OwnProjections:
         self.gate_up: Project = m.gate_up.joined if m.gate_up is not None else _side_by_side([m.gate_proj, m.up_proj])
         self.act: Project = silu_and_mul
         self.down: Project = m.down_proj
+        self.norm = own_norm
+        self.rotate = apply_rotary
 
 
 class Attention(nn.Module):
@@ -254,7 +263,7 @@ class Attention(nn.Module):
         """``x`` ``[T, hidden]`` (normed) -> ``[T, hidden]``; the new K/V go to ``attn``."""
         t, h, kvh, d = x.shape[0], self.heads, self.kv_heads, self.head_dim
         qkv = proj.qkv(x).view(t, h + 2 * kvh, d)  # [T, h + 2 kvh, d]
-        qk = apply_rotary(qkv[:, :h + kvh], *rope)  # [T, h + kvh, d]: Q and K rotated at once
+        qk = proj.rotate(qkv[:, :h + kvh], *rope)  # [T, h + kvh, d]: Q and K rotated at once
         o = attn.attend(self.index, qk[:, :h], qk[:, h:], qkv[:, h + kvh:])  # [T, h, d]
         return proj.o(o.reshape(t, h * d))
 
@@ -291,8 +300,8 @@ class DecoderLayer(nn.Module):
                 proj: Projections | None = None) -> torch.Tensor:
         """``x`` ``[T, hidden]`` -> ``[T, hidden]`` (a new tensor: ``x`` is not written)."""
         proj = proj if proj is not None else OwnProjections(self)
-        x = x + self.self_attn(self.input_layernorm(x), rope, attn, proj)
-        return x.add_(self.mlp(self.post_attention_layernorm(x), proj))
+        x = x + self.self_attn(proj.norm(x, self.input_layernorm), rope, attn, proj)
+        return x.add_(self.mlp(proj.norm(x, self.post_attention_layernorm), proj))
 
 
 class LlamaBody(nn.Module):

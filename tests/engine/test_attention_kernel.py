@@ -118,10 +118,10 @@ def test_engine_logits_and_tokens_equal_with_and_without_the_kernel(op, monkeypa
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 def test_fused_silu_and_mul_equals_torch(op, dtype):
-    from kvviz.engine.kernels import silu_and_mul_op
+    from kvviz.engine.kernels import compiled_op
     from kvviz.model.llama import silu_and_mul
 
-    fused = silu_and_mul_op()
+    fused = compiled_op("silu_and_mul")
     assert fused is not None
     torch.manual_seed(1)
     x = (torch.randn(37, 2 * 1539) * 6).to(dtype)  # 1,539: a tail shorter than one vector; values to +-30
@@ -132,3 +132,22 @@ def test_fused_silu_and_mul_equals_torch(op, dtype):
         assert torch.allclose(got, ref, rtol=2e-6, atol=1e-6)
     else:  # one rounding to bf16 of the fp32 answer (torch rounds twice: after silu and after the product)
         assert ((got.float() - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_fused_rms_norm_and_rotary_equal_the_models_own(op, dtype):
+    from kvviz.engine.kernels import compiled_op
+    from kvviz.model.llama import RMSNorm, RotaryEmbedding, apply_rotary
+
+    norm_op, rotary_op = compiled_op("rms_norm"), compiled_op("rotary")
+    torch.manual_seed(2)
+    norm = RMSNorm(576, 1e-5)
+    norm.weight = torch.nn.Parameter((torch.rand(576) + 0.5).to(dtype), requires_grad=False)
+    x = (torch.randn(37, 576) * 3).to(dtype)
+    got, ref = norm_op(x, norm.weight, norm.eps), norm(x)
+    assert got.dtype == dtype
+    step = 2e-6 if dtype == torch.float32 else 2 ** -7  # one bf16 step of the weight's product, at most two
+    assert ((got.float() - ref.float()).abs() <= ref.float().abs() * step + 1e-6).all()
+    qkv = (torch.randn(37, 9 + 2 * 3, 64) * 2).to(dtype)  # Q, K, V of 37 tokens, as the model's fused product
+    cos, sin = RotaryEmbedding(64, 100000.0).tables(torch.arange(100, 137), dtype)
+    assert torch.equal(rotary_op(qkv[:, :12], cos, sin), apply_rotary(qkv[:, :12], cos, sin))  # same ops, rounding

@@ -68,12 +68,12 @@ def paged_attention_op() -> PagedAttentionOp | None:
         return None if module is None else module.paged_attention  # type: ignore[attr-defined]
 
 
-def silu_and_mul_op() -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """The compiled SiLU-gated product (``[T, 2I]`` -> ``[T, I]``, fp32 or bf16 on the CPU), or None as for
-    ``paged_attention_op``."""
+def compiled_op(name: str) -> Callable[..., torch.Tensor] | None:
+    """Another op of the same extension (CPU, fp32 or bf16): ``silu_and_mul`` (``[T, 2I]`` -> ``[T, I]``),
+    ``rms_norm`` (x, weight, eps), ``rotary`` (x, cos, signed sin); None as for ``paged_attention_op``."""
     if paged_attention_op() is None:
         return None
-    return _state["module"].silu_and_mul  # type: ignore[attr-defined]
+    return getattr(_state["module"], name)
 
 
 def unavailable_reason() -> str | None:

@@ -304,7 +304,83 @@ torch::Tensor silu_and_mul(torch::Tensor x) {
   return out;
 }
 
+inline float round_bf16(float x) { uint16_t b; put(&b, x); return to_f32(b); }  // x as bf16 would hold it
+inline float stored(float x, const float*) { return x; }
+inline float stored(float x, const uint16_t*) { return round_bf16(x); }
+
+// RMSNorm of each row of x [T, D]: w * (x / sqrt(mean(x^2) + eps)), in fp32; in bf16 the normed row is rounded
+// before the weight multiplies it and again after, as transformers' LlamaRMSNorm does.
+template <typename T>
+void rms_norm_rows(const T* x, const T* w, T* out, int64_t rows, int64_t dim, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* src = x + r * dim;
+    v16 acc = splat(0.f);
+    int64_t i = 0;
+    for (; i + 16 <= dim; i += 16) {
+      const v16 v = load_row(src + i);
+      acc += v * v;
+    }
+    float ss = lane_sum(acc);
+    for (; i < dim; ++i) ss += to_f32(src[i]) * to_f32(src[i]);
+    const float inv = 1.f / std::sqrt(ss / static_cast<float>(dim) + eps);
+    for (int64_t j = 0; j < dim; ++j) put(out + r * dim + j, to_f32(w[j]) * stored(to_f32(src[j]) * inv, src));
+  }
+}
+
+torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && w.is_contiguous() && w.numel() == x.size(1), "x [T, D], w [D]");
+  TORCH_CHECK(x.dtype() == w.dtype() && (x.dtype() == torch::kFloat32 || x.dtype() == torch::kBFloat16), "fp32 or bf16");
+  auto out = torch::empty_like(x);
+  if (x.dtype() == torch::kFloat32)
+    rms_norm_rows(x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1),
+                  static_cast<float>(eps));
+  else
+    rms_norm_rows(reinterpret_cast<const uint16_t*>(x.data_ptr()), reinterpret_cast<const uint16_t*>(w.data_ptr()),
+                  reinterpret_cast<uint16_t*>(out.data_ptr()), x.size(0), x.size(1), static_cast<float>(eps));
+  return out;
+}
+
+// Rotary positions: out = x * cos + roll(x, d / 2) * sin' per head, x [T, n, d] (rows may be strided), cos and the
+// signed sin' [T, 1, d] (sin with its first half negated); each product rounded as torch rounds it (no fused
+// multiply-add: the same numbers as the two multiplications and the addition).
+template <typename T>
+__attribute__((optimize("fp-contract=off"))) void rotary_rows(const T* x, int64_t row_stride, const T* cos, const T* sin, T* out, int64_t rows, int64_t heads,
+                 int64_t d) {
+  const int64_t half = d / 2;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      const T* src = x + r * row_stride + h * d;
+      T* dst = out + (r * heads + h) * d;
+      for (int64_t i = 0; i < d; ++i) {
+        const float a = stored(to_f32(src[i]) * to_f32(cos[r * d + i]), src);
+        const float b = stored(to_f32(src[(i + half) % d]) * to_f32(sin[r * d + i]), src);
+        put(dst + i, a + b);
+      }
+    }
+}
+
+torch::Tensor rotary(torch::Tensor x, torch::Tensor cos, torch::Tensor sin) {
+  TORCH_CHECK(x.dim() == 3 && x.stride(2) == 1 && x.stride(1) == x.size(2) && x.size(2) % 2 == 0, "x [T, n, d]");
+  TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.numel() == x.size(0) * x.size(2) &&
+              sin.numel() == cos.numel(), "cos, sin [T, 1, d]");
+  TORCH_CHECK(x.dtype() == cos.dtype() && x.dtype() == sin.dtype() &&
+              (x.dtype() == torch::kFloat32 || x.dtype() == torch::kBFloat16), "fp32 or bf16, all alike");
+  auto out = torch::empty({x.size(0), x.size(1), x.size(2)}, x.options());
+  if (x.dtype() == torch::kFloat32)
+    rotary_rows(x.data_ptr<float>(), x.stride(0), cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<float>(),
+                x.size(0), x.size(1), x.size(2));
+  else
+    rotary_rows(reinterpret_cast<const uint16_t*>(x.data_ptr()), x.stride(0),
+                reinterpret_cast<const uint16_t*>(cos.data_ptr()), reinterpret_cast<const uint16_t*>(sin.data_ptr()),
+                reinterpret_cast<uint16_t*>(out.data_ptr()), x.size(0), x.size(1), x.size(2));
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("paged_attention", &paged_attention, "paged attention over the engine's blocks (CPU, fp32 or bf16)");
   m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up of x = [gate | up] (CPU, fp32 or bf16)");
+  m.def("rms_norm", &rms_norm, "RMSNorm of each row (CPU, fp32 or bf16)");
+  m.def("rotary", &rotary, "rotary positions, x * cos + roll(x, d / 2) * signed sin (CPU, fp32 or bf16)");
 }
