@@ -70,7 +70,8 @@ def test_the_hash_cost_tables_cells_keep_names_whole(app_server, browser, lang):
     page = _open(browser, app_server, "collisions", lang)
     try:
         assert_no_errors(page)
-        assert page.evaluate(_MARK_COSTS)
+        # the cost table comes after the page's model work (its prefill runs on the shared engine): wait for it
+        page.wait_for_function(_MARK_COSTS, timeout=PAGE_TIMEOUT_MS)
         split = split_words(page, "[data-costs] td, [data-costs] th")  # a zero-width space ends a word
         screenshot(page, f"collisions-costs-{lang}-1024")
         assert not split, f"collisions ({lang}) at 1024 px splits these words in the cost table: {split}"
