@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from kvviz.engine.engine import LLMEngine
 from kvviz.engine.request import EngineStats
 from kvviz.engine.steps import StepRecord
+from kvviz.mirror.host_pool import RequestHits
 
 
 @dataclass(frozen=True)
@@ -39,21 +40,6 @@ class EngineView:
     steps: tuple[StepRecord, ...]
     stats: EngineStats
     tiers: TierView | None = None  # the host tier beside the device pool; None when it is off
-
-
-@dataclass(frozen=True)
-class RequestHits:
-    """A request's prompt at admission by where its tokens came from: device pool, host tier, or computed."""
-
-    request_id: str
-    client: str
-    prompt: int
-    device: int
-    host: int
-
-    @property
-    def computed(self) -> int:
-        return self.prompt - self.device - self.host
 
 
 @dataclass(frozen=True)

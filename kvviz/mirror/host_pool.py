@@ -32,6 +32,28 @@ from kvviz.mirror.host_arc import EVICTION_POLICIES, ArcLists, RequestAccess
 from kvviz.mirror.kv_events import MEDIUM_CPU, BlockRemoved, BlockStored, KVCacheEvent
 
 
+@dataclass(frozen=True)
+class RequestHits:
+    """One admitted prompt by where its tokens came from: the device pool's prefix hit, the host tier (copied
+    back), and the rest computed (``device + host + computed == prompt``); ``client``: who sent it (the engine's
+    requests; "" in a scenario). The engine's recent requests and the block-table scenarios both report these."""
+
+    request_id: str
+    client: str
+    prompt: int
+    device: int
+    host: int
+
+    @property
+    def computed(self) -> int:
+        return self.prompt - self.device - self.host
+
+    def to_dict(self) -> dict[str, int | str]:
+        return {"request_id": self.request_id, "prompt_tokens": self.prompt, "device": self.device,
+                "host": self.host, "computed": self.computed}
+
+
+
 @dataclass
 class HostBlock:
     """One host slot's block: ``ref_cnt`` -1 while its store is in flight, 0 evictable, > 0 pinned by loads."""

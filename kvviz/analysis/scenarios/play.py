@@ -8,12 +8,13 @@ pool, step ``k`` the state after ``k`` steps). ``scenario_state`` is the one fun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvviz.analysis.scenarios.block_trace import StepOutcome, TraceError, run_trace
 from kvviz.analysis.scenarios.records import Scenario, ScenarioError, ScenarioStep, from_trace_error
 from kvviz.mirror.events import Event, EventKind, PoolCounters, PoolState
+from kvviz.mirror.host_pool import RequestHits
 from kvviz.mirror.replay import replay
 
 
@@ -69,25 +70,6 @@ class RequestView:
                 "num_prompt_tokens": self.num_prompt_tokens, "hit_tokens": self.hit_tokens,
                 **({"host_tokens": self.host_tokens} if self.host_tokens else {}),
                 "block_table": [r.to_dict() for r in self.rows]}
-
-
-@dataclass(frozen=True)
-class RequestHits:
-    """One admitted prompt by where its tokens came from: the device pool's prefix hit, the host tier
-    (copied back), and the rest computed. ``device + host + computed == prompt``."""
-
-    request_id: str
-    prompt: int
-    device: int
-    host: int
-
-    @property
-    def computed(self) -> int:
-        return self.prompt - self.device - self.host
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"request_id": self.request_id, "prompt_tokens": self.prompt, "device": self.device,
-                "host": self.host, "computed": self.computed}
 
 
 @dataclass(frozen=True)
@@ -269,10 +251,10 @@ class ScenarioRun:
                 device[e.request_id] = e.num_tokens
             elif e.kind is EventKind.MISS:
                 hit = device.pop(e.request_id, 0)
-                out.append(RequestHits(e.request_id, hit + e.num_tokens, hit, 0))
+                out.append(RequestHits(e.request_id, "", hit + e.num_tokens, hit, 0))
             elif e.kind is EventKind.HOST_LOAD:
                 i = max(j for j, r in enumerate(out) if r.request_id == e.request_id)
-                out[i] = RequestHits(out[i].request_id, out[i].prompt, out[i].device, out[i].host + e.num_tokens)
+                out[i] = replace(out[i], host=out[i].host + e.num_tokens)
         return tuple(out)
 
     def to_dict(self, k: int) -> dict[str, Any]:
