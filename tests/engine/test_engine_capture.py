@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_llm import tiny_lm
+from tiny_llm import TINY_BS, TINY_TOKEN_BYTES, drain, engine_with, tiny_lm
 
-from kvviz.engine import EngineConfig, EngineLoop, LLMEngine, SamplingParams
+from kvviz.engine import EngineLoop, LLMEngine, SamplingParams
 from kvviz.engine.capture import read_request_kv
 from kvviz.errors import CodedError
 
-BS = 4
-TOKEN_BYTES = 2 * 2 * 2 * 8 * 4  # K and V x 2 layers x 2 kv heads x head_dim 8 x fp32
+BS = TINY_BS
+TOKEN_BYTES = TINY_TOKEN_BYTES
 PROMPT = [(7 * i + 3) % 60 + 1 for i in range(5 * BS + 3)]  # five full blocks and a partial one
 CAPTURE = SamplingParams(max_tokens=1, return_logits=True)
 TOL = 1e-5
@@ -28,20 +28,6 @@ def close_logits(got, want) -> bool:
 @pytest.fixture(scope="module")
 def lm():
     return tiny_lm()
-
-
-def engine_with(lm, blocks: int = 64, budget: int = 64) -> LLMEngine:
-    return LLMEngine(lm, EngineConfig(block_size=BS, kv_cache_bytes=blocks * BS * TOKEN_BYTES,
-                                      max_num_batched_tokens=budget))
-
-
-def drain(engine: LLMEngine) -> dict:
-    done = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                done[out.request_id] = out
-    return done
 
 
 def model_capture(lm, ids: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:

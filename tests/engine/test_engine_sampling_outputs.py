@@ -7,32 +7,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_llm import VOCAB, greedy_reference, reference_logits, tiny_lm
+from tiny_llm import TINY_BS, VOCAB, drain, engine_with, greedy_reference, reference_logits, tiny_lm
 
-from kvviz.engine import EngineConfig, LLMEngine, SamplingParams
+from kvviz.engine import SamplingParams
 from kvviz.errors import CodedError
 
-BS = 4
-TOKEN_BYTES = 2 * 2 * 2 * 8 * 4
+BS = TINY_BS
 
 
 @pytest.fixture(scope="module")
 def lm():
     return tiny_lm()
-
-
-def engine_with(lm, blocks: int = 64, budget: int = 64) -> LLMEngine:
-    return LLMEngine(lm, EngineConfig(block_size=BS, kv_cache_bytes=blocks * BS * TOKEN_BYTES,
-                                      max_num_batched_tokens=budget))
-
-
-def drain(engine: LLMEngine) -> dict:
-    done = {}
-    while engine.has_unfinished_requests():
-        for out in engine.step():
-            if out.finished:
-                done[out.request_id] = out
-    return done
 
 
 def test_n_children_share_the_prompt_blocks_with_ref_cnt_n(lm):

@@ -58,3 +58,27 @@ def greedy_reference(lm: LoadedModel, ids: list[int], n: int) -> list[int]:
             out.append(t)
             x = torch.tensor([[t]])
     return out
+
+
+#: the tiny model's block size and K/V bytes a token (K and V x 2 layers x 2 kv heads x head_dim 8 x fp32)
+TINY_BS = 4
+TINY_TOKEN_BYTES = 2 * 2 * 2 * 8 * 4
+
+
+def engine_with(lm: LoadedModel, blocks: int = 64, budget: int = 64):
+    """An engine over the tiny model with ``blocks`` K/V blocks of ``TINY_BS`` tokens and a ``budget`` of
+    tokens a step."""
+    from kvviz.engine import EngineConfig, LLMEngine
+
+    return LLMEngine(lm, EngineConfig(block_size=TINY_BS, kv_cache_bytes=blocks * TINY_BS * TINY_TOKEN_BYTES,
+                                      max_num_batched_tokens=budget))
+
+
+def drain(engine) -> dict:
+    """Step ``engine`` until nothing is unfinished; every finished ``RequestOutput`` by request id."""
+    done = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                done[out.request_id] = out
+    return done
