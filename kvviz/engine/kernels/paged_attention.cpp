@@ -19,6 +19,10 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef int i16v __attribute__((vector_size(64)));
 
 constexpr float kMasked = -1e30f;  // a score that must not count (a key after the query's position)
+// Below these sizes a kernel runs on the calling thread: starting an OpenMP team (waking its threads) costs
+// 5-40 us, more than two threads save on a few rows; torch's own element-wise ops use a grain of 32,768.
+constexpr int64_t kParallelMacs = int64_t(1) << 21;
+constexpr int64_t kParallelElements = 32768;
 
 inline v16 load(const float* p) { v16 r; std::memcpy(&r, p, sizeof r); return r; }
 inline void store(float* p, v16 x) { std::memcpy(p, &x, sizeof x); }
@@ -229,7 +233,10 @@ void run_all(const Item* items, int64_t n_items, const T* q, int64_t q_stride, c
   // Work (tile x K/V head) is handed out one at a time, the last tiles of each sequence first: a tile's cost
   // grows with its position, so equal contiguous shares (at::parallel_for) would leave one thread the heavy end.
   const int64_t n_work = n_items * kv_heads;
-#pragma omp parallel for schedule(dynamic, 1)
+  int64_t macs = 0;  // query rows x keys x heads x head_dim of every tile; a small step (a few decode tokens) stays
+  for (int64_t i = 0; i < n_items; ++i)  // on the calling thread
+    macs += items[i].npos * (items[i].pos0 + items[i].npos) * heads * ND * 16;
+#pragma omp parallel for schedule(dynamic, 1) if (macs >= kParallelMacs)
   for (int64_t w = n_work - 1; w >= 0; --w)
     attend_tile<T, ND>(items[w / kv_heads], static_cast<int>(w % kv_heads), q, q_stride, kc, vc, tables, bs, heads,
                     kv_heads, scale, out);
@@ -272,7 +279,7 @@ torch::Tensor paged_attention(torch::Tensor q, torch::Tensor k_cache, torch::Ten
 // (bf16 in and out: one rounding at the end), rows split over torch's OpenMP threads.
 template <typename T>
 void silu_mul_rows(const T* x, T* out, int64_t rows, int64_t inter) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * inter >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T* gate = x + r * 2 * inter;
     const T* up = gate + inter;
@@ -312,7 +319,7 @@ inline float stored(float x, const uint16_t*) { return round_bf16(x); }
 // before the weight multiplies it and again after, as transformers' LlamaRMSNorm does.
 template <typename T>
 void rms_norm_rows(const T* x, const T* w, T* out, int64_t rows, int64_t dim, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * dim >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T* src = x + r * dim;
     v16 acc = splat(0.f);
@@ -348,7 +355,7 @@ template <typename T>
 __attribute__((optimize("fp-contract=off"))) void rotary_rows(const T* x, int64_t row_stride, const T* cos, const T* sin, T* out, int64_t rows, int64_t heads,
                  int64_t d) {
   const int64_t half = d / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * heads * d >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h) {
       const T* src = x + r * row_stride + h * d;
