@@ -95,3 +95,26 @@ def test_only_the_settings_module_reads_kvviz_or_hf_variables():
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if reads.search(line) and p.name != "settings.py" and "dict(os.environ" not in line]
     assert found == []
+
+
+def test_a_dedicated_server_keeps_openmps_own_wait_policy_and_other_commands_sleep(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    S.prefer_passive_openmp(["serve", "--port", "8000"])
+    assert "OMP_WAIT_POLICY" not in os.environ
+    S.prefer_passive_openmp(["generate", "hello"])
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # an explicit setting wins
+    S.prefer_passive_openmp(["generate"])
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    S.prefer_passive_openmp([])  # the app, or no command
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+
+
+def test_kvviz_serve_starts_without_a_wait_policy_of_its_own():
+    code = ("import os, runpy, sys; sys.argv = ['kvviz', 'serve', '--help']; "
+            "import kvviz.cli; kvviz.cli.main = lambda: print(os.environ.get('OMP_WAIT_POLICY', 'unset')) or 0; "
+            "runpy.run_module('kvviz', run_name='__main__')")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "unset", out.stderr
