@@ -74,9 +74,16 @@ def model_folders() -> tuple[Path, Path]:
     return tok, model
 
 
+#: settings of the calling shell that would change how an engine runs its threads (the Makefile exports
+#: OMP_WAIT_POLICY=PASSIVE for kvviz's own tests and pages): each engine starts with its own defaults instead
+ENGINE_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME",
+                           "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "KVVIZ_STEP_THREADS")
+
+
 def _base_env() -> dict[str, str]:
+    """This process's environment, offline, less ``ENGINE_THREAD_VARIABLES``."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    for name in ("OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU"):
+    for name in ENGINE_THREAD_VARIABLES:
         env.pop(name, None)
     return env
 
