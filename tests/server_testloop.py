@@ -92,6 +92,7 @@ class _Running:
     cond: threading.Condition
     out: list[int] = field(default_factory=list)
     done: bool = False
+    deliver: Any = None  # the submitter's sink (EngineLoop.submit's ``sink``): outputs go there, not to ``sink``
 
 
 class FakeStream:
@@ -130,7 +131,7 @@ class FakeLoop:
         self._thread.start()
 
     def submit(self, rid: str, prompt: list[int], params: Any, *, cache_salt: str | None = None, priority: int = 0,
-               client: str = "") -> FakeStream:
+               client: str = "", sink: Any = None) -> FakeStream:
         from kvviz.errors import CodedError
 
         if max(prompt) >= len(self.engine.tokenizer):
@@ -148,7 +149,7 @@ class FakeLoop:
             self.hits += hit * BLOCK
             self.prompt_total += len(prompt)
             self.cached_total += hit * BLOCK
-            run = _Running(prompt, params, hit * BLOCK, [], threading.Condition())
+            run = _Running(prompt, params, hit * BLOCK, [], threading.Condition(), deliver=sink)
             self.running[rid] = run
             self.submitted.append((rid, prompt, params, {"cache_salt": cache_salt, "priority": priority,
                                                          "client": client}))
@@ -167,6 +168,9 @@ class FakeLoop:
         metrics = RequestMetrics(now - 0.01, now - 0.009, now - 0.008, now, now if reason else None, len(run.out))
         out = RequestOutput(rid, new, list(run.out), text, delta, reason is not None, reason, len(run.prompt),
                             run.cached, 0, metrics)
+        if run.deliver is not None:
+            run.deliver(out)
+            return
         with run.cond:
             run.sink.append(out)
             run.cond.notify_all()

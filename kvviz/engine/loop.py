@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kvviz.engine.engine import LLMEngine
@@ -39,17 +39,27 @@ def shorten_gil_switch() -> None:
         sys.setswitchinterval(ENGINE_SWITCH_INTERVAL_S)
 
 
-class RequestStream:
-    """Iterate to receive a request's ``RequestOutput`` deltas; the last one has ``finished``."""
+#: Receives a request's outputs (or the error that ended it) in the loop thread, instead of its stream's queue
+OutputSink = Callable[[RequestOutput | BaseException], None]
 
-    def __init__(self, loop: EngineLoop, request_id: str) -> None:
+
+class RequestStream:
+    """Iterate to receive a request's ``RequestOutput`` deltas; the last one has ``finished``. With a ``sink``
+    every output goes to it instead (called in the loop thread; it must not block) and the stream is not
+    iterated: a server hands outputs to its event loop without a thread woken per token."""
+
+    def __init__(self, loop: EngineLoop, request_id: str, sink: OutputSink | None = None) -> None:
         self.request_id = request_id
         self._loop = loop
         self._queue: queue.Queue[RequestOutput | BaseException] = queue.Queue()
+        self._sink = sink
         self.finished = False
 
     def _put(self, item: RequestOutput | BaseException) -> None:
-        self._queue.put(item)
+        if self._sink is not None:
+            self._sink(item)
+        else:
+            self._queue.put(item)
 
     def __iter__(self) -> Iterator[RequestOutput]:
         while not self.finished:
@@ -105,12 +115,13 @@ class EngineLoop:
 
     def submit(self, request_id: str, prompt_token_ids: list[int], params: SamplingParams | None = None, *,
                cache_salt: str | None = None, priority: int = 0, client: str = "",
-               capture_kv: bool = False) -> RequestStream:
+               capture_kv: bool = False, sink: OutputSink | None = None) -> RequestStream:
         """Queue a request (CodedError for bad input, once the loop thread tried to add it) and return its
-        stream; waits at most until the running step ends. ``capture_kv`` as in ``LLMEngine.add_request``."""
+        stream; waits at most until the running step ends. ``capture_kv`` as in ``LLMEngine.add_request``;
+        ``sink`` as in ``RequestStream``."""
         item = _Intake(request_id, prompt_token_ids, params,
                        {"cache_salt": cache_salt, "priority": priority, "client": client, "capture_kv": capture_kv},
-                       RequestStream(self, request_id))
+                       RequestStream(self, request_id, sink))
         with self._intake_lock:
             if self._closed:
                 raise RuntimeError("the engine loop is closed")

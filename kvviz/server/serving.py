@@ -280,22 +280,26 @@ def _abort_soon(loop: EngineLoop, request_id: str, cancel: threading.Event) -> N
 
 def _pump(loop: EngineLoop, job: Job, cancel: threading.Event, aloop: asyncio.AbstractEventLoop,
           queue: asyncio.Queue[Any]) -> None:
-    """Submit one request and move its outputs from the engine loop's blocking stream onto the event loop."""
+    """Submit one request (the call waits for the loop to admit it); its outputs then go from the engine loop's
+    thread onto the event loop, ``_END`` after the last."""
     def put(item: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the event loop is gone: nobody is listening
             aloop.call_soon_threadsafe(queue.put_nowait, item)
 
+    def sink(item: Any) -> None:  # in the engine loop's thread, once per output: no thread woken per token
+        put(item)
+        if isinstance(item, BaseException) or item.finished:
+            put(_END)
+
     try:
-        handle = loop.submit(job.request_id, job.prompt_ids, job.params, cache_salt=job.cache_salt,
-                             priority=job.priority, client=job.client)
-        if cancel.is_set():  # the client left while the submit waited: the earlier abort found nothing
-            loop.abort(job.request_id)
-        for out in handle:
-            put(out)
+        loop.submit(job.request_id, job.prompt_ids, job.params, cache_salt=job.cache_salt, priority=job.priority,
+                    client=job.client, sink=sink)
     except BaseException as exc:  # noqa: BLE001 - handed to the request's coroutine, which decides
         put(exc)
-    finally:
         put(_END)
+        return
+    if cancel.is_set():  # the client left while the submit waited: the earlier abort found nothing
+        loop.abort(job.request_id)
 
 
 async def _wait_disconnect(request: Request) -> None:

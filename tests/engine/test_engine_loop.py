@@ -181,3 +181,28 @@ def test_an_engine_loop_shortens_the_gil_switch_interval():
     finally:
         loop.close()
         sys.setswitchinterval(min(before, ENGINE_SWITCH_INTERVAL_S))
+
+
+def test_a_sink_gets_every_output_in_the_loop_thread_and_the_stream_queue_none():
+    lm = tiny_lm(seed=5)
+    loop = EngineLoop(LLMEngine(lm, EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256)))
+    try:
+        got: list = []
+        threads: set[str] = set()
+        done = threading.Event()
+
+        def sink(item) -> None:
+            got.append(item)
+            threads.add(threading.current_thread().name)
+            if isinstance(item, BaseException) or item.finished:
+                done.set()
+
+        prompt = [3, 1, 4, 1, 5, 9]
+        stream = loop.submit("sunk", prompt, SamplingParams(max_tokens=7, ignore_eos=True), sink=sink)
+        assert done.wait(timeout=240)
+        assert threads == {"kvviz-engine"} and stream._queue.empty()
+        assert [o.finished for o in got] == [False] * (len(got) - 1) + [True]
+        assert got[-1].token_ids == greedy_reference(lm, prompt, 7)
+        assert "".join(o.delta_text for o in got) == got[-1].text
+    finally:
+        loop.close()
