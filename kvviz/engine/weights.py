@@ -64,14 +64,15 @@ class LayerWeights:
 
 
 def _compiled_layer_ops(dtype: torch.dtype) -> dict[str, Callable]:
-    """The compiled kernels' SiLU-gated product (fp32, bf16), RMSNorm and rotary (fp32) for ``LayerWeights``
-    (none when unbuilt). In bf16 the norm and rotary stay torch's: the kernels' other summation order flips
-    bf16 roundings enough to part greedy tokens from transformers' away from a near tie."""
+    """The compiled kernels' SiLU-gated product and rotary (fp32, bf16; rotary rounds as torch does, bit for
+    bit) and RMSNorm (fp32) for ``LayerWeights`` (none when unbuilt). In bf16 the norm stays torch's: the
+    kernel's other summation order flips bf16 roundings enough to part greedy tokens from transformers' away
+    from a near tie."""
     act, norm, rotary = compiled_op("silu_and_mul"), compiled_op("rms_norm"), compiled_op("rotary")
     if act is None or norm is None or rotary is None:
         return {}
     if dtype != torch.float32:
-        return {"act": act}
+        return {"act": act, "rotate": rotary}
     return {"act": act, "norm": lambda x, module: norm(x, module.weight, module.eps), "rotate": rotary}
 
 

@@ -124,14 +124,15 @@ def test_fused_silu_and_mul_equals_torch(op, dtype):
     fused = compiled_op("silu_and_mul")
     assert fused is not None
     torch.manual_seed(1)
-    x = (torch.randn(37, 2 * 1539) * 6).to(dtype)  # 1,539: a tail shorter than one vector; values to +-30
-    x[0, :4] = torch.tensor([-200.0, -88.5, 90.0, 0.0])  # past the exponent's clamps, and zero
-    got, ref = fused(x), silu_and_mul(x.float())
-    assert got.shape == (37, 1539) and got.dtype == dtype
-    if dtype == torch.float32:
-        assert torch.allclose(got, ref, rtol=2e-6, atol=1e-6)
-    else:  # one rounding to bf16 of the fp32 answer (torch rounds twice: after silu and after the product)
-        assert ((got.float() - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all()
+    for rows in (3, 37):  # 3 x 1,539 on the calling thread, 37 x 1,539 over the OpenMP team
+        x = (torch.randn(rows, 2 * 1539) * 6).to(dtype)  # 1,539: a tail shorter than one vector; values to +-30
+        x[0, :4] = torch.tensor([-200.0, -88.5, 90.0, 0.0])  # past the exponent's clamps, and zero
+        got, ref = fused(x), silu_and_mul(x.float())
+        assert got.shape == (rows, 1539) and got.dtype == dtype
+        if dtype == torch.float32:
+            assert torch.allclose(got, ref, rtol=2e-6, atol=1e-6)
+        else:  # one rounding to bf16 of the fp32 answer (torch rounds twice: after silu and after the product)
+            assert ((got.float() - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
@@ -148,6 +149,7 @@ def test_fused_rms_norm_and_rotary_equal_the_models_own(op, dtype):
     assert got.dtype == dtype
     step = 2e-6 if dtype == torch.float32 else 2 ** -7  # one bf16 step of the weight's product, at most two
     assert ((got.float() - ref.float()).abs() <= ref.float().abs() * step + 1e-6).all()
-    qkv = (torch.randn(37, 9 + 2 * 3, 64) * 2).to(dtype)  # Q, K, V of 37 tokens, as the model's fused product
-    cos, sin = RotaryEmbedding(64, 100000.0).tables(torch.arange(100, 137), dtype)
-    assert torch.equal(rotary_op(qkv[:, :12], cos, sin), apply_rotary(qkv[:, :12], cos, sin))  # same ops, rounding
+    for rows in (37, 700):  # on the calling thread, and over the OpenMP team (past 32,768 elements)
+        qkv = (torch.randn(rows, 9 + 2 * 3, 64) * 2).to(dtype)  # Q, K, V of the tokens, as the fused product
+        cos, sin = RotaryEmbedding(64, 100000.0).tables(torch.arange(100, 100 + rows), dtype)
+        assert torch.equal(rotary_op(qkv[:, :12], cos, sin), apply_rotary(qkv[:, :12], cos, sin))  # same rounding

@@ -26,8 +26,8 @@ constexpr int64_t kParallelElements = 32768;
 
 inline v16 load(const float* p) { v16 r; std::memcpy(&r, p, sizeof r); return r; }
 inline void store(float* p, v16 x) { std::memcpy(p, &x, sizeof x); }
-#ifdef __AVX512F__
 typedef unsigned short u16x16 __attribute__((vector_size(32)));
+typedef unsigned u32v __attribute__((vector_size(64)));
 
 // K, V, Q and the output are fp32 (float) or bf16 (its 16 raw bits, uint16_t); arithmetic is fp32 throughout.
 inline float to_f32(float x) { return x; }
@@ -45,7 +45,26 @@ inline void put(uint16_t* p, float x) {  // round to nearest even, as torch's fl
   std::memcpy(&u, &x, 4);
   *p = (x != x) ? static_cast<uint16_t>((u >> 16) | 0x40) : static_cast<uint16_t>((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }
+// 16 floats at once, rounded as ``put`` rounds each: the bits of the bf16 values (in the high halves)
+inline u32v bf16_bits(v16 x) {
+  const u32v u = reinterpret_cast<u32v&>(x);
+  const u32v nan = (u >> 16) | 0x40;
+  const u32v even = (u + 0x7FFF + ((u >> 16) & 1)) >> 16;
+  return x != x ? nan : even;
+}
+inline v16 round_bf16_v(v16 x) {  // x as bf16 would hold it, as a float
+  const u32v w = bf16_bits(x) << 16;
+  return reinterpret_cast<const v16&>(w);
+}
+inline void store_row(float* p, v16 x) { store(p, x); }
+inline void store_row(uint16_t* p, v16 x) {
+  const u16x16 h = __builtin_convertvector(bf16_bits(x), u16x16);
+  std::memcpy(p, &h, sizeof h);
+}
+inline v16 stored_v(v16 x, const float*) { return x; }  // a product as the tensor's dtype holds it
+inline v16 stored_v(v16 x, const uint16_t*) { return round_bf16_v(x); }
 
+#ifdef __AVX512F__
 inline v16 splat(float x) { return reinterpret_cast<v16>(_mm512_set1_ps(x)); }
 #else
 inline v16 splat(float x) { return v16{} + x; }
@@ -288,8 +307,7 @@ void silu_mul_rows(const T* x, T* out, int64_t rows, int64_t inter) {
     for (; i + 16 <= inter; i += 16) {
       const v16 g = load_row(gate + i);
       const v16 e = vexp(splat(0.f) - g);  // e^-g
-      const v16 y = g / (splat(1.f) + e) * load_row(up + i);
-      for (int t = 0; t < 16; ++t) put(dst + i + t, y[t]);
+      store_row(dst + i, g / (splat(1.f) + e) * load_row(up + i));
     }
     for (; i < inter; ++i) {
       const float g = to_f32(gate[i]);
@@ -352,14 +370,23 @@ torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {
 // signed sin' [T, 1, d] (sin with its first half negated); each product rounded as torch rounds it (no fused
 // multiply-add: the same numbers as the two multiplications and the addition).
 template <typename T>
-__attribute__((optimize("fp-contract=off"))) void rotary_rows(const T* x, int64_t row_stride, const T* cos, const T* sin, T* out, int64_t rows, int64_t heads,
-                 int64_t d) {
+__attribute__((optimize("fp-contract=off"))) void rotary_rows(const T* x, int64_t row_stride, const T* cos, const T* sin,
+                                                               T* out, int64_t rows, int64_t heads, int64_t d) {
   const int64_t half = d / 2;
+  const bool vec = half % 16 == 0;  // the rolled half starts on a whole vector (head_dim 32, 64, 128...)
 #pragma omp parallel for schedule(static) if (rows * heads * d >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h) {
       const T* src = x + r * row_stride + h * d;
       T* dst = out + (r * heads + h) * d;
+      if (vec) {
+        for (int64_t i = 0; i < d; i += 16) {
+          const v16 a = stored_v(load_row(src + i) * load_row(cos + r * d + i), src);
+          const v16 b = stored_v(load_row(src + (i + half) % d) * load_row(sin + r * d + i), src);
+          store_row(dst + i, a + b);
+        }
+        continue;
+      }
       for (int64_t i = 0; i < d; ++i) {
         const float a = stored(to_f32(src[i]) * to_f32(cos[r * d + i]), src);
         const float b = stored(to_f32(src[(i + half) % d]) * to_f32(sin[r * d + i]), src);
