@@ -119,13 +119,14 @@ def _engine_loop(args: argparse.Namespace) -> EngineLoop:
     from kvviz.engine import EngineLoop, LLMEngine
     from kvviz.model import load_model
 
-    return EngineLoop(LLMEngine(load_model(), engine_config(args)))
+    # stepped in the main thread (``run_here``), where OpenMP's idle threads may spin between the step's regions
+    return EngineLoop(LLMEngine(load_model(), engine_config(args)), own_thread=False)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     endpoint, replay = _check(args)
     from kvviz.server.app import create_app
-    from kvviz.server.uvicorn_server import bind, serve_forever, url_of
+    from kvviz.server.uvicorn_server import bind, serve_beside, url_of
 
     env = settings()
     presenter_key = env.presenter_key or secrets.token_urlsafe(9)
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               file=sys.stderr)
     sys.stderr.flush()
     try:
-        serve_forever(app, sock, args.log_level)
+        serve_beside(app, sock, loop.run_here, args.log_level)
     finally:
         loop.close()
     stats = loop.stats()

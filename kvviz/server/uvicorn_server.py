@@ -1,12 +1,14 @@
 """Run the API app with uvicorn, on a socket kvviz binds itself (so a busy port is a one-line error in
-the caller, and port 0 picks a free one): in a background thread (the app's process, tests) or in the
-foreground (``python -m kvviz serve``)."""
+the caller, and port 0 picks a free one): in a background thread (the app's process, tests), or beside work that
+keeps the main thread (``python -m kvviz serve``: the engine loop)."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -80,9 +82,35 @@ def url_of(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve_forever(app: ASGIApp, sock: socket.socket, log_level: str = "warning") -> None:
-    """Serve on the bound ``sock`` in the foreground until Ctrl-C / SIGTERM (uvicorn's signal handling)."""
+def serve_beside(app: ASGIApp, sock: socket.socket, work: Callable[[Callable[[], bool]], None],
+                 log_level: str = "warning") -> None:
+    """Serve on the bound ``sock`` in a thread while ``work(stopped)`` runs in this (the main) thread until
+    ``stopped()`` is true: the server has ended. Ctrl-C or SIGTERM stops the server as uvicorn's own handlers
+    would (gracefully; a second one at once); an error that ended the server is raised here."""
+    server = _server(app, log_level)
+    errors: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread below
+            errors.append(exc)
+
+    def stop(signum: int, frame: object) -> None:  # only sets flags: safe wherever the main thread was
+        if server.should_exit:
+            server.force_exit = True
+        server.should_exit = True
+
+    thread = threading.Thread(target=serve, name="kvviz-api", daemon=True)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    thread.start()
     try:
-        _server(app, log_level).run(sockets=[sock])
+        work(lambda: not thread.is_alive())
     finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         sock.close()
+    if errors:
+        raise errors[0]

@@ -206,3 +206,39 @@ def test_a_sink_gets_every_output_in_the_loop_thread_and_the_stream_queue_none()
         assert "".join(o.delta_text for o in got) == got[-1].text
     finally:
         loop.close()
+
+
+def test_a_loop_without_its_own_thread_steps_in_its_owners_thread_and_close_drains_aborts():
+    lm = tiny_lm(seed=7)
+    loop = EngineLoop(LLMEngine(lm, EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256)), own_thread=False)
+    results: dict[str, list] = {}
+    stepping: set[str] = set()
+    real_step = loop._step
+
+    def step() -> bool:
+        stepping.add(threading.current_thread().name)
+        return real_step()
+
+    loop._step = step  # type: ignore[method-assign]
+
+    def client(rid: str, max_tokens: int) -> None:
+        results[rid] = list(loop.submit(rid, [2, 7, 1, 8, 2, 8], SamplingParams(max_tokens=max_tokens,
+                                                                              ignore_eos=True)))
+
+    short = threading.Thread(target=client, args=("short", 5))
+    short.start()
+    loop.run_here(until=lambda: "short" in results)  # returns once the short request's stream has ended
+    assert stepping == {threading.current_thread().name}
+    assert results["short"][-1].token_ids == greedy_reference(lm, [2, 7, 1, 8, 2, 8], 5)
+    endless = threading.Thread(target=client, args=("endless", 10_000))
+    endless.start()
+    loop.run_here(until=lambda: loop.engine.has_unfinished_requests() and bool(loop.engine.steps))
+    loop.close()  # aborts what is left and delivers the abort, here: nobody else steps this loop
+    endless.join(timeout=60)
+    assert not endless.is_alive() and results["endless"][-1].finish_reason == "abort"
+    threaded = EngineLoop(LLMEngine(lm, EngineConfig(block_size=4, kv_cache_bytes=64 * 4 * 256)))
+    try:
+        with pytest.raises(RuntimeError):
+            threaded.run_here(lambda: True)  # a loop with its own thread is stepped only there
+    finally:
+        threaded.close()

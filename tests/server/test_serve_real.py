@@ -70,6 +70,33 @@ def serve():
     s.close()
     log = "".join(s.lines)
     assert "Traceback" not in log, log[-3000:]
+    assert s.proc.returncode == 0, log[-3000:]  # SIGTERM: a graceful stop
+
+
+def test_ctrl_c_during_a_stream_lets_it_end_then_the_server_exits_cleanly():
+    """The engine steps in serve's main thread and uvicorn in another: Ctrl-C (SIGINT) still stops the
+    server gracefully: a stream already running is answered to its end, then the process exits 0."""
+    import signal
+
+    s = Serve("--max-model-len", "512")
+    try:
+        conn = http.client.HTTPConnection(urlparse(s.url).hostname, urlparse(s.url).port, timeout=120)
+        conn.request("POST", "/v1/completions", body=json.dumps(
+            {"model": "embedded", "prompt": "Count slowly:", "max_tokens": 48, "temperature": 0, "stream": True,
+             "ignore_eos": True}), headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        first = resp.readline()  # the stream has started: the engine is serving it
+        assert first.startswith(b"data: ")
+        s.proc.send_signal(signal.SIGINT)
+        rest = resp.read().decode()
+        assert rest.rstrip().endswith("data: [DONE]")
+        assert s.proc.wait(30) == 0
+    finally:
+        if s.proc.poll() is None:
+            s.close()
+    log = "".join(s.lines)
+    assert "Traceback" not in log, log[-3000:]
 
 
 @pytest.fixture(scope="module")
