@@ -117,10 +117,13 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
 def _engine_loop(args: argparse.Namespace) -> EngineLoop:
     from kvviz.engine import EngineLoop, LLMEngine
+    from kvviz.engine.threads import StepThreads, default_policy
     from kvviz.model import load_model
 
-    # stepped in the main thread (``run_here``), where OpenMP's idle threads may spin between the step's regions
-    return EngineLoop(LLMEngine(load_model(), engine_config(args)), own_thread=False)
+    # stepped in the main thread (``run_here``), where OpenMP's idle threads may spin between the step's regions,
+    # on every core for every step
+    threads = StepThreads(default_policy(spare_a_core=False))
+    return EngineLoop(LLMEngine(load_model(), engine_config(args)), threads, own_thread=False)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -27,6 +27,37 @@ def test_small_steps_get_one_thread_fewer_large_ones_all():
     assert default_policy(S.parse({}), torch_threads=1) == ThreadPolicy(1, 1, SMALL_STEP_TOKENS)  # never 0
 
 
+def test_a_server_stepping_in_its_main_thread_spares_no_core():
+    assert default_policy(S.parse({}), torch_threads=2, spare_a_core=False) == ThreadPolicy(2, 2, SMALL_STEP_TOKENS)
+    fixed = default_policy(S.parse({"KVVIZ_STEP_THREADS": "1"}), torch_threads=2, spare_a_core=False)
+    assert (fixed.threads_for(1), fixed.threads_for(4096)) == (1, 1)  # an explicit count still wins
+
+
+def test_kvviz_serve_builds_its_loop_to_step_in_the_main_thread_on_every_core(monkeypatch):
+    from kvviz.cli import serve
+
+    built = {}
+
+    class Loop:
+        def __init__(self, engine, threads, own_thread=True):
+            built.update(threads=threads, own_thread=own_thread)
+
+    monkeypatch.setattr("kvviz.engine.EngineLoop", Loop)
+    monkeypatch.setattr("kvviz.engine.LLMEngine", lambda lm, config: None)
+    monkeypatch.setattr("kvviz.model.load_model", lambda: None)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("KVVIZ_STEP_THREADS", raising=False)
+    serve._engine_loop(_serve_args())
+    assert built["own_thread"] is False
+    assert built["threads"].policy.small == built["threads"].policy.full
+
+
+def _serve_args():
+    from kvviz.cli import build_parser
+
+    return build_parser().parse_args(["serve"])
+
+
 def test_an_explicit_thread_count_holds_for_every_step():
     assert default_policy(S.parse({"OMP_NUM_THREADS": "2"}), torch_threads=2) == ThreadPolicy(2, 2, SMALL_STEP_TOKENS)
     fixed = default_policy(S.parse({"KVVIZ_STEP_THREADS": "3", "OMP_NUM_THREADS": "2"}), torch_threads=2)
