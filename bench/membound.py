@@ -1,8 +1,10 @@
-"""The memory bound of one decode step: the time to read every weight's bytes once (a sum over each
-parameter tensor of the embedded model, fp32), the floor under one stream's time per output token.
+"""The memory bound of one decode step: the time to read every weight's bytes once (a sum over one flat copy of
+the embedded model's parameters), the floor under one stream's time per output token.
 
-Invariant: each tensor is read whole exactly once per timing; the figure is the median of ``runs`` timings
-in this process, with torch's current thread count.
+Invariant: the copy holds each parameter once (a tied LM head is the embedding) and is read whole exactly once
+per timing, in one reduction: a sum per tensor (272 calls) also timed waking the OpenMP team for each, which
+under ``OMP_WAIT_POLICY=PASSIVE`` (the Makefile's) added about 8 ms to 12 ms of reading. The figure is the median
+of ``runs`` timings in this process, with torch's current thread count.
 """
 
 from __future__ import annotations
@@ -37,17 +39,18 @@ def weight_tensors():
 
 
 def weight_read(runs: int = 7, tensors=None) -> WeightRead:
-    """Time one pass over every weight (``tensor.sum()`` each), ``runs`` times after a warm-up; the median."""
+    """Time one pass over every weight (one ``sum`` of their flat copy), ``runs`` times after a warm-up; the
+    median."""
     import torch
 
     tensors = weight_tensors() if tensors is None else tensors
-    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    flat = torch.cat([t.reshape(-1) for t in tensors])  # [total parameters], the tensors' dtype
+    nbytes = flat.numel() * flat.element_size()
 
     def one() -> float:
         start = time.perf_counter()
         with torch.inference_mode():
-            sums = [t.sum() for t in tensors]  # each [rows, cols] or [n] tensor read once, a 0-d sum each
-        float(torch.stack(sums).sum())
+            float(flat.sum())  # every byte read once
         return (time.perf_counter() - start) * 1000.0
 
     one()
