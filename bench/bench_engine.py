@@ -11,8 +11,8 @@ tokens another prompt cached; medians) and ``ttft_cached_ratio``; ``kv_resident_
 storage) beside ``kv_expected_bytes`` (num_blocks x block_size x bytes per token); ``soak_rss_growth_pct``
 (RSS at the end of ``SOAK_REQUESTS`` requests, ``SOAK_IN_FLIGHT`` in flight, ~10 % aborted, over RSS after
 the first ``SOAK_WARM``). ``weights_bytes`` / ``weights_read_ms``: the model's parameters (the tied
-embedding once) and the time to read them all once (a sum over each, the process's threads, median of
-``READS``): the memory bound of a one-stream decode step; ``decode_1_ms_per_token`` and
+embedding once) and the time to read them all once (one sum over their flat copy, ``bench.membound``, the
+process's threads, median of ``READS``): the memory bound of a one-stream decode step; ``decode_1_ms_per_token`` and
 ``decode_1_over_bound`` (time per token over that bound; reported, no target here).
 
 The host tier (``--kv-offloading-size``), on an engine of ``OFFLOAD_DEVICE_BLOCKS`` device blocks and
@@ -90,19 +90,12 @@ def _hf_rate(hf, ids: list[int]) -> float:
 
 
 def _weights_read_ms(model) -> tuple[int, float]:
-    """Bytes of the unique parameters and the median time (ms) to read each of them once (``sum``)."""
-    import torch
+    """Bytes of the unique parameters and the median time (ms) to read them all once (``bench.membound``)."""
+    from bench.membound import weight_read
 
-    params = list({p.data_ptr(): p for p in model.parameters()}.values())
-    nbytes = sum(p.numel() * p.element_size() for p in params)
-    times = []
-    with torch.inference_mode():
-        for _ in range(READS):
-            start = time.perf_counter()
-            for p in params:
-                p.sum()
-            times.append(time.perf_counter() - start)
-    return nbytes, statistics.median(times) * 1000.0
+    params = list({p.data_ptr(): p.detach() for p in model.parameters()}.values())
+    read = weight_read(runs=READS, tensors=params)
+    return read.nbytes, read.ms
 
 
 def _ttft_ms(engine, ids: list[int], params) -> float:
