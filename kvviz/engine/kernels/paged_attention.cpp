@@ -84,10 +84,16 @@ inline v16 vexp(v16 x) {
   const v16 floor_arg = splat(-87.f), ceil_arg = splat(88.f);
   v16 xc = x < floor_arg ? floor_arg : x;
   xc = xc > ceil_arg ? ceil_arg : xc;
+#ifdef __AVX512F__  // n and 2^n * p in one instruction each
+  const __m512 t = _mm512_mul_ps(reinterpret_cast<const __m512&>(xc), _mm512_set1_ps(1.4426950408889634f));
+  const __m512 nn = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const v16 n = reinterpret_cast<const v16&>(nn);
+#else
   v16 t = xc * 1.4426950408889634f + 0.5f;
   i16v ti = __builtin_convertvector(t, i16v);        // toward zero
   v16 n = __builtin_convertvector(ti, v16);
   n = n > t ? n - 1.f : n;                            // floor(t) = the nearest n
+#endif
   v16 r = xc - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts, so r keeps its low bits
   v16 p = splat(1.f / 5040.f);
   p = p * r + 1.f / 720.f;
@@ -97,9 +103,14 @@ inline v16 vexp(v16 x) {
   p = p * r + 0.5f;
   p = p * r + 1.f;
   p = p * r + 1.f;
+#ifdef __AVX512F__
+  const __m512 e512 = _mm512_scalef_ps(reinterpret_cast<const __m512&>(p), nn);
+  const v16 e = reinterpret_cast<const v16&>(e512);
+#else
   i16v bits = (__builtin_convertvector(n, i16v) + 127) << 23;
   v16 scale = reinterpret_cast<v16&>(bits);
   v16 e = p * scale;
+#endif
   return x < floor_arg ? splat(0.f) : e;
 }
 
