@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 
 from kvviz.engine.attention import PagedAttention, SeqInput
+from kvviz.engine.kernels import applies as kernel_applies
+from kvviz.engine.kernels import paged_attention_op
 from kvviz.engine.kv_memory import PagedKVMemory
 from kvviz.engine.weights import StepWeights, packed_for
 
@@ -26,6 +28,12 @@ class ModelRunner:
         cfg = lm.model.config
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self._packed: StepWeights | None = None  # the weights of the last step (``_weights``)
+        # ready before the first step, not in a request's time: the compiled kernel (built if its source or
+        # checkout changed: tens of seconds) and the packed weights (shared by the model's engines)
+        if kernel_applies(self.device, memory.k[0].dtype, self.head_dim, memory.block_size):
+            paged_attention_op()
+        with lm.lock:
+            self._weights()
 
     def _weights(self) -> StepWeights:
         """The step's projection weights (the model's, shared by its engines), repacked when they changed."""
