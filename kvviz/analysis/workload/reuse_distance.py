@@ -116,13 +116,20 @@ def replay_lru(trace: WorkloadTrace, capacity: int | None, ttl_seconds: float | 
                 break
             run += 1
         out.append(min(run * bs, length))
-        for b in reversed(blocks):
-            if b in cache:
-                cache.move_to_end(b)
-            elif capacity is not None and len(cache) >= capacity:
-                cache.popitem(last=False)
-            cache[b] = now
+        touch_lru(cache, blocks, capacity, now)
     return out
+
+
+def touch_lru(cache: OrderedDict, blocks, capacity: int | None, value: object = None) -> None:
+    """An LRU cache after a request: its blocks touched last to first (its first block most recently used),
+    each stored with ``value``; a new block evicts the least recently used one once ``capacity`` blocks are
+    held (None: unbounded)."""
+    for b in reversed(blocks):
+        if b in cache:
+            cache.move_to_end(b)
+        elif capacity is not None and len(cache) >= capacity:
+            cache.popitem(last=False)
+        cache[b] = value
 
 
 def log_grid(max_capacity: int, points: int) -> list[int]:

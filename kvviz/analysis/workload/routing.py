@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvviz.analysis.workload.columns import TraceColumns
+from kvviz.analysis.workload.reuse_distance import touch_lru
 from kvviz.analysis.workload.sample import block_hash, block_keys
 
 POLICIES = ("round_robin", "least_loaded", "prefix", "consistent_hash")
@@ -117,13 +118,7 @@ def route(cols: TraceColumns, replicas: int, capacity: int, policy: str) -> Rout
         prefill = length - hit
         queue[k] += prefill
         sent[k] += prefill
-        for b in reversed(blocks):
-            if b in cache:
-                cache.move_to_end(b)
-            else:
-                if len(cache) >= capacity:
-                    cache.popitem(last=False)
-                cache[b] = None
+        touch_lru(cache, blocks, capacity)
     return RoutingResult(policy, replicas, capacity, hit_total, total, tuple(sent))
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from kvviz.analysis.workload.columns import TraceColumns, as_columns
+from kvviz.analysis.workload.reuse_distance import touch_lru
 from kvviz.analysis.workload.stack import stack_pass
 from kvviz.analysis.workload.trace import WorkloadTrace
 from kvviz.mirror.host_arc import EVICTION_POLICIES
@@ -103,7 +104,7 @@ def replay_two_tier(trace: WorkloadTrace, device_blocks: int, host_blocks: int,
             end += 1
         loaded = end - run
         host_tokens = loaded * bs - (1 if loaded and end * bs == length else 0)
-        _touch_device(device, blocks, device_blocks)
+        touch_lru(device, blocks, device_blocks)
         offered = blocks[: req.full_blocks]
         new = [b for b in offered if b not in host]
         room = host_blocks - (len(offered) - len(new))
@@ -118,18 +119,6 @@ def replay_two_tier(trace: WorkloadTrace, device_blocks: int, host_blocks: int,
                 host.move_to_end(b)
         out.append(TwoTierStep(device_tokens, host_tokens, loaded, 0 if refused else len(new), refused))
     return out
-
-
-def _touch_device(device: OrderedDict[int, None], blocks, device_blocks: int) -> None:
-    """The device tier after a request: every block of it cached, most recently used last, its tail first out
-    (LRU); the least recently used ones evicted to keep ``device_blocks``."""
-    for b in reversed(blocks):
-        if b in device:
-            device.move_to_end(b)
-        else:
-            if len(device) >= device_blocks:
-                device.popitem(last=False)
-            device[b] = None
 
 
 def _replay_arc(trace: WorkloadTrace, device_blocks: int, host_blocks: int) -> list[TwoTierStep]:
@@ -149,7 +138,7 @@ def _replay_arc(trace: WorkloadTrace, device_blocks: int, host_blocks: int) -> l
         stored = _arc_store(host, str(n), offered) if host else 0
         end = run + loaded
         host_tokens = loaded * bs - (1 if loaded and end * bs == length else 0)
-        _touch_device(device, blocks, device_blocks)
+        touch_lru(device, blocks, device_blocks)
         out.append(TwoTierStep(min(run * bs, length), host_tokens, loaded, stored or 0, stored is None))
     return out
 
