@@ -233,12 +233,7 @@ class EngineLoop:
         (a 1,024-token prefill on two threads took 0.71 s there, 0.60 s in the main thread)."""
         if self._thread is not None:
             raise RuntimeError("this engine loop steps in its own thread")
-        while not until():
-            if not self._work.wait(poll_s):
-                continue
-            with self._step_lock:
-                if not self._step():
-                    return
+        self._run(until, poll_s)
 
     def _admit(self) -> None:
         """Add every waiting submission (under ``_lock``, between steps) and release its caller."""
@@ -253,9 +248,12 @@ class EngineLoop:
                 item.error = exc
             item.done.set()
 
-    def _run(self) -> None:
-        while True:
-            self._work.wait()
+    def _run(self, until: Callable[[], bool] = lambda: False, poll_s: float | None = None) -> None:
+        """Step while there is work, until the loop is closed and drained or ``until()`` (checked between
+        steps, and every ``poll_s`` while idle; None: only when work comes)."""
+        while not until():
+            if not self._work.wait(poll_s):
+                continue
             with self._step_lock:
                 if not self._step():
                     return

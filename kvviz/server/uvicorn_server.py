@@ -44,13 +44,15 @@ def _server(app: ASGIApp, log_level: str) -> uvicorn.Server:
 class ServerThread:
     """uvicorn serving ``app`` on ``host:port`` in a daemon thread; ``url`` once started; ``stop`` ends it."""
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
-        self.sock = bind(host, port)
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning",
+                 sock: socket.socket | None = None) -> None:
+        self.sock = sock if sock is not None else bind(host, port)  # ``sock``: already bound by the caller
         self.host = host
         self.port = self.sock.getsockname()[1]
         self.server = _server(app, log_level)
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"kvviz-api :{self.port}")
         self.error: str | None = None
+        self.exception: BaseException | None = None  # what ended the server, if anything did
 
     @property
     def url(self) -> str:
@@ -60,6 +62,7 @@ class ServerThread:
         try:
             self.server.run(sockets=[self.sock])
         except BaseException as exc:  # noqa: BLE001 - kept for the caller, never raised into a page
+            self.exception = exc
             self.error = f"{type(exc).__name__}: {exc}"
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> ServerThread:
@@ -84,33 +87,23 @@ def url_of(host: str, port: int) -> str:
 
 def serve_beside(app: ASGIApp, sock: socket.socket, work: Callable[[Callable[[], bool]], None],
                  log_level: str = "warning") -> None:
-    """Serve on the bound ``sock`` in a thread while ``work(stopped)`` runs in this (the main) thread until
-    ``stopped()`` is true: the server has ended. Ctrl-C or SIGTERM stops the server as uvicorn's own handlers
-    would (gracefully; a second one at once); an error that ended the server is raised here."""
-    server = _server(app, log_level)
-    errors: list[BaseException] = []
-
-    def serve() -> None:
-        try:
-            server.run(sockets=[sock])
-        except BaseException as exc:  # noqa: BLE001 - raised in the main thread below
-            errors.append(exc)
+    """Serve on the bound ``sock`` in a ``ServerThread`` while ``work(stopped)`` runs in this (the main) thread
+    until ``stopped()`` is true: the server has ended. Ctrl-C or SIGTERM stops the server as uvicorn's own
+    handlers would (gracefully; a second one at once); an error that ended the server is raised here."""
+    api = ServerThread(app, log_level=log_level, sock=sock)
 
     def stop(signum: int, frame: object) -> None:  # only sets flags: safe wherever the main thread was
-        if server.should_exit:
-            server.force_exit = True
-        server.should_exit = True
+        if api.server.should_exit:
+            api.server.force_exit = True
+        api.server.should_exit = True
 
-    thread = threading.Thread(target=serve, name="kvviz-api", daemon=True)
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    thread.start()
+    api.thread.start()
     try:
-        work(lambda: not thread.is_alive())
+        work(lambda: not api.thread.is_alive())
     finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+        api.stop(timeout_s=15.0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        sock.close()
-    if errors:
-        raise errors[0]
+    if api.exception is not None:
+        raise api.exception
