@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,20 @@ def open_page(browser: Any, base_url: str, url_path: str = "", wait_text: str | 
         page.get_by_text(wait_text, exact=False).first.wait_for(state="visible")
     wait_idle(page, timeout_ms)
     return page
+
+
+@contextmanager
+def settled_page(browser: Any, base_url: str, url_path: str, wait_text: str, width: int,
+                 height: int) -> Iterator[Any]:
+    """The page at ``url_path`` once idle, its layout settled and no error shown on it; closed afterwards."""
+    page = open_page(browser, base_url, url_path, wait_text=wait_text, width=width, height=height)
+    try:
+        wait_idle(page)
+        wait_settled(page)
+        assert_no_errors(page)
+        yield page
+    finally:
+        page.close()
 
 
 def page_title(path: str) -> str:

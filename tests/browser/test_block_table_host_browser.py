@@ -5,7 +5,7 @@ of prompt tokens by source is there, and nothing overflows (the layout check of 
 from __future__ import annotations
 
 import pytest
-from browser_util import assert_no_errors, open_page, wait_idle, wait_settled
+from browser_util import settled_page
 from test_layout_1024 import check_layout, tall_screenshot
 
 from kvviz.analysis.scenarios.load import load_builtin
@@ -29,15 +29,9 @@ def _load_step() -> int:
 def test_host_tier_fits_in_both_languages(app_server, browser, lang, width, height):
     T = texts("block_table", lang)
     url = f"block_table?scenario=pool_pressure&host={HOST}&step={_load_step()}&lang={lang}"
-    page = open_page(browser, app_server, url, wait_text=T.HITS_HEADER, width=width, height=height)
-    try:
-        wait_idle(page)
-        wait_settled(page)
-        assert_no_errors(page)
+    with settled_page(browser, app_server, url, T.HITS_HEADER, width, height) as page:
         tall_screenshot(page, f"block_table_host_{lang}_{width}", width)  # as tall as the page: every chart drawn
         svg = page.locator('[data-testid="stPlotlyChart"]')
         assert T.HOST_QUEUE_HEAD in svg.nth(3).text_content()  # pool, free queue, host memory, host LRU
         problems = check_layout(page)
         assert not problems, f"{lang} at {width} px: {problems[:12]}"
-    finally:
-        page.close()

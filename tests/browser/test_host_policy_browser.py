@@ -5,7 +5,7 @@ host tier) and the "Your traffic" page's second-tier section with ARC chosen; no
 from __future__ import annotations
 
 import pytest
-from browser_util import assert_no_errors, open_page, screenshot, wait_idle, wait_settled
+from browser_util import assert_no_errors, open_page, screenshot, settled_page, wait_idle, wait_settled
 from test_layout_1024 import check_layout, tall_screenshot
 
 from kvviz_app.shell.i18n import texts
@@ -20,11 +20,7 @@ SIZES = [(1024, 768), (1400, 900)]
 def test_block_table_with_arc_fits(app_server, browser, lang, width, height):
     T = texts("block_table", lang)
     url = f"block_table?scenario=pool_pressure&host=8&host_policy=arc&step=6&lang={lang}"
-    page = open_page(browser, app_server, url, wait_text=T.HITS_HEADER, width=width, height=height)
-    try:
-        wait_idle(page)
-        wait_settled(page)
-        assert_no_errors(page)
+    with settled_page(browser, app_server, url, T.HITS_HEADER, width, height) as page:
         screenshot(page, f"block_table_arc_{lang}_{width}_top", full_page=False)  # the controls' row as seen
         tall_screenshot(page, f"block_table_arc_{lang}_{width}", width)
         charts = page.locator('[data-testid="stPlotlyChart"]')
@@ -32,8 +28,6 @@ def test_block_table_with_arc_fits(app_server, browser, lang, width, height):
         assert T.HOST_ARC_T1_TICK in charts.nth(3).text_content()
         problems = check_layout(page)
         assert not problems, f"{lang} at {width} px: {problems[:12]}"
-    finally:
-        page.close()
 
 
 @pytest.mark.parametrize("lang", ["en", "ru"])
