@@ -21,6 +21,7 @@ block table, decode tokens and prefill chunks alike, in tiles of ``KERNEL_TILE``
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import torch
@@ -106,6 +107,7 @@ class PagedAttention:
         slots: list[int] = []
         tables: list[int] = []
         items: list[tuple[int, int, int, int]] = []
+        self._seq_rows: list[tuple[int, int, int]] = []  # (first row, first position, table offset) per sequence
         row = 0
         for s in seqs:
             n = len(s.token_ids)
@@ -113,11 +115,22 @@ class PagedAttention:
             offset = len(tables)
             tables.extend(s.block_ids[:-(-s.end // bs)])
             items.extend((row + i, min(KERNEL_TILE, n - i), s.start + i, offset) for i in range(0, n, KERNEL_TILE))
+            self._seq_rows.append((row, s.start, offset))
             row += n
         self.slots = torch.tensor(slots, dtype=torch.long, device=dev)  # [T]
         self.tables = torch.tensor(tables, dtype=torch.long, device=dev)  # [sum of table lengths]
         self.items = torch.tensor(items, dtype=torch.long, device=dev)  # [tiles, 4]
         self.prefills, self.decode = [], None
+
+    def _row_items(self, rows: list[int]) -> torch.Tensor:
+        """The kernel's work for the query rows ``rows`` alone, each a tile of one position: ``[R, 4]``, row i of
+        the kernel's queries being step row ``rows[i]``."""
+        firsts = [first for first, _, _ in self._seq_rows]
+        items = []
+        for i, r in enumerate(rows):
+            first, start, offset = self._seq_rows[bisect_right(firsts, r) - 1]
+            items.append((i, 1, start + r - first, offset))
+        return torch.tensor(items, dtype=torch.long, device=self.device)
 
     def _plan(self, seqs: list[SeqInput]) -> None:
         bs, dev = self.memory.block_size, self.device
@@ -204,11 +217,20 @@ class PagedAttention:
                                            is_causal=p.mask is None, scale=self.scale, enable_gqa=self.gqa)
         return o[0].transpose(0, 1)  # [1, heads, n, d] -> [n, heads, d]
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """Write ``k``, ``v`` ``[T, kv_heads, d]`` into their slots, then ``q`` ``[T, heads, d]`` -> ``[T, heads, d]``."""
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Write ``k``, ``v`` ``[T, kv_heads, d]`` into their slots, then ``q`` ``[T, heads, d]`` -> ``[T, heads, d]``,
+        or ``[R, heads, d]`` of the query rows ``rows`` ``[R]`` only (the kernel computes no other row)."""
         self.memory.write(layer, self.slots, k, v)
         if self.kernel is not None:
-            return self.kernel(q, self.memory.k[layer], self.memory.v[layer], self.tables, self.items, self.scale)
+            items = self.items if rows is None else self._row_items(rows.tolist())
+            return self.kernel(q if rows is None else q[rows], self.memory.k[layer], self.memory.v[layer], self.tables,
+                               items, self.scale)
+        out = self._attend_all(layer, q, k, v)
+        return out if rows is None else out[rows]
+
+    def _attend_all(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Without the kernel: ``q`` ``[T, heads, d]`` -> ``[T, heads, d]`` (this step's K/V already written)."""
         d = self.decode
         if d is not None and d.rows is None and not self.prefills:  # a decode-only step: rows in order
             return self._attend_decode(layer, q, d)

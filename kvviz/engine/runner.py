@@ -60,7 +60,7 @@ class ModelRunner:
             weights = self._weights()
             attn = PagedAttention(self.memory, seqs, self.heads, self.kv_heads, self.head_dim)
             keep = None if all_logits else self._sampled_rows(seqs, ids.shape[0])
-            x = self.model.forward_tokens(ids, positions, attn, weights.layers, keep)  # [R', hidden], normed
+            x = self.model.forward_tokens(ids, positions, attn, weights.layers, keep, trim_last=True)  # [R', hidden]
             return weights.lm_head(x)  # [R', vocab]
 
 

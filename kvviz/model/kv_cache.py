@@ -18,9 +18,11 @@ class KVAttention(Protocol):
     """Where a layer's new K/V go and what its queries attend to: the one seam between the decoder layers
     (``kvviz.model.llama``) and a K/V store (a ``KVCache`` here, the engine's paged blocks there)."""
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               rows: torch.Tensor | None = None) -> torch.Tensor:
         """Store ``k``, ``v`` ``[T, kv_heads, d]`` (K post-rotary) for ``layer``, then attend: queries ``q``
-        ``[T, heads, d]`` over everything before them and themselves -> ``[T, heads, d]``."""
+        ``[T, heads, d]`` over everything before them and themselves -> ``[T, heads, d]``, or ``[R, heads, d]``
+        of the query rows ``rows`` ``[R]`` only (every new K/V is stored all the same)."""
         ...
 
 
@@ -76,7 +78,8 @@ class CacheAttention:
         self.scale = head_dim ** -0.5
         self.gqa = heads != kv_heads
 
-    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               rows: torch.Tensor | None = None) -> torch.Tensor:
         k4, v4 = k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0)  # [1, kv_heads, T, d]
         if self.cache is not None:
             k4, v4 = self.cache.layers[layer].update(k4, v4)  # [1, kv_heads, past + T, d]
@@ -84,7 +87,8 @@ class CacheAttention:
         # prefix; the same result as repeat_interleave, bit for bit)
         o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k4, v4, attn_mask=self.mask,
                                            is_causal=self.causal, scale=self.scale, enable_gqa=self.gqa)
-        return o[0].transpose(0, 1)  # [1, heads, T, d] -> [T, heads, d]
+        o = o[0].transpose(0, 1)  # [1, heads, T, d] -> [T, heads, d]
+        return o if rows is None else o[rows]  # [R, heads, d]
 
 
 __all__ = ["CacheAttention", "KVAttention", "KVCache", "KVCacheLayer", "causal_mask"]

@@ -259,13 +259,14 @@ class Attention(nn.Module):
         self.qkv = Fused([self.q_proj, self.k_proj, self.v_proj])
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], attn: KVAttention,
-                proj: Projections) -> torch.Tensor:
-        """``x`` ``[T, hidden]`` (normed) -> ``[T, hidden]``; the new K/V go to ``attn``."""
+                proj: Projections, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` (normed) -> ``[T, hidden]``, or ``[R, hidden]`` of the rows ``rows`` only;
+        the new K/V of every row go to ``attn``."""
         t, h, kvh, d = x.shape[0], self.heads, self.kv_heads, self.head_dim
         qkv = proj.qkv(x).view(t, h + 2 * kvh, d)  # [T, h + 2 kvh, d]
         qk = proj.rotate(qkv[:, :h + kvh], *rope)  # [T, h + kvh, d]: Q and K rotated at once
-        o = attn.attend(self.index, qk[:, :h], qk[:, h:], qkv[:, h + kvh:])  # [T, h, d]
-        return proj.o(o.reshape(t, h * d))
+        o = attn.attend(self.index, qk[:, :h], qk[:, h:], qkv[:, h + kvh:], rows)  # [T or R, h, d]
+        return proj.o(o.reshape(o.shape[0], h * d))
 
 
 class MLP(nn.Module):
@@ -297,10 +298,12 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], attn: KVAttention,
-                proj: Projections | None = None) -> torch.Tensor:
-        """``x`` ``[T, hidden]`` -> ``[T, hidden]`` (a new tensor: ``x`` is not written)."""
+                proj: Projections | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]`` (a new tensor: ``x`` is not written), or ``[R, hidden]`` of
+        the rows ``rows`` only: every row's K/V are still computed and stored, nothing else of the others."""
         proj = proj if proj is not None else OwnProjections(self)
-        x = x + self.self_attn(proj.norm(x, self.input_layernorm), rope, attn, proj)
+        h = self.self_attn(proj.norm(x, self.input_layernorm), rope, attn, proj, rows)  # [T or R, hidden]
+        x = (x if rows is None else x[rows]) + h
         return x.add_(self.mlp(proj.norm(x, self.post_attention_layernorm), proj))
 
 
@@ -343,15 +346,19 @@ class NativeLlamaForCausalLM(nn.Module):
 
     def forward_tokens(self, ids: torch.Tensor, positions: torch.Tensor, attn: KVAttention,
                        projections: Sequence[Projections] | None = None,
-                       keep: torch.Tensor | None = None) -> torch.Tensor:
+                       keep: torch.Tensor | None = None, trim_last: bool = False) -> torch.Tensor:
         """The decoder: token ``ids`` ``[T]`` at ``positions`` ``[T]`` (any number of sequences, as ``attn``
         knows them) through every layer; the final-normed hidden states ``[T, hidden]``, or of the rows
-        ``keep`` ``[R]`` only. ``projections``: one per layer (default: the layers' own weights)."""
+        ``keep`` ``[R]`` only. ``projections``: one per layer (default: the layers' own weights).
+        ``trim_last`` (the engine): the last layer computes only the K/V of the rows not kept, as nothing reads
+        their output (the kept rows' numbers may move by float rounding, as products of fewer rows sum in
+        another order; without it every row is computed, as transformers does)."""
         x = self.model.embed_tokens(ids)  # [T, hidden]
         rope = self.model.rotary_emb.tables(positions, x.dtype)  # cos, signed sin [T, 1, d]
+        last = len(self.model.layers) - 1 if trim_last and keep is not None else -1
         for i, layer in enumerate(self.model.layers):
-            x = layer(x, rope, attn, projections[i] if projections is not None else None)
-        if keep is not None:
+            x = layer(x, rope, attn, projections[i] if projections is not None else None, keep if i == last else None)
+        if keep is not None and last < 0:
             x = x[keep]  # [R, hidden]
         return self.model.norm(x)
 

@@ -88,7 +88,9 @@ def test_engine_capture_equals_the_models_own_pass(lm, loop, ids):
 def test_the_engine_multiplying_the_models_own_weights_gives_the_same_kv_within_1e_5(lm, ids, monkeypatch):
     """The engine's blocks hold the decoder's own numbers: with the weights as the model keeps them (no
     oneDNN packing) and torch's SDPA (not the compiled kernel, whose other summation order moves the last
-    layers' K by ~2e-5 of values up to ~20) the capture equals the CacheAttention pass within 1e-5 in fp32."""
+    layers' K by ~2e-5 of values up to ~20) the capture equals the CacheAttention pass within 1e-5 in fp32. The
+    logits within 1e-5 relative: the engine's last layer multiplies only the sampled row (the model's pass all
+    of them), and a product of fewer rows may sum in another order (2e-5 of logits up to ~20)."""
     if lm.torch_dtype != torch.float32:
         pytest.skip("the 1e-5 bound is for fp32")
     monkeypatch.setattr(weights_module, "can_pack", lambda device, dtype: False)
@@ -104,7 +106,7 @@ def test_the_engine_multiplying_the_models_own_weights_gives_the_same_kv_within_
     assert out.kv is not None and out.kv.num_tokens == len(ids)
     assert len(out.kv.block_ids) == -(-len(ids) // side.engine.block_size)
     assert max_abs(out.kv.keys, own.keys) <= 1e-5 and max_abs(out.kv.values, own.values) <= 1e-5
-    assert (out.logits - own.last_logits).abs().max().item() <= 1e-5
+    assert (out.logits - own.last_logits).abs().max().item() <= PACKED_REL * own.last_logits.abs().max().item()
 
 
 def test_a_cached_prompt_is_still_computed_in_full(lm, loop, ids, captures):
