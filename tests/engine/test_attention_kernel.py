@@ -85,9 +85,16 @@ def test_kernel_equals_sdpa_over_scattered_blocks(op, bs, head_dim, heads, kv_he
     assert out.shape == (rows, heads, head_dim) and out.dtype == dtype
     if dtype == torch.float32:
         assert (out - _reference(q, memory, 0, seqs)).abs().max().item() <= 2e-6
-    else:  # computed in fp32 from the bf16 values, then rounded once: within one bf16 step of the fp32 answer
+    else:
         ref = _reference(q.float(), _as_float(memory), 0, seqs)
-        assert ((out.float() - ref).abs() <= ref.abs() * 2 ** -8 + 1e-6).all()
+        err = (out.float() - ref).abs()  # [rows, heads, d]
+        # a decode token's rows: computed in fp32 from the bf16 values, then rounded once (one bf16 step)
+        decode = torch.tensor([len(s.token_ids) == 1 for s in seqs for _ in s.token_ids])
+        assert (err[decode] <= ref[decode].abs() * 2 ** -8 + 1e-6).all()
+        # longer tiles with AVX512-BF16 dot products also round P to bf16 for P V, as torch's bf16 flash
+        # attention does: each weight moves by at most 2^-9 of itself, the weighted mean by 2^-9 of the largest |V|
+        vmax = memory.v[0].float().abs().max().item()
+        assert (err <= ref.abs() * 2 ** -8 + vmax * 2 ** -9 + 1e-6).all()
 
 
 def test_engine_logits_and_tokens_equal_with_and_without_the_kernel(op, monkeypatch):

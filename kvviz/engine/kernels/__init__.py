@@ -1,7 +1,8 @@
 """kvviz's compiled CPU kernels, built from source on this machine on first use (torch's C++ extension
-loader, gcc): today one, ``paged_attention`` (``paged_attention.cpp``), fp32 or bf16 attention (computed in
-fp32) that reads each
-sequence's K/V in place from the engine's blocks through its block table, as vLLM's CPU attention does.
+loader, gcc), in one module: ``paged_attention`` (``paged_attention.cpp``), fp32 or bf16 attention that reads
+each sequence's K/V in place from the engine's blocks through its block table, as vLLM's CPU attention does
+(bf16 prefill tiles with AVX512-BF16 dot products where the CPU has them); and the decoder layer's SiLU-gated
+product, RMSNorm and rotary (``layer_ops.cpp``).
 
 Invariant: a kernel is used only where it applies (CPU, fp32 or bf16, head_dim 64 or 128, block size 16, 32 or 64)
 and only once it built and loaded; otherwise ``paged_attention_op`` returns None and the engine uses torch's
@@ -12,6 +13,7 @@ builds it ahead (``python -m kvviz.engine.kernels``).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable
@@ -21,7 +23,9 @@ import torch
 
 log = logging.getLogger("kvviz.engine")
 
-SOURCE = Path(__file__).with_name("paged_attention.cpp")
+HERE = Path(__file__).parent
+SOURCES = (HERE / "paged_attention.cpp", HERE / "layer_ops.cpp")  # the attention kernel and the layer's element-wise ops
+HEADERS = (HERE / "vec.h",)  # shared by both: its digest is a build flag, so a change to it rebuilds the module
 HEAD_DIMS = (64, 128)
 BLOCK_SIZES = (16, 32, 64)
 
@@ -44,8 +48,9 @@ def _build() -> object:
     if not is_ninja_available():  # the Makefile puts the venv's bin (with the pinned ninja) on PATH
         raise RuntimeError("no ninja on PATH (the venv's bin has it: run through make, or activate the venv)")
 
-    module = load(name="kvviz_paged_attention", sources=[str(SOURCE)],
-                  extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast"],
+    headers = hashlib.sha256(b"".join(h.read_bytes() for h in HEADERS)).hexdigest()[:16]
+    module = load(name="kvviz_paged_attention", sources=[str(s) for s in SOURCES],
+                  extra_cflags=["-O3", "-march=native", "-fopenmp", "-ffp-contract=fast", f"-DKVVIZ_HEADERS={headers}"],
                   extra_ldflags=["-fopenmp"], verbose=False)
     return module
 
