@@ -65,15 +65,22 @@ class LayerWeights:
 
 def _compiled_layer_ops(dtype: torch.dtype) -> dict[str, Callable]:
     """The compiled kernels' SiLU-gated product and rotary (fp32, bf16; rotary rounds as torch does, bit for
-    bit) and RMSNorm (fp32) for ``LayerWeights`` (none when unbuilt). In bf16 the norm stays torch's: the
-    kernel's other summation order flips bf16 roundings enough to part greedy tokens from transformers' away
-    from a near tie."""
+    bit) and RMSNorm for ``LayerWeights`` (none when unbuilt). In bf16 torch still sums each row's squares (the
+    kernel's other summation order flipped bf16 roundings enough to part greedy tokens from transformers' away
+    from a near tie) and the kernel does the rest in one pass: the module's numbers, bit for bit."""
     act, norm, rotary = compiled_op("silu_and_mul"), compiled_op("rms_norm"), compiled_op("rotary")
-    if act is None or norm is None or rotary is None:
+    given = compiled_op("rms_norm_given")
+    if act is None or norm is None or rotary is None or given is None:
         return {}
     if dtype != torch.float32:
-        return {"act": act, "rotate": rotary}
+        return {"act": act, "norm": lambda x, module: given(x, _inv_rms(x, module.eps), module.weight),
+                "rotate": rotary}
     return {"act": act, "norm": lambda x, module: norm(x, module.weight, module.eps), "rotate": rotary}
+
+
+def _inv_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """``[T, D]`` -> ``[T]`` fp32: 1 / sqrt(mean(x^2) + eps) of each row, by RMSNorm's own ops (``kvviz.model.llama``)."""
+    return x.to(torch.float32, copy=True).pow_(2).mean(-1).add_(eps).rsqrt_()
 
 
 def _joined(fused, parts: list, pack: bool) -> torch.Tensor:

@@ -160,3 +160,19 @@ def test_fused_rms_norm_and_rotary_equal_the_models_own(op, dtype):
         qkv = (torch.randn(rows, 9 + 2 * 3, 64) * 2).to(dtype)  # Q, K, V of the tokens, as the fused product
         cos, sin = RotaryEmbedding(64, 100000.0).tables(torch.arange(100, 100 + rows), dtype)
         assert torch.equal(rotary_op(qkv[:, :12], cos, sin), apply_rotary(qkv[:, :12], cos, sin))  # same rounding
+
+
+def test_the_engines_bf16_rms_norm_equals_the_module_bit_for_bit(op):
+    """In bf16 torch sums each row's squares and the kernel does the rest: the module's numbers exactly, on the
+    calling thread and over the OpenMP team, with a tail shorter than a vector."""
+    from kvviz.engine.weights import _compiled_layer_ops
+    from kvviz.model.llama import RMSNorm
+
+    engine_norm = _compiled_layer_ops(torch.bfloat16)["norm"]
+    torch.manual_seed(4)
+    for dim, rows in ((576, 7), (576, 300), (100, 9)):
+        norm = RMSNorm(dim, 1e-5)
+        norm.weight = torch.nn.Parameter((torch.rand(dim) * 2 + 0.3).to(torch.bfloat16), requires_grad=False)
+        x = (torch.randn(rows, dim) * torch.logspace(-3, 2, rows)[:, None]).to(torch.bfloat16)  # small and large rows
+        got = engine_norm(x, norm)
+        assert got.dtype == torch.bfloat16 and torch.equal(got, norm(x))

@@ -75,7 +75,8 @@ def paged_attention_op() -> PagedAttentionOp | None:
 
 def compiled_op(name: str) -> Callable[..., torch.Tensor] | None:
     """Another op of the same extension (CPU, fp32 or bf16): ``silu_and_mul`` (``[T, 2I]`` -> ``[T, I]``),
-    ``rms_norm`` (x, weight, eps), ``rotary`` (x, cos, signed sin); None as for ``paged_attention_op``."""
+    ``rms_norm`` (x, weight, eps), ``rms_norm_given`` (bf16 x, each row's fp32 inverse root mean square,
+    weight), ``rotary`` (x, cos, signed sin); None as for ``paged_attention_op``."""
     if paged_attention_op() is None:
         return None
     return getattr(_state["module"], name)

@@ -78,6 +78,32 @@ torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {
   return out;
 }
 
+// The rest of a bf16 RMSNorm once torch has each row's inv = rsqrt(mean(x^2) + eps) [T] in fp32 (its own sum, so
+// the same numbers as the module): out = w * bf16(x * inv), each product rounded to bf16 as torch rounds it.
+void rms_norm_given_rows(const uint16_t* x, const float* inv, const uint16_t* w, uint16_t* out, int64_t rows,
+                         int64_t dim) {
+#pragma omp parallel for schedule(static) if (rows * dim >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* src = x + r * dim;
+    uint16_t* dst = out + r * dim;
+    const float s = inv[r];
+    int64_t i = 0;
+    for (; i + 16 <= dim; i += 16) store_row(dst + i, load_row(w + i) * round_bf16_v(load_row(src + i) * s));
+    for (; i < dim; ++i) put(dst + i, to_f32(w[i]) * round_bf16(to_f32(src[i]) * s));
+  }
+}
+
+torch::Tensor rms_norm_given(torch::Tensor x, torch::Tensor inv, torch::Tensor w) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && w.is_contiguous() && w.numel() == x.size(1), "x [T, D], w [D]");
+  TORCH_CHECK(x.dtype() == torch::kBFloat16 && w.dtype() == torch::kBFloat16, "bf16 x and w");
+  TORCH_CHECK(inv.dtype() == torch::kFloat32 && inv.is_contiguous() && inv.numel() == x.size(0), "inv [T] fp32");
+  auto out = torch::empty_like(x);
+  rms_norm_given_rows(reinterpret_cast<const uint16_t*>(x.data_ptr()), inv.data_ptr<float>(),
+                      reinterpret_cast<const uint16_t*>(w.data_ptr()), reinterpret_cast<uint16_t*>(out.data_ptr()),
+                      x.size(0), x.size(1));
+  return out;
+}
+
 // Rotary positions: out = x * cos + roll(x, d / 2) * sin' per head, x [T, n, d] (rows may be strided), cos and the
 // signed sin' [T, 1, d] (sin with its first half negated); each product rounded as torch rounds it (no fused
 // multiply-add: the same numbers as the two multiplications and the addition).

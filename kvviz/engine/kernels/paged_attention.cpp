@@ -73,8 +73,9 @@ void attend_tile(const Item& it, int kvh, const T* q, int64_t q_stride, const T*
   const int group = heads / kv_heads;
   const int rows = static_cast<int>(it.npos) * group;
   const int padded = (rows + RB - 1) / RB * RB;  // whole groups of RB rows (RS at a time while they last)
+  const bool few = padded == RB;  // a decode token's rows: scores straight from the key rows (no transposed keys)
   std::vector<float> qs(static_cast<size_t>(padded) * D, 0.f), o(static_cast<size_t>(padded) * D, 0.f);
-  std::vector<float> m(padded, kMasked), l(padded, 0.f), pos(padded), kt(static_cast<size_t>(D) * KC);
+  std::vector<float> m(padded, kMasked), l(padded, 0.f), pos(padded), kt(few ? 0 : static_cast<size_t>(D) * KC);
   float p[RS][KC];
   for (int r = 0; r < padded; ++r) {  // row r = tile position r / group, query head kvh * group + r % group
     const int i = std::min(r / group, static_cast<int>(it.npos) - 1);
@@ -96,7 +97,6 @@ void attend_tile(const Item& it, int kvh, const T* q, int64_t q_stride, const T*
       krow[j] = kc + slot * token_stride + static_cast<int64_t>(kvh) * D;
       vrow_at[j] = vc + slot * token_stride + static_cast<int64_t>(kvh) * D;
     }
-    const bool few = padded == RB;  // a decode token's rows: scores straight from the key rows
     for (int d = 0; d < D && !few; ++d) {  // K of the chunk transposed: kt[d][j] (zeros past the last key), rows written in order
       float* dst = &kt[static_cast<size_t>(d) * KC];
       for (int j = 0; j < nk; ++j) dst[j] = to_f32(krow[j][d]);
@@ -368,11 +368,13 @@ torch::Tensor paged_attention(torch::Tensor q, torch::Tensor k_cache, torch::Ten
 // the layer ops (layer_ops.cpp), bound in the same module
 torch::Tensor silu_and_mul(torch::Tensor x);
 torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps);
+torch::Tensor rms_norm_given(torch::Tensor x, torch::Tensor inv, torch::Tensor w);
 torch::Tensor rotary(torch::Tensor x, torch::Tensor cos, torch::Tensor sin);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("paged_attention", &paged_attention, "paged attention over the engine's blocks (CPU, fp32 or bf16)");
   m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up of x = [gate | up] (CPU, fp32 or bf16)");
   m.def("rms_norm", &rms_norm, "RMSNorm of each row (CPU, fp32 or bf16)");
+  m.def("rms_norm_given", &rms_norm_given, "bf16 RMSNorm of each row given its inverse root mean square (CPU)");
   m.def("rotary", &rotary, "rotary positions, x * cos + roll(x, d / 2) * signed sin (CPU, fp32 or bf16)");
 }
