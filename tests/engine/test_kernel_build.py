@@ -16,9 +16,10 @@ def test_the_build_names_both_sources_and_the_headers_digest(monkeypatch):
     monkeypatch.setattr(ext, "load", lambda **kw: seen.update(kw) or object())
     kernels._build()
     assert [p.rsplit("/", 1)[-1] for p in seen["sources"]] == ["paged_attention.cpp", "layer_ops.cpp"]
-    digest = hashlib.sha256((kernels.HERE / "vec.h").read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(h.read_bytes() for h in kernels.HEADERS)).hexdigest()[:16]
     assert f"-DKVVIZ_HEADERS={digest}" in seen["extra_cflags"]
-    for source in kernels.SOURCES:  # every header a source includes is hashed
+    assert {h.name for h in kernels.HEADERS} == {"vec.h", "tiles.h"}
+    for source in (*kernels.SOURCES, *kernels.HEADERS):  # every header a source or header includes is hashed
         for line in source.read_text().splitlines():
             if line.startswith('#include "'):
                 assert kernels.HERE / line.split('"')[1] in kernels.HEADERS

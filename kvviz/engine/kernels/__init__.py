@@ -25,7 +25,7 @@ log = logging.getLogger("kvviz.engine")
 
 HERE = Path(__file__).parent
 SOURCES = (HERE / "paged_attention.cpp", HERE / "layer_ops.cpp")  # the attention kernel and the layer's element-wise ops
-HEADERS = (HERE / "vec.h",)  # shared by both: its digest is a build flag, so a change to it rebuilds the module
+HEADERS = (HERE / "vec.h", HERE / "tiles.h")  # included: their digest is a build flag, so a change rebuilds
 HEAD_DIMS = (64, 128)
 BLOCK_SIZES = (16, 32, 64)
 
