@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -54,21 +55,42 @@ def bf16_lane() -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
-def _memory_bound(threads: Threads, per_token_ms: dict[str, float]) -> dict[str, Any]:
-    import torch
+class BoundReader:
+    """The memory bound, read beside the one-stream measurements: just before each (both engines idle), one
+    ``weight_read`` of the weights in the run's dtype with its threads; this VM's memory speed drifts (a read
+    took 7 ms in one period and 13-15 ms in another), so the bound is taken when the decode is timed."""
 
-    from bench.membound import weight_read, weight_tensors
+    def __init__(self, threads: Threads, tensors=None) -> None:
+        import torch
 
-    before = torch.get_num_threads()
-    if threads.cores is not None:
-        torch.set_num_threads(threads.cores)
-    try:
-        read = weight_read(tensors=[t.to(getattr(torch, threads.dtype)) for t in weight_tensors()])
-    finally:
-        torch.set_num_threads(before)
-    return {"weights_bytes": read.nbytes, "weights_read_ms": read.ms, "weights_read_ms_runs": read.runs,
-            "weights_read_gb_s": round(read.gb_s, 2), "threads": read.threads,
-            "ms_per_token_over_read": {k: round(v / read.ms, 2) for k, v in per_token_ms.items()}}
+        from bench.membound import weight_tensors
+
+        self.threads = threads
+        self.tensors = [t.to(getattr(torch, threads.dtype)) for t in (weight_tensors() if tensors is None else tensors)]
+        self.reads: list = []
+
+    def __call__(self, label: str) -> None:
+        import torch
+
+        from bench.membound import weight_read
+
+        if label != "one stream":
+            return
+        before = torch.get_num_threads()
+        if self.threads.cores is not None:
+            torch.set_num_threads(self.threads.cores)
+        try:
+            self.reads.append(weight_read(tensors=self.tensors))
+        finally:
+            torch.set_num_threads(before)
+
+    def bound(self, per_token_ms: dict[str, float]) -> dict[str, Any]:
+        """The median of the reads, and each engine's median time per output token over it."""
+        ms = round(statistics.median(r.ms for r in self.reads), 2)
+        nbytes = self.reads[0].nbytes
+        return {"weights_bytes": nbytes, "weights_read_ms": ms, "weights_read_ms_runs": [r.ms for r in self.reads],
+                "weights_read_gb_s": round(nbytes / (ms / 1000.0) / 1e9, 2), "threads": self.reads[0].threads,
+                "ms_per_token_over_read": {k: round(v / ms, 2) for k, v in per_token_ms.items()}}
 
 
 def _one_config(workdir: Path, threads: Threads, tok, rounds: int, first: bool, out: dict[str, Any]) -> int:
@@ -85,8 +107,9 @@ def _one_config(workdir: Path, threads: Threads, tok, rounds: int, first: bool, 
             out["peer_tests_exit"] = code
         warm_up(peers, tok)
         load0 = load_average()
-        figures = measure(peers, tok, rounds, threads.label)
-        bound = _memory_bound(threads, {n: f["ms_per_token_1"] for n, f in figures.items()})
+        reader = BoundReader(threads)
+        figures = measure(peers, tok, rounds, threads.label, beside=reader)
+        bound = reader.bound({n: f["ms_per_token_1"] for n, f in figures.items()})
         out["runs"][threads.label] = {"threads": threads.cores, "dtype": threads.dtype, "load_start": load0,
                                       "load_end": load_average(),
                                       "figures": figures, "ratios_kvviz_over_vllm": ratios(figures),

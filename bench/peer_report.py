@@ -61,10 +61,19 @@ def _run_table(label: str, run: dict[str, Any], settings: str) -> list[str]:
     over = bound["ms_per_token_over_read"]
     dtype = {"float32": "fp32", "bfloat16": "bf16"}.get(run.get("dtype", "float32"), run.get("dtype"))
     lines += ["", f"Memory bound: reading the {bound['weights_bytes'] / 1e6:,.0f} MB of {dtype} weights once took "
-              f"{bound['weights_read_ms']} ms (median, {bound['threads']} threads, "
+              f"{bound['weights_read_ms']} ms ({_read_when(bound)}, {bound['threads']} threads, "
               f"{bound['weights_read_gb_s']} GB/s); one stream's time per output token is "
               f"{over.get('vllm')}x that on vLLM and {over.get('kvviz')}x on kvviz (target: kvviz within 2x)."]
     return lines
+
+
+def _read_when(bound: dict[str, Any]) -> str:
+    """How the bound was read: the median of the reads taken beside the one-stream runs, with their spread."""
+    reads = bound.get("weights_read_ms_runs") or []
+    if len(reads) < 2:
+        return "median"
+    return (f"median of {len(reads)} reads, one just before each one-stream run, "
+            f"{min(reads)}-{max(reads)} ms")
 
 
 def _agreement(agreement: dict[str, Any]) -> list[str]:

@@ -54,14 +54,18 @@ KINDS: list[tuple[str, Callable[[Peer, Any, str], dict[str, float]]]] = [
     ("one stream", one_stream), ("16 streams", sixteen), ("TTFT", ttft)]
 
 
-def measure(peers: list[Peer], tok, rounds: int, tag: str) -> dict[str, dict[str, Any]]:
-    """Every figure for every engine: {engine: {key: median, key + '_runs': [...]}}."""
+def measure(peers: list[Peer], tok, rounds: int, tag: str,
+            beside: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+    """Every figure for every engine: {engine: {key: median, key + '_runs': [...]}}. ``beside(label)`` runs
+    just before each measurement, once both engines are idle (the memory bound is read there)."""
     runs: dict[str, dict[str, list[float]]] = {p.name: {} for p in peers}
     for label, fn in KINDS:
         for r in range(rounds):
             order = peers if r % 2 == 0 else peers[::-1]
             for peer in order:
                 waited = wait_until_idle(peers)
+                if beside is not None:
+                    beside(label)
                 before, started = {p.name: group_cpu_s(p.pid) for p in peers}, time.perf_counter()
                 got = fn(peer, tok, f"Peer {tag} {label} round {r}")
                 wall = time.perf_counter() - started

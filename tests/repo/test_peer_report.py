@@ -37,6 +37,7 @@ def _doc() -> dict:
             "runs": {"defaults": {"threads": None, "load_start": [5.5], "load_end": [7.75], "figures": figures,
                                   "ratios_kvviz_over_vllm": ratios(figures),
                                   "memory_bound": {"weights_bytes": 538060032, "weights_read_ms": 25.5,
+                                                   "weights_read_ms_runs": [24.1, 25.5, 30.2],
                                                    "threads": 2, "weights_read_gb_s": 21.1,
                                                    "ms_per_token_over_read": {"vllm": 1.96, "kvviz": 3.92}}}}}
 
@@ -51,6 +52,7 @@ def test_the_section_shows_both_engines_the_ratio_and_its_target(tmp_path):
     assert "| `usage.prompt_tokens_details.cached_tokens` | [0, 224, 320] | [0, 224, 320] | equal |" in page
     assert "| KV events, field for field | 40 events | 39 events | **DIFFERENT** |" in page
     assert "25.5 ms" in page and "3.92x on kvviz" in page
+    assert "median of 3 reads, one just before each one-stream run, 24.1-30.2 ms" in page
 
 
 def test_every_number_in_the_section_comes_from_the_json(tmp_path):
