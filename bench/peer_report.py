@@ -128,4 +128,27 @@ def section(path: Path = RESULTS) -> str:
         if run.get("dtype", "float32") != "float32":
             title, text = f"Both in {run['dtype']} on the same cores and threads ({run['threads']})", s.get("bf16", "")
         lines += _run_table(title, run, text)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + GPU_RECIPE) + "\n"
+
+
+#: how to take the same figures against vLLM 0.33.0 on a GPU machine (not run by ``make peer``: no GPU here)
+GPU_RECIPE = [
+    "", "### The same figures on a GPU machine (a recipe)", "",
+    "`make peer` runs both engines on this CPU. On a machine with an NVIDIA GPU and a network, the same client, "
+    "prompts and rounds compare `vllm==0.33.0` on CUDA with `kvviz serve` on the same GPU "
+    "(`bench/peer_external.py`; no agreement tests, no CPU accounting, no memory bound there):", "",
+    "```bash",
+    "python -c 'from bench.peer_servers import model_folders; print(*model_folders())'  # TOKENIZER MODEL folders",
+    "python3.11 -m venv ~/vllm-cuda && ~/vllm-cuda/bin/pip install vllm==0.33.0",
+    "~/vllm-cuda/bin/python -m vllm.entrypoints.openai.api_server --model MODEL --tokenizer TOKENIZER \\",
+    "    --served-model-name HuggingFaceTB/SmolLM2-135M-Instruct --host 127.0.0.1 --port 8100 --dtype float32 \\",
+    "    --block-size 32 --num-gpu-blocks-override 728 --max-model-len 2048 --enable-prefix-caching \\",
+    "    --enable-prompt-tokens-details --generation-config vllm &",
+    "KVVIZ_DEVICE=cuda python -m kvviz serve --host 127.0.0.1 --port 8200 --block-size 32 --kv-cache-mib 1024 \\",
+    "    --max-model-len 2048 &",
+    "python -m bench.peer_external vllm=http://127.0.0.1:8100 kvviz=http://127.0.0.1:8200 --label h200",
+    "```", "",
+    "It writes `peer-external-results.json` (each engine's figures, the ratios, the machine) and prints the ratios. "
+    "A session that had a GPU could not run it: the lent machine reached no network and carried at most 64 MiB a "
+    "command, and vLLM's CUDA wheel is far over that ([ENGINE.md](ENGINE.md#on-a-gpu-make-gpu-check)).",
+]

@@ -61,6 +61,7 @@ def test_every_number_in_the_section_comes_from_the_json(tmp_path):
     path.write_text(json.dumps(doc))
     numbers = set(re.findall(NUM, peer_report.section(path)))
     source = json.dumps(doc) + " ".join(text for _, text, _, _ in peer_report.ROWS)
+    source += " ".join(peer_report.GPU_RECIPE)  # the recipe's settings and ports: fixed prose, not figures
     allowed = set(re.findall(NUM, source)) | {"0.50", "2.00", "1.0", "538", "10", "0"}
     allowed |= {f"{v:.3g}" for f in doc["runs"]["defaults"]["figures"].values() for v in f.values()}
     allowed |= {"2026-12-04", "13:00:00", "13:19:00", "0.1", "0.4", "2.50", "8.00", "16.00", "0.20", "0.40"}
