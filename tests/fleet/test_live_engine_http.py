@@ -4,10 +4,10 @@ prefix-cache counters (summed over label sets), hit rate between scrapes, and on
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from server_http import loopback_server
 
 from kvviz.fleet.engine_http import (
     EngineHTTPError,
@@ -51,11 +51,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with loopback_server(_Handler) as url:
+        yield url
 
 
 def test_metrics_counters_and_hit_rate(server: str) -> None:

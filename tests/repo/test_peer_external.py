@@ -5,10 +5,10 @@ ratios written. Loopback only."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from server_http import loopback_server
 
 import bench.peer_speed as speed
 from bench import peer_agree, peer_external
@@ -39,12 +39,8 @@ class _Health(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def health_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_server(_Health) as url:
+        yield url
 
 
 def test_an_engine_that_does_not_answer_is_named(health_url, capsys):

@@ -77,17 +77,11 @@ void attend_tile(const Item& it, int kvh, const T* q, int64_t q_stride, const T*
     }
   }
   const int64_t last = it.pos0 + it.npos - 1;  // the tile's last position: keys 0..last are read
-  const int64_t token_stride = static_cast<int64_t>(kv_heads) * D;
   const T* krow[KC];  // where each key of the chunk lives (its block, its slot)
   const T* vrow_at[KC];
   for (int64_t key0 = 0; key0 <= last; key0 += KC) {
     const int nk = static_cast<int>(std::min<int64_t>(KC, last + 1 - key0));
-    for (int j = 0; j < nk; ++j) {
-      const int64_t key = key0 + j;
-      const int64_t slot = tables[it.table0 + key / bs] * bs + key % bs;
-      krow[j] = kc + slot * token_stride + static_cast<int64_t>(kvh) * D;
-      vrow_at[j] = vc + slot * token_stride + static_cast<int64_t>(kvh) * D;
-    }
+    chunk_rows<T, D>(it, kvh, key0, nk, tables, bs, kv_heads, kc, vc, krow, vrow_at);
     for (int d = 0; d < D && !few; ++d) {  // K of the chunk transposed: kt[d][j] (zeros past the last key), rows written in order
       float* dst = &kt[static_cast<size_t>(d) * KC];
       for (int j = 0; j < nk; ++j) dst[j] = to_f32(krow[j][d]);
@@ -126,29 +120,12 @@ void attend_tile(const Item& it, int kvh, const T* q, int64_t q_stride, const T*
         l[r] = l[r] * alpha[rr] + lane_sum(vsum);
         m[r] = mx;
       }
-      for (int g0 = 0; g0 < n_rows; g0 += RB) {
-        v16 acc[RB][ND];
-        for (int rr = 0; rr < RB; ++rr)
-          for (int c = 0; c < ND; ++c) acc[rr][c] = load(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16]) * alpha[g0 + rr];
-        for (int j = 0; j < nk; ++j) {
-          v16 vrow[ND];
-          for (int c = 0; c < ND; ++c) vrow[c] = load_row(vrow_at[j] + c * 16);
-          for (int rr = 0; rr < RB; ++rr) {
-            const v16 b = splat(p[g0 + rr][j]);
-            for (int c = 0; c < ND; ++c) acc[rr][c] += b * vrow[c];
-          }
-        }
-        for (int rr = 0; rr < RB; ++rr)
-          for (int c = 0; c < ND; ++c) store(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16], acc[rr][c]);
-      }
+      for (int g0 = 0; g0 < n_rows; g0 += RB)
+        pv_rows<T, ND>(&o[static_cast<size_t>(r0 + g0) * D], &alpha[g0], nk, vrow_at,
+                       [&](int rr, int j) { return p[g0 + rr][j]; });
     }
   }
-  for (int r = 0; r < rows; ++r) {
-    const int i = r / group;
-    T* dst = out + ((it.row0 + i) * heads + static_cast<int64_t>(kvh) * group + r % group) * D;
-    const float inv = 1.f / l[r];
-    for (int d = 0; d < D; ++d) put(dst + d, o[static_cast<size_t>(r) * D + d] * inv);
-  }
+  write_rows<T, D>(it, kvh, rows, group, heads, o.data(), l.data(), out);
 }
 
 // One work item: the bf16 dot-product tile where the CPU has it and the tile has more than a decode token's rows.

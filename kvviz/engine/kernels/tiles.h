@@ -22,6 +22,52 @@ struct Item {  // one query tile of one sequence (a row of ``items``)
 // blocks (block_size divides KC); RS query rows compute scores together, RB accumulate P V together (registers).
 constexpr int KC = 64, NV = KC / 16, RB = 4, RS = 8;  // RS rows share each K load of the scores
 
+// Where each key of the chunk key0..key0+nk-1 lives for K/V head ``kvh``: its K row and its V row, through the
+// sequence's block table (``krow``, ``vrow``: nk pointers each).
+template <typename T, int D>
+inline void chunk_rows(const Item& it, int kvh, int64_t key0, int nk, const int64_t* tables, int bs, int kv_heads,
+                       const T* kc, const T* vc, const T** krow, const T** vrow) {
+  const int64_t token_stride = static_cast<int64_t>(kv_heads) * D;
+  for (int j = 0; j < nk; ++j) {
+    const int64_t key = key0 + j;
+    const int64_t at = (tables[it.table0 + key / bs] * bs + key % bs) * token_stride + static_cast<int64_t>(kvh) * D;
+    krow[j] = kc + at;
+    vrow[j] = vc + at;
+  }
+}
+
+// P V of RB rows in registers: o[rr] = o[rr] * alpha[rr] + sum over the chunk's nk keys of weight(rr, j) V[j]
+// (``o`` [RB][D] fp32, V rows in T, widened).
+template <typename T, int ND, typename Weight>
+inline void pv_rows(float* o, const float* alpha, int nk, const T* const* vrow, Weight weight) {
+  constexpr int D = ND * 16;
+  v16 acc[RB][ND];
+  for (int rr = 0; rr < RB; ++rr)
+    for (int c = 0; c < ND; ++c) acc[rr][c] = load(o + rr * D + c * 16) * alpha[rr];
+  for (int j = 0; j < nk; ++j) {
+    v16 v[ND];
+    for (int c = 0; c < ND; ++c) v[c] = load_row(vrow[j] + c * 16);
+    for (int rr = 0; rr < RB; ++rr) {
+      const v16 b = splat(weight(rr, j));
+      for (int c = 0; c < ND; ++c) acc[rr][c] += b * v[c];
+    }
+  }
+  for (int rr = 0; rr < RB; ++rr)
+    for (int c = 0; c < ND; ++c) store(o + rr * D + c * 16, acc[rr][c]);
+}
+
+// A tile's ``rows`` outputs ``o`` [rows][D], each divided by its softmax sum ``l``, into ``out`` [T, heads, D] (row
+// r = tile position r / group, query head kvh * group + r % group), rounded to the output's dtype.
+template <typename T, int D>
+inline void write_rows(const Item& it, int kvh, int rows, int group, int heads, const float* o, const float* l,
+                       T* out) {
+  for (int r = 0; r < rows; ++r) {
+    T* dst = out + ((it.row0 + r / group) * heads + static_cast<int64_t>(kvh) * group + r % group) * D;
+    const float inv = 1.f / l[r];
+    for (int d = 0; d < D; ++d) put(dst + d, o[static_cast<size_t>(r) * D + d] * inv);
+  }
+}
+
 // An fp32 tile of at least RT rows with the scores transposed: lanes are query rows, so no key is transposed (each
 // K element is broadcast from its row in place) and the running softmax works on 16 rows at once, with no
 // reduction across lanes. RT rows (two vectors) x KB keys of scores stay in registers over the head dims.
@@ -45,17 +91,11 @@ void attend_tile_rows(const Item& it, int kvh, const float* q, int64_t q_stride,
     for (int d = 0; d < D; ++d) qt[static_cast<size_t>(d) * padded + r] = src[d] * scale;
   }
   const int64_t last = it.pos0 + it.npos - 1;
-  const int64_t token_stride = static_cast<int64_t>(kv_heads) * D;
   const float* krow[KC];
   const float* vrow_at[KC];
   for (int64_t key0 = 0; key0 <= last; key0 += KC) {
     const int nk = static_cast<int>(std::min<int64_t>(KC, last + 1 - key0));
-    for (int j = 0; j < nk; ++j) {
-      const int64_t key = key0 + j;
-      const int64_t slot = tables[it.table0 + key / bs] * bs + key % bs;
-      krow[j] = kc + slot * token_stride + static_cast<int64_t>(kvh) * D;
-      vrow_at[j] = vc + slot * token_stride + static_cast<int64_t>(kvh) * D;
-    }
+    chunk_rows<float, D>(it, kvh, key0, nk, tables, bs, kv_heads, kc, vc, krow, vrow_at);
     for (int j = nk; j < KC; ++j) krow[j] = krow[0];  // past the last key: any finite row, masked below
     for (int r0 = 0; r0 < padded; r0 += RT) {
       // keys after the group's last position weigh nothing: not computed (rows are in position order)
@@ -99,29 +139,12 @@ void attend_tile_rows(const Item& it, int kvh, const float* q, int64_t q_stride,
         store(&m[r0 + h], mx);
         store(&alpha[h], a);
       }
-      for (int g0 = 0; g0 < RT; g0 += RB) {  // P V: RB rows x head dims in registers
-        v16 acc[RB][ND];
-        for (int rr = 0; rr < RB; ++rr)
-          for (int c = 0; c < ND; ++c) acc[rr][c] = load(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16]) * alpha[g0 + rr];
-        for (int j = 0; j < kend; ++j) {
-          v16 vrow[ND];
-          for (int c = 0; c < ND; ++c) vrow[c] = load(vrow_at[j] + c * 16);
-          for (int rr = 0; rr < RB; ++rr) {
-            const v16 b = splat(st[j][g0 + rr]);
-            for (int c = 0; c < ND; ++c) acc[rr][c] += b * vrow[c];
-          }
-        }
-        for (int rr = 0; rr < RB; ++rr)
-          for (int c = 0; c < ND; ++c) store(&o[static_cast<size_t>(r0 + g0 + rr) * D + c * 16], acc[rr][c]);
-      }
+      for (int g0 = 0; g0 < RT; g0 += RB)  // P V: RB rows x head dims in registers
+        pv_rows<float, ND>(&o[static_cast<size_t>(r0 + g0) * D], &alpha[g0], kend, vrow_at,
+                           [&](int rr, int j) { return st[j][g0 + rr]; });
     }
   }
-  for (int r = 0; r < rows; ++r) {
-    const int i = r / group;
-    float* dst = out + ((it.row0 + i) * heads + static_cast<int64_t>(kvh) * group + r % group) * D;
-    const float inv = 1.f / l[r];
-    for (int d = 0; d < D; ++d) dst[d] = o[static_cast<size_t>(r) * D + d] * inv;
-  }
+  write_rows<float, D>(it, kvh, rows, group, heads, o.data(), l.data(), out);
 }
 
 #ifdef __AVX512BF16__
@@ -180,17 +203,11 @@ void attend_tile_bf16(const Item& it, int kvh, const uint16_t* q, int64_t q_stri
     }
   }
   const int64_t last = it.pos0 + it.npos - 1;
-  const int64_t token_stride = static_cast<int64_t>(kv_heads) * D;
   const uint16_t* krow[KC];
   const uint16_t* vrow_at[KC];
   for (int64_t key0 = 0; key0 <= last; key0 += KC) {
     const int nk = static_cast<int>(std::min<int64_t>(KC, last + 1 - key0));
-    for (int j = 0; j < nk; ++j) {
-      const int64_t key = key0 + j;
-      const int64_t slot = tables[it.table0 + key / bs] * bs + key % bs;
-      krow[j] = kc + slot * token_stride + static_cast<int64_t>(kvh) * D;
-      vrow_at[j] = vc + slot * token_stride + static_cast<int64_t>(kvh) * D;
-    }
+    chunk_rows<uint16_t, D>(it, kvh, key0, nk, tables, bs, kv_heads, kc, vc, krow, vrow_at);
     for (int d = 0; d < DP; ++d) {  // zeros past the last key: their scores are masked, their V weigh 0
       uint32_t* dst = kt + d * KC;
       for (int j = 0; j < nk; ++j) dst[j] = bits32(krow[j] + 2 * d);
@@ -257,12 +274,7 @@ void attend_tile_bf16(const Item& it, int kvh, const uint16_t* q, int64_t q_stri
       }
     }
   }
-  for (int r = 0; r < rows; ++r) {
-    const int i = r / group;
-    uint16_t* dst = out + ((it.row0 + i) * heads + static_cast<int64_t>(kvh) * group + r % group) * D;
-    const float inv = 1.f / l[r];
-    for (int d = 0; d < D; ++d) put(dst + d, o[static_cast<size_t>(r) * D + d] * inv);
-  }
+  write_rows<uint16_t, D>(it, kvh, rows, group, heads, o.data(), l.data(), out);
 }
 #endif
 
