@@ -216,9 +216,7 @@ class EngineLoop:
                 self.engine.abort_request(rid)
         self._work.set()
         if self._thread is None:  # stepped by its owner, who called this after ``run_here``: drain the aborts here
-            with self._step_lock:
-                while self._step():
-                    pass
+            self._run()
             self.threads.restore()
             return
         self._thread.join(timeout=30)

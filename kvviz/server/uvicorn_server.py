@@ -51,8 +51,12 @@ class ServerThread:
         self.port = self.sock.getsockname()[1]
         self.server = _server(app, log_level)
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"kvviz-api :{self.port}")
-        self.error: str | None = None
         self.exception: BaseException | None = None  # what ended the server, if anything did
+
+    @property
+    def error(self) -> str | None:
+        """What ended the server, in one line (None while it runs or when it stopped cleanly)."""
+        return None if self.exception is None else f"{type(self.exception).__name__}: {self.exception}"
 
     @property
     def url(self) -> str:
@@ -63,7 +67,6 @@ class ServerThread:
             self.server.run(sockets=[self.sock])
         except BaseException as exc:  # noqa: BLE001 - kept for the caller, never raised into a page
             self.exception = exc
-            self.error = f"{type(exc).__name__}: {exc}"
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> ServerThread:
         """Start and wait until uvicorn accepts connections (its lifespan done); RuntimeError if it died."""
