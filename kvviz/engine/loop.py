@@ -216,7 +216,9 @@ class EngineLoop:
                 self.engine.abort_request(rid)
         self._work.set()
         if self._thread is None:  # stepped by its owner, who called this after ``run_here``: drain the aborts here
-            self._run()
+            with self._step_lock:
+                while self._step():
+                    pass
             self.threads.restore()
             return
         self._thread.join(timeout=30)
