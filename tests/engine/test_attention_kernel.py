@@ -176,3 +176,36 @@ def test_the_engines_bf16_rms_norm_equals_the_module_bit_for_bit(op):
         x = (torch.randn(rows, dim) * torch.logspace(-3, 2, rows)[:, None]).to(torch.bfloat16)  # small and large rows
         got = engine_norm(x, norm)
         assert got.dtype == torch.bfloat16 and torch.equal(got, norm(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_one_row_product_equals_the_exact_one(op, dtype):
+    """The one-pass product of one row against the exact (float64) product: fp32 to its rounding, bf16 within one
+    rounding of the output; shapes with a tail of W's rows (N % 4) and of a vector (K % 16, K % 32), on the
+    calling thread and over the OpenMP team (the LM head's shape)."""
+    from kvviz.engine.kernels import compiled_op
+
+    gemv = compiled_op("gemv")
+    assert gemv is not None
+    torch.manual_seed(5)
+    for n, k in ((7, 37), (13, 64), (960, 576), (576, 1536), (4099, 100), (49152, 576)):
+        x, w = torch.randn(1, k).to(dtype), (torch.randn(n, k) / k ** 0.5).to(dtype)
+        got = gemv(x, w)
+        exact = x.double() @ w.double().T  # [1, N]: the inputs' values, exactly
+        assert got.shape == (1, n) and got.dtype == dtype
+        # an fp32 sum of k products loses at most about k ulps of the largest partial sum
+        bound = (x.double().abs() @ w.double().abs().T) * k * 2 ** -24
+        if dtype == torch.bfloat16:
+            bound = bound + exact.abs() * 2 ** -8  # and the one rounding of the result to bf16
+        assert ((got.double() - exact).abs() <= bound).all()
+        assert torch.equal(got, gemv(x.clone(), w))  # deterministic: threads share rows, never one row's sum
+
+
+def test_one_row_product_takes_one_row_only(op):
+    from kvviz.engine.kernels import compiled_op
+
+    gemv = compiled_op("gemv")
+    with pytest.raises(RuntimeError, match="x \\[1, K\\]"):
+        gemv(torch.randn(2, 8), torch.randn(4, 8))
+    with pytest.raises(RuntimeError, match="both alike"):
+        gemv(torch.randn(1, 8), torch.randn(4, 8).double())

@@ -59,3 +59,22 @@ def test_engines_over_one_model_share_its_packed_weights():
     _logits(one, [1, 2, 3])
     _logits(two, [4, 5, 6])
     assert one.runner._packed is two.runner._packed is not None  # one copy of the weights per model
+
+
+def test_one_row_goes_through_the_one_pass_product_over_the_models_own_weight():
+    """A single row (one sequence's decode step) takes the compiled one-pass product where it is built, on the
+    model's own fused weight (no copy); more rows take the packed one; both equal the model's product."""
+    from kvviz.engine.kernels import compiled_op
+
+    lm = tiny_lm(seed=7)
+    weights = StepWeights(lm.model)
+    a = lm.model.model.layers[0].self_attn
+    qkv = weights.layers[0].qkv
+    assert qkv.weight.data_ptr() == a.qkv.weight.data_ptr()  # the model's tensor itself
+    gemv = compiled_op("gemv") if weights.pack else None
+    assert qkv.one_row is gemv
+    for rows in (1, 3):
+        x = torch.randn(rows, a.q_proj.weight.shape[1])
+        with torch.inference_mode():
+            got = qkv(x)
+        assert torch.allclose(got, x @ a.qkv.weight.T, atol=1e-5, rtol=1e-5)

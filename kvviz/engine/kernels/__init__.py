@@ -24,7 +24,8 @@ import torch
 log = logging.getLogger("kvviz.engine")
 
 HERE = Path(__file__).parent
-SOURCES = (HERE / "paged_attention.cpp", HERE / "layer_ops.cpp")  # the attention kernel and the layer's element-wise ops
+# the attention kernel, the layer's element-wise ops and the few-row products of decode steps
+SOURCES = (HERE / "paged_attention.cpp", HERE / "layer_ops.cpp", HERE / "gemv.cpp")
 HEADERS = (HERE / "vec.h", HERE / "tiles.h")  # included: their digest is a build flag, so a change rebuilds
 HEAD_DIMS = (64, 128)
 BLOCK_SIZES = (16, 32, 64)

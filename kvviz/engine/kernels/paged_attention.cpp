@@ -199,6 +199,7 @@ torch::Tensor paged_attention(torch::Tensor q, torch::Tensor k_cache, torch::Ten
 
 // the layer ops (layer_ops.cpp), bound in the same module
 torch::Tensor silu_and_mul(torch::Tensor x);
+torch::Tensor gemv(torch::Tensor x, torch::Tensor w);
 torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps);
 torch::Tensor rms_norm_given(torch::Tensor x, torch::Tensor inv, torch::Tensor w);
 torch::Tensor rotary(torch::Tensor x, torch::Tensor cos, torch::Tensor sin);
@@ -208,5 +209,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up of x = [gate | up] (CPU, fp32 or bf16)");
   m.def("rms_norm", &rms_norm, "RMSNorm of each row (CPU, fp32 or bf16)");
   m.def("rms_norm_given", &rms_norm_given, "bf16 RMSNorm of each row given its inverse root mean square (CPU)");
+  m.def("gemv", &gemv, "x [1, K] times w [N, K] transposed, one pass over w (CPU, fp32 or bf16)");
   m.def("rotary", &rotary, "rotary positions, x * cos + roll(x, d / 2) * signed sin (CPU, fp32 or bf16)");
 }
