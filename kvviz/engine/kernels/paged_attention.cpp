@@ -39,12 +39,25 @@ inline void scores(const float* qs, const float* kt, float (*p)[KC]) {
   }
 }
 
-// The same for at most RB rows (a decode token's query heads) straight from the keys' rows, one dot product
-// per (row, key): no transposed copy, which would cost more than these few rows' products.
+// Keys ahead whose K row a decode token's scores ask the memory for (each K row of one head is a short piece of a
+// token's slot, one every kv_heads * D values, so the hardware's stream prefetch does not run ahead of it).
+constexpr int kAheadKeys = 8;
+
 template <typename T, int D>
-inline void scores_direct(const float* qs, int n_rows, const T* const* krow, int nk, float (*p)[KC]) {
+inline void prefetch_row(const T* row) {
+  for (int b = 0; b < D * static_cast<int>(sizeof(T)); b += 64) __builtin_prefetch(reinterpret_cast<const char*>(row) + b);
+}
+
+// The same for at most RB rows (a decode token's query heads) straight from the keys' rows, one dot product
+// per (row, key): no transposed copy, which would cost more than these few rows' products. The K row kAheadKeys
+// on and this key's V row (read by P V once the chunk's scores are done) are prefetched (docs/ENGINE.md).
+template <typename T, int D>
+inline void scores_direct(const float* qs, int n_rows, const T* const* krow, const T* const* vrow, int nk,
+                          float (*p)[KC]) {
   constexpr int ND = D / 16;
   for (int j = 0; j < nk; ++j) {
+    if (j + kAheadKeys < nk) prefetch_row<T, D>(krow[j + kAheadKeys]);
+    prefetch_row<T, D>(vrow[j]);
     v16 k[ND];
     for (int c = 0; c < ND; ++c) k[c] = load_row(krow[j] + c * 16);
     for (int rr = 0; rr < n_rows; ++rr) {
@@ -94,7 +107,7 @@ void attend_tile(const Item& it, int kvh, const T* q, int64_t q_stride, const T*
     for (int r0 = 0; r0 < padded; r0 += RS) {
       const int n_rows = std::min(RS, padded - r0);  // RS, or RB for the last rows
       if (few)
-        scores_direct<T, D>(&qs[static_cast<size_t>(r0) * D], n_rows, krow, nk, p);
+        scores_direct<T, D>(&qs[static_cast<size_t>(r0) * D], n_rows, krow, vrow_at, nk, p);
       else if (n_rows == RS)
         scores<RS, D>(&qs[static_cast<size_t>(r0) * D], kt.data(), p);
       else
