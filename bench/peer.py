@@ -146,6 +146,11 @@ def main(argv: list[str]) -> int:
         tok = tokenizer()
         for i, threads in enumerate(configs):
             code = max(code, _one_config(workdir, threads, tok, rounds, i == 0, out))
+        from bench.peer_watch import check_watch
+
+        out["watch_listen"] = check_watch(workdir, tok)
+        print(f"[peer] watch --listen: {out['watch_listen']}", flush=True)
+        code = max(code, 0 if out["watch_listen"]["passed"] else 1)
     except PeerError as exc:
         print(f"peer: {exc}", file=sys.stderr)
         return 2

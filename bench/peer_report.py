@@ -102,6 +102,21 @@ def _agreement(agreement: dict[str, Any]) -> list[str]:
             f"{c['prefix_counters']['kvviz']['hits']:.0f} | {ok('prefix_counters')} |"]
 
 
+def _watch_listen(w: dict[str, Any]) -> list[str]:
+    """What ``kvviz watch --listen`` heard from a real vLLM that connected to it."""
+    if w.get("exit") != 0:
+        return ["", "### `kvviz watch --listen` against vLLM", "",
+                f"**FAILED**: watch exited with {w.get('exit')} ({w.get('error', '')})."]
+    verdict = "heard" if w["passed"] else "**NOT heard as required**"
+    return ["", "### `kvviz watch --listen` against vLLM", "",
+            f"A vLLM of its own, its KV-event endpoint `{w['listen']}` (a specific address: its PUB connects) and "
+            f"its replay ROUTER on `{w['replay_endpoint']}`; the first prompt ({w['first_prompt_blocks']} full "
+            "blocks) sent before `kvviz watch --listen` started, then a new prompt every few seconds while it "
+            f"ran ({w['live_requests']} sent). Watch {verdict}: {w['batches']} batches, {w['replayed']} of them "
+            f"replayed, {w['batches'] - w['replayed']} live, {w['missed']} missed, {w['cached_blocks']} blocks cached; the first prompt's blocks held: "
+            f"{w['prompt_cached_blocks']} of {w['prompt_blocks']}."]
+
+
 def section(path: Path = RESULTS) -> str:
     """The markdown section for ``path``, or an empty string when no peer run was recorded."""
     if not path.is_file():
@@ -122,6 +137,8 @@ def section(path: Path = RESULTS) -> str:
              "[DEVELOPMENT.md](DEVELOPMENT.md#the-peer-lane)."]
     if data.get("agreement"):
         lines += _agreement(data["agreement"])
+    if data.get("watch_listen"):
+        lines += _watch_listen(data["watch_listen"])
     labels = {"defaults": ("Each engine at its defaults", s["defaults"])}
     for name, run in data["runs"].items():
         title, text = labels.get(name, (f"Both on the same cores and threads ({run['threads']})", s["same"]))

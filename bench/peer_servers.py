@@ -161,8 +161,9 @@ def _spawn(name: str, argv: list[str], env: dict[str, str], port: int, workdir: 
     return server
 
 
-def start_vllm(workdir: Path, events_endpoint: str, threads: Threads) -> Server:
-    """vLLM's OpenAI server on the kvviz model folder; its KV-event PUB connects to ``events_endpoint``."""
+def start_vllm(workdir: Path, events_endpoint: str, threads: Threads, replay_endpoint: str | None = None) -> Server:
+    """vLLM's OpenAI server on the kvviz model folder; its KV-event PUB connects to ``events_endpoint`` (a
+    specific address), its replay ROUTER binds ``replay_endpoint`` when given."""
     if not PEER_PYTHON.is_file():
         raise PeerError(f"{PEER_PYTHON} is missing: `make peer` installs {VLLM_PACKAGE} there")
     from kvviz.server.config import SERVED_MODEL
@@ -170,7 +171,7 @@ def start_vllm(workdir: Path, events_endpoint: str, threads: Threads) -> Server:
     tok, model = model_folders()
     port = free_port()
     events = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": events_endpoint,
-              "replay_endpoint": None, "topic": ""}
+              "replay_endpoint": replay_endpoint, "topic": ""}
     argv = [str(PEER_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
             "--tokenizer", str(tok), "--served-model-name", SERVED_MODEL, "--host", "127.0.0.1",
             "--port", str(port), "--dtype", threads.dtype, "--block-size", str(BLOCK_SIZE),

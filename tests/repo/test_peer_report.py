@@ -72,3 +72,22 @@ def test_every_number_in_the_section_comes_from_the_json(tmp_path):
 
 def test_no_peer_run_no_section(tmp_path):
     assert peer_report.section(tmp_path / "absent.json") == ""
+
+
+def _watch(passed: bool, **over) -> dict:
+    return {"listen": "tcp://127.0.0.1:5800", "replay_endpoint": "tcp://127.0.0.1:5801", "exit": 0,
+            "live_requests": 2, "first_prompt_blocks": 10, "batches": 3, "replayed": 1 if passed else 0,
+            "missed": 0, "cached_blocks": 14, "prompt_blocks": 10, "prompt_cached_blocks": 10 if passed else 0,
+            "passed": passed, **over}
+
+
+def test_the_section_says_what_watch_listen_heard_from_vllm(tmp_path):
+    path = tmp_path / "peer-results.json"
+    for watch, words in ((_watch(True), "Watch heard: 3 batches, 1 of them replayed, 2 live, 0 missed"),
+                         (_watch(False), "**NOT heard as required**: 3 batches, 0 of them replayed"),
+                         (_watch(False, exit=2, error="no engine connected"), "**FAILED**: watch exited with 2")):
+        path.write_text(json.dumps({**_doc(), "watch_listen": watch}))
+        page = peer_report.section(path)
+        assert words in page
+    path.write_text(json.dumps(_doc()))
+    assert "watch --listen" not in peer_report.section(path)  # an older run without the check
