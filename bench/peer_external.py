@@ -10,13 +10,13 @@ answer ends with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.machine import load_average, machine, utc_now
+from bench.peer_servers import healthy
 
 NAMES = ("vllm", "kvviz")
 DEFAULT_OUT = Path("peer-external-results.json")
@@ -43,20 +43,6 @@ def parse_urls(pairs: list[str]) -> dict[str, str]:
     if missing:
         raise UsageError(f"missing {' and '.join(missing)}=URL")
     return urls
-
-
-def healthy(url: str, timeout_s: float = 10.0) -> bool:
-    """Whether the server at ``url`` answers GET /health with 200."""
-    parts = urlsplit(url)
-    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname, parts.port, timeout=timeout_s)
-    try:
-        conn.request("GET", "/health")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
 
 
 def run(urls: dict[str, str], rounds: int, label: str) -> dict:

